@@ -1,0 +1,64 @@
+# benchfarm: the two commands of the README (make demo, make test) and the lab lifecycle.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export BENCHFARM_CACHE ?= $(HOME)/.cache/benchfarm
+
+APT_PACKAGES := qemu-system-x86 qemu-system-arm qemu-utils ipxe-qemu seabios busybox-static \
+	pax-utils python3-pyelftools iperf3 cpio e2fsprogs openssl ca-certificates
+
+.PHONY: all deps venv binaries lab-up lab-down lab-status operator demo test unit crds bench clean
+
+all: test
+
+deps: $(BENCHFARM_CACHE)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
+
+$(BENCHFARM_CACHE)/.apt-%:
+	@echo "[setup] apt packages: $(APT_PACKAGES)"
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@mkdir -p $(BENCHFARM_CACHE) && touch $@
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@echo "[setup] python virtual environment in $(VENV)"
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip
+	@$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+binaries: deps
+	@bash hack/build-binaries.sh etcd kubernetes minio
+
+lab-up: deps venv binaries
+	@$(VENV)/bin/benchfarm lab up
+
+lab-down:
+	@test -x $(VENV)/bin/benchfarm && $(VENV)/bin/benchfarm lab down || true
+
+lab-status: venv
+	@$(VENV)/bin/benchfarm lab status
+
+crds: venv
+	@$(PY) -m benchfarm.api.crdgen crds
+
+demo: lab-up
+	@$(VENV)/bin/benchfarm demo
+
+unit: venv
+	@$(VENV)/bin/pytest -q -m 'not stack'
+
+test: lab-up
+	@$(VENV)/bin/lint-imports --config pyproject.toml
+	@$(VENV)/bin/pytest -q
+
+bench: venv
+	@$(PY) benchmarks/scheduler_bench.py
+
+clean: lab-down
+	rm -rf .benchfarm

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""Builds a virtual board's kernel and initramfs from Debian packages.
+
+A virtual board must run the same programs a lab engineer would put on a real board, so its root
+filesystem is made of Debian packages of the board's architecture, unpacked (never installed, so no
+maintainer scripts run and arm64 works on an x86 host), pruned to the ELF closure of the programs
+we need, and packed as an uncompressed initramfs (faster to boot under TCG than a compressed one).
+The result is cached under ~/.cache/benchfarm/images/<arch>-<digest>/, keyed by everything that
+goes into it, so it is rebuilt only when its inputs change.
+
+Usage: build_image.py ARCH   (prints the image directory on stdout)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CACHE = Path(os.environ.get("BENCHFARM_CACHE", Path.home() / ".cache" / "benchfarm"))
+RECIPE_VERSION = "6"  # bump when this file changes what it produces
+
+KERNEL_PACKAGE = {"amd64": "linux-image-cloud-amd64", "arm64": "linux-image-arm64"}
+PACKAGES = [
+    "busybox-static", "util-linux", "rt-tests", "stress-ng", "openssl", "fio", "sysbench", "mbw",
+    "iperf3", "p7zip-full",
+]
+# Programs copied into the image with their library closure (path inside the unpacked tree).
+PROGRAMS = [
+    "usr/bin/cyclictest", "usr/bin/hackbench", "usr/bin/stress-ng", "usr/bin/openssl",
+    "usr/bin/fio", "usr/bin/sysbench", "usr/bin/mbw", "usr/bin/iperf3", "usr/sbin/rtcwake",
+    "usr/lib/p7zip/7z",
+]
+EXTRA_FILES = ["usr/lib/ssl/openssl.cnf", "usr/lib/p7zip/7z.so", "usr/lib/p7zip/Codecs/Rar.so"]
+# Kernel modules the board needs (with their dependencies, from modules.dep).
+MODULES = ["virtio_net", "virtio_blk", "virtio_pci", "virtio_mmio", "virtio_console", "rtc-cmos"]
+
+INIT_SCRIPT = r"""#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mkdir -p /proc /sys /dev /tmp /run /mnt/scratch
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev 2>/dev/null
+mkdir -p /dev/shm /dev/pts
+mount -t tmpfs shm /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmp /tmp
+for m in $(cat /etc/modules-load); do modprobe -q "$m" 2>/dev/null; done
+hostname "$(sed -n 's/.*benchfarm.board=\([^ ]*\).*/\1/p' /proc/cmdline)"
+ip link set lo up
+if ip link set eth0 up 2>/dev/null; then
+  ip addr add 10.0.2.15/24 dev eth0
+  ip route add default via 10.0.2.2
+fi
+echo "benchfarm-init: userspace up"
+export PS1='root@\h:\w# '
+export HOME=/root
+cd /root
+while true; do setsid cttyhack sh -l; done
+"""
+
+
+def log(msg: str) -> None:
+    print(f"[image] {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, text=True, **kw)
+
+
+class AptRoot:
+    """A private apt tree for one architecture; the host's apt state is never touched."""
+
+    def __init__(self, arch: str) -> None:
+        self.arch = arch
+        self.root = CACHE / "apt" / arch
+        for sub in ("etc/apt/sources.list.d", "etc/apt/preferences.d", "var/lib/apt/lists/partial",
+                    "var/cache/apt/archives/partial", "var/lib/dpkg"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        status = self.root / "var/lib/dpkg/status"
+        if not status.exists():
+            status.write_text("")
+        for src in Path("/etc/apt/sources.list.d").glob("*.sources"):
+            shutil.copy(src, self.root / "etc/apt/sources.list.d" / src.name)
+        if Path("/etc/apt/sources.list").exists():
+            shutil.copy("/etc/apt/sources.list", self.root / "etc/apt/sources.list")
+
+    def opts(self) -> list[str]:
+        r = self.root
+        return [
+            "-o", f"APT::Architecture={self.arch}", "-o", f"APT::Architectures::={self.arch}",
+            "-o", f"Dir::Etc={r}/etc/apt", "-o", f"Dir::State={r}/var/lib/apt",
+            "-o", f"Dir::State::status={r}/var/lib/dpkg/status", "-o", f"Dir::Cache={r}/var/cache/apt",
+            "-o", "Debug::NoLocking=1", "-o", "APT::Sandbox::User=root", "-o", "APT::Install-Recommends=0",
+        ]
+
+    def update(self) -> None:
+        lists = self.root / "var/lib/apt/lists"
+        fresh = any(lists.glob("*_Packages*")) and time.time() - lists.stat().st_mtime < 7 * 86400
+        if not fresh:
+            log(f"{self.arch}: apt-get update (private tree)")
+            run(["apt-get", *self.opts(), "update", "-qq"])
+            lists.touch()
+
+    def candidate(self, package: str) -> str:
+        out = run(["apt-cache", *self.opts(), "policy", package], capture_output=True).stdout
+        m = re.search(r"Candidate:\s*(\S+)", out)
+        if not m or m.group(1) == "(none)":
+            raise SystemExit(f"[image] {self.arch}: package {package} has no candidate")
+        return m.group(1)
+
+    def depends_on(self, package: str) -> str:
+        out = run(["apt-cache", *self.opts(), "depends", package], capture_output=True).stdout
+        m = re.search(r"Depends:\s*(linux-image-\S+)", out)
+        return m.group(1) if m else package
+
+    def download(self, packages: list[str]) -> list[Path]:
+        archives = self.root / "var/cache/apt/archives"
+        log(f"{self.arch}: resolving and downloading {len(packages)} packages with dependencies")
+        run(["apt-get", *self.opts(), "install", "-y", "-qq", "--download-only", *packages],
+            stdout=subprocess.DEVNULL)
+        debs = sorted(archives.glob("*.deb"))
+        return debs
+
+
+def modules_closure(moddir: Path, wanted: list[str]) -> list[str]:
+    deps: dict[str, list[str]] = {}
+    for line in (moddir / "modules.dep").read_text().splitlines():
+        path, _, rest = line.partition(":")
+        deps[path] = rest.split()
+    by_name = {Path(p).name.split(".ko")[0].replace("-", "_"): p for p in deps}
+    out: list[str] = []
+
+    def visit(path: str) -> None:
+        if path in out:
+            return
+        for d in deps.get(path, []):
+            visit(d)
+        out.append(path)
+
+    for name in wanted:
+        path = by_name.get(name.replace("-", "_"))
+        if path:  # absent means built into this kernel
+            visit(path)
+    return out
+
+
+def elf_closure(tree: Path, programs: list[str]) -> set[str]:
+    files: set[str] = set()
+    for prog in programs:
+        out = run(["/usr/bin/python3", "/usr/bin/lddtree", "--root", str(tree), "-l", "/" + prog], capture_output=True).stdout
+        for line in out.split():
+            files.add(line.removeprefix(str(tree)))
+    return files
+
+
+def build(arch: str) -> Path:
+    apt = AptRoot(arch)
+    apt.update()
+    lists_mtime = (apt.root / "var/lib/apt/lists").stat().st_mtime
+    resolved_file = apt.root / "resolved.json"
+    resolved = json.loads(resolved_file.read_text()) if resolved_file.exists() else {}
+    if resolved.get("lists_mtime") != lists_mtime or resolved.get("packages") != PACKAGES:
+        kernel_pkg = apt.depends_on(KERNEL_PACKAGE[arch])
+        versions = {p: apt.candidate(p) for p in [kernel_pkg, *PACKAGES]}
+        resolved = {"lists_mtime": lists_mtime, "packages": PACKAGES, "kernel": kernel_pkg,
+                    "versions": versions}
+        resolved_file.write_text(json.dumps(resolved))
+    kernel_pkg, versions = resolved["kernel"], resolved["versions"]
+    digest_src = json.dumps({"recipe": RECIPE_VERSION, "arch": arch, "versions": versions,
+                             "programs": PROGRAMS, "modules": MODULES, "init": INIT_SCRIPT},
+                            sort_keys=True)
+    digest = hashlib.sha256(digest_src.encode()).hexdigest()[:12]
+    out = CACHE / "images" / f"{arch}-{digest}"
+    if (out / "initramfs.cpio").exists() and (out / "vmlinuz").exists():
+        return out
+
+    start = time.monotonic()
+    debs = apt.download([kernel_pkg, *PACKAGES])
+    wanted = {kernel_pkg, *PACKAGES}
+    work = CACHE / "build" / f"image-{arch}"
+    shutil.rmtree(work, ignore_errors=True)
+    tree = work / "tree"
+    tree.mkdir(parents=True)
+    log(f"{arch}: unpacking {len(debs)} packages")
+    for deb in debs:
+        run(["dpkg-deb", "-x", str(deb), str(tree)])
+    del wanted
+
+    kernel_version = kernel_pkg.removeprefix("linux-image-")
+    moddir = tree / "lib/modules" / kernel_version
+    run(["busybox", "depmod", "-b", str(tree), kernel_version])
+
+    root = work / "root"
+    for d in ("bin", "sbin", "usr/bin", "usr/sbin", "etc", "proc", "sys", "dev", "tmp", "root",
+              "run", "var/tmp", "mnt"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    shutil.copy(tree / "bin/busybox", root / "bin/busybox")
+    for f in sorted(elf_closure(tree, PROGRAMS)) + ["/" + f for f in EXTRA_FILES]:
+        src = tree / f.lstrip("/")
+        if not src.exists():
+            continue
+        dst = root / f.lstrip("/")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src.resolve(), dst)
+    # Debian's merged /usr: the loader is asked for under /lib and /lib64.
+    for link in ("lib", "lib64"):
+        if (root / "usr" / link).exists() and not (root / link).exists():
+            (root / link).symlink_to(f"usr/{link}")
+    for prog in PROGRAMS:
+        name = Path(prog).name
+        if not (root / "usr/bin" / name).exists():
+            (root / "usr/bin" / name).symlink_to("/" + prog)
+
+    mods = modules_closure(moddir, MODULES)
+    target_moddir = root / "lib/modules" / kernel_version if not (root / "lib").is_symlink() \
+        else root / "usr/lib/modules" / kernel_version
+    for m in mods:
+        dst = target_moddir / m
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(moddir / m, dst)
+    for f in ("modules.dep", "modules.alias", "modules.symbols", "modules.builtin",
+              "modules.order"):
+        if (moddir / f).exists():
+            shutil.copy2(moddir / f, target_moddir / f)
+    (root / "etc/modules-load").write_text(
+        "\n".join(Path(m).name.split(".ko")[0] for m in mods) + "\n")
+
+    (root / "init").write_text(INIT_SCRIPT)
+    (root / "init").chmod(0o755)
+    (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    (root / "etc/group").write_text("root:x:0:\n")
+    (root / "etc/hosts").write_text("127.0.0.1 localhost\n10.0.2.2 labhost\n")
+    (root / "etc/profile").write_text("export PATH=/bin:/sbin:/usr/bin:/usr/sbin\n")
+
+    out_tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(out_tmp, ignore_errors=True)
+    out_tmp.mkdir(parents=True)
+    vmlinuz = next((tree / "boot").glob("vmlinuz-*"))
+    shutil.copy(vmlinuz, out_tmp / "vmlinuz")
+    files = subprocess.run(["find", ".", "-mindepth", "1"], cwd=root, check=True,
+                           capture_output=True).stdout
+    with open(out_tmp / "initramfs.cpio", "wb") as cpio:
+        subprocess.run(["cpio", "-o", "-H", "newc", "--quiet", "-R", "0:0"], cwd=root, input=files,
+                       stdout=cpio, check=True)
+    (out_tmp / "manifest.json").write_text(json.dumps(
+        {"arch": arch, "kernel": kernel_version, "versions": versions, "modules": mods}, indent=2))
+    shutil.rmtree(out, ignore_errors=True)
+    out_tmp.rename(out)
+    shutil.rmtree(work, ignore_errors=True)
+    size = (out / "initramfs.cpio").stat().st_size / 1e6
+    log(f"{arch}: image built in {time.monotonic() - start:.0f} s ({size:.0f} MB initramfs): {out}")
+    return out
+
+
+def main() -> None:
+    arch = sys.argv[1] if len(sys.argv) > 1 else "amd64"
+    if arch not in KERNEL_PACKAGE:
+        raise SystemExit(f"unknown architecture {arch!r}; known: {', '.join(KERNEL_PACKAGE)}")
+    print(build(arch))
+
+
+if __name__ == "__main__":
+    main()

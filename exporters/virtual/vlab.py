@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""The virtual lab's hardware: one serial broker per board and a virtual PDU.
+
+A real board's USB-UART stays connectable while the board is off and shows the next boot from its
+first byte; a real PDU outlet starts and cuts the board. QEMU alone does neither (its serial socket
+dies with it), so this process owns, per board, a TCP port for clients and a UNIX socket that QEMU
+connects to, and serves an HTTP PDU in the `simplerest` dialect that labgrid's NetworkPowerPort
+drives: GET /outlet/<index>/1 powers on (starts a fresh QEMU), /0 powers off (kills the QEMU
+process and waits for it), /outlet/<index>/ answers "1" or "0".
+
+Usage: vlab.py CONFIG.json   (written by `benchfarm lab up`)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger("vlab")
+
+
+class SerialBroker:
+    """Bytes from QEMU go to every TCP client; bytes from any client go to QEMU."""
+
+    def __init__(self, name: str, tcp_port: int, socket_path: Path, console_log: Path) -> None:
+        self.name = name
+        self.tcp_port = tcp_port
+        self.socket_path = socket_path
+        self.clients: set[asyncio.StreamWriter] = set()
+        self.qemu: asyncio.StreamWriter | None = None
+        self.console_log = console_log.open("ab", buffering=0)
+
+    async def start(self) -> None:
+        self.socket_path.unlink(missing_ok=True)
+        await asyncio.start_unix_server(self._on_qemu, path=str(self.socket_path))
+        await asyncio.start_server(self._on_client, host="127.0.0.1", port=self.tcp_port)
+
+    async def _on_qemu(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.qemu is not None:
+            self.qemu.close()
+        self.qemu = writer
+        try:
+            while data := await reader.read(65536):
+                self.console_log.write(data)
+                for client in list(self.clients):
+                    try:
+                        client.write(data)
+                    except (ConnectionError, RuntimeError):
+                        self.clients.discard(client)
+        except ConnectionError:
+            pass
+        finally:
+            if self.qemu is writer:
+                self.qemu = None
+            writer.close()
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.clients.add(writer)
+        try:
+            while data := await reader.read(4096):
+                if self.qemu is not None:  # like a UART: input to an unpowered board is lost
+                    self.qemu.write(data)
+        except ConnectionError:
+            pass
+        finally:
+            self.clients.discard(writer)
+            writer.close()
+
+
+class Outlet:
+    """One PDU outlet: at most one QEMU per board, killed by its real PID."""
+
+    def __init__(self, board: dict, logdir: Path) -> None:
+        self.board = board
+        self.proc: asyncio.subprocess.Process | None = None
+        self.lock = asyncio.Lock()
+        self.logdir = logdir
+        self.started_at: float | None = None
+
+    @property
+    def is_on(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+    async def on(self) -> None:
+        async with self.lock:
+            if self.is_on:
+                return
+            qmp = Path(self.board["qmp_socket"])
+            qmp.unlink(missing_ok=True)
+            out = (self.logdir / f"{self.board['name']}-qemu.log").open("ab")
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.board["qemu_argv"], stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
+                start_new_session=True)
+            out.close()
+            self.started_at = time.monotonic()
+            log.info("%s: power on (qemu pid %d)", self.board["name"], self.proc.pid)
+
+    async def off(self) -> None:
+        async with self.lock:
+            if self.proc is None:
+                return
+            if self.proc.returncode is None:
+                self.proc.kill()
+            await self.proc.wait()
+            log.info("%s: power off", self.board["name"])
+            self.proc = None
+
+
+class PDU:
+    def __init__(self, outlets: list[Outlet], port: int) -> None:
+        self.outlets = outlets
+        self.port = port
+
+    async def start(self) -> None:
+        await asyncio.start_server(self._handle, host="127.0.0.1", port=self.port)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await reader.readline()
+            while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                pass
+            parts = request.decode("latin-1").split()
+            status, body = await self._route(parts[1] if len(parts) > 1 else "/")
+        except Exception as exc:  # a broken request must not take the PDU down
+            status, body = "500 Internal Server Error", f"{exc}\n"
+        payload = body.encode()
+        writer.write(f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: "
+                     f"{len(payload)}\r\nConnection: close\r\n\r\n".encode() + payload)
+        await writer.drain()
+        writer.close()
+
+    async def _route(self, path: str) -> tuple[str, str]:
+        parts = [p for p in path.split("/") if p]
+        if len(parts) < 2 or parts[0] != "outlet" or not parts[1].isdigit():
+            return "404 Not Found", "use /outlet/<index>/[0|1]\n"
+        index = int(parts[1])
+        if index >= len(self.outlets):
+            return "404 Not Found", f"no outlet {index}\n"
+        outlet = self.outlets[index]
+        if len(parts) == 2:
+            return "200 OK", "1" if outlet.is_on else "0"
+        if parts[2] == "1":
+            await outlet.on()
+        elif parts[2] == "0":
+            await outlet.off()
+        else:
+            return "400 Bad Request", "value must be 0 or 1\n"
+        return "200 OK", "1" if outlet.is_on else "0"
+
+
+async def serve(config: dict) -> None:
+    logdir = Path(config["logdir"])
+    brokers = [SerialBroker(b["name"], b["serial_port"], Path(b["serial_socket"]),
+                            logdir / f"{b['name']}-console.log") for b in config["boards"]]
+    outlets = [Outlet(b, logdir) for b in config["boards"]]
+    for broker in brokers:
+        await broker.start()
+    pdu = PDU(outlets, config["pdu_port"])
+    await pdu.start()
+    log.info("virtual lab ready: %d boards, PDU on port %d", len(brokers), config["pdu_port"])
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    for outlet in outlets:
+        await outlet.off()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    config = json.loads(Path(sys.argv[1]).read_text())
+    os.makedirs(config["logdir"], exist_ok=True)
+    asyncio.run(serve(config))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Builds the lab's server binaries from the Go module proxy, once, into a cache outside the repo.
+# Each component lands in $BENCHFARM_CACHE/bin/<name>-<version>/ and is skipped when present.
+set -euo pipefail
+
+CACHE="${BENCHFARM_CACHE:-$HOME/.cache/benchfarm}"
+K8S_VERSION="${K8S_VERSION:-v1.34.4}"
+ETCD_VERSION="${ETCD_VERSION:-v3.5.35}"
+MINIO_VERSION="${MINIO_VERSION:-v0.0.0-20260212201848-7aac2a2c5b7c}"
+HELM_VERSION="${HELM_VERSION:-v3.19.5}"
+export GOFLAGS="-trimpath -mod=mod"
+export CGO_ENABLED=0
+
+phase() { printf '[build] %s\n' "$*" >&2; }
+
+# Prints a dot every 15 s so a long silent `go build` still shows life.
+with_progress() {
+  local what="$1"; shift
+  local start=$SECONDS log="$CACHE/build/$what.log"
+  mkdir -p "$CACHE/build"
+  phase "$what: building (first time only; log: $log)"
+  "$@" >"$log" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 15
+    kill -0 "$pid" 2>/dev/null && phase "$what: still building ($((SECONDS - start)) s)"
+  done
+  if ! wait "$pid"; then
+    phase "$what: FAILED after $((SECONDS - start)) s; last lines of $log:"
+    tail -n 20 "$log" >&2
+    exit 1
+  fi
+  phase "$what: built in $((SECONDS - start)) s"
+}
+
+build_etcd() {
+  local out="$CACHE/bin/etcd-$ETCD_VERSION"
+  [ -x "$out/etcd" ] && return 0
+  local mod="$CACHE/build/etcd-mod"
+  rm -rf "$mod"; mkdir -p "$mod"
+  local v2="v2.305.${ETCD_VERSION##*.}"
+  cat >"$mod/go.mod" <<GOMOD
+module benchfarm.local/etcdbuild
+go 1.24
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+replace (
+	go.etcd.io/etcd/api/v3 => go.etcd.io/etcd/api/v3 $ETCD_VERSION
+	go.etcd.io/etcd/client/pkg/v3 => go.etcd.io/etcd/client/pkg/v3 $ETCD_VERSION
+	go.etcd.io/etcd/client/v3 => go.etcd.io/etcd/client/v3 $ETCD_VERSION
+	go.etcd.io/etcd/client/v2 => go.etcd.io/etcd/client/v2 $v2
+	go.etcd.io/etcd/pkg/v3 => go.etcd.io/etcd/pkg/v3 $ETCD_VERSION
+	go.etcd.io/etcd/raft/v3 => go.etcd.io/etcd/raft/v3 $ETCD_VERSION
+)
+GOMOD
+  printf 'package tools\nimport _ "go.etcd.io/etcd/server/v3"\n' >"$mod/tools.go"
+  mkdir -p "$out.tmp"
+  with_progress "etcd-$ETCD_VERSION" bash -c "cd '$mod' && go mod tidy && go build -ldflags='-s -w' -o '$out.tmp/etcd' go.etcd.io/etcd/server/v3"
+  mv "$out.tmp" "$out"
+}
+
+build_kubernetes() {
+  local out="$CACHE/bin/kubernetes-$K8S_VERSION"
+  [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kubectl" ] && return 0
+  local mod="$CACHE/build/k8s-mod"
+  local staging="v0.${K8S_VERSION#v1.}"
+  rm -rf "$mod"; mkdir -p "$mod"
+  phase "kubernetes-$K8S_VERSION: resolving staging modules"
+  local gomod
+  gomod=$(cd "$mod" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  {
+    echo "module benchfarm.local/k8sbuild"
+    echo "go 1.24"
+    echo "require k8s.io/kubernetes $K8S_VERSION"
+    echo "replace ("
+    grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging/src/k8s\.io/[a-z0-9-]+' "$gomod" |
+      awk -v v="$staging" '{print "\t" $1 " => " $1 " " v}'
+    echo ")"
+  } >"$mod/go.mod"
+  printf 'package tools\nimport (\n_ "k8s.io/kubernetes/cmd/kube-apiserver"\n_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n_ "k8s.io/kubernetes/cmd/kubectl"\n)\n' >"$mod/tools.go"
+  local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
+  local ld="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+  ld="$ld -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  mkdir -p "$out.tmp"
+  with_progress "kubernetes-$K8S_VERSION" bash -c "cd '$mod' && go mod tidy && go build -ldflags='$ld' -o '$out.tmp/' k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl"
+  rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+build_minio() {
+  local out="$CACHE/bin/minio-$MINIO_VERSION"
+  [ -x "$out/minio" ] && return 0
+  mkdir -p "$out.tmp"
+  with_progress "minio-$MINIO_VERSION" env GOBIN="$out.tmp" go install -ldflags='-s -w' "github.com/minio/minio@$MINIO_VERSION"
+  rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+build_helm() {
+  local out="$CACHE/bin/helm-$HELM_VERSION"
+  [ -x "$out/helm" ] && return 0
+  mkdir -p "$out.tmp"
+  with_progress "helm-$HELM_VERSION" env GOBIN="$out.tmp" go install -ldflags='-s -w' "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(etcd kubernetes minio)
+for t in "${targets[@]}"; do "build_$t"; done

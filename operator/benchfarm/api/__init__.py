@@ -1,0 +1,1 @@
+"""Data shapes of the CRDs and plans (pydantic, no I/O)."""

@@ -1,0 +1,166 @@
+"""The shapes of benchfarm's custom resources, as pydantic models.
+
+They are the single source of truth: the CRDs in `crds/` are generated from them (and a test fails
+when the committed files drift), and the operator validates every object it reads through them.
+No I/O here.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .suites import SUITE_NAMES
+
+GROUP = "benchfarm.io"
+VERSION = "v1alpha1"
+
+Name = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
+LabelKey = Annotated[str, Field(max_length=63)]
+LabelValue = Annotated[str, Field(max_length=63)]
+ParamValue = Annotated[str, Field(max_length=256)]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+
+def _immutable(message: str) -> dict[str, Any]:
+    return {"x-kubernetes-validations": [{"rule": "self == oldSelf", "message": message}]}
+
+
+class BoardSelector(Model):
+    """Which boards may run this: a device type and labels, or one board by name."""
+
+    deviceType: Name | None = Field(None, description="Device type of the board, e.g. qemu-x86.")
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=16,
+                                               description="Labels the board must carry.")
+    board: Name | None = Field(None, description="One board (labgrid place) by name.")
+
+
+class SuiteSpec(Model):
+    """One benchmark suite of a plan: the command run on the board and the parser that reads it."""
+
+    name: Annotated[str, Field(min_length=1, max_length=63)] = Field(
+        description="A name for this step, unique in the plan.")
+    suite: Annotated[str, Field(json_schema_extra={"enum": SUITE_NAMES})] = Field(
+        description="Parser that reads the output: " + ", ".join(SUITE_NAMES) + ".")
+    command: Annotated[str, Field(min_length=1, max_length=4096)] = Field(
+        description="Shell command run on the board's console.")
+    timeoutSeconds: int = Field(300, ge=1, le=86400)
+    parameters: dict[Annotated[str, Field(max_length=63)], ParamValue] = Field(
+        default_factory=dict, max_length=32,
+        description="Parser parameters (e.g. cpuClockMHz, tool for lmbench).")
+    background: Annotated[str, Field(max_length=1024)] | None = Field(
+        None, description="Load started before the command and stopped after it.")
+    requires: list[Annotated[str, Field(max_length=63)]] = Field(
+        default_factory=list, max_length=16, description="Programs the board image must have.")
+
+
+class TestPlanSpec(Model):
+    description: Annotated[str, Field(max_length=1024)] = ""
+    suites: list[SuiteSpec] = Field(min_length=1, max_length=64)
+
+
+class BenchmarkRunSpec(Model):
+    selector: BoardSelector = Field(json_schema_extra=_immutable("selector is immutable"))
+    plan: Name | None = Field(None, description="Name of a TestPlan object.",
+                              json_schema_extra=_immutable("plan is immutable"))
+    suites: list[SuiteSpec] | None = Field(
+        None, max_length=64, description="Inline suites (if the lab policy allows them).",
+        json_schema_extra=_immutable("suites are immutable"))
+    iterations: int = Field(1, ge=1, le=1000, json_schema_extra=_immutable("iterations is immutable"))
+    warmupIterations: int = Field(0, ge=0, le=100,
+                                  json_schema_extra=_immutable("warmupIterations is immutable"))
+    bootCycles: int = Field(1, ge=1, le=100, json_schema_extra=_immutable("bootCycles is immutable"))
+    priority: int = Field(100, ge=0, le=1000, description="Higher runs first.")
+    timeoutSeconds: int = Field(3600, ge=10, le=7 * 86400,
+                                description="Limit from board acquisition to the end.")
+    queueTimeoutSeconds: int | None = Field(None, ge=1, le=30 * 86400)
+    cancel: bool = Field(False, description="Stop the run and keep its record.")
+    artifactPrefix: Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z0-9._/-]*$")] = ""
+    baseline: Name | None = Field(None, description="A finished run in the same namespace to compare with.")
+    ttlSecondsAfterFinished: int | None = Field(None, ge=0, le=365 * 86400)
+
+
+BENCHMARKRUN_SPEC_RULES = [
+    {"rule": "has(self.plan) != has(self.suites)",
+     "message": "set exactly one of plan (a TestPlan name) or suites (inline suites)"},
+    {"rule": "has(self.selector.deviceType) || has(self.selector.board)",
+     "message": "selector needs deviceType or board"},
+    {"rule": "has(self.plan) == has(oldSelf.plan)", "message": "plan is immutable"},
+]
+
+
+class Condition(Model):
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    lastTransitionTime: str | None = None
+    observedGeneration: int | None = None
+
+
+class BenchmarkRunStatus(Model):
+    model_config = ConfigDict(extra="allow")
+    phase: str | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    board: str | None = None
+    queuePosition: int | None = None
+    progress: str | None = None
+    bootSeconds: str | None = None
+    attempts: int | None = None
+    startTime: str | None = None
+    completionTime: str | None = None
+    results: dict[str, Any] | None = None
+    artifacts: list[str] | None = None
+    provenance: dict[str, Any] | None = None
+    observedGeneration: int | None = None
+
+
+class BoardState(str, Enum):
+    idle = "Idle"
+    busy = "Busy"
+    quarantined = "Quarantined"
+    offline = "Offline"
+    maintenance = "Maintenance"
+
+
+class BoardSpec(Model):
+    maintenance: bool = Field(False, description="Drain: finish the current run, take no new one.")
+
+
+class BoardStatus(Model):
+    model_config = ConfigDict(extra="allow")
+    deviceType: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    state: BoardState | None = None
+    run: str | None = None
+    consecutiveInfraFailures: int = 0
+    reason: str | None = None
+    quarantinedAt: str | None = None
+
+
+class NamespacePolicy(Model):
+    namespace: Name
+    maxPriority: int = Field(1000, ge=0, le=1000)
+    maxBoards: int = Field(1000, ge=0, le=100000)
+    allowInlineSuites: bool = False
+
+
+class LabPolicySpec(Model):
+    default: NamespacePolicy = Field(
+        default_factory=lambda: NamespacePolicy(namespace="default-policy"),
+        description="Applies to namespaces without an entry.")
+    namespaces: list[NamespacePolicy] = Field(default_factory=list, max_length=1000)
+    quarantineAfterFailures: int = Field(2, ge=1, le=100)
+    quarantineCooldownSeconds: int = Field(60, ge=0, le=86400)
+    maxInfraRetries: int = Field(2, ge=0, le=20)
+
+    def for_namespace(self, namespace: str) -> NamespacePolicy:
+        for p in self.namespaces:
+            if p.namespace == namespace:
+                return p
+        return self.default

@@ -1,0 +1,1 @@
+"""Pure decisions: queue and scheduling, planning, statistics, regressions. No I/O."""

@@ -1,0 +1,1 @@
+"""Boards through labgrid: coordinator client, boot strategy and timing, board sessions."""

@@ -1,0 +1,204 @@
+"""benchfarm as a labgrid client: places, tags, acquire and release through the coordinator.
+
+labgrid's ClientSession is asyncio code bound to its own event loop. kopf has its own loop too, so
+the session lives in a dedicated worker thread and every call is handed to that thread; callers
+get plain blocking methods (call them from a worker thread or through `asyncio.to_thread`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Coroutine
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+from labgrid.remote.client import ClientSession
+from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
+from labgrid.util.proxy import proxymanager
+
+from ..errors import BoardBusy, InfraError
+
+T = TypeVar("T")
+
+# Who benchfarm is to the coordinator: places it acquires show as acquired by "<host>/<user>".
+DEFAULT_USER = "benchfarm"
+DEFAULT_HOST = "operator"
+
+
+@dataclass(frozen=True)
+class PlaceInfo:
+    """What benchfarm needs to know of a labgrid place."""
+
+    name: str
+    tags: dict[str, str] = field(default_factory=dict)
+    acquired: str | None = None
+    reserved_by: str | None = None
+    matches: tuple[str, ...] = ()
+    comment: str = ""
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)  # cls -> params
+
+    @property
+    def free(self) -> bool:
+        return self.acquired is None and self.reserved_by is None
+
+
+class Coordinator:
+    """A long-lived connection to labgrid's coordinator, driven from one worker thread."""
+
+    def __init__(self, address: str, *, user: str = DEFAULT_USER, host: str = DEFAULT_HOST,
+                 timeout: float = 20.0) -> None:
+        self.address = address
+        self.user = user
+        self.host = host
+        self.timeout = timeout
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="labgrid-client",
+                                        daemon=True)
+        self._thread.start()
+        self._session: ClientSession | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def identity(self) -> str:
+        return f"{self.host}/{self.user}"
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout or self.timeout)
+        except TimeoutError as exc:
+            future.cancel()
+            raise InfraError(f"labgrid coordinator at {self.address} did not answer in time",
+                             reason="CoordinatorUnreachable") from exc
+
+    async def _ensure(self) -> ClientSession:
+        if self._session is not None and not self._session.stopping.is_set():
+            return self._session
+        os.environ["LG_USERNAME"] = self.user
+        os.environ["LG_HOSTNAME"] = self.host
+        address = proxymanager.get_grpc_address(self.address, default_port=20408)
+        session = ClientSession(address, self._loop)
+        try:
+            await asyncio.wait_for(session.start(), self.timeout)
+        except Exception as exc:
+            try:
+                await session.stop()
+                await session.close()
+            except Exception:  # the channel may already be gone
+                pass
+            raise InfraError(f"cannot reach the labgrid coordinator at {self.address}: {exc}",
+                             reason="CoordinatorUnreachable") from exc
+        self._session = session
+        return session
+
+    async def _rpc(self, method: str, request: Any) -> None:
+        session = await self._ensure()
+        try:
+            await getattr(session.stub, method)(request)
+            await session.sync_with_coordinator()
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                self._session = None
+                raise InfraError(f"labgrid coordinator unavailable: {exc.details()}",
+                                 reason="CoordinatorUnreachable") from exc
+            raise InfraError(f"labgrid {method} failed: {exc.details()}") from exc
+
+    def close(self) -> None:
+        async def _close() -> None:
+            if self._session is not None:
+                await self._session.stop()
+                await self._session.close()
+                self._session = None
+        try:
+            self._call(_close(), timeout=5)
+        except Exception:  # closing a dead session is best effort
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+    # -- queries ------------------------------------------------------------------------------
+    def places(self) -> dict[str, PlaceInfo]:
+        async def _places() -> dict[str, PlaceInfo]:
+            session = await self._ensure()
+            await session.sync_with_coordinator()
+            out = {}
+            for name, place in session.places.items():
+                resources: dict[str, dict[str, Any]] = {}
+                for exporter, groups in session.resources.items():
+                    for group_name, group in groups.items():
+                        for res_name, res in group.items():
+                            if place.getmatch((exporter, group_name, res.cls, res_name)):
+                                resources[res.cls] = dict(res.args)
+                reserved = None
+                if place.reservation:
+                    reserved = place.reservation
+                out[name] = PlaceInfo(
+                    name=name, tags=dict(place.tags), acquired=place.acquired,
+                    reserved_by=reserved, matches=tuple(str(m) for m in place.matches),
+                    comment=place.comment, resources=resources)
+            return out
+        return self._call(_places())
+
+    def resources(self) -> dict[str, list[str]]:
+        """exporter name -> resource paths it offers (for readiness checks)."""
+        async def _resources() -> dict[str, list[str]]:
+            session = await self._ensure()
+            await session.sync_with_coordinator()
+            return {exp: [f"{exp}/{g}/{r.cls}/{n}" for g, grp in groups.items()
+                          for n, r in grp.items() if r.avail]
+                    for exp, groups in session.resources.items()}
+        return self._call(_resources())
+
+    # -- place management (inventory) ---------------------------------------------------------
+    def ensure_place(self, name: str, *, match: str, tags: dict[str, str], comment: str = "") -> None:
+        """Create or update a place so it matches `match` and carries exactly `tags`."""
+        current = self.places().get(name)
+        if current is None:
+            self._call(self._rpc("AddPlace", pb2.AddPlaceRequest(name=name)))
+            current = PlaceInfo(name=name)
+        if match not in current.matches:
+            self._call(self._rpc("AddPlaceMatch",
+                                 pb2.AddPlaceMatchRequest(placename=name, pattern=match)))
+        if current.tags != tags:
+            self._call(self._rpc("SetPlaceTags", pb2.SetPlaceTagsRequest(placename=name, tags=tags)))
+        if comment and current.comment != comment:
+            self._call(self._rpc("SetPlaceComment",
+                                 pb2.SetPlaceCommentRequest(placename=name, comment=comment)))
+
+    # -- acquisition --------------------------------------------------------------------------
+    def acquire(self, name: str) -> None:
+        """Acquire a place for benchfarm; a place anyone else holds or reserved is BoardBusy."""
+        with self._lock:
+            place = self.places().get(name)
+            if place is None:
+                raise InfraError(f"labgrid place {name} does not exist", reason="PlaceMissing")
+            if place.acquired == self.identity:
+                return  # ours already (operator restarted while holding it)
+            if place.acquired:
+                raise BoardBusy(f"place {name} is acquired by {place.acquired}")
+            if place.reserved_by:
+                raise BoardBusy(f"place {name} is reserved ({place.reserved_by})")
+            try:
+                self._call(self._rpc("AcquirePlace", pb2.AcquirePlaceRequest(placename=name)))
+            except InfraError as exc:
+                if "already acquired" in str(exc) or "reserved" in str(exc):
+                    raise BoardBusy(str(exc)) from exc
+                raise
+
+    def release(self, name: str) -> bool:
+        """Release a place only if benchfarm holds it; returns whether it was ours."""
+        with self._lock:
+            place = self.places().get(name)
+            if place is None or place.acquired != self.identity:
+                return False
+            self._call(self._rpc("ReleasePlace",
+                                 pb2.ReleasePlaceRequest(placename=name, fromuser=self.identity)))
+            return True
+
+    def held_by_us(self) -> list[str]:
+        return [n for n, p in self.places().items() if p.acquired == self.identity]

@@ -1,0 +1,1 @@
+"""Rendering results for people: tables in the seed guides' layout, Markdown, RST, HTML."""

@@ -1,0 +1,1 @@
+"""Artifacts in S3 (MinIO): idempotent keys under <namespace>/<run>/<uid>/."""
