@@ -1,21 +1,61 @@
-"""The `benchfarm` command: lab lifecycle, parsing, reports and comparisons for people and CI."""
+"""The `benchfarm` command: lab lifecycle, the operator, parsing, reports and the demo."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
+from pathlib import Path
+
+
+def _parse(args: argparse.Namespace) -> int:
+    from .errors import BenchfarmError
+    from .suites.registry import parse
+    try:
+        text = Path(args.file).read_text(errors="replace") if args.file != "-" else sys.stdin.read()
+        params = dict(p.split("=", 1) for p in args.param)
+        metrics = parse(args.suite, text, params)
+    except BenchfarmError as exc:
+        print(f"benchfarm parse: {exc.message}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"benchfarm parse: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps([m.as_dict() for m in metrics], indent=2))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help"):
-        print("usage: benchfarm lab up|down|status | operator | parse SUITE FILE | "
-              "report NS/RUN | compare RUN BASELINE | import-guide RST")
-        return 0
-    cmd, rest = args[0], args[1:]
-    if cmd == "lab":
+    parser = argparse.ArgumentParser(prog="benchfarm", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    lab = sub.add_parser("lab", help="the embedded lab: up, down, status, operator")
+    lab.add_argument("action", choices=["up", "down", "status", "operator"])
+    op = sub.add_parser("operator", help="run the operator (kopf) in the foreground")
+    op.add_argument("--liveness", default=None, help="liveness endpoint URL")
+    demo = sub.add_parser("demo", help="run the demo BenchmarkRun on the local lab")
+    demo.add_argument("--manifest", default=None)
+    p = sub.add_parser("parse", help="parse a suite's output file into metrics (JSON)")
+    p.add_argument("suite")
+    p.add_argument("file")
+    p.add_argument("--param", action="append", default=[], help="KEY=VALUE parser parameter")
+    rep = sub.add_parser("report", help="print the report of a finished run")
+    rep.add_argument("run", help="NAMESPACE/NAME")
+    rep.add_argument("--format", choices=["md", "rst", "json"], default="md")
+    args = parser.parse_args(argv)
+    if args.cmd == "lab":
         from . import devlab
-        return devlab.main(rest)
-    print(f"benchfarm: unknown command {cmd!r}", file=sys.stderr)
+        return devlab.main([args.action])
+    if args.cmd == "operator":
+        from .kube.main import run
+        return run(args.liveness)
+    if args.cmd == "demo":
+        from .demo import demo
+        return demo(args.manifest)
+    if args.cmd == "parse":
+        return _parse(args)
+    if args.cmd == "report":
+        from .demo import report
+        return report(args.run, args.format)
     return 2
 
 

@@ -55,6 +55,7 @@ class Ports:
     coordinator: int = PORT_BASE + 408
     pdu: int = PORT_BASE + 80
     iperf3: int = PORT_BASE + 201
+    operator_liveness: int = PORT_BASE + 81
     serial_base: int = PORT_BASE + 100
 
 
@@ -475,6 +476,7 @@ def write_env() -> Path:
         "BENCHFARM_STATE": str(STATE),
         "BENCHFARM_IPERF3_PEER": f"10.0.2.2:{PORTS.iperf3}",
         "BENCHFARM_DEVICE_TYPES": str(DEVICE_TYPES),
+        "BENCHFARM_LIVENESS": f"http://127.0.0.1:{PORTS.operator_liveness}/healthz",
     }
     lines = [f"export {k}='{v}'" for k, v in env.items()]
     lines.append(f"export PATH='{VENV_BIN}:{kubectl_dir}':\"$PATH\"")
@@ -492,6 +494,28 @@ def lab_env() -> dict[str, str]:
             k, v = line[7:].split("=", 1)
             out[k] = v.strip("'")
     return out
+
+
+def kubectl(*args: str, check: bool = True, capture: bool = False) -> subprocess.CompletedProcess:
+    env = {**os.environ, **lab_env()}
+    exe = CACHE / "bin" / f"kubernetes-{K8S_VERSION}" / "kubectl"
+    return subprocess.run([str(exe), *args], env=env, check=check, text=True,
+                          capture_output=capture)
+
+
+def install_crds_and_plans() -> None:
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"), capture=True)
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all", capture=True)
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "testplans"), capture=True)
+
+
+def start_operator() -> None:
+    """The operator as a lab component: same command a cluster Deployment runs."""
+    install_crds_and_plans()
+    env = lab_env()
+    start_process("benchfarm-operator", [str(VENV_BIN / "benchfarm"), "operator"], env=env,
+                  ports=[PORTS.operator_liveness], timeout=90,
+                  ready=lambda: _http_ok(env["BENCHFARM_LIVENESS"]))
 
 
 def up() -> Path:
@@ -547,13 +571,16 @@ def main(argv: list[str]) -> int:
     try:
         if cmd == "up":
             up()
+        elif cmd == "operator":
+            start_operator()
+            say("operator running; log: " + str(STATE / "logs" / "benchfarm-operator.log"))
         elif cmd == "down":
             down()
         elif cmd == "status":
             for name, pid in status().items():
                 print(f"{name:32} {'running pid ' + str(pid) if pid else 'stopped'}")
         else:
-            print("usage: benchfarm lab up|down|status", file=sys.stderr)
+            print("usage: benchfarm lab up|down|status|operator", file=sys.stderr)
             return 2
     except LabError as exc:
         print(f"[lab] ERROR: {exc}", file=sys.stderr)

@@ -1,0 +1,168 @@
+"""Generates the CRD manifests in `crds/` from the pydantic models.
+
+Run `make crds` after changing a model; a test regenerates them and fails on any difference from
+the committed files, so the cluster's schema never drifts from what the operator validates.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from .models import (BENCHMARKRUN_SPEC_RULES, GROUP, VERSION, BenchmarkRunSpec, BoardSpec,
+                     LabPolicySpec, TestPlanSpec)
+
+_DROP = {"title", "discriminator"}
+
+
+def _inline(schema: dict[str, Any], defs: dict[str, Any]) -> Any:
+    """Resolve $refs, fold Optional (anyOf with null) and drop keys Kubernetes rejects."""
+    if isinstance(schema, list):
+        return [_inline(s, defs) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if "$ref" in schema:
+        target = copy.deepcopy(defs[schema["$ref"].split("/")[-1]])
+        extra = {k: v for k, v in schema.items() if k != "$ref"}
+        return _inline({**target, **extra}, defs)
+    if "anyOf" in schema:
+        options = [o for o in schema["anyOf"] if o.get("type") != "null"]
+        rest = {k: v for k, v in schema.items() if k != "anyOf"}
+        if len(options) == 1:
+            merged = {**_inline(options[0], defs), **{k: v for k, v in rest.items()}}
+            if merged.get("default", 0) is None:
+                del merged["default"]
+            return _inline(merged, defs)
+    out = {}
+    for key, value in schema.items():
+        if key in _DROP or key == "$defs":
+            continue
+        if key == "default" and value is None:
+            continue
+        if key == "properties":
+            out[key] = {k: _inline(v, defs) for k, v in value.items()}
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            out[key] = _inline(value, defs)
+        elif key == "propertyNames":
+            continue  # not allowed in CRD schemas; key lengths are bounded by maxProperties
+        else:
+            out[key] = _inline(value, defs) if isinstance(value, (dict, list)) else value
+    if out.get("type") == "integer" and "format" not in out:
+        out["format"] = "int64"
+    if "properties" in out:
+        out.pop("additionalProperties", None)
+    if "enum" in out and "type" not in out:
+        out["type"] = "string"
+    if out.get("type") == "object" and "additionalProperties" in out and "properties" not in out:
+        if "maxItems" in out:
+            out["maxProperties"] = out.pop("maxItems")
+    if out.get("type") == "object" and "maxLength" in out:  # dict max_length -> maxProperties
+        out["maxProperties"] = out.pop("maxLength")
+    return out
+
+
+def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    raw = model.model_json_schema(mode="validation")
+    return _inline(raw, raw.get("$defs", {}))
+
+
+_STATUS_SCHEMA = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+_CONDITIONS = {
+    "type": "array", "maxItems": 16, "x-kubernetes-list-type": "map",
+    "x-kubernetes-list-map-keys": ["type"],
+    "items": {"type": "object", "required": ["type", "status"], "properties": {
+        "type": {"type": "string", "maxLength": 64},
+        "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+        "reason": {"type": "string", "maxLength": 128},
+        "message": {"type": "string", "maxLength": 4096},
+        "lastTransitionTime": {"type": "string", "format": "date-time"},
+        "observedGeneration": {"type": "integer", "format": "int64"},
+    }},
+}
+
+
+def _status(extra: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {"conditions": _CONDITIONS, **extra}}
+
+
+def crd(kind: str, plural: str, short: list[str], scope: str, spec: dict[str, Any],
+        status: dict[str, Any] | None, columns: list[dict[str, Any]]) -> dict[str, Any]:
+    props: dict[str, Any] = {"spec": spec}
+    if status is not None:
+        props["status"] = status
+    version: dict[str, Any] = {
+        "name": VERSION, "served": True, "storage": True,
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": props,
+                                       **({"required": ["spec"]} if kind != "Board" else {})}},
+        "additionalPrinterColumns": columns,
+    }
+    if status is not None:
+        version["subresources"] = {"status": {}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}"},
+        "spec": {"group": GROUP, "scope": scope,
+                 "names": {"kind": kind, "plural": plural, "singular": kind.lower(),
+                           "shortNames": short, "categories": ["benchfarm"],
+                           "listKind": f"{kind}List"},
+                 "versions": [version]},
+    }
+
+
+def all_crds() -> dict[str, dict[str, Any]]:
+    run_spec = schema_of(BenchmarkRunSpec)
+    run_spec["x-kubernetes-validations"] = BENCHMARKRUN_SPEC_RULES
+    age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+    return {
+        "benchmarkruns": crd(
+            "BenchmarkRun", "benchmarkruns", ["br"], "Namespaced", run_spec,
+            _status({"phase": {"type": "string"}, "board": {"type": "string"}}),
+            [{"name": "Succeeded", "type": "string",
+              "jsonPath": '.status.conditions[?(@.type=="Succeeded")].status'},
+             {"name": "Reason", "type": "string",
+              "jsonPath": '.status.conditions[?(@.type=="Succeeded")].reason'},
+             {"name": "Board", "type": "string", "jsonPath": ".status.board"},
+             {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},
+             {"name": "Boot(s)", "type": "string", "jsonPath": ".status.bootSeconds"},
+             {"name": "Queue", "type": "integer", "jsonPath": ".status.queuePosition",
+              "priority": 1},
+             age]),
+        "testplans": crd(
+            "TestPlan", "testplans", ["tp"], "Cluster", schema_of(TestPlanSpec), None,
+            [{"name": "Description", "type": "string", "jsonPath": ".spec.description"}, age]),
+        "labpolicies": crd(
+            "LabPolicy", "labpolicies", ["lp"], "Cluster", schema_of(LabPolicySpec), None, [age]),
+        "boards": crd(
+            "Board", "boards", ["bd"], "Cluster", schema_of(BoardSpec), _status({}),
+            [{"name": "Type", "type": "string", "jsonPath": ".status.deviceType"},
+             {"name": "State", "type": "string", "jsonPath": ".status.state"},
+             {"name": "Run", "type": "string", "jsonPath": ".status.run"},
+             {"name": "Failures", "type": "integer",
+              "jsonPath": ".status.consecutiveInfraFailures", "priority": 1},
+             age]),
+    }
+
+
+def render() -> dict[str, str]:
+    return {f"{GROUP}_{name}.yaml": "# Generated by `make crds` from operator/benchfarm/api; "
+            "do not edit.\n" + yaml.safe_dump(body, sort_keys=False, width=100)
+            for name, body in all_crds().items()}
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[0] if argv else "crds")
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in render().items():
+        (out / name).write_text(text)
+        print(f"wrote {out / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,83 @@
+"""`make demo`: a real BenchmarkRun on a virtual board, from `kubectl apply` to the results table."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from . import devlab
+
+FINISHED = {"Succeeded", "Failed", "Cancelled"}
+
+
+def _get(ns: str, name: str) -> dict:
+    out = devlab.kubectl("get", "benchmarkrun", "-n", ns, name, "-o", "json", capture=True,
+                         check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else {}
+
+
+def _store():
+    import os
+    from .store.artifacts import ArtifactStore, StoreConfig
+    os.environ.update(devlab.lab_env())
+    return ArtifactStore(StoreConfig.from_env())
+
+
+def report(run: str, fmt: str = "md") -> int:
+    from .report.tables import markdown, rst
+    ns, _, name = run.partition("/")
+    body = _get(ns, name)
+    if not body:
+        print(f"benchfarm report: run {run} not found", file=sys.stderr)
+        return 1
+    uid = body["metadata"]["uid"]
+    store = _store()
+    prefix = store.run_prefix(ns, name, uid, body["spec"].get("artifactPrefix", ""))
+    doc = json.loads(store.get(f"{prefix}/metrics.json"))
+    print({"md": markdown, "rst": rst}.get(fmt, lambda d: json.dumps(d, indent=2))(doc))
+    return 0
+
+
+def demo(manifest: str | None = None) -> int:
+    t0 = time.monotonic()
+    devlab.up()
+    devlab.start_operator()
+    path = Path(manifest) if manifest else devlab.REPO / "testplans" / "examples" / "demo-run.yaml"
+    body = yaml.safe_load(path.read_text())
+    ns, name = body["metadata"].get("namespace", "default"), body["metadata"]["name"]
+    devlab.kubectl("delete", "benchmarkrun", "-n", ns, name, "--ignore-not-found", "--wait=true",
+                   capture=True)
+    print(f"[demo] kubectl apply -f {path.relative_to(devlab.REPO)}")
+    devlab.kubectl("apply", "-f", str(path))
+    applied = time.monotonic()
+    last = None
+    status: dict = {}
+    while time.monotonic() - applied < 1800:
+        status = _get(ns, name).get("status", {})
+        line = (status.get("phase"), status.get("board"), status.get("progress"),
+                status.get("bootSeconds"))
+        if line != last:
+            print(f"[demo] {time.monotonic() - applied:6.1f} s  phase={line[0]} board={line[1]} "
+                  f"progress={line[2]} boot={line[3]}", flush=True)
+            last = line
+        if status.get("phase") in FINISHED:
+            break
+        time.sleep(1)
+    print()
+    devlab.kubectl("get", "benchmarkrun", "-n", ns, name)
+    print()
+    if status.get("artifacts"):
+        report(f"{ns}/{name}")
+        print("Artifacts (MinIO at " + devlab.lab_env()["BENCHFARM_S3_ENDPOINT"] + "):")
+        for url in status["artifacts"]:
+            print(f"  {url}")
+    cond = next((c for c in status.get("conditions", []) if c["type"] == "Succeeded"), {})
+    print(f"\n[demo] {name}: Succeeded={cond.get('status')} reason={cond.get('reason')} "
+          f"({cond.get('message', '')}); {time.monotonic() - t0:.0f} s in all")
+    print(f"[demo] try: source .benchfarm/env && kubectl get br,boards && "
+          f"kubectl describe br {name}")
+    return 0 if cond.get("status") == "True" else 1

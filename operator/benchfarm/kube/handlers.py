@@ -1,0 +1,102 @@
+"""kopf handlers: a few lines each; they hand the object to the Runtime and map our errors.
+
+Run with `benchfarm operator` (kopf run on this module, all namespaces, liveness endpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+
+from ..api.models import GROUP, VERSION
+from ..errors import InfraError, RunError
+from .runtime import Runtime
+
+RUNTIME: Runtime | None = None
+
+
+def runtime() -> Runtime:
+    if RUNTIME is None:
+        raise kopf.TemporaryError("operator is still starting", delay=2)
+    return RUNTIME
+
+
+def _key(body: Any) -> str:
+    return f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any) -> None:
+    global RUNTIME
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="benchfarm.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="benchfarm.io", key="last-handled-configuration")
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.error_backoffs = [1, 2, 5, 10, 20]
+    rt = Runtime.from_env()
+    while True:  # the lab's services may still be starting: wait them out
+        try:
+            await rt.start()
+            break
+        except InfraError as exc:
+            logger.warning("waiting for the lab: %s", exc)
+            await asyncio.sleep(3)
+    RUNTIME = rt
+    logger.info("benchfarm operator ready: %d device types", len(rt.device_types))
+
+
+@kopf.on.cleanup()
+async def cleanup(**_: Any) -> None:
+    if RUNTIME is not None:
+        await RUNTIME.stop()
+
+
+@kopf.on.probe(id="scheduler")
+def scheduler_alive(**_: Any) -> bool:
+    return RUNTIME is not None and RUNTIME.task is not None and not RUNTIME.task.done()
+
+
+@kopf.on.event(GROUP, VERSION, "benchmarkruns")
+def run_seen(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
+    if RUNTIME is not None:
+        RUNTIME.observe_run(event.get("type"), dict(body))
+
+
+@kopf.on.create(GROUP, VERSION, "benchmarkruns")
+async def run_created(body: kopf.Body, **_: Any) -> None:
+    rt = runtime()
+    rt.observe_run("ADDED", dict(body))
+    try:
+        await asyncio.to_thread(rt.admit, dict(body))
+    except InfraError as exc:
+        raise kopf.TemporaryError(str(exc), delay=5) from exc
+    except RunError as exc:
+        raise kopf.PermanentError(str(exc)) from exc
+
+
+@kopf.on.field(GROUP, VERSION, "benchmarkruns", field="spec.cancel")
+async def run_cancel_changed(new: Any, body: kopf.Body, **_: Any) -> None:
+    if new:
+        await asyncio.to_thread(runtime().cancel, _key(body))
+
+
+@kopf.on.delete(GROUP, VERSION, "benchmarkruns")
+async def run_deleted(body: kopf.Body, **_: Any) -> None:
+    await asyncio.to_thread(runtime().cancel, _key(body), deleting=True)
+
+
+@kopf.on.event(GROUP, VERSION, "boards")
+def board_seen(body: kopf.Body, **_: Any) -> None:
+    if RUNTIME is not None:
+        RUNTIME.observe_board(dict(body))
+
+
+@kopf.on.event(GROUP, VERSION, "labpolicies")
+def policy_seen(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
+    if RUNTIME is not None:
+        RUNTIME.observe_policy(None if event.get("type") == "DELETED" else dict(body))

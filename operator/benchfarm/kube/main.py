@@ -1,0 +1,20 @@
+"""`benchfarm operator`: run the kopf operator over all namespaces with a liveness endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+import kopf
+
+
+def run(liveness: str | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("BENCHFARM_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    from . import handlers  # noqa: F401  (registers the handlers)
+    liveness = liveness or os.environ.get("BENCHFARM_LIVENESS", "http://127.0.0.1:8080/healthz")
+    asyncio.run(kopf.operator(clusterwide=True, liveness_endpoint=liveness or None,
+                              standalone=True))
+    return 0

@@ -1,0 +1,201 @@
+"""One board in benchfarm's hands: labgrid drivers, a timed power cycle, commands on its shell.
+
+The place's resources come from the coordinator (a NetworkSerialPort and a NetworkPowerPort for a
+virtual board, whatever the exporter offers for a real one); labgrid's own drivers act on them:
+NetworkPowerDriver switches the PDU, SerialDriver reads the console, ShellDriver runs commands.
+The serial driver is wrapped so every byte read is timestamped and kept for the run's serial log.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import attr
+from labgrid import Target, target_factory
+from labgrid.driver import NetworkPowerDriver, SerialDriver, ShellDriver
+from labgrid.driver.exception import ExecutionError
+from labgrid.util.expect import PtxExpect  # noqa: F401  (ensures pexpect glue is importable)
+from labgrid.util.timeout import Timeout  # noqa: F401
+from pexpect import TIMEOUT as PexpectTimeout
+
+from ..api.devicetype import DeviceType
+from ..core.boot import BootTimeline, BootWatcher
+from ..errors import InfraError
+
+log = logging.getLogger(__name__)
+
+
+@target_factory.reg_driver
+@attr.s(eq=False)
+class RecordingSerialDriver(SerialDriver):
+    """labgrid's SerialDriver, plus a sink that sees every chunk read with its arrival time."""
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self.sink: Callable[[float, bytes], None] | None = None
+
+    def _read(self, size: int = 1, timeout: float = 0.0, max_size: int | None = None) -> bytes:
+        data = super()._read(size=size, timeout=timeout, max_size=max_size)
+        if data and self.sink is not None:
+            self.sink(time.monotonic(), data)
+        return data
+
+
+@dataclass
+class CommandResult:
+    command: str
+    output: str
+    exit_code: int | None
+    seconds: float
+    timed_out: bool = False
+
+
+@dataclass
+class SerialLog:
+    """The whole console of a session, as received."""
+
+    chunks: list[bytes] = field(default_factory=list)
+    size: int = 0
+    limit: int = 64 * 1024 * 1024
+
+    def add(self, _when: float, data: bytes) -> None:
+        if self.size < self.limit:
+            self.chunks.append(data)
+            self.size += len(data)
+
+    def bytes(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+class Board:
+    """labgrid drivers for one acquired place. Not thread-safe: one session thread owns it."""
+
+    def __init__(self, place: str, resources: dict[str, dict[str, Any]], device_type: DeviceType,
+                 serial_log: SerialLog | None = None) -> None:
+        self.place = place
+        self.device_type = device_type
+        self.serial_log = serial_log or SerialLog()
+        self.target = Target(place)
+        if "NetworkSerialPort" not in resources or "NetworkPowerPort" not in resources:
+            raise InfraError(f"place {place} lacks a serial port or power port "
+                             f"(has {', '.join(resources) or 'nothing'}); is its exporter running?",
+                             reason="PlaceIncomplete")
+        serial_args = {k: v for k, v in resources["NetworkSerialPort"].items() if k != "extra"}
+        power_args = {k: v for k, v in resources["NetworkPowerPort"].items() if k != "extra"}
+        target_factory.make_resource(self.target, "NetworkSerialPort", None, serial_args)
+        target_factory.make_resource(self.target, "NetworkPowerPort", None, power_args)
+        self.serial = RecordingSerialDriver(self.target, name=None)
+        self.power = NetworkPowerDriver(self.target, name=None)
+        self.shell = ShellDriver(self.target, name=None, prompt=device_type.console.prompt,
+                                 login_prompt="benchfarm-no-login-prompt", username="root",
+                                 login_timeout=30, await_login_timeout=1)
+        self._watcher: BootWatcher | None = None
+        self._lock = threading.Lock()
+        self.serial.sink = self._on_serial
+
+    def _on_serial(self, when: float, data: bytes) -> None:
+        self.serial_log.add(when, data)
+        if self._watcher is not None:
+            self._watcher.feed(when, data)
+
+    # -- power and boot -----------------------------------------------------------------------
+    def _activate(self, driver: Any) -> None:
+        try:
+            self.target.activate(driver)
+        except Exception as exc:
+            raise InfraError(f"{self.place}: cannot activate {type(driver).__name__}: {exc}",
+                             reason="LabUnreachable") from exc
+
+    def power_off(self) -> None:
+        self.target.deactivate(self.shell)
+        self._activate(self.power)
+        try:
+            self.power.off()
+        except Exception as exc:
+            raise InfraError(f"{self.place}: power off failed: {exc}", reason="PowerFailed") from exc
+
+    def boot(self, timeout: float | None = None) -> BootTimeline:
+        """Power-cycle and time the boot until the shell prompt; InfraError if it never comes."""
+        self.power_off()
+        self._activate(self.serial)
+        self._drain()
+        boot = self.device_type.boot
+        timeout = timeout or boot.timeoutSeconds
+        try:
+            self.power.on()
+        except Exception as exc:
+            raise InfraError(f"{self.place}: power on failed: {exc}", reason="PowerFailed") from exc
+        power_on = time.monotonic()  # the switch has confirmed "on"
+        watcher = self._watcher = BootWatcher(power_on, boot.markers, self.device_type.console.prompt)
+        try:
+            deadline = power_on + timeout
+            while not watcher.done and time.monotonic() < deadline:
+                try:
+                    self.serial.read(size=1, max_size=65536, timeout=0.2)
+                except PexpectTimeout:
+                    continue
+                except Exception as exc:
+                    raise InfraError(f"{self.place}: serial port failed: {exc}",
+                                     reason="SerialFailed") from exc
+        finally:
+            self._watcher = None
+        timeline = watcher.timeline
+        if not watcher.done:
+            seen = ", ".join(k for k in timeline.events) or "nothing"
+            if "first-byte" not in timeline.events:
+                raise InfraError(f"{self.place}: serial console silent for {timeout:.0f} s after "
+                                 f"power-on", reason="SerialSilent")
+            raise InfraError(f"{self.place}: no shell prompt {timeout:.0f} s after power-on "
+                             f"(saw: {seen})", reason="BootTimeout")
+        return timeline
+
+    def _drain(self) -> None:
+        """Drop what is waiting on the serial port from before this power cycle."""
+        for _ in range(100):
+            try:
+                self.serial.read(size=1, max_size=65536, timeout=0.05)
+            except PexpectTimeout:
+                return
+            except Exception:
+                return
+
+    # -- shell --------------------------------------------------------------------------------
+    def run(self, command: str, timeout: float) -> CommandResult:
+        self._activate(self.shell)
+        start = time.monotonic()
+        try:
+            lines, _, code = self.shell.run(command, timeout=timeout)
+            return CommandResult(command, "\n".join(lines), code, time.monotonic() - start)
+        except (PexpectTimeout, ExecutionError) as exc:
+            if isinstance(exc, PexpectTimeout) or "Timeout" in type(exc).__name__:
+                self._interrupt()
+                return CommandResult(command, "", None, time.monotonic() - start, timed_out=True)
+            raise InfraError(f"{self.place}: shell failed: {exc}", reason="ShellFailed") from exc
+        except Exception as exc:
+            if "TIMEOUT" in type(exc).__name__.upper():
+                self._interrupt()
+                return CommandResult(command, "", None, time.monotonic() - start, timed_out=True)
+            raise InfraError(f"{self.place}: console failed: {exc}", reason="ShellFailed") from exc
+
+    def _interrupt(self) -> None:
+        """Stop a command that overran its timeout and get the prompt back."""
+        try:
+            for _ in range(3):
+                self.serial.write(b"\x03")
+                time.sleep(0.3)
+            self.serial.sendline("")
+            self.serial.expect(self.device_type.console.prompt, timeout=10)
+        except Exception as exc:
+            raise InfraError(f"{self.place}: shell did not come back after a timeout: {exc}",
+                             reason="ShellLost") from exc
+
+    def close(self) -> None:
+        try:
+            self.target.deactivate_all_drivers()
+        except Exception:  # closing is best effort; the place is released by the caller
+            log.debug("deactivate failed on %s", self.place, exc_info=True)

@@ -1,0 +1,67 @@
+"""Tables in the layout of the vendors' performance guides: Markdown, and RST csv-tables.
+
+A metrics document (see core.results.metrics_document) in, text out. The RST follows TI's guides:
+one `.. csv-table::` per suite with `:header: "Benchmarks","<board>: perf"`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+
+def _by_step(doc: dict[str, Any]) -> OrderedDict[str, list[dict[str, Any]]]:
+    steps: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+    for s in doc.get("series", []):
+        steps.setdefault(s["step"], []).append(s)
+    return steps
+
+
+def _failures(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in doc.get("records", []) if r.get("error")]
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    run = doc.get("run", {})
+    board = run.get("board", "board")
+    lines = [f"# Benchmark report: {run.get('namespace', '')}/{run.get('name', '')}", ""]
+    facts = [("Board", board), ("Device type", run.get("deviceType")),
+             ("Plan", run.get("plan")), ("Iterations", run.get("iterations")),
+             ("Boot cycles", run.get("bootCycles")), ("Kernel", run.get("uname")),
+             ("Result", run.get("result"))]
+    lines += [f"- **{k}**: {v}" for k, v in facts if v not in (None, "")]
+    lines.append("")
+    boot = doc.get("bootSummary", {})
+    if boot:
+        lines += ["## Boot time", "", f"| Phase | {board}: seconds |", "|---|---|"]
+        lines += [f"| {phase} | {s['display']} |" for phase, s in boot.items()]
+        lines.append("")
+    for step, series in _by_step(doc).items():
+        lines += [f"## {step}", "", f"| Benchmarks | {board}: perf |", "|---|---|"]
+        lines += [f"| {s['name']} ({s['unit']}) | {s['display']} |" for s in series]
+        lines.append("")
+    failures = _failures(doc)
+    if failures:
+        lines += ["## Failed suites", "", "| Step | Iteration | Error |", "|---|---|---|"]
+        lines += [f"| {r['step']} | {r['iteration']} | {r['error']} |" for r in failures]
+        lines.append("")
+    lines.append("Values are mean (min, max) across measured iterations; a plain number when all "
+                 "iterations agree.")
+    return "\n".join(lines) + "\n"
+
+
+def rst(doc: dict[str, Any]) -> str:
+    board = doc.get("run", {}).get("board", "board")
+    out: list[str] = []
+    boot = doc.get("bootSummary", {})
+    sections: list[tuple[str, list[tuple[str, str]]]] = []
+    if boot:
+        sections.append(("Boot time", [(f"{p} (s)", s["display"]) for p, s in boot.items()]))
+    for step, series in _by_step(doc).items():
+        sections.append((step, [(f"{s['name']} ({s['unit']})", s["display"]) for s in series]))
+    for title, rows in sections:
+        out += [title, "^" * len(title), "", ".. csv-table::",
+                f'   :header: "Benchmarks","{board}: perf"', "   :widths: 10, 10", ""]
+        out += [f'   "{name}","{value}"' for name, value in rows]
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,112 @@
+"""Run artifacts in S3 (MinIO): serial log, raw outputs, metrics.json, the report.
+
+Keys are `<prefix>/<namespace>/<run>/<uid>/<name>`: the uid makes a re-created run with the same
+name a different folder, and a retried upload writes the same key again, never a duplicate.
+Outages are retried with backoff and then surface as InfraError (the run waits, it is not lost).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import time
+from dataclasses import dataclass
+
+import urllib3
+from minio import Minio
+from minio.error import S3Error
+
+from ..errors import InfraError
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    endpoint: str
+    access_key: str
+    secret_key: str
+    bucket: str
+    secure: bool = False
+
+    @classmethod
+    def from_env(cls) -> StoreConfig:
+        try:
+            return cls(endpoint=os.environ["BENCHFARM_S3_ENDPOINT"],
+                       access_key=os.environ["BENCHFARM_S3_ACCESS_KEY"],
+                       secret_key=os.environ["BENCHFARM_S3_SECRET_KEY"],
+                       bucket=os.environ.get("BENCHFARM_S3_BUCKET", "benchfarm-artifacts"),
+                       secure=os.environ.get("BENCHFARM_S3_SECURE", "false").lower() == "true")
+        except KeyError as exc:
+            raise InfraError(f"artifact store not configured: {exc.args[0]} is not set",
+                             reason="StoreNotConfigured") from exc
+
+
+class ArtifactStore:
+    def __init__(self, config: StoreConfig, *, attempts: int = 5) -> None:
+        self.config = config
+        self.attempts = attempts
+        http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=5, read=60),
+                                   retries=urllib3.Retry(total=0))
+        self.client = Minio(config.endpoint, access_key=config.access_key,
+                            secret_key=config.secret_key, secure=config.secure, http_client=http)
+
+    @staticmethod
+    def run_prefix(namespace: str, run: str, uid: str, prefix: str = "") -> str:
+        parts = [p.strip("/") for p in (prefix, namespace, run, uid) if p and p.strip("/")]
+        return "/".join(parts)
+
+    def url(self, key: str) -> str:
+        return f"s3://{self.config.bucket}/{key}"
+
+    def _retry(self, what: str, fn):  # noqa: ANN001, ANN202 - small internal helper
+        delay = 0.5
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return fn()
+            except (S3Error, urllib3.exceptions.HTTPError, OSError) as exc:
+                if isinstance(exc, S3Error) and exc.code in ("NoSuchKey", "AccessDenied",
+                                                              "InvalidAccessKeyId"):
+                    raise InfraError(f"artifact store: {what}: {exc.code}",
+                                     reason="StoreError") from exc
+                if attempt == self.attempts:
+                    raise InfraError(f"artifact store unreachable at {self.config.endpoint} "
+                                     f"({what}): {exc}", reason="StoreUnreachable") from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 10)
+        raise AssertionError("unreachable")
+
+    def ensure_bucket(self) -> None:
+        def _ensure() -> None:
+            if not self.client.bucket_exists(self.config.bucket):
+                self.client.make_bucket(self.config.bucket)
+        self._retry("create bucket", _ensure)
+
+    def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
+        """Upload (idempotently: same key, same bytes) and return the object's URL."""
+        digest = hashlib.sha256(data).hexdigest()
+
+        def _put() -> None:
+            self.client.put_object(self.config.bucket, key, io.BytesIO(data), len(data),
+                                   content_type=content_type, metadata={"sha256": digest})
+        self._retry(f"upload {key}", _put)
+        return self.url(key)
+
+    def get(self, key: str) -> bytes:
+        def _get() -> bytes:
+            resp = self.client.get_object(self.config.bucket, key)
+            try:
+                return resp.read()
+            finally:
+                resp.close()
+                resp.release_conn()
+        return self._retry(f"download {key}", _get)
+
+    def list(self, prefix: str) -> list[str]:
+        return self._retry(f"list {prefix}", lambda: [
+            o.object_name for o in self.client.list_objects(self.config.bucket, prefix=prefix,
+                                                            recursive=True)])
+
+    def sha256(self, key: str) -> str | None:
+        stat = self._retry(f"stat {key}", lambda: self.client.stat_object(self.config.bucket, key))
+        meta = {k.lower(): v for k, v in (stat.metadata or {}).items()}
+        return meta.get("x-amz-meta-sha256")

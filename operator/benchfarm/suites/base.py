@@ -1,0 +1,68 @@
+"""What every parser returns: metrics with a name, a value and a normalised unit.
+
+A metric's identity is its name plus its normalised unit: the seeds write `(mb/s)` in one guide
+and `(MB/s)` in another, and those are the same metric.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ParseError
+
+_UNIT_ALIASES = {
+    "mb/s": "MB/s", "mbps": "Mbit/s", "mbit/s": "Mbit/s", "gbit/s": "Gbit/s", "kb/s": "KB/s",
+    "gb/s": "GB/s", "us": "us", "µs": "us", "usec": "us", "microseconds": "us", "ns": "ns",
+    "ms": "ms", "s": "s", "sec": "s", "seconds": "s", "mips": "MIPS", "dmips/mhz": "DMIPS/MHz",
+    "kflops": "KFLOPS", "mflops": "MFLOPS", "iops": "IOPS", "fps": "FPS", "mw": "mW", "v": "V",
+    "": "", "ops/s": "ops/s", "bogo ops/s": "bogo ops/s", "events/s": "events/s", "mib/s": "MiB/s",
+    "kib/s": "KiB/s", "mhz": "MHz", "%": "%", "cycles": "cycles", "score": "",
+}
+
+
+def normalize_unit(unit: str) -> str:
+    u = unit.strip().strip("()").strip()
+    return _UNIT_ALIASES.get(u.lower(), u)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    value: float
+    unit: str = ""
+    higher_is_better: bool = True
+    labels: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "unit", normalize_unit(self.unit))
+
+    @property
+    def key(self) -> str:
+        """'name (unit)': the identity used in tables and comparisons."""
+        return f"{self.name} ({self.unit})"
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "value": self.value, "unit": self.unit,
+                             "higherIsBetter": self.higher_is_better}
+        if self.labels:
+            d["labels"] = dict(self.labels)
+        return d
+
+
+def metric_key(name: str, unit: str) -> str:
+    return f"{name} ({normalize_unit(unit)})"
+
+
+def number(text: str, suite: str, line: int | None = None) -> float:
+    try:
+        return float(text)
+    except ValueError as exc:
+        raise ParseError(suite, f"expected a number, found {text!r}", line=line) from exc
+
+
+def lines_of(text: str) -> list[str]:
+    # serial consoles add \r and VT100 sequences; keep the text a person would read
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+    return text.replace("\r", "").split("\n")

@@ -1,0 +1,35 @@
+"""Suite name -> parser. The CRD schema's list of suites is checked against this by a test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import import_module
+
+from ..errors import ParseError, RunError
+from .base import Metric
+
+Parser = Callable[[str, dict[str, str] | None], list[Metric]]
+
+_MODULES = {
+    "cyclictest": "cyclictest", "shell": "shell", "hackbench": "hackbench", "openssl": "openssl",
+    "stress-ng": "stressng", "sysbench": "sysbench", "mbw": "mbw", "fio": "fio",
+    "iperf3": "iperf3", "dd": "dd", "boot-time": "boottime",
+}
+
+
+def names() -> list[str]:
+    return sorted(_MODULES)
+
+
+def parser(suite: str) -> Parser:
+    if suite not in _MODULES:
+        raise RunError(f"unknown suite {suite!r}; known suites: {', '.join(names())}",
+                       reason="UnknownSuite")
+    return import_module(f"{__package__}.{_MODULES[suite]}").parse
+
+
+def parse(suite: str, text: str, params: dict[str, str] | None = None) -> list[Metric]:
+    """Parse one suite's output; empty output is a parse error, never zero metrics silently."""
+    if suite != "shell" and not text.strip():
+        raise ParseError(suite, "empty output")
+    return parser(suite)(text, params or {})

@@ -1,0 +1,24 @@
+"""stress-ng --metrics-brief: bogo ops/s per stressor (real time and usr+sys time)."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import ParseError
+from .base import Metric, lines_of, number
+
+SUITE = "stress-ng"
+_ROW = re.compile(r"metrc:\s*\[\d+\]\s+([a-z][\w-]*)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+"
+                  r"([\d.]+)\s+([\d.]+)")
+
+
+def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
+    out = []
+    for i, line in enumerate(lines_of(text), 1):
+        if m := _ROW.search(line):
+            name = m.group(1)
+            out.append(Metric(f"stress-ng-{name}", number(m.group(6), SUITE, i), "bogo ops/s"))
+            out.append(Metric(f"stress-ng-{name}-cpu", number(m.group(7), SUITE, i), "bogo ops/s"))
+    if not out:
+        raise ParseError(SUITE, "no 'metrc:' stressor row; was --metrics-brief given?")
+    return out
