@@ -6,7 +6,9 @@ first byte; a real PDU outlet starts and cuts the board. QEMU alone does neither
 dies with it), so this process owns, per board, a TCP port for clients and a UNIX socket that QEMU
 connects to, and serves an HTTP PDU in the `simplerest` dialect that labgrid's NetworkPowerPort
 drives: GET /outlet/<index>/1 powers on (starts a fresh QEMU), /0 powers off (kills the QEMU
-process and waits for it), /outlet/<index>/ answers "1" or "0".
+process and waits for it), /outlet/<index>/ answers "1" or "0". For tests, /fault/<index>/panic
+makes that board's next boots die in the kernel (as a bricked board would); /fault/<index>/none
+heals it.
 
 Usage: vlab.py CONFIG.json   (written by `benchfarm lab up`)
 """
@@ -82,6 +84,7 @@ class Outlet:
         self.lock = asyncio.Lock()
         self.logdir = logdir
         self.started_at: float | None = None
+        self.fault = "none"   # "panic": the next boots die in the kernel, like a bricked board
 
     @property
     def is_on(self) -> bool:
@@ -94,8 +97,12 @@ class Outlet:
             qmp = Path(self.board["qmp_socket"])
             qmp.unlink(missing_ok=True)
             out = (self.logdir / f"{self.board['name']}-qemu.log").open("ab")
+            argv = list(self.board["qemu_argv"])
+            if self.fault == "panic":
+                i = argv.index("-append") + 1
+                argv[i] += " rdinit=/benchfarm-fault-no-init"
             self.proc = await asyncio.create_subprocess_exec(
-                *self.board["qemu_argv"], stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
                 start_new_session=True)
             out.close()
             self.started_at = time.monotonic()
@@ -137,6 +144,12 @@ class PDU:
 
     async def _route(self, path: str) -> tuple[str, str]:
         parts = [p for p in path.split("/") if p]
+        if len(parts) == 3 and parts[0] == "fault" and parts[1].isdigit():
+            # test hook: /fault/<index>/<none|panic> makes the board's next boots fail
+            if parts[2] not in ("none", "panic") or int(parts[1]) >= len(self.outlets):
+                return "400 Bad Request", "use /fault/<index>/none|panic\n"
+            self.outlets[int(parts[1])].fault = parts[2]
+            return "200 OK", parts[2]
         if len(parts) < 2 or parts[0] != "outlet" or not parts[1].isdigit():
             return "404 Not Found", "use /outlet/<index>/[0|1]\n"
         index = int(parts[1])

@@ -9,6 +9,7 @@ PID in `.benchfarm/pids/`, and `lab down` stops only what those PID files name.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -391,11 +392,13 @@ def start_virtual_lab(inventory: dict) -> dict:
             "qemu_argv": qemu_argv(board, dtype, images[dtype["arch"]], serial_socket, qmp_socket,
                                    scratch),
         })
-    config = {"logdir": str(STATE / "logs"), "pdu_port": PORTS.pdu, "boards": config_boards}
+    code = (REPO / "exporters/virtual/vlab.py").read_bytes()
+    config = {"logdir": str(STATE / "logs"), "pdu_port": PORTS.pdu, "boards": config_boards,
+              "code": hashlib.sha256(code).hexdigest()[:16]}
     cfg_path = rundir / "vlab.json"
     changed = not cfg_path.exists() or json.loads(cfg_path.read_text()) != config
     if changed and running_pid("vlab"):
-        say("virtual lab: inventory or images changed; restarting it")
+        say("virtual lab: inventory, images or code changed; restarting it")
         stop_process("vlab")
     cfg_path.write_text(json.dumps(config, indent=2))
     start_process("vlab", [sys.executable, str(REPO / "exporters/virtual/vlab.py"), str(cfg_path)],

@@ -22,6 +22,7 @@ class BootSpec(_Model):
     timeoutSeconds: float = 60
     headline: str = "kernel-to-prompt"
     markers: dict[str, str] = Field(default_factory=dict)
+    failures: list[str] = Field(default_factory=list)  # regexes that mean the boot failed
     phases: dict[str, tuple[str, str]] = Field(default_factory=dict)
 
 

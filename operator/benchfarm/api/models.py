@@ -60,6 +60,8 @@ class SuiteSpec(Model):
 
 
 class TestPlanSpec(Model):
+    __test__ = False  # not a pytest class, despite the name
+
     description: Annotated[str, Field(max_length=1024)] = ""
     suites: list[SuiteSpec] = Field(min_length=1, max_length=64)
 

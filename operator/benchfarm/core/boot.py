@@ -47,8 +47,11 @@ class BootWatcher:
     match is dated by the chunk that completed it.
     """
 
-    def __init__(self, power_on: float, markers: Mapping[str, str], prompt: str) -> None:
+    def __init__(self, power_on: float, markers: Mapping[str, str], prompt: str,
+                 failures: Iterable[str] = ()) -> None:
         self.power_on = power_on
+        self.failure_patterns = [re.compile(rx) for rx in failures]
+        self.failure: str | None = None
         self.pending = {name: re.compile(rx) for name, rx in markers.items()}
         self.prompt = re.compile(prompt)
         self.text = ""
@@ -65,12 +68,17 @@ class BootWatcher:
                 self.timeline.events[name] = round(when - self.power_on, 3)
                 del self.pending[name]
         # The prompt counts only after every other marker (a shell prompt cannot precede init).
+        for rx in self.failure_patterns:
+            if self.failure is None and (m := rx.search(self.text)):
+                line_start = self.text.rfind("\n", 0, m.start()) + 1
+                line_end = self.text.find("\n", m.end())
+                self.failure = self.text[line_start: line_end if line_end >= 0 else None].strip()
         if not self.pending and PROMPT not in self.timeline.events and self.prompt.search(self.text):
             self.timeline.events[PROMPT] = round(when - self.power_on, 3)
 
     @property
     def done(self) -> bool:
-        return PROMPT in self.timeline.events
+        return PROMPT in self.timeline.events or self.failure is not None
 
 
 def timeline_from_chunks(power_on: float, chunks: Iterable[tuple[float, bytes]],

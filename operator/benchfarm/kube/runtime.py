@@ -394,19 +394,18 @@ class Runtime:
 
     # -- a run on a board ---------------------------------------------------------------------
     def _patch(self, run: RunState, status: dict[str, Any]) -> None:
-        with self.lock:
-            run.status.update(status)
+        """Checkpoint in the API first; only then may the scheduler act on the new state."""
         if not self.kube.patch_run_status(run.namespace, run.name, status):
             raise Cancelled("run deleted")
+        with self.lock:
+            run.status.update(status)
 
     def _job(self, run: RunState, board: str) -> None:
         dtype = self.device_types.get(self.boards[board].device_type)
         session: BoardSession | None = None
         try:
-            attempts = int(run.status.get("attempts") or 0) + 1
             self._patch(run, {
-                "phase": RUNNING, "board": board, "attempts": attempts, "queuePosition": None,
-                "startTime": run.status.get("startTime") or now_iso(), "progress": "acquiring",
+                "phase": RUNNING, "board": board, "queuePosition": None, "progress": "acquiring",
                 "conditions": set_condition(run.status.get("conditions"), "Scheduled", "True",
                                             "BoardAssigned", f"running on {board}",
                                             run.generation)})
@@ -467,6 +466,9 @@ class Runtime:
 
     def _progress(self, run: RunState, dtype: DeviceType, kind: str, data: dict[str, Any]) -> None:
         status: dict[str, Any] = {}
+        if kind == "Acquired":  # an attempt counts once the place is really ours
+            status["attempts"] = int(run.status.get("attempts") or 0) + 1
+            status["startTime"] = now_iso()
         if "progress" in data:
             status["progress"] = data["progress"]
         if "boots" in data:

@@ -17,6 +17,7 @@ from typing import Any
 
 import attr
 from labgrid import Target, target_factory
+from labgrid.step import steps as labgrid_steps
 from labgrid.driver import NetworkPowerDriver, SerialDriver, ShellDriver
 from labgrid.driver.exception import ExecutionError
 from labgrid.util.expect import PtxExpect  # noqa: F401  (ensures pexpect glue is importable)
@@ -28,6 +29,46 @@ from ..core.boot import BootTimeline, BootWatcher
 from ..errors import InfraError
 
 log = logging.getLogger(__name__)
+
+
+class _PerThreadStack:
+    """A list that is a different list in every thread.
+
+    labgrid records nested `@step`s on one process-wide stack and asserts that each step pops
+    its own entry; it expects one board per process. benchfarm drives many boards from worker
+    threads, so the stack must be per thread or concurrent sessions trip that assertion.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def _items(self) -> list:
+        items = getattr(self._local, "items", None)
+        if items is None:
+            items = self._local.items = []
+        return items
+
+    def __getitem__(self, index: int) -> Any:
+        return self._items()[index]
+
+    def __len__(self) -> int:
+        return len(self._items())
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._items()
+
+    def __iter__(self):  # noqa: ANN204
+        return iter(self._items())
+
+    def append(self, item: Any) -> None:
+        self._items().append(item)
+
+    def pop(self, *args: int) -> Any:
+        return self._items().pop(*args)
+
+
+if not isinstance(labgrid_steps._stack, _PerThreadStack):
+    labgrid_steps._stack = _PerThreadStack()
 
 
 @target_factory.reg_driver
@@ -108,8 +149,8 @@ class Board:
         try:
             self.target.activate(driver)
         except Exception as exc:
-            raise InfraError(f"{self.place}: cannot activate {type(driver).__name__}: {exc}",
-                             reason="LabUnreachable") from exc
+            raise InfraError(f"{self.place}: cannot activate {type(driver).__name__}: "
+                             f"{type(exc).__name__}: {exc}", reason="LabUnreachable") from exc
 
     def power_off(self) -> None:
         self.target.deactivate(self.shell)
@@ -117,7 +158,8 @@ class Board:
         try:
             self.power.off()
         except Exception as exc:
-            raise InfraError(f"{self.place}: power off failed: {exc}", reason="PowerFailed") from exc
+            raise InfraError(f"{self.place}: power off failed: {type(exc).__name__}: {exc}",
+                             reason="PowerFailed") from exc
 
     def boot(self, timeout: float | None = None) -> BootTimeline:
         """Power-cycle and time the boot until the shell prompt; InfraError if it never comes."""
@@ -131,7 +173,8 @@ class Board:
         except Exception as exc:
             raise InfraError(f"{self.place}: power on failed: {exc}", reason="PowerFailed") from exc
         power_on = time.monotonic()  # the switch has confirmed "on"
-        watcher = self._watcher = BootWatcher(power_on, boot.markers, self.device_type.console.prompt)
+        watcher = self._watcher = BootWatcher(power_on, boot.markers,
+                                              self.device_type.console.prompt, boot.failures)
         try:
             deadline = power_on + timeout
             while not watcher.done and time.monotonic() < deadline:
@@ -145,6 +188,9 @@ class Board:
         finally:
             self._watcher = None
         timeline = watcher.timeline
+        if watcher.failure is not None:
+            raise InfraError(f"{self.place}: boot failed: {watcher.failure[:300]}",
+                             reason="BootFailed")
         if not watcher.done:
             seen = ", ".join(k for k in timeline.events) or "nothing"
             if "first-byte" not in timeline.events:

@@ -115,6 +115,7 @@ class BoardSession:
         req = self.request
         result = SessionResult()
         self.coordinator.acquire(req.place)
+        self.progress("Acquired", {"progress": "board acquired"})
         try:
             places = self.coordinator.places()
             place = places.get(req.place)

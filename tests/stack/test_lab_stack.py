@@ -1,0 +1,204 @@
+"""Issue 2 on the real stack: API server, MinIO, labgrid coordinator/exporter, virtual boards."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+from benchfarm import devlab
+from benchfarm.api.devicetype import DeviceType
+from benchfarm.lab.board import Board
+from benchfarm.lab.coordinator import Coordinator
+from tests.stack.conftest import wait_for
+
+pytestmark = pytest.mark.stack
+
+
+def test_api_server_accepts_a_crd_and_serves_a_watch(kube):
+    from kubernetes import client, watch
+    ext = client.ApiextensionsV1Api(kube)
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.stacktest.benchfarm.io"},
+        "spec": {"group": "stacktest.benchfarm.io", "scope": "Namespaced",
+                 "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                     "openAPIV3Schema": {"type": "object", "properties": {
+                         "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]},
+    }
+    try:
+        ext.create_custom_resource_definition(crd)
+    except client.ApiException as exc:
+        assert exc.status == 409
+    wait_for("CRD established", lambda: any(
+        c.type == "Established" and c.status == "True"
+        for c in (ext.read_custom_resource_definition("widgets.stacktest.benchfarm.io").status.conditions or [])))
+    custom = client.CustomObjectsApi(kube)
+    name = f"w{int(time.time() * 1000)}"
+    seen: list[str] = []
+
+    def watcher():
+        w = watch.Watch()
+        for ev in w.stream(custom.list_namespaced_custom_object, "stacktest.benchfarm.io", "v1",
+                           "default", "widgets", timeout_seconds=20):
+            seen.append(f"{ev['type']}:{ev['object']['metadata']['name']}")
+            if ev["object"]["metadata"]["name"] == name:
+                w.stop()
+    t = threading.Thread(target=watcher)
+    t.start()
+    time.sleep(1)
+    custom.create_namespaced_custom_object("stacktest.benchfarm.io", "v1", "default", "widgets", {
+        "apiVersion": "stacktest.benchfarm.io/v1", "kind": "Widget", "metadata": {"name": name},
+        "spec": {"size": 3}})
+    t.join(25)
+    assert f"ADDED:{name}" in seen
+    ext.delete_custom_resource_definition("widgets.stacktest.benchfarm.io")
+
+
+def test_rbac_denies_an_unprivileged_token(kube, lab):
+    from kubernetes import client
+    v1 = client.CoreV1Api(kube)
+    try:
+        v1.create_namespace({"metadata": {"name": "rbac-probe"}})
+    except client.ApiException as exc:
+        assert exc.status == 409
+    sa = "nobody"
+    try:
+        v1.create_namespaced_service_account("rbac-probe", {"metadata": {"name": sa}})
+    except client.ApiException as exc:
+        assert exc.status == 409
+    token = v1.create_namespaced_service_account_token(
+        sa, "rbac-probe", {"spec": {"expirationSeconds": 600}}).status.token
+    cfg = client.Configuration()
+    cfg.host = kube.configuration.host
+    cfg.ssl_ca_cert = kube.configuration.ssl_ca_cert
+    cfg.api_key = {"authorization": f"Bearer {token}"}
+    with pytest.raises(client.ApiException) as err:
+        client.CoreV1Api(client.ApiClient(cfg)).list_namespaced_secret("default")
+    assert err.value.status == 403
+
+
+def test_minio_upload_and_read_back_with_checksum(lab):
+    from benchfarm.store.artifacts import ArtifactStore, StoreConfig
+    store = ArtifactStore(StoreConfig.from_env())
+    data = os.urandom(300_000)
+    key = f"stacktest/{time.time_ns()}/blob.bin"
+    url = store.put(key, data)
+    assert url == f"s3://{lab['BENCHFARM_S3_BUCKET']}/{key}"
+    back = store.get(key)
+    assert hashlib.sha256(back).hexdigest() == hashlib.sha256(data).hexdigest()
+    assert store.sha256(key) == hashlib.sha256(data).hexdigest()
+    store.put(key, data)  # idempotent: same key again, still one object
+    assert store.list(key) == [key]
+
+
+def test_coordinator_lists_places_with_tags(lab):
+    c = Coordinator(lab["LG_COORDINATOR"], user="pytest", host="stacktest")
+    try:
+        places = c.places()
+    finally:
+        c.close()
+    inventory = devlab.load_inventory()
+    for board in inventory["boards"]:
+        p = places[board["name"]]
+        assert p.tags["device_type"] == board["deviceType"]
+        for k, v in board.get("labels", {}).items():
+            assert p.tags[k] == str(v)
+        assert "NetworkSerialPort" in p.resources and "NetworkPowerPort" in p.resources
+
+
+def _device_type(name: str) -> DeviceType:
+    return DeviceType(**yaml.safe_load((devlab.DEVICE_TYPES / f"{name}.yaml").read_text()))
+
+
+@pytest.mark.parametrize("place,dtype", [("vb-x86-1", "qemu-x86"), ("vb-a53-0", "qemu-arm64-a53")])
+def test_power_cycle_through_labgrid_reaches_the_shell(lab, place, dtype):
+    c = Coordinator(lab["LG_COORDINATOR"], user="pytest", host="stacktest")
+    wait_for(f"{place} free", lambda: c.places()[place].free, timeout=300)
+    c.acquire(place)
+    try:
+        board = Board(place, c.places()[place].resources, _device_type(dtype))
+        try:
+            timeline = board.boot()
+            assert timeline.reached_prompt
+            assert timeline.events["first-byte"] < timeline.events["kernel"] <= timeline.events["prompt"]
+            out = board.run("echo $((6*7)); cat /proc/uptime", timeout=20)
+            assert out.exit_code == 0 and out.output.splitlines()[0] == "42"
+            assert float(out.output.splitlines()[1].split()[0]) < 60  # a fresh boot
+            assert b"Linux version" in board.serial_log.bytes()
+        finally:
+            board.power_off()
+            board.close()
+    finally:
+        assert c.release(place)
+        c.close()
+
+
+def _outlet(index: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}/outlet/{index}/") as r:
+        return r.read().decode()
+
+
+def test_serial_port_is_connectable_while_off_and_shows_the_next_boot_from_its_start(lab):
+    config = yaml.safe_load((devlab.STATE / "vlab" / "vlab.json").read_text())
+    b = next(x for x in config["boards"] if x["name"] == "vb-x86-1")
+    c = Coordinator(lab["LG_COORDINATOR"], user="pytest", host="stacktest")
+    wait_for("vb-x86-1 free", lambda: c.places()["vb-x86-1"].free, timeout=300)
+    c.acquire("vb-x86-1")
+    try:
+        board = Board("vb-x86-1", c.places()["vb-x86-1"].resources, _device_type("qemu-x86"))
+        board.power_off()
+        assert _outlet(b["index"]) == "0"
+        sock = socket.create_connection(("127.0.0.1", b["serial_port"]), timeout=5)
+        time.sleep(0.5)
+        sock.settimeout(0.2)
+        with pytest.raises(socket.timeout):
+            sock.recv(100)  # connected, and silent: the board is off
+        board.target.activate(board.power)
+        board.power.on()
+        data = b""
+        deadline = time.monotonic() + 60
+        sock.settimeout(1)
+        while b"benchfarm-init" not in data and time.monotonic() < deadline:
+            try:
+                data += sock.recv(65536)
+            except socket.timeout:
+                pass
+        sock.close()
+        first_line = data.split(b"\n", 1)[0]
+        assert b"Linux version" in first_line, first_line[:200]
+        board.power_off()
+        board.close()
+    finally:
+        c.release("vb-x86-1")
+        c.close()
+
+
+def test_lab_up_twice_is_harmless(lab):
+    before = devlab.status()
+    for _ in range(2):
+        res = subprocess.run([sys.executable, "-m", "benchfarm.cli", "lab", "up"], capture_output=True,
+                             text=True, timeout=300)
+        assert res.returncode == 0, res.stdout + res.stderr
+    assert devlab.status() == before
+    assert all(pid for pid in before.values())
+
+
+def test_a_taken_port_is_named_with_its_component(tmp_path):
+    env = {**os.environ, "BENCHFARM_STATE": str(tmp_path / "state"), "BENCHFARM_PORT_BASE": "23000"}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 23000 + 379))  # etcd's client port in that range
+        s.listen()
+        res = subprocess.run([sys.executable, "-m", "benchfarm.cli", "lab", "up"], env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1
+    assert "etcd: port 23379" in res.stderr and "Traceback" not in res.stderr

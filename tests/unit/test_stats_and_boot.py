@@ -1,0 +1,61 @@
+"""Statistics in the seed format, result summaries, and boot timing from a serial stream."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchfarm.core.boot import BootWatcher, timeline_from_chunks
+from benchfarm.core.results import SuiteRecord, series, summary
+from benchfarm.core.stats import seed_format, summarize
+from benchfarm.suites.base import Metric
+
+
+def test_seed_format_mean_min_max():
+    assert seed_format([707.87, 785.15 * 3 - 707.87 - 861.19, 861.19]) == "785.15 (min 707.87, max 861.19)"
+
+
+def test_seed_format_plain_number_when_all_agree():
+    assert seed_format([57, 57, 57]) == "57"
+    assert seed_format([2.5, 2.5]) == "2.50"
+
+
+def test_summarize():
+    s = summarize([1, 2, 3, 4])
+    assert (s.n, s.mean, s.median, s.min, s.max) == (4, 2.5, 2.5, 1, 4)
+    assert s.stddev == pytest.approx(1.2909944)
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_warmup_iterations_are_left_out():
+    recs = [SuiteRecord("c", "cyclictest", i, i == 1, 0, 1.0,
+                        [Metric("cyclictest-max", v, "us", False)]) for i, v in [(1, 999), (2, 10), (3, 20)]]
+    (s,) = series(recs)
+    assert s.values == [10, 20]
+    out = summary([{"kernel-to-prompt": 2.0}, {"kernel-to-prompt": 3.0}], "kernel-to-prompt",
+                  recs, [("c", "cyclictest")])
+    assert out["boot"]["display"] == "2.50 (min 2.00, max 3.00)"
+    assert out["suites"]["c"]["value"] == "15.00 (min 10.00, max 20.00)"
+
+
+def test_boot_watcher_dates_markers_by_the_chunk_that_completes_them():
+    chunks = [(10.5, b"SeaBIOS\r\n"), (11.0, b"[ 0.0] Linux ver"), (11.2, b"sion 6.1\r\n"),
+              (13.0, b"Run /init as init process\r\n"), (13.4, b"root@vb:~# ")]
+    tl = timeline_from_chunks(10.0, chunks, {"kernel": "Linux version", "init": "Run /init"},
+                              r"root@\S+:\S*# ")
+    assert tl.events == {"power-on": 0.0, "first-byte": 0.5, "kernel": 1.2, "init": 3.0,
+                         "prompt": 3.4}
+    assert tl.phases({"kernel-to-prompt": ("kernel", "prompt")}) == {"kernel-to-prompt": 2.2}
+
+
+def test_prompt_before_init_does_not_count():
+    tl = timeline_from_chunks(0.0, [(1.0, b"root@vb:~# "), (2.0, b"Run /init\n")],
+                              {"init": "Run /init"}, r"root@\S+:\S*# ")
+    assert tl.events["prompt"] == 2.0  # only once init was seen
+
+
+def test_boot_failure_pattern_stops_the_wait():
+    w = BootWatcher(0.0, {"kernel": "Linux version"}, "# ", ["Kernel panic - not syncing"])
+    w.feed(1.0, b"Linux version 6.1\n")
+    w.feed(2.0, b"[ 1.9] Kernel panic - not syncing: No working init found.\n")
+    assert w.done and "No working init" in w.failure
