@@ -25,6 +25,27 @@ def _parse(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_guide(path: str, fmt: str) -> int:
+    from .core.guide import parse_rst
+    from .report.tables import guide_rst
+    try:
+        tables = parse_rst(Path(path).read_text(errors="replace"))
+    except OSError as exc:
+        print(f"benchfarm import-guide: {exc}", file=sys.stderr)
+        return 1
+    if not tables:
+        print(f"benchfarm import-guide: no '.. csv-table::' with benchmark rows in {path}",
+              file=sys.stderr)
+        return 1
+    if fmt == "rst":
+        print(guide_rst(tables))
+    else:
+        print(json.dumps([{"title": t.title, "board": t.board, "rows": [
+            {"name": n, "unit": u, "mean": v.mean, "min": v.min, "max": v.max, "text": v.text}
+            for n, u, v in t.rows]} for t in tables], indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchfarm", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -41,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     rep = sub.add_parser("report", help="print the report of a finished run")
     rep.add_argument("run", help="NAMESPACE/NAME")
     rep.add_argument("--format", choices=["md", "rst", "json"], default="md")
+    cmp_ = sub.add_parser("compare", help="compare a run with a baseline run or a vendor guide (RST)")
+    cmp_.add_argument("run", help="NAMESPACE/NAME of a finished run")
+    cmp_.add_argument("baseline", help="NAMESPACE/NAME of another run, or an .rst/.txt guide file")
+    ig = sub.add_parser("import-guide", help="read a vendor guide's csv-tables (RST) as a baseline")
+    ig.add_argument("file")
+    ig.add_argument("--format", choices=["json", "rst"], default="json")
     args = parser.parse_args(argv)
     if args.cmd == "lab":
         from . import devlab
@@ -56,6 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "report":
         from .demo import report
         return report(args.run, args.format)
+    if args.cmd == "compare":
+        from .demo import compare_cli
+        return compare_cli(args.run, args.baseline)
+    if args.cmd == "import-guide":
+        return _import_guide(args.file, args.format)
     return 2
 
 

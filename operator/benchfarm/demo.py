@@ -27,6 +27,48 @@ def _store():
     return ArtifactStore(StoreConfig.from_env())
 
 
+def _metrics(run: str) -> dict | None:
+    ns, _, name = run.partition("/")
+    body = _get(ns, name)
+    if not body:
+        return None
+    store = _store()
+    prefix = store.run_prefix(ns, name, body["metadata"]["uid"],
+                              body["spec"].get("artifactPrefix", ""))
+    return json.loads(store.get(f"{prefix}/metrics.json"))
+
+
+def compare_cli(run: str, baseline: str) -> int:
+    """Print the comparison table of a run against a run or a vendor guide; 3 if regressed."""
+    from .core.guide import as_baseline, parse_rst
+    from .core.regression import RegressionPolicy, Sample, compare
+    from .core.results import samples_by_metric_name, samples_from_document
+    from .report.tables import comparison_markdown
+    doc = _metrics(run)
+    if doc is None:
+        print(f"benchfarm compare: run {run} not found", file=sys.stderr)
+        return 1
+    policy = RegressionPolicy()
+    if Path(baseline).is_file():
+        guide = as_baseline(parse_rst(Path(baseline).read_text(errors="replace")))
+        base = {k: Sample.summary(v.mean, v.min, v.max) for k, v in guide.items()}
+        current, direction = samples_by_metric_name(doc)
+    else:
+        base_doc = _metrics(baseline)
+        if base_doc is None:
+            print(f"benchfarm compare: baseline {baseline} is neither a file nor a run",
+                  file=sys.stderr)
+            return 1
+        base, _ = samples_from_document(base_doc)
+        current, direction = samples_from_document(doc)
+    rows = compare(base, current, direction, policy)
+    if not rows:
+        print("benchfarm compare: no metric in common", file=sys.stderr)
+        return 1
+    print(comparison_markdown(rows, policy.describe(), baseline))
+    return 3 if any(r.verdict == "regressed" for r in rows) else 0
+
+
 def report(run: str, fmt: str = "md") -> int:
     from .report.tables import markdown, rst
     ns, _, name = run.partition("/")

@@ -4,6 +4,7 @@ Kept equal to `benchfarm.suites.registry.names()` by a test (api may not import 
 """
 
 SUITE_NAMES: list[str] = [
-    "boot-time", "cyclictest", "dd", "fio", "hackbench", "iperf3", "mbw", "openssl", "shell",
-    "stress-ng", "sysbench",
+    "7zip", "boot-time", "coremark", "coremark-pro", "cyclictest", "dd", "dhrystone", "fio", "fps",
+    "glmark2", "hackbench", "iperf3", "linpack", "lmbench", "mbw", "nbench", "openssl", "shell",
+    "stream", "stress-ng", "sysbench", "whetstone",
 ]

@@ -129,3 +129,36 @@ def metrics_document(run: dict[str, Any], boots: list[dict[str, float]],
         "series": [s.as_dict() for s in series(records)],
         "records": [r.as_dict() for r in records],
     }
+
+
+def samples_from_document(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, bool]]:
+    """metric key -> regression.Sample (values across iterations), and each key's direction.
+
+    Steps that measure the same metric (e.g. cyclictest idle and under load) stay apart by the
+    step name in the key."""
+    from .regression import Sample
+    samples: dict[str, Any] = {}
+    direction: dict[str, bool] = {}
+    for s in doc.get("series", []):
+        key = f"{s['step']}/{s['name']} ({s['unit']})"
+        samples[key] = Sample.of(s["values"])
+        direction[key] = bool(s.get("higherIsBetter", True))
+    for phase, summ in (doc.get("bootSummary") or {}).items():
+        values = [b[phase] for b in doc.get("boots", []) if phase in b]
+        if values:
+            key = f"boot/{phase} (s)"
+            samples[key] = Sample.of(values)
+            direction[key] = False
+    return samples, direction
+
+
+def samples_by_metric_name(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, bool]]:
+    """Like samples_from_document, keyed by 'name (unit)' only (to compare with a vendor guide)."""
+    samples, direction = samples_from_document(doc)
+    out: dict[str, Any] = {}
+    out_dir: dict[str, bool] = {}
+    for key, sample in samples.items():
+        short = key.split("/", 1)[1]
+        if short not in out:
+            out[short], out_dir[short] = sample, direction[key]
+    return out, out_dir

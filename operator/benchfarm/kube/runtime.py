@@ -27,14 +27,15 @@ from ..api.devicetype import DeviceType
 from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec, TestPlanSpec
 from ..core import queue as q
 from ..core.conditions import now_iso, set_condition
-from ..core.results import metrics_document, summary
+from ..core.regression import RegressionPolicy, compare, worst_offenders
+from ..core.results import metrics_document, samples_from_document, summary
 from ..core.stats import seed_format
 from ..errors import BoardBusy, InfraError, RunError
 from ..lab.board import Board
 from ..lab.coordinator import Coordinator, PlaceInfo
 from ..lab.session import BoardSession, Cancelled, Executor, SessionRequest, SessionResult, \
     ThreadExecutor, plan_digest
-from ..report.tables import markdown, rst
+from ..report.tables import comparison_markdown, markdown, rst
 from ..store.artifacts import ArtifactStore, StoreConfig
 from .client import Kube
 
@@ -491,15 +492,22 @@ class Runtime:
         doc = metrics_document(run_info, result.boots, result.records)
         doc["provenance"] = result.provenance
         doc["bootEvents"] = result.boot_events
+        comparison_md, regression = self._compare_with_baseline(run, doc)
+        report_md = markdown(doc) + ("\n" + comparison_md if comparison_md else "")
         urls = [self.store.put(f"{prefix}/serial.log", result.serial_log, "text/plain"),
                 self.store.put(f"{prefix}/metrics.json", json.dumps(doc, indent=2).encode(),
                                "application/json"),
-                self.store.put(f"{prefix}/report.md", markdown(doc).encode(), "text/markdown"),
+                self.store.put(f"{prefix}/report.md", report_md.encode(), "text/markdown"),
                 self.store.put(f"{prefix}/report.rst", rst(doc).encode(), "text/x-rst")]
         urls.append(self.store.url(f"{prefix}/raw/"))
         status = {"results": results, "artifacts": urls, "provenance": result.provenance,
                   "progress": f"done ({len(result.records)} suite runs)"}
+        if regression is not None:
+            status["conditions"] = set_condition(run.status.get("conditions"), "Regressed",
+                                                 *regression, run.generation)
         self._patch(run, status)
+        if regression is not None and regression[0] == "True":
+            self.kube.event(run.ref(), "Warning", "Regressed", regression[2])
         if failed:
             self._finish(run, FAILED, "SuitesFailed",
                          f"{len(failed)} suite(s) failed: {', '.join(failed)}; see report.md")
@@ -507,6 +515,39 @@ class Runtime:
             self._finish(run, SUCCEEDED, "Completed",
                          f"{len(result.boots)} boot(s) timed and {len(result.records)} suite runs "
                          f"on {board}")
+
+    def _compare_with_baseline(self, run: RunState, doc: dict[str, Any]
+                               ) -> tuple[str, tuple[str, str, str] | None]:
+        """Compare with spec.baseline (a finished run in the same namespace), if any."""
+        if not run.spec.baseline:
+            return "", None
+        base = self.kube.get_run(run.namespace, run.spec.baseline)
+        if base is None or (base.get("status") or {}).get("phase") not in FINISHED:
+            return "", ("Unknown", "BaselineUnavailable",
+                        f"baseline run {run.spec.baseline} not found or not finished")
+        prefix = self.store.run_prefix(run.namespace, run.spec.baseline, base["metadata"]["uid"],
+                                       base["spec"].get("artifactPrefix", ""))
+        try:
+            base_doc = json.loads(self.store.get(f"{prefix}/metrics.json"))
+        except InfraError as exc:
+            return "", ("Unknown", "BaselineUnavailable", f"baseline metrics unreadable: {exc}")
+        current, direction = samples_from_document(doc)
+        baseline, _ = samples_from_document(base_doc)
+        policy = RegressionPolicy()
+        comparisons = compare(baseline, current, direction, policy)
+        doc["comparison"] = {"baseline": run.spec.baseline, "rule": policy.describe(),
+                             "rows": [{"key": c.key, "verdict": c.verdict, "change": c.change,
+                                       "baseline": c.baseline.display,
+                                       "current": c.current.display, "evidence": c.evidence}
+                                      for c in comparisons]}
+        table = comparison_markdown(comparisons, policy.describe(), f"run {run.spec.baseline}")
+        bad = [c for c in comparisons if c.verdict == "regressed"]
+        if bad:
+            return table, ("True", "MetricsRegressed",
+                           f"{len(bad)} metric(s) worse than {run.spec.baseline}: "
+                           + worst_offenders(comparisons))
+        return table, ("False", "NoRegression",
+                       f"{len(comparisons)} metric(s) compared with {run.spec.baseline}; none worse")
 
     def _finish(self, run: RunState, phase: str, reason: str, message: str) -> None:
         ok = "True" if phase == SUCCEEDED else "False"

@@ -65,3 +65,31 @@ def rst(doc: dict[str, Any]) -> str:
         out += [f'   "{name}","{value}"' for name, value in rows]
         out.append("")
     return "\n".join(out)
+
+
+def _guide_value(mean: float, lo: float, hi: float) -> str:
+    if lo == hi:
+        return f"{mean:.2f}"
+    return f"{mean:.2f} (min {lo:.2f}, max {hi:.2f})"
+
+
+def guide_rst(tables: list[Any]) -> str:
+    """Render imported guide tables (core.guide.GuideTable) back in the guide's own layout."""
+    out: list[str] = []
+    for t in tables:
+        out += [t.title, "^" * max(len(t.title), 3), "", ".. csv-table::",
+                f'    :header: "Benchmarks","{t.column}"', ""]
+        for name, unit, v in t.rows:
+            out.append(f'    "{name} ({unit})","{_guide_value(v.mean, v.min, v.max)}"')
+        out.append("")
+    return "\n".join(out)
+
+
+def comparison_markdown(comparisons: list[Any], rule: str, baseline_name: str) -> str:
+    lines = [f"## Comparison with {baseline_name}", "", rule, "",
+             "| Metric | Baseline | This run | Change | Verdict | Evidence |",
+             "|---|---|---|---|---|---|"]
+    for c in comparisons:
+        lines.append(f"| {c.key} | {c.baseline.display} | {c.current.display} | {c.change:+.1%} | "
+                     f"{c.verdict} | {c.evidence} |")
+    return "\n".join(lines) + "\n"

@@ -19,6 +19,8 @@ _UNIT_ALIASES = {
     "kflops": "KFLOPS", "mflops": "MFLOPS", "iops": "IOPS", "fps": "FPS", "mw": "mW", "v": "V",
     "": "", "ops/s": "ops/s", "bogo ops/s": "bogo ops/s", "events/s": "events/s", "mib/s": "MiB/s",
     "kib/s": "KiB/s", "mhz": "MHz", "%": "%", "cycles": "cycles", "score": "",
+    "dhrystonep": "DhrystoneP", "microsec": "us", "nanosec": "ns", "mb\\s": "MB/s",
+    "iter/s": "iter/s", "workloads/": "workloads/", "iterations": "iterations",
 }
 
 

@@ -13,7 +13,10 @@ Parser = Callable[[str, dict[str, str] | None], list[Metric]]
 _MODULES = {
     "cyclictest": "cyclictest", "shell": "shell", "hackbench": "hackbench", "openssl": "openssl",
     "stress-ng": "stressng", "sysbench": "sysbench", "mbw": "mbw", "fio": "fio",
-    "iperf3": "iperf3", "dd": "dd", "boot-time": "boottime",
+    "iperf3": "iperf3", "dd": "dd", "boot-time": "boottime", "lmbench": "lmbench",
+    "dhrystone": "dhrystone", "whetstone": "whetstone", "linpack": "linpack", "nbench": "nbench",
+    "stream": "stream", "coremark": "coremark", "coremark-pro": "coremarkpro", "7zip": "sevenzip",
+    "glmark2": "fps", "fps": "fps",
 }
 
 

@@ -1,0 +1,19 @@
+"""LINPACK (C, rolled/unrolled): KFLOPS of the longest (last) timing row."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import ParseError
+from .base import Metric, lines_of, number
+
+SUITE = "linpack"
+_ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+[\d.]+%\s+[\d.]+%\s+[\d.]+%\s+([\d.]+)\s*$")
+
+
+def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
+    rows = [(i, m) for i, line in enumerate(lines_of(text), 1) if (m := _ROW.match(line))]
+    if not rows:
+        raise ParseError(SUITE, "no 'Reps Time DGEFA DGESL OVERHEAD KFLOPS' row")
+    i, m = rows[-1]
+    return [Metric("linpack", number(m.group(3), SUITE, i), "KFLOPS")]

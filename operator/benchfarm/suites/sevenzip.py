@@ -1,0 +1,28 @@
+"""7-Zip benchmark (7z b): average and total compression/decompression ratings (MIPS)."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import ParseError
+from .base import Metric, lines_of, number
+
+SUITE = "7zip"
+_AVR = re.compile(r"^Avr:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)")
+_TOT = re.compile(r"^Tot:\s+(\d+)\s+(\d+)\s+(\d+)")
+
+
+def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
+    out: list[Metric] = []
+    for i, line in enumerate(lines_of(text), 1):
+        s = line.strip()
+        if m := _AVR.match(s):
+            out.append(Metric("7zip-compress-speed", number(m.group(1), SUITE, i), "KB/s"))
+            out.append(Metric("7zip-compress-rating", number(m.group(4), SUITE, i), "MIPS"))
+            out.append(Metric("7zip-decompress-speed", number(m.group(5), SUITE, i), "KB/s"))
+            out.append(Metric("7zip-decompress-rating", number(m.group(8), SUITE, i), "MIPS"))
+        elif m := _TOT.match(s):
+            out.append(Metric("7zip-total-rating", number(m.group(3), SUITE, i), "MIPS"))
+    if not out:
+        raise ParseError(SUITE, "no 'Avr:' / 'Tot:' summary rows")
+    return out
