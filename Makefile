@@ -8,7 +8,7 @@ export BENCHFARM_CACHE ?= $(HOME)/.cache/benchfarm
 APT_PACKAGES := qemu-system-x86 qemu-system-arm qemu-utils ipxe-qemu seabios busybox-static \
 	pax-utils python3-pyelftools iperf3 cpio e2fsprogs openssl ca-certificates
 
-.PHONY: all deps venv binaries lab-up lab-down lab-status operator demo test unit crds bench clean
+.PHONY: all deps venv binaries lab-up lab-down lab-status operator demo test unit crds bench bench-boot clean
 
 all: test
 
@@ -59,6 +59,10 @@ test: lab-up
 
 bench: venv
 	@$(PY) benchmarks/scheduler_bench.py
+
+bench-boot: lab-up
+	@$(PY) benchmarks/boot_times.py vb-x86-1 5
+	@$(PY) benchmarks/boot_times.py vb-a53-0 5
 
 clean: lab-down
 	rm -rf .benchfarm

@@ -105,7 +105,9 @@ def test_dd_gnu_and_busybox():
     assert values(parse("dd", bb))["dd-throughput"] == (62.2, "MB/s")
 
 
-@pytest.mark.parametrize("suite", ["cyclictest", "hackbench", "sysbench", "mbw", "stress-ng",
+@pytest.mark.parametrize("suite", ["cyclictest", "hackbench", "sysbench", "mbw", "stress-ng", "lmbench",
+                                   "dhrystone", "whetstone", "linpack", "nbench", "stream", "coremark",
+                                   "coremark-pro", "7zip", "glmark2", "netperf", "alsa", "multibench",
                                    "openssl", "fio", "iperf3", "dd", "boot-time"])
 @pytest.mark.parametrize("text", ["", "garbage\nnot a benchmark\n", '{"truncated": '])
 def test_garbage_is_a_parse_error_naming_the_suite(suite, text):

@@ -96,3 +96,25 @@ def test_fps_parser_for_kanzi_style_lines():
     m = values(parse("fps", "Kanzi cluster demo 1920x1080\nAverage FPS: 58.7\n",
                      {"scene": "cluster", "resolution": "1920x1080"}))
     assert m == {"fps-cluster": (58.7, "FPS")}
+
+
+def test_console_timing_converts_cycles_at_the_given_clock_as_in_seed_003():
+    text = (SEEDS / "003_d4c6c33193906275.txt").read_text()
+    table = text[text.index("LOG_event"):text.index("TSK_yield") + 40]
+    m = values(parse("console-timing", table, {"clockMHz": "200"}))
+    assert m["LOG_event-cycles"] == (30, "cycles")
+    assert m["LOG_event"] == (0.15, "us")        # the guide's 0.150 us
+    assert m["STS_delta"] == (0.105, "us")
+    assert m["TSK_yield"] == (1.16, "us")         # 232 cycles, the guide's 1.160 us
+    with pytest.raises(ParseError, match="clockMHz"):
+        parse("console-timing", table)
+
+
+def test_netperf_alsa_multibench():
+    n = values(parse("netperf", "THROUGHPUT=941.23\nTHROUGHPUT_UNITS=10^6bits/s\nPROTOCOL=TCP\n"))
+    assert n == {"netperf-tcp-throughput": (941.23, "Mbit/s")}
+    a = values(parse("alsa", '"48000","1535980.91","0.75"\n'))
+    assert a["alsa-capture-48000hz-throughput"] == (1535980.91, "bits/s")
+    assert values(parse("alsa", "rate=44100 bytes=1764000 seconds=10\n"))[
+        "alsa-capture-44100hz-throughput"] == (1411200.0, "bits/s")
+    assert values(parse("multibench", "4m-check 280.25\n"))["4m-check"] == (280.25, "workloads/")

@@ -4,7 +4,8 @@ Kept equal to `benchfarm.suites.registry.names()` by a test (api may not import 
 """
 
 SUITE_NAMES: list[str] = [
-    "7zip", "boot-time", "coremark", "coremark-pro", "cyclictest", "dd", "dhrystone", "fio", "fps",
-    "glmark2", "hackbench", "iperf3", "linpack", "lmbench", "mbw", "nbench", "openssl", "shell",
-    "stream", "stress-ng", "sysbench", "whetstone",
+    "7zip", "alsa", "boot-time", "console-timing", "coremark", "coremark-pro", "cyclictest", "dd",
+    "dhrystone", "fio", "fps", "glmark2", "hackbench", "iperf3", "linpack", "lmbench", "mbw",
+    "multibench", "nbench", "netperf", "openssl", "shell", "stream", "stress-ng", "sysbench",
+    "whetstone",
 ]

@@ -16,7 +16,8 @@ _MODULES = {
     "iperf3": "iperf3", "dd": "dd", "boot-time": "boottime", "lmbench": "lmbench",
     "dhrystone": "dhrystone", "whetstone": "whetstone", "linpack": "linpack", "nbench": "nbench",
     "stream": "stream", "coremark": "coremark", "coremark-pro": "coremarkpro", "7zip": "sevenzip",
-    "glmark2": "fps", "fps": "fps",
+    "glmark2": "fps", "fps": "fps", "console-timing": "consoletiming", "netperf": "netperf",
+    "alsa": "alsa", "multibench": "multibench",
 }
 
 
@@ -35,4 +36,13 @@ def parse(suite: str, text: str, params: dict[str, str] | None = None) -> list[M
     """Parse one suite's output; empty output is a parse error, never zero metrics silently."""
     if suite != "shell" and not text.strip():
         raise ParseError(suite, "empty output")
-    return parser(suite)(text, params or {})
+    try:
+        return parser(suite)(text, params or {})
+    except ParseError as exc:
+        if exc.suite == suite:
+            raise
+        # a shared parser (glmark2 -> fps): name the suite the plan asked for
+        message = str(exc).removeprefix(f"{exc.suite}: ")
+        if exc.line is not None:
+            message = message.removesuffix(f" (line {exc.line})")
+        raise ParseError(suite, message, line=exc.line) from exc

@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Boot times of the virtual boards through labgrid: min / median / max of N power cycles.
+
+Needs the lab (`make lab-up`); takes a place as a labgrid client like the operator does.
+Usage: boot_times.py [PLACE] [N]   (defaults: vb-x86-1 5). Prints figures, asserts nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+
+import yaml
+
+from benchfarm import devlab
+from benchfarm.api.devicetype import DeviceType
+from benchfarm.lab.board import Board
+from benchfarm.lab.coordinator import Coordinator
+
+
+def main() -> None:
+    place = sys.argv[1] if len(sys.argv) > 1 else "vb-x86-1"
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    env = devlab.lab_env()
+    c = Coordinator(env["LG_COORDINATOR"], user=os.environ.get("USER", "bench"), host="boot-times")
+    info = c.places()[place]
+    dt = DeviceType(**yaml.safe_load(
+        (devlab.DEVICE_TYPES / f"{info.tags['device_type']}.yaml").read_text()))
+    c.acquire(place)
+    phases: dict[str, list[float]] = {}
+    try:
+        board = Board(place, c.places()[place].resources, dt)
+        for i in range(n):
+            tl = board.boot()
+            for k, v in {**tl.events, **tl.phases(dt.boot.phases)}.items():
+                phases.setdefault(k, []).append(v)
+            print(f"boot {i + 1}/{n}: kernel-to-prompt {tl.phase('kernel', 'prompt')} s, "
+                  f"power-to-prompt {tl.phase('power-on', 'prompt')} s", flush=True)
+        board.power_off()
+        board.close()
+    finally:
+        c.release(place)
+        c.close()
+    print(f"\n{place} ({dt.name}), {n} boots, seconds from power-on confirmed by the PDU:")
+    print(f"{'event/phase':24} {'min':>7} {'median':>7} {'max':>7}")
+    for k, v in phases.items():
+        print(f"{k:24} {min(v):7.2f} {statistics.median(v):7.2f} {max(v):7.2f}")
+
+
+if __name__ == "__main__":
+    main()

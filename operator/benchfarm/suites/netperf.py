@@ -1,0 +1,34 @@
+"""netperf with -k/-o output selectors: KEY=VALUE lines, throughput in the test's units."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import ParseError
+from .base import Metric, lines_of, number
+
+SUITE = "netperf"
+_KV = re.compile(r"^([A-Z][A-Z0-9_]+)=(.*)$")
+_LOWER_BETTER = ("LATENCY", "RT_LATENCY", "P50", "P90", "P99", "STDDEV", "UTIL")
+
+
+def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
+    kv: dict[str, tuple[int, str]] = {}
+    for i, line in enumerate(lines_of(text), 1):
+        if m := _KV.match(line.strip()):
+            kv[m.group(1)] = (i, m.group(2).strip())
+    if "THROUGHPUT" not in kv:
+        raise ParseError(SUITE, "no THROUGHPUT= line; run netperf with -k (or -o THROUGHPUT,...)")
+    test = kv.get("TEST", (0, ""))[1] or kv.get("PROTOCOL", (0, ""))[1] or "test"
+    prefix = f"netperf-{test.lower().replace('_', '-')}" if test != "test" else "netperf"
+    unit = kv.get("THROUGHPUT_UNITS", (0, ""))[1] or ""
+    out = [Metric(f"{prefix}-throughput", number(kv["THROUGHPUT"][1], SUITE, kv["THROUGHPUT"][0]),
+                  {"10^6bits/s": "Mbit/s", "10^9bits/s": "Gbit/s"}.get(unit, unit))]
+    for key, (line, value) in kv.items():
+        if key in ("THROUGHPUT", "THROUGHPUT_UNITS") or not re.match(r"^-?[\d.]+$", value):
+            continue
+        if key.endswith(("LATENCY", "UTIL")) or key.startswith(("P50", "P90", "P99", "MEAN")):
+            unit = "us" if "LATENCY" in key or key.startswith(("P", "MEAN")) else "%"
+            out.append(Metric(f"{prefix}-{key.lower().replace('_', '-')}", number(value, SUITE, line),
+                              unit, not key.startswith(_LOWER_BETTER) and "LATENCY" not in key))
+    return out
