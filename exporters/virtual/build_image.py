@@ -25,18 +25,18 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("BENCHFARM_CACHE", Path.home() / ".cache" / "benchfarm"))
-RECIPE_VERSION = "6"  # bump when this file changes what it produces
+RECIPE_VERSION = "7"  # bump when this file changes what it produces
 
 KERNEL_PACKAGE = {"amd64": "linux-image-cloud-amd64", "arm64": "linux-image-arm64"}
 PACKAGES = [
     "busybox-static", "util-linux", "rt-tests", "stress-ng", "openssl", "fio", "sysbench", "mbw",
-    "iperf3", "p7zip-full",
+    "iperf3", "p7zip-full", "coreutils",
 ]
 # Programs copied into the image with their library closure (path inside the unpacked tree).
 PROGRAMS = [
     "usr/bin/cyclictest", "usr/bin/hackbench", "usr/bin/stress-ng", "usr/bin/openssl",
     "usr/bin/fio", "usr/bin/sysbench", "usr/bin/mbw", "usr/bin/iperf3", "usr/sbin/rtcwake",
-    "usr/lib/p7zip/7z",
+    "usr/lib/p7zip/7z", "bin/dd",
 ]
 EXTRA_FILES = ["usr/lib/ssl/openssl.cnf", "usr/lib/p7zip/7z.so", "usr/lib/p7zip/Codecs/Rar.so"]
 # Kernel modules the board needs (with their dependencies, from modules.dep).

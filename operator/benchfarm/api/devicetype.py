@@ -40,5 +40,6 @@ class DeviceType(_Model):
     gpu: bool = False
     console: Console
     boot: BootSpec
+    programs: list[str] | None = None   # None: unknown, any plan may be tried
     rails: list[Rail] = Field(default_factory=list)
     lowPowerModes: list[dict] = Field(default_factory=list)

@@ -35,6 +35,7 @@ from ..lab.board import Board
 from ..lab.coordinator import Coordinator, PlaceInfo
 from ..lab.session import BoardSession, Cancelled, Executor, SessionRequest, SessionResult, \
     ThreadExecutor, plan_digest
+from ..report.html import html
 from ..report.tables import comparison_markdown, markdown, rst
 from ..store.artifacts import ArtifactStore, StoreConfig
 from .client import Kube
@@ -268,6 +269,7 @@ class Runtime:
                     raise RunError(f"no board in the lab matches the selector "
                                    f"{spec.selector.model_dump(exclude_none=True)}",
                                    reason="NoMatchingBoard")
+                self._check_programs(suites, {b.device_type for b in boards if q.matches(sel, b)})
         except RunError as exc:
             self.kube.patch_run_status(ns, name, {
                 "phase": FAILED, "completionTime": now_iso(), "observedGeneration": gen,
@@ -283,6 +285,21 @@ class Runtime:
                                         "Queued", "waiting for a matching board", gen)})
         self.kube.event(body, "Normal", "Queued", "run admitted and queued")
         self.wake()
+
+    def _check_programs(self, suites: list[SuiteSpec], device_types: set[str]) -> None:
+        """Refuse a plan that needs programs none of the matching boards' images have."""
+        problems = []
+        for name in sorted(device_types):
+            dt = self.device_types.get(name)
+            if dt is None or dt.programs is None:
+                return  # a matching board of unknown contents may have them
+            missing = sorted({p for s in suites for p in s.requires} - set(dt.programs))
+            if not missing:
+                return
+            problems.append(f"{name} lacks {', '.join(missing)}")
+        if problems:
+            raise RunError("no matching board has the programs this plan needs: "
+                           + "; ".join(problems), reason="MissingPrograms")
 
     def resolve_suites(self, namespace: str, spec: BenchmarkRunSpec) -> list[SuiteSpec]:
         policy = self.policy.for_namespace(namespace)
@@ -498,7 +515,8 @@ class Runtime:
                 self.store.put(f"{prefix}/metrics.json", json.dumps(doc, indent=2).encode(),
                                "application/json"),
                 self.store.put(f"{prefix}/report.md", report_md.encode(), "text/markdown"),
-                self.store.put(f"{prefix}/report.rst", rst(doc).encode(), "text/x-rst")]
+                self.store.put(f"{prefix}/report.rst", rst(doc).encode(), "text/x-rst"),
+                self.store.put(f"{prefix}/report.html", html(doc).encode(), "text/html")]
         urls.append(self.store.url(f"{prefix}/raw/"))
         status = {"results": results, "artifacts": urls, "provenance": result.provenance,
                   "progress": f"done ({len(result.records)} suite runs)"}

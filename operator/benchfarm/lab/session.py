@@ -158,9 +158,6 @@ class BoardSession:
             self._check()
             r = self.board.run(cmd, timeout=self._remaining(20))
             prov[key] = r.output.strip()[:512]
-        if req.environment:
-            exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in req.environment.items())
-            self.board.run(f"export {exports}", timeout=self._remaining(10))
         result.provenance = prov
 
     def _suites(self, result: SessionResult) -> None:
@@ -174,6 +171,9 @@ class BoardSession:
                         f"suite {index}/{len(req.suites)} {spec.name}"
                 self.progress("Running", {"progress": label})
                 cmd = with_background(spec.command, spec.background)
+                if req.environment:  # each command runs in its own `sh -c`: pass the lab's values
+                    cmd = " ".join(f"{k}={shlex.quote(v)}" for k, v in req.environment.items()) \
+                        + f" sh -c {shlex.quote(cmd)}"
                 r = self.board.run(cmd, timeout=self._remaining(spec.timeoutSeconds))
                 record = SuiteRecord(step=spec.name, suite=spec.suite, iteration=it, warmup=warm,
                                      exit_code=r.exit_code, seconds=r.seconds)

@@ -1,0 +1,104 @@
+"""A self-contained HTML report with plots: boot phases, cyclictest histogram, lat_mem_rd curve.
+
+Rendered with jinja2; plots drawn with matplotlib (Agg, no display) and embedded as PNG data, so
+the one file uploaded next to the run is all a reader needs.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import re
+from collections import OrderedDict, defaultdict
+from typing import Any
+
+import jinja2
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def _png(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def boot_plot(doc: dict[str, Any]) -> str | None:
+    events = doc.get("bootEvents") or []
+    if not events:
+        return None
+    import matplotlib.pyplot as plt
+    order = [e for e in ("first-byte", "kernel", "init", "userspace", "prompt") if e in events[0]]
+    fig, ax = plt.subplots(figsize=(8, 0.6 + 0.45 * len(events)))
+    for i, ev in enumerate(events):
+        start = 0.0
+        for name in order:
+            if name in ev:
+                ax.barh(i, ev[name] - start, left=start, label=name if i == 0 else None)
+                start = ev[name]
+    ax.set_yticks(range(len(events)), [f"boot {i + 1}" for i in range(len(events))])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since power-on (each bar ends when that marker appeared)")
+    ax.legend(ncol=len(order), fontsize="small", loc="lower right")
+    return _png(fig)
+
+
+def cyclictest_plot(doc: dict[str, Any]) -> str | None:
+    buckets: dict[int, float] = defaultdict(float)
+    for s in doc.get("series", []):
+        if m := re.match(r"cyclictest-hist-(\d+)us$", s["name"]):
+            buckets[int(m.group(1))] += sum(s["values"]) / len(s["values"])
+    if not buckets:
+        return None
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 3))
+    xs = sorted(buckets)
+    ax.bar(xs, [buckets[x] for x in xs], width=1.0)
+    ax.set_yscale("log")
+    ax.set_xlabel("latency (us)")
+    ax.set_ylabel("samples (mean per iteration)")
+    return _png(fig)
+
+
+def lat_mem_rd_plot(doc: dict[str, Any]) -> str | None:
+    points = []
+    for s in doc.get("series", []):
+        if s["name"].startswith("lat_mem_rd-") and s.get("values"):
+            m = re.search(r"-sz(\d+)(k?)$", s["name"])
+            if m:
+                kb = float(m.group(1)) if m.group(2) else float(m.group(1)) / 1000
+                points.append((kb, sum(s["values"]) / len(s["values"])))
+    if len(points) < 2:
+        return None
+    import matplotlib.pyplot as plt
+    points.sort()
+    fig, ax = plt.subplots(figsize=(8, 3))
+    ax.plot([p[0] for p in points], [p[1] for p in points], marker=".")
+    ax.set_xscale("log")
+    ax.set_xlabel("array size (KB)")
+    ax.set_ylabel("load latency (ns)")
+    return _png(fig)
+
+
+def html(doc: dict[str, Any]) -> str:
+    run = doc.get("run", {})
+    steps: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+    for s in doc.get("series", []):
+        if not s["name"].startswith("cyclictest-hist-"):
+            steps.setdefault(s["step"], []).append(s)
+    plots = [(title, png) for title, png in (
+        ("Boot timeline", boot_plot(doc)), ("cyclictest latency histogram", cyclictest_plot(doc)),
+        ("lat_mem_rd: latency against size", lat_mem_rd_plot(doc))) if png]
+    facts = [(k, run.get(v)) for k, v in (("Board", "board"), ("Device type", "deviceType"),
+                                          ("Plan", "plan"), ("Iterations", "iterations"),
+                                          ("Boot cycles", "bootCycles"), ("Kernel", "uname"),
+                                          ("Result", "result")) if run.get(v) not in (None, "")]
+    env = jinja2.Environment(loader=jinja2.PackageLoader("benchfarm.report", "templates"),
+                             autoescape=True)
+    return env.get_template("report.html.j2").render(
+        run=run, facts=facts, boot=doc.get("bootSummary") or {}, plots=plots, steps=steps,
+        comparison=doc.get("comparison"),
+        failures=[r for r in doc.get("records", []) if r.get("error")])
