@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 binaries: deps
-	@bash hack/build-binaries.sh etcd kubernetes minio
+	@bash hack/build-binaries.sh etcd kubernetes minio helm
 
 lab-up: deps venv binaries
 	@$(VENV)/bin/benchfarm lab up
@@ -45,7 +45,7 @@ lab-status: venv
 	@$(VENV)/bin/benchfarm lab status
 
 crds: venv
-	@$(PY) -m benchfarm.api.crdgen crds
+	@$(PY) hack/sync_generated.py
 
 demo: lab-up
 	@$(VENV)/bin/benchfarm demo

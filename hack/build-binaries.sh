@@ -102,5 +102,5 @@ build_helm() {
 }
 
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(etcd kubernetes minio)
+[ ${#targets[@]} -eq 0 ] && targets=(etcd kubernetes minio helm)
 for t in "${targets[@]}"; do "build_$t"; done

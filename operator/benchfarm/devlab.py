@@ -38,6 +38,7 @@ VENV_BIN = Path(sys.executable).parent
 K8S_VERSION = "v1.34.4"
 ETCD_VERSION = "v3.5.35"
 MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
+HELM_VERSION = "v3.19.5"
 BUCKET = "benchfarm-artifacts"
 
 
@@ -57,6 +58,9 @@ class Ports:
     pdu: int = PORT_BASE + 80
     iperf3: int = PORT_BASE + 201
     operator_liveness: int = PORT_BASE + 81
+    operator_metrics: int = PORT_BASE + 82
+    chart_probes: int = PORT_BASE + 83       # the chart-installed operator in tests
+    chart_metrics: int = PORT_BASE + 84
     serial_base: int = PORT_BASE + 100
 
 
@@ -176,12 +180,14 @@ def binaries() -> dict[str, Path]:
         "kube-controller-manager": CACHE / "bin" / f"kubernetes-{K8S_VERSION}" / "kube-controller-manager",
         "kubectl": CACHE / "bin" / f"kubernetes-{K8S_VERSION}" / "kubectl",
         "minio": CACHE / "bin" / f"minio-{MINIO_VERSION}" / "minio",
+        "helm": CACHE / "bin" / f"helm-{HELM_VERSION}" / "helm",
     }
     missing = [n for n, p in paths.items() if not p.exists()]
     if missing:
         say(f"building {', '.join(missing)} from the Go module proxy (first time only)")
         env = {**os.environ, "K8S_VERSION": K8S_VERSION, "ETCD_VERSION": ETCD_VERSION,
-               "MINIO_VERSION": MINIO_VERSION, "BENCHFARM_CACHE": str(CACHE)}
+               "MINIO_VERSION": MINIO_VERSION, "HELM_VERSION": HELM_VERSION,
+               "BENCHFARM_CACHE": str(CACHE)}
         wanted = sorted({"kubernetes" if n.startswith("kube") else n for n in missing})
         if subprocess.run(["bash", str(REPO / "hack" / "build-binaries.sh"), *wanted],
                           env=env).returncode != 0:
@@ -480,9 +486,12 @@ def write_env() -> Path:
         "BENCHFARM_IPERF3_PEER": f"10.0.2.2:{PORTS.iperf3}",
         "BENCHFARM_DEVICE_TYPES": str(DEVICE_TYPES),
         "BENCHFARM_LIVENESS": f"http://127.0.0.1:{PORTS.operator_liveness}/healthz",
+        "BENCHFARM_METRICS_PORT": str(PORTS.operator_metrics),
+        "BENCHFARM_METRICS_ADDR": "127.0.0.1",
     }
     lines = [f"export {k}='{v}'" for k, v in env.items()]
-    lines.append(f"export PATH='{VENV_BIN}:{kubectl_dir}':\"$PATH\"")
+    helm_dir = CACHE / "bin" / f"helm-{HELM_VERSION}"
+    lines.append(f"export PATH='{VENV_BIN}:{kubectl_dir}:{helm_dir}':\"$PATH\"")
     path = STATE / "env"
     path.write_text("\n".join(lines) + "\n")
     os.chmod(path, 0o600)
@@ -517,7 +526,7 @@ def start_operator() -> None:
     install_crds_and_plans()
     env = lab_env()
     start_process("benchfarm-operator", [str(VENV_BIN / "benchfarm"), "operator"], env=env,
-                  ports=[PORTS.operator_liveness], timeout=90,
+                  ports=[PORTS.operator_liveness, PORTS.operator_metrics], timeout=90,
                   ready=lambda: _http_ok(env["BENCHFARM_LIVENESS"]))
 
 

@@ -21,6 +21,14 @@ def test_committed_crds_match_the_models():
         assert committed == text, f"crds/{name} drifted from the models: run `make crds`"
 
 
+def test_generated_chart_files_are_in_sync():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("sync_generated", REPO / "hack" / "sync_generated.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.stale() == [], "generated files drifted: run `make crds`"
+
+
 def test_every_testplan_validates():
     plans = sorted((REPO / "testplans").glob("*.yaml"))
     assert plans

@@ -38,6 +38,7 @@ from ..lab.session import BoardSession, Cancelled, Executor, SessionRequest, Ses
 from ..report.html import html
 from ..report.tables import comparison_markdown, markdown, rst
 from ..store.artifacts import ArtifactStore, StoreConfig
+from . import metrics
 from .client import Kube
 
 log = logging.getLogger("benchfarm")
@@ -158,6 +159,7 @@ class Runtime:
         self.loop = asyncio.get_running_loop()
         self.wake_event = asyncio.Event()
         await asyncio.to_thread(self._recover)
+        metrics.serve()
         self.task = asyncio.create_task(self._scheduler_loop(), name="benchfarm-scheduler")
 
     async def stop(self) -> None:
@@ -378,6 +380,8 @@ class Runtime:
                 started.append((run, a.board))
         for run, board in started:
             self.executor.submit(lambda run=run, board=board: self._job(run, board))
+        metrics.observe_lab(len(decision.order), len(started) + sum(running_ns.values()),
+                            [b.state for b in self.boards.values()])
         self._expire(waiting, now)
         self._publish_positions(decision.order)
         self._health_checks()
@@ -486,6 +490,7 @@ class Runtime:
         status: dict[str, Any] = {}
         if kind == "Acquired":  # an attempt counts once the place is really ours
             status["attempts"] = int(run.status.get("attempts") or 0) + 1
+            metrics.QUEUE_WAIT.observe(max(0.0, time.time() - run.created))
             status["startTime"] = now_iso()
         if "progress" in data:
             status["progress"] = data["progress"]
@@ -569,6 +574,7 @@ class Runtime:
 
     def _finish(self, run: RunState, phase: str, reason: str, message: str) -> None:
         ok = "True" if phase == SUCCEEDED else "False"
+        metrics.FINISHED.labels(phase, reason).inc()
         try:
             self._patch(run, {
                 "phase": phase, "completionTime": now_iso(), "queuePosition": None,
@@ -705,6 +711,7 @@ class Runtime:
     def _board_failed(self, board: str, exc: InfraError) -> bool:
         with self.lock:
             rec = self.boards[board]
+            metrics.INFRA_FAILURES.labels(board, exc.reason).inc()
             rec.failures += 1
             rec.reason = f"{exc.reason}: {exc}"[:500]
             if rec.failures >= self.policy.quarantineAfterFailures and rec.quarantined_since is None:

@@ -1,0 +1,223 @@
+"""Issue 6 on the real stack: the chart lints, renders, passes server-side dry run and restricted
+pod security, installs, and its RBAC is enough for the operator to run the demo to Succeeded.
+
+There is no kubelet here, so the Deployment's pod never starts; instead the operator is started
+locally with exactly the command and environment of the installed Deployment (Secrets and the
+ConfigMap resolved as the kubelet would) and a token minted for the chart's ServiceAccount.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchfarm import devlab
+from tests.stack.conftest import apply, wait_for
+
+pytestmark = pytest.mark.stack
+CHART = devlab.REPO / "helm" / "benchfarm"
+NS = "benchfarm-system"
+HELM = devlab.CACHE / "bin" / f"helm-{devlab.HELM_VERSION}" / "helm"
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, **devlab.lab_env(), "HELM_CACHE_HOME": str(devlab.STATE / "helm"),
+           "HELM_CONFIG_HOME": str(devlab.STATE / "helm"), "HELM_DATA_HOME": str(devlab.STATE / "helm")}
+    res = subprocess.run([str(HELM), *args], env=env, capture_output=True, text=True)
+    if check and res.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{res.stdout}\n{res.stderr}")
+    return res
+
+
+def kubectl(*args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    exe = devlab.CACHE / "bin" / f"kubernetes-{devlab.K8S_VERSION}" / "kubectl"
+    res = subprocess.run([str(exe), *args], input=input, env={**os.environ, **devlab.lab_env()},
+                         capture_output=True, text=True)
+    if check and res.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed:\n{res.stdout}\n{res.stderr}")
+    return res
+
+
+def lab_values(tmp_path: Path) -> Path:
+    env = devlab.lab_env()
+    values = {
+        "labgrid": {"coordinator": env["LG_COORDINATOR"]},
+        "minio": {"endpoint": env["BENCHFARM_S3_ENDPOINT"], "bucket": env["BENCHFARM_S3_BUCKET"],
+                  "existingSecret": "benchfarm-minio"},
+        "probes": {"port": devlab.PORTS.chart_probes},
+        "metrics": {"port": devlab.PORTS.chart_metrics},
+        "labPolicy": {"create": False},
+    }
+    path = tmp_path / "lab-values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+@pytest.fixture(scope="module")
+def restricted_namespace(lab):
+    kubectl("apply", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/enforce-version": "latest"}}}))
+    return NS
+
+
+def test_helm_lint_passes(lab):
+    res = helm("lint", str(CHART), "--strict")
+    assert "0 chart(s) failed" in res.stdout
+
+
+@pytest.mark.parametrize("variant", ["default", "custom"])
+def test_rendered_chart_passes_server_side_dry_run(restricted_namespace, tmp_path, variant):
+    args = ["template", "bf", str(CHART), "-n", NS, "--kube-version", "1.34.4"]
+    if variant == "custom":
+        custom = {"labgrid": {"coordinator": "coord.lab:20408", "proxy": "jump.lab"},
+                  "minio": {"endpoint": "s3.lab:9000", "bucket": "lab-artifacts", "secure": True,
+                            "existingSecret": "s3-creds"},
+                  "metrics": {"enabled": False}, "testPlans": {"install": False},
+                  "labPolicy": {"create": False},
+                  "deviceTypes": {"am62x-sk": "name: am62x-sk\nconsole: {prompt: '# '}\nboot: {}\n"},
+                  "nodeSelector": {"lab/role": "control"},
+                  "tolerations": [{"key": "lab", "operator": "Exists", "effect": "NoSchedule"}],
+                  "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}}}
+        f = tmp_path / "custom.yaml"
+        f.write_text(yaml.safe_dump(custom))
+        args += ["-f", str(f)]
+    rendered = helm(*args).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    kinds = {d["kind"] for d in docs}
+    assert {"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap"} <= kinds
+    res = kubectl("apply", "--dry-run=server", "-n", NS, "-f", "-", input=rendered)
+    assert "deployment.apps/bf-benchfarm created (server dry run)" in res.stdout
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    if variant == "custom":
+        assert env["LG_PROXY"]["value"] == "jump.lab" and "Service" not in kinds
+        assert "TestPlan" not in kinds
+    else:
+        assert "LG_PROXY" not in env and "TestPlan" in kinds and "LabPolicy" in kinds
+
+
+def test_pod_template_meets_restricted_pod_security_and_rbac_is_least_privilege(restricted_namespace):
+    docs = [d for d in yaml.safe_load_all(helm("template", "bf", str(CHART), "-n", NS,
+                                                "--kube-version", "1.34.4").stdout) if d]
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    spec = dict(dep["spec"]["template"]["spec"], serviceAccountName="default")  # SA not installed
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "psa-probe", "namespace": NS},
+           "spec": spec}
+    res = kubectl("create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(pod), check=False)
+    assert res.returncode == 0 and "violate" not in res.stderr, res.stderr
+    assert dep["spec"]["strategy"]["type"] == "Recreate" and dep["spec"]["replicas"] == 1
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    rules = [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"]]
+    assert not any("secrets" in r["resources"] for r in rules)
+    assert not any("*" in r["verbs"] or "*" in r["resources"] for r in rules)
+
+
+def _deployment_env(dep: dict, workdir: Path) -> tuple[list[str], dict[str, str]]:
+    """What the kubelet would give the container: env with Secrets and ConfigMaps resolved."""
+    spec = dep["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    mounts: dict[str, Path] = {}
+    for vol in spec["volumes"]:
+        mount = next(m for m in container["volumeMounts"] if m["name"] == vol["name"])
+        if "configMap" in vol:
+            cm = yaml.safe_load(kubectl("get", "configmap", "-n", NS, vol["configMap"]["name"],
+                                        "-o", "yaml").stdout)
+            local = workdir / vol["name"]
+            local.mkdir(parents=True, exist_ok=True)
+            for key, text in cm["data"].items():
+                (local / key).write_text(text)
+            mounts[mount["mountPath"]] = local
+    env: dict[str, str] = {}
+    for e in container["env"]:
+        if "value" in e:
+            value = e["value"]
+            for mount_path, local in mounts.items():
+                if value.startswith(mount_path):
+                    value = str(local) + value[len(mount_path):]
+            env[e["name"]] = value
+        else:
+            ref = e["valueFrom"]["secretKeyRef"]
+            secret = yaml.safe_load(kubectl("get", "secret", "-n", NS, ref["name"], "-o", "yaml").stdout)
+            env[e["name"]] = base64.b64decode(secret["data"][ref["key"]]).decode()
+    return container["command"], env
+
+
+def _service_account_kubeconfig(kube, sa: str, path: Path) -> None:
+    from kubernetes import client
+    token = client.CoreV1Api(kube).create_namespaced_service_account_token(
+        sa, NS, {"spec": {"expirationSeconds": 3600}}).status.token
+    devlab.write_kubeconfig(path, token, f"system:serviceaccount:{NS}:{sa}")
+
+
+def test_installed_chart_runs_the_demo_with_its_own_rbac(restricted_namespace, kube, tmp_path):
+    env_lab = devlab.lab_env()
+    kubectl("create", "secret", "generic", "benchfarm-minio", "-n", NS,
+            f"--from-literal=accessKey={env_lab['BENCHFARM_S3_ACCESS_KEY']}",
+            f"--from-literal=secretKey={env_lab['BENCHFARM_S3_SECRET_KEY']}", check=False)
+    # the chart will own the shipped TestPlans; hand them over from `kubectl apply`
+    kubectl("delete", "testplans", "--all", "--wait=true")
+    helm("uninstall", "bf", "-n", NS, "--wait", check=False)
+    helm("install", "bf", str(CHART), "-n", NS, "-f", str(lab_values(tmp_path)), "--wait=false")
+    operator = None
+    log = open(tmp_path / "chart-operator.log", "wb")
+    try:
+        dep = yaml.safe_load(kubectl("get", "deployment", "-n", NS, "bf-benchfarm", "-o", "yaml").stdout)
+        command, env = _deployment_env(dep, tmp_path)
+        sa = dep["spec"]["template"]["spec"]["serviceAccountName"]
+        _service_account_kubeconfig(kube, sa, tmp_path / "sa.kubeconfig")
+        assert kubectl("auth", "can-i", "list", "secrets", "-A",
+                       f"--as=system:serviceaccount:{NS}:{sa}", check=False).stdout.strip() == "no"
+        devlab.stop_process("benchfarm-operator")  # one operator per lab
+        exe = str(devlab.VENV_BIN / command[0])
+        operator = subprocess.Popen(
+            [exe, *command[1:]], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={"PATH": f"{devlab.VENV_BIN}:/usr/bin:/bin", "KUBECONFIG": str(tmp_path / "sa.kubeconfig"),
+                 **env})
+        import urllib.request
+        wait_for("chart operator liveness", lambda: _ok(env["BENCHFARM_LIVENESS"].replace(
+            "0.0.0.0", "127.0.0.1")), timeout=90)
+        name = f"chart-demo-{int(time.time())}"
+        apply(yaml.safe_dump({"apiVersion": "benchfarm.io/v1alpha1", "kind": "BenchmarkRun",
+                              "metadata": {"name": name, "namespace": "default"},
+                              "spec": {"selector": {"deviceType": "qemu-x86"}, "plan": "demo",
+                                       "bootCycles": 2}}))
+        from tests.stack.test_operator import cond
+        from kubernetes import client
+        custom = client.CustomObjectsApi(kube)
+
+        def done():
+            st = custom.get_namespaced_custom_object("benchfarm.io", "v1alpha1", "default",
+                                                     "benchmarkruns", name).get("status", {})
+            return st if st.get("phase") in ("Succeeded", "Failed") else None
+        st = wait_for("the demo run under the chart's RBAC", done, timeout=300, every=1)
+        assert cond(st)["status"] == "True", st
+        metrics = urllib.request.urlopen(
+            f"http://127.0.0.1:{devlab.PORTS.chart_metrics}/metrics").read().decode()
+        assert "benchfarm_queue_depth" in metrics and "benchfarm_runs_finished_total" in metrics
+        text = (tmp_path / "chart-operator.log").read_text()
+        assert "Forbidden" not in text and " 403" not in text, text[-3000:]
+    finally:
+        if operator is not None:
+            os.killpg(operator.pid, 15)
+            operator.wait(timeout=30)
+        log.close()
+        helm("uninstall", "bf", "-n", NS, "--wait", check=False)
+        devlab.start_operator()  # also re-applies the repository's TestPlans
+
+
+def _ok(url: str) -> bool:
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status == 200
+    except Exception:
+        return False
