@@ -5,10 +5,10 @@ A virtual board must run the same programs a lab engineer would put on a real bo
 filesystem is made of Debian packages of the board's architecture, unpacked (never installed, so no
 maintainer scripts run and arm64 works on an x86 host), pruned to the ELF closure of the programs
 we need, and packed as an uncompressed initramfs (faster to boot under TCG than a compressed one).
-The result is cached under ~/.cache/benchfarm/images/<arch>-<digest>/, keyed by everything that
+The result is cached under ~/.cache/benchfarm/images/<profile>-<digest>/, keyed by everything that
 goes into it, so it is rebuilt only when its inputs change.
 
-Usage: build_image.py ARCH   (prints the image directory on stdout)
+Usage: build_image.py PROFILE   (amd64, arm64, amd64-gpu; prints the image directory)
 """
 
 from __future__ import annotations
@@ -21,26 +21,54 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("BENCHFARM_CACHE", Path.home() / ".cache" / "benchfarm"))
-RECIPE_VERSION = "7"  # bump when this file changes what it produces
+RECIPE_VERSION = "9"  # bump when this file changes what it produces
 
-KERNEL_PACKAGE = {"amd64": "linux-image-cloud-amd64", "arm64": "linux-image-arm64"}
-PACKAGES = [
-    "busybox-static", "util-linux", "rt-tests", "stress-ng", "openssl", "fio", "sysbench", "mbw",
-    "iperf3", "p7zip-full", "coreutils",
-]
-# Programs copied into the image with their library closure (path inside the unpacked tree).
-PROGRAMS = [
-    "usr/bin/cyclictest", "usr/bin/hackbench", "usr/bin/stress-ng", "usr/bin/openssl",
-    "usr/bin/fio", "usr/bin/sysbench", "usr/bin/mbw", "usr/bin/iperf3", "usr/sbin/rtcwake",
-    "usr/lib/p7zip/7z", "bin/dd",
-]
-EXTRA_FILES = ["usr/lib/ssl/openssl.cnf", "usr/lib/p7zip/7z.so", "usr/lib/p7zip/Codecs/Rar.so"]
-# Kernel modules the board needs (with their dependencies, from modules.dep).
-MODULES = ["virtio_net", "virtio_blk", "virtio_pci", "virtio_mmio", "virtio_console", "rtc-cmos"]
+@dataclass(frozen=True)
+class Profile:
+    """What goes into one kind of board image."""
+
+    arch: str
+    kernel: str                      # the meta package; its versioned dependency is used
+    packages: tuple[str, ...]
+    programs: tuple[str, ...]        # copied with their ELF closure
+    libraries: tuple[str, ...] = ()  # dlopen()ed at run time: copied with their closure too
+    extra: tuple[str, ...] = ()      # plain files or whole directories
+    modules: tuple[str, ...] = ()
+
+
+BASE_PACKAGES = ("busybox-static", "util-linux", "rt-tests", "stress-ng", "openssl", "fio",
+                 "sysbench", "mbw", "iperf3", "p7zip-full", "coreutils")
+BASE_PROGRAMS = ("usr/bin/cyclictest", "usr/bin/hackbench", "usr/bin/stress-ng", "usr/bin/openssl",
+                 "usr/bin/fio", "usr/bin/sysbench", "usr/bin/mbw", "usr/bin/iperf3",
+                 "usr/sbin/rtcwake", "usr/lib/p7zip/7z", "bin/dd")
+BASE_EXTRA = ("usr/lib/ssl/openssl.cnf", "usr/lib/p7zip/7z.so", "usr/lib/p7zip/Codecs/Rar.so")
+BASE_MODULES = ("virtio_net", "virtio_blk", "virtio_pci", "virtio_mmio", "virtio_console",
+                "rtc-cmos")
+
+PROFILES = {
+    "amd64": Profile("amd64", "linux-image-cloud-amd64", BASE_PACKAGES, BASE_PROGRAMS,
+                     extra=BASE_EXTRA, modules=BASE_MODULES),
+    "arm64": Profile("arm64", "linux-image-arm64", BASE_PACKAGES, BASE_PROGRAMS,
+                     extra=BASE_EXTRA, modules=BASE_MODULES),
+    # The cloud kernel has no DRM: the GPU board boots the generic kernel with virtio-gpu and
+    # renders with Mesa's llvmpipe (software), which is what glmark2 measures here.
+    "amd64-gpu": Profile(
+        "amd64", "linux-image-amd64",
+        BASE_PACKAGES + ("glmark2-es2-drm", "libgl1-mesa-dri", "libegl-mesa0", "libgles2",
+                         "libgbm1"),
+        BASE_PROGRAMS + ("usr/bin/glmark2-es2-drm",),
+        libraries=("usr/lib/x86_64-linux-gnu/dri/kms_swrast_dri.so",
+                   "usr/lib/x86_64-linux-gnu/dri/swrast_dri.so",
+                   "usr/lib/x86_64-linux-gnu/dri/virtio_gpu_dri.so",
+                   "usr/lib/x86_64-linux-gnu/libEGL_mesa.so.0"),
+        extra=BASE_EXTRA + ("usr/share/glmark2", "usr/share/glvnd", "usr/share/drirc.d"),
+        modules=BASE_MODULES + ("virtio_gpu", "bochs")),
+}
 
 INIT_SCRIPT = r"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -153,47 +181,68 @@ def modules_closure(moddir: Path, wanted: list[str]) -> list[str]:
     return out
 
 
-def elf_closure(tree: Path, programs: list[str]) -> set[str]:
+LIB_DIRS = ("lib/{triplet}", "usr/lib/{triplet}", "lib", "usr/lib")
+TRIPLETS = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}
+
+
+def elf_closure(tree: Path, programs: list[str], arch: str = "amd64") -> set[str]:
+    """Every file the programs need. lddtree resolves executables' libraries through their
+    interpreter's search path; a bare shared object (a dlopen()ed driver) has none, so names it
+    leaves unresolved are looked up in the tree's library directories, recursively."""
     files: set[str] = set()
-    for prog in programs:
-        out = run(["/usr/bin/python3", "/usr/bin/lddtree", "--root", str(tree), "-l", "/" + prog], capture_output=True).stdout
+    todo = ["/" + p for p in programs]
+    seen: set[str] = set()
+    dirs = [d.format(triplet=TRIPLETS[arch]) for d in LIB_DIRS]
+    while todo:
+        item = todo.pop()
+        if item in seen:
+            continue
+        seen.add(item)
+        out = run(["/usr/bin/python3", "/usr/bin/lddtree", "--root", str(tree), "-l", item],
+                  capture_output=True).stdout
         for line in out.split():
-            files.add(line.removeprefix(str(tree)))
+            if "/" in line:
+                files.add(line.removeprefix(str(tree)))
+                continue
+            for d in dirs:
+                if (tree / d / line).exists():
+                    todo.append(f"/{d}/{line}")
+                    break
     return files
 
 
-def build(arch: str) -> Path:
+def build(name: str) -> Path:
+    profile = PROFILES[name]
+    arch = profile.arch
     apt = AptRoot(arch)
     apt.update()
     lists_mtime = (apt.root / "var/lib/apt/lists").stat().st_mtime
-    resolved_file = apt.root / "resolved.json"
+    resolved_file = apt.root / f"resolved-{name}.json"
     resolved = json.loads(resolved_file.read_text()) if resolved_file.exists() else {}
-    if resolved.get("lists_mtime") != lists_mtime or resolved.get("packages") != PACKAGES:
-        kernel_pkg = apt.depends_on(KERNEL_PACKAGE[arch])
-        versions = {p: apt.candidate(p) for p in [kernel_pkg, *PACKAGES]}
-        resolved = {"lists_mtime": lists_mtime, "packages": PACKAGES, "kernel": kernel_pkg,
+    packages = list(profile.packages)
+    if resolved.get("lists_mtime") != lists_mtime or resolved.get("packages") != packages:
+        kernel_pkg = apt.depends_on(profile.kernel)
+        versions = {p: apt.candidate(p) for p in [kernel_pkg, *packages]}
+        resolved = {"lists_mtime": lists_mtime, "packages": packages, "kernel": kernel_pkg,
                     "versions": versions}
         resolved_file.write_text(json.dumps(resolved))
     kernel_pkg, versions = resolved["kernel"], resolved["versions"]
-    digest_src = json.dumps({"recipe": RECIPE_VERSION, "arch": arch, "versions": versions,
-                             "programs": PROGRAMS, "modules": MODULES, "init": INIT_SCRIPT},
-                            sort_keys=True)
+    digest_src = json.dumps({"recipe": RECIPE_VERSION, "profile": name, "versions": versions,
+                             "layout": repr(profile), "init": INIT_SCRIPT}, sort_keys=True)
     digest = hashlib.sha256(digest_src.encode()).hexdigest()[:12]
-    out = CACHE / "images" / f"{arch}-{digest}"
+    out = CACHE / "images" / f"{name}-{digest}"
     if (out / "initramfs.cpio").exists() and (out / "vmlinuz").exists():
         return out
 
     start = time.monotonic()
-    debs = apt.download([kernel_pkg, *PACKAGES])
-    wanted = {kernel_pkg, *PACKAGES}
-    work = CACHE / "build" / f"image-{arch}"
+    debs = apt.download([kernel_pkg, *packages])
+    work = CACHE / "build" / f"image-{name}"
     shutil.rmtree(work, ignore_errors=True)
     tree = work / "tree"
     tree.mkdir(parents=True)
     log(f"{arch}: unpacking {len(debs)} packages")
     for deb in debs:
         run(["dpkg-deb", "-x", str(deb), str(tree)])
-    del wanted
 
     kernel_version = kernel_pkg.removeprefix("linux-image-")
     moddir = tree / "lib/modules" / kernel_version
@@ -204,23 +253,30 @@ def build(arch: str) -> Path:
               "run", "var/tmp", "mnt"):
         (root / d).mkdir(parents=True, exist_ok=True)
     shutil.copy(tree / "bin/busybox", root / "bin/busybox")
-    for f in sorted(elf_closure(tree, PROGRAMS)) + ["/" + f for f in EXTRA_FILES]:
+    libraries = [lib for lib in profile.libraries if (tree / lib).exists()]
+    for f in sorted(elf_closure(tree, [*profile.programs, *libraries], arch)):
         src = tree / f.lstrip("/")
-        if not src.exists():
-            continue
-        dst = root / f.lstrip("/")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src.resolve(), dst)
+        if src.exists():
+            dst = root / f.lstrip("/")
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src.resolve(), dst)
+    for f in profile.extra:
+        src = tree / f
+        if src.is_dir():
+            shutil.copytree(src, root / f, symlinks=False, dirs_exist_ok=True)
+        elif src.exists():
+            (root / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src.resolve(), root / f)
     # Debian's merged /usr: the loader is asked for under /lib and /lib64.
     for link in ("lib", "lib64"):
         if (root / "usr" / link).exists() and not (root / link).exists():
             (root / link).symlink_to(f"usr/{link}")
-    for prog in PROGRAMS:
-        name = Path(prog).name
-        if not (root / "usr/bin" / name).exists():
-            (root / "usr/bin" / name).symlink_to("/" + prog)
+    for prog in profile.programs:
+        link = root / "usr/bin" / Path(prog).name
+        if not link.exists():
+            link.symlink_to("/" + prog)
 
-    mods = modules_closure(moddir, MODULES)
+    mods = modules_closure(moddir, list(profile.modules))
     target_moddir = root / "lib/modules" / kernel_version if not (root / "lib").is_symlink() \
         else root / "usr/lib/modules" / kernel_version
     for m in mods:
@@ -252,20 +308,21 @@ def build(arch: str) -> Path:
         subprocess.run(["cpio", "-o", "-H", "newc", "--quiet", "-R", "0:0"], cwd=root, input=files,
                        stdout=cpio, check=True)
     (out_tmp / "manifest.json").write_text(json.dumps(
-        {"arch": arch, "kernel": kernel_version, "versions": versions, "modules": mods}, indent=2))
+        {"profile": name, "arch": arch, "kernel": kernel_version, "versions": versions,
+         "modules": mods}, indent=2))
     shutil.rmtree(out, ignore_errors=True)
     out_tmp.rename(out)
     shutil.rmtree(work, ignore_errors=True)
     size = (out / "initramfs.cpio").stat().st_size / 1e6
-    log(f"{arch}: image built in {time.monotonic() - start:.0f} s ({size:.0f} MB initramfs): {out}")
+    log(f"{name}: image built in {time.monotonic() - start:.0f} s ({size:.0f} MB initramfs): {out}")
     return out
 
 
 def main() -> None:
-    arch = sys.argv[1] if len(sys.argv) > 1 else "amd64"
-    if arch not in KERNEL_PACKAGE:
-        raise SystemExit(f"unknown architecture {arch!r}; known: {', '.join(KERNEL_PACKAGE)}")
-    print(build(arch))
+    name = sys.argv[1] if len(sys.argv) > 1 else "amd64"
+    if name not in PROFILES:
+        raise SystemExit(f"unknown image profile {name!r}; known: {', '.join(PROFILES)}")
+    print(build(name))
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ dies with it), so this process owns, per board, a TCP port for clients and a UNI
 connects to, and serves an HTTP PDU in the `simplerest` dialect that labgrid's NetworkPowerPort
 drives: GET /outlet/<index>/1 powers on (starts a fresh QEMU), /0 powers off (kills the QEMU
 process and waits for it), /outlet/<index>/ answers "1" or "0". For tests, /fault/<index>/panic
-makes that board's next boots die in the kernel (as a bricked board would); /fault/<index>/none
-heals it.
+makes that board's next boots die in the kernel (as a bricked board would), /fault/<index>/no-wake
+makes it never come back from a suspend; /fault/<index>/none heals it. /rails/<index> serves the board's rail readings (JSON) from its power model, and
+/qmp/<index> its QMP run state and SUSPEND/WAKEUP events.
 
 Usage: vlab.py CONFIG.json   (written by `benchfarm lab up`)
 """
@@ -19,6 +20,7 @@ import asyncio
 import json
 import logging
 import os
+import random
 import signal
 import sys
 import time
@@ -75,6 +77,116 @@ class SerialBroker:
             writer.close()
 
 
+class QmpWatcher:
+    """Follows one QEMU's run state over QMP: `query-status` and the SUSPEND/WAKEUP events."""
+
+    def __init__(self, path: Path, stop_on_suspend: bool = False) -> None:
+        self.path = path
+        self.stop_on_suspend = stop_on_suspend   # fault: the board hangs resuming from a suspend
+        self.status = "starting"
+        self.events: list[dict] = []
+        self.task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run())
+
+    def stop(self) -> None:
+        if self.task:
+            self.task.cancel()
+        self.status = "off"
+
+    async def _run(self) -> None:
+        for _ in range(100):
+            try:
+                reader, writer = await asyncio.open_unix_connection(str(self.path))
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        else:
+            self.status = "unknown"
+            return
+        try:
+            await reader.readline()  # greeting
+            writer.write(b'{"execute": "qmp_capabilities"}\n')
+            woke = False
+            while True:
+                writer.write(b'{"execute": "query-status"}\n')
+                await writer.drain()
+                deadline = time.monotonic() + 0.25
+                while time.monotonic() < deadline:
+                    try:
+                        line = await asyncio.wait_for(reader.readline(), 0.25)
+                    except asyncio.TimeoutError:
+                        break
+                    if not line:
+                        self.status = "off"
+                        return
+                    msg = json.loads(line)
+                    if "event" in msg:
+                        self.events.append({"event": msg["event"], "at": time.time()})
+                        self.events = self.events[-100:]
+                        # QEMU ignores `stop` while suspended, so the fault freezes the VM the
+                        # moment it resumes: a board that hangs on its way out of suspend.
+                        if msg["event"] == "WAKEUP" and self.stop_on_suspend:
+                            woke = True
+                            writer.write(b'{"execute": "stop"}\n')
+                    elif isinstance(msg.get("return"), dict) and "status" in msg["return"]:
+                        self.status = msg["return"]["status"]
+                        if woke and self.status == "running":  # lost the race with the resume
+                            writer.write(b'{"execute": "stop"}\n')
+                    elif "error" in msg:
+                        log.warning("%s: QMP error: %s", self.path, msg["error"])
+                await asyncio.sleep(0.2)
+        except (ConnectionError, json.JSONDecodeError, OSError):
+            self.status = "off"
+
+
+class PowerModel:
+    """Per-rail power of a virtual board, from its device type's `model` figures.
+
+    A rail draws `off` when the board is off, `suspended` while QEMU reports the guest suspended
+    (S3), and between `idle` and `active` when running, in proportion to the QEMU process's CPU
+    load over the last sample (so s2idle, where the guest idles but QMP says running, reads as
+    idle). Readings carry 1 % noise, as a real shunt monitor would.
+    """
+
+    def __init__(self, rails: list[dict]) -> None:
+        self.rails = rails
+        self.last_cpu: tuple[float, float] | None = None
+        self.rng = random.Random(7)
+
+    def _cpu_load(self, pid: int | None, cpus: int) -> float:
+        if pid is None:
+            return 0.0
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return 0.0
+        now = time.monotonic()
+        prev, self.last_cpu = self.last_cpu, (now, ticks)
+        if prev is None or now - prev[0] <= 0:
+            return 0.0
+        return max(0.0, min(1.0, (ticks - prev[1]) / (now - prev[0]) / max(1, cpus)))
+
+    def read(self, state: str, pid: int | None, cpus: int) -> dict:
+        load = self._cpu_load(pid, cpus) if state == "running" else 0.0
+        rails = {}
+        for rail in self.rails:
+            m = rail.get("model", {})
+            if state == "off":
+                mw = m.get("off", 0.0)
+            elif state == "suspended":
+                mw = m.get("suspended", 0.0)
+            else:
+                mw = m.get("idle", 0.0) + (m.get("active", 0.0) - m.get("idle", 0.0)) * load
+            mw = max(0.0, mw * (1 + self.rng.uniform(-0.01, 0.01)))
+            volts = rail["voltage"] if mw > 0 else 0.0
+            rails[rail["name"]] = {"voltage": volts, "power_mW": round(mw, 4),
+                                   "current_mA": round(mw / volts, 4) if volts else 0.0}
+        return {"state": state, "cpuLoad": round(load, 3), "time": time.time(), "rails": rails}
+
+
 class Outlet:
     """One PDU outlet: at most one QEMU per board, killed by its real PID."""
 
@@ -85,6 +197,8 @@ class Outlet:
         self.logdir = logdir
         self.started_at: float | None = None
         self.fault = "none"   # "panic": the next boots die in the kernel, like a bricked board
+        self.qmp: QmpWatcher | None = None
+        self.power = PowerModel(board.get("rails", []))
 
     @property
     def is_on(self) -> bool:
@@ -106,6 +220,8 @@ class Outlet:
                 start_new_session=True)
             out.close()
             self.started_at = time.monotonic()
+            self.qmp = QmpWatcher(qmp, stop_on_suspend=self.fault == "no-wake")
+            self.qmp.start()
             log.info("%s: power on (qemu pid %d)", self.board["name"], self.proc.pid)
 
     async def off(self) -> None:
@@ -115,6 +231,8 @@ class Outlet:
             if self.proc.returncode is None:
                 self.proc.kill()
             await self.proc.wait()
+            if self.qmp is not None:
+                self.qmp.stop()
             log.info("%s: power off", self.board["name"])
             self.proc = None
 
@@ -144,10 +262,25 @@ class PDU:
 
     async def _route(self, path: str) -> tuple[str, str]:
         parts = [p for p in path.split("/") if p]
+        if len(parts) == 2 and parts[0] in ("rails", "qmp") and parts[1].isdigit():
+            if int(parts[1]) >= len(self.outlets):
+                return "404 Not Found", f"no outlet {parts[1]}\n"
+            outlet = self.outlets[int(parts[1])]
+            state = "off"
+            if outlet.is_on:
+                state = outlet.qmp.status if outlet.qmp else "running"
+                state = {"suspended": "suspended", "running": "running"}.get(state, state)
+            if parts[0] == "qmp":
+                return "200 OK", json.dumps({"status": state,
+                                             "events": outlet.qmp.events if outlet.qmp else []})
+            pid = outlet.proc.pid if outlet.is_on else None
+            reading = outlet.power.read("running" if state not in ("off", "suspended") else state,
+                                        pid, int(outlet.board.get("cpus", 2)))
+            return "200 OK", json.dumps(reading)
         if len(parts) == 3 and parts[0] == "fault" and parts[1].isdigit():
             # test hook: /fault/<index>/<none|panic> makes the board's next boots fail
-            if parts[2] not in ("none", "panic") or int(parts[1]) >= len(self.outlets):
-                return "400 Bad Request", "use /fault/<index>/none|panic\n"
+            if parts[2] not in ("none", "panic", "no-wake") or int(parts[1]) >= len(self.outlets):
+                return "400 Bad Request", "use /fault/<index>/none|panic|no-wake\n"
             self.outlets[int(parts[1])].fault = parts[2]
             return "200 OK", parts[2]
         if len(parts) < 2 or parts[0] != "outlet" or not parts[1].isdigit():

@@ -342,27 +342,36 @@ def device_type(name: str) -> dict:
     return yaml.safe_load((DEVICE_TYPES / f"{name}.yaml").read_text())
 
 
-def build_images(arches: set[str]) -> dict[str, Path]:
+def image_profile(dtype: dict) -> str:
+    return (dtype.get("virtual") or {}).get("image") or dtype["arch"]
+
+
+def build_images(profiles: set[str]) -> dict[str, Path]:
     out = {}
-    for arch in sorted(arches):
-        res = subprocess.run([sys.executable, str(REPO / "exporters/virtual/build_image.py"), arch],
-                             stdout=subprocess.PIPE, text=True)
+    for profile in sorted(profiles):
+        res = subprocess.run([sys.executable, str(REPO / "exporters/virtual/build_image.py"),
+                              profile], stdout=subprocess.PIPE, text=True)
         if res.returncode != 0:
-            raise LabError(f"virtual board image for {arch}: build failed (see [image] lines above)")
-        out[arch] = Path(res.stdout.strip())
+            raise LabError(f"virtual board image {profile}: build failed (see [image] lines above)")
+        out[profile] = Path(res.stdout.strip())
     return out
 
 
 def qemu_argv(board: dict, dtype: dict, image: Path, serial_socket: Path, qmp_socket: Path,
               scratch: Path) -> list[str]:
+    virtual = dtype.get("virtual") or {}
     cmdline = f"printk.time=1 panic=-1 benchfarm.board={board['name']}"
+    if virtual.get("append"):
+        cmdline += " " + virtual["append"]
+    memory = board.get("memoryMiB") or virtual.get("memoryMiB") or 1024
     common = [
-        "-accel", "tcg", "-smp", str(board.get("cpus", 2)), "-m", str(board.get("memoryMiB", 1024)),
+        "-accel", "tcg", "-smp", str(board.get("cpus", 2)), "-m", str(memory),
         "-display", "none", "-nodefaults", "-no-user-config", "-no-reboot",
         "-chardev", f"socket,id=s0,path={serial_socket},reconnect=1", "-serial", "chardev:s0",
         "-qmp", f"unix:{qmp_socket},server=on,wait=off",
         "-kernel", str(image / "vmlinuz"), "-initrd", str(image / "initramfs.cpio"),
         "-drive", f"file={scratch},if=virtio,format=raw,cache=unsafe",
+        *[str(a) for a in virtual.get("qemuArgs", [])],
     ]
     if dtype["arch"] == "amd64":
         return ["qemu-system-x86_64", "-M", "pc", "-global", "PIIX4_PM.disable_s3=0",
@@ -377,7 +386,7 @@ def qemu_argv(board: dict, dtype: dict, image: Path, serial_socket: Path, qmp_so
 def start_virtual_lab(inventory: dict) -> dict:
     boards = inventory["boards"]
     dtypes = {b["deviceType"]: device_type(b["deviceType"]) for b in boards}
-    images = build_images({d["arch"] for d in dtypes.values()})
+    images = build_images({image_profile(d) for d in dtypes.values()})
     rundir = STATE / "vlab"
     rundir.mkdir(parents=True, exist_ok=True)
     config_boards = []
@@ -393,10 +402,11 @@ def start_virtual_lab(inventory: dict) -> dict:
         config_boards.append({
             "name": board["name"], "index": index, "exporter": board["exporter"],
             "device_type": board["deviceType"], "labels": board.get("labels", {}),
+            "cpus": board.get("cpus", 2), "rails": dtype.get("rails", []),
             "serial_port": PORTS.serial_base + index, "serial_socket": str(serial_socket),
             "qmp_socket": str(qmp_socket),
-            "qemu_argv": qemu_argv(board, dtype, images[dtype["arch"]], serial_socket, qmp_socket,
-                                   scratch),
+            "qemu_argv": qemu_argv(board, dtype, images[image_profile(dtype)], serial_socket,
+                                   qmp_socket, scratch),
         })
     code = (REPO / "exporters/virtual/vlab.py").read_bytes()
     config = {"logdir": str(STATE / "logs"), "pdu_port": PORTS.pdu, "boards": config_boards,

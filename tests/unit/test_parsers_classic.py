@@ -95,7 +95,7 @@ def test_7zip_and_glmark2():
 def test_fps_parser_for_kanzi_style_lines():
     m = values(parse("fps", "Kanzi cluster demo 1920x1080\nAverage FPS: 58.7\n",
                      {"scene": "cluster", "resolution": "1920x1080"}))
-    assert m == {"fps-cluster": (58.7, "FPS")}
+    assert m == {"fps-cluster-1920x1080": (58.7, "FPS")}
 
 
 def test_console_timing_converts_cycles_at_the_given_clock_as_in_seed_003():

@@ -27,9 +27,30 @@ class BootSpec(_Model):
 
 
 class Rail(_Model):
+    """A power rail: its nominal voltage and where its monitor reads it (backend-specific)."""
+
     name: str
     voltage: float
     channel: str = ""
+    model: dict[str, float] = Field(default_factory=dict)  # virtual boards: mW per state
+
+
+class LowPowerMode(_Model):
+    """How to put the board into a low-power mode over its console, and how it wakes."""
+
+    name: str
+    command: str                       # `{seconds}` is replaced by the sleep duration
+    wake: str = "rtc"                  # rtc: the RTC alarm wakes it; serial: a byte on the console
+    enterPattern: str = r"PM: suspend entry"
+    exitPattern: str = r"PM: suspend exit"
+    expectState: str | None = None     # what a state-aware monitor (virtual) must report asleep
+
+
+class PowerMonitor(_Model):
+    """Which rail monitor backend reads this board: virtual, hwmon or sigrok."""
+
+    backend: str = "virtual"
+    root: str = "/sys/class/hwmon"     # hwmon: where the INA2xx hwmon directories are
 
 
 class DeviceType(_Model):
@@ -42,4 +63,8 @@ class DeviceType(_Model):
     boot: BootSpec
     programs: list[str] | None = None   # None: unknown, any plan may be tried
     rails: list[Rail] = Field(default_factory=list)
-    lowPowerModes: list[dict] = Field(default_factory=list)
+    lowPowerModes: list[LowPowerMode] = Field(default_factory=list)
+    powerMonitor: PowerMonitor | None = None
+
+    def mode(self, name: str) -> LowPowerMode | None:
+        return next((m for m in self.lowPowerModes if m.name == name), None)

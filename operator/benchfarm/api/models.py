@@ -43,12 +43,17 @@ class BoardSelector(Model):
 class SuiteSpec(Model):
     """One benchmark suite of a plan: the command run on the board and the parser that reads it."""
 
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", json_schema_extra={
+        "x-kubernetes-validations": [{
+            "rule": "self.suite == 'low-power' || size(self.command) > 0",
+            "message": "command is required (except for the low-power suite)"}]})
+
     name: Annotated[str, Field(min_length=1, max_length=63)] = Field(
         description="A name for this step, unique in the plan.")
     suite: Annotated[str, Field(json_schema_extra={"enum": SUITE_NAMES})] = Field(
         description="Parser that reads the output: " + ", ".join(SUITE_NAMES) + ".")
-    command: Annotated[str, Field(min_length=1, max_length=4096)] = Field(
-        description="Shell command run on the board's console.")
+    command: Annotated[str, Field(max_length=4096)] = Field(
+        "", description="Shell command run on the board's console (not used by low-power).")
     timeoutSeconds: int = Field(300, ge=1, le=86400)
     parameters: dict[Annotated[str, Field(max_length=63)], ParamValue] = Field(
         default_factory=dict, max_length=32,

@@ -7,5 +7,10 @@ SUITE_NAMES: list[str] = [
     "7zip", "alsa", "boot-time", "console-timing", "coremark", "coremark-pro", "cyclictest", "dd",
     "dhrystone", "fio", "fps", "glmark2", "hackbench", "iperf3", "linpack", "lmbench", "mbw",
     "multibench", "nbench", "netperf", "openssl", "shell", "stream", "stress-ng", "sysbench",
-    "whetstone",
+    "whetstone", "low-power",
 ]
+
+# Suites the board session runs itself (no command output to parse).
+SESSION_SUITES: set[str] = {"low-power"}
+# Suites that need a GPU on the board.
+GPU_SUITES: set[str] = {"glmark2", "fps"}

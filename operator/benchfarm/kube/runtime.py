@@ -25,6 +25,7 @@ import yaml
 
 from ..api.devicetype import DeviceType
 from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec, TestPlanSpec
+from ..api.suites import GPU_SUITES
 from ..core import queue as q
 from ..core.conditions import now_iso, set_condition
 from ..core.regression import RegressionPolicy, compare, worst_offenders
@@ -48,6 +49,11 @@ FINISHED = {SUCCEEDED, FAILED, CANCELLED}
 QUEUE_POSITION_LIMIT = 50
 QUEUE_POSITION_PERIOD = 5.0
 BOARD_REFRESH_PERIOD = 3.0
+
+
+def needs_gpu(suites: list[Any]) -> bool:
+    return any((s.suite if isinstance(s, SuiteSpec) else s.get("suite")) in GPU_SUITES
+               for s in suites)
 
 
 def _ts(iso: str | None) -> float:
@@ -271,7 +277,8 @@ class Runtime:
                     raise RunError(f"no board in the lab matches the selector "
                                    f"{spec.selector.model_dump(exclude_none=True)}",
                                    reason="NoMatchingBoard")
-                self._check_programs(suites, {b.device_type for b in boards if q.matches(sel, b)})
+                self._check_capabilities(suites,
+                                         {b.device_type for b in boards if q.matches(sel, b)})
         except RunError as exc:
             self.kube.patch_run_status(ns, name, {
                 "phase": FAILED, "completionTime": now_iso(), "observedGeneration": gen,
@@ -288,17 +295,28 @@ class Runtime:
         self.kube.event(body, "Normal", "Queued", "run admitted and queued")
         self.wake()
 
-    def _check_programs(self, suites: list[SuiteSpec], device_types: set[str]) -> None:
-        """Refuse a plan that needs programs none of the matching boards' images have."""
+    def _check_capabilities(self, suites: list[SuiteSpec], device_types: set[str]) -> None:
+        """Refuse a plan no matching board can run: a GPU, low-power modes, programs."""
+        kinds = [self.device_types.get(n) for n in sorted(device_types)]
+        known = [dt for dt in kinds if dt is not None]
+        if needs_gpu(suites) and known and not any(dt.gpu for dt in known):
+            raise RunError(f"this plan runs GPU suites ({', '.join(s.name for s in suites if s.suite in GPU_SUITES)}) "
+                           f"but no matching board has a GPU ({', '.join(dt.name for dt in known)})",
+                           reason="NoGPU")
+        for s in suites:
+            if s.suite == "low-power":
+                mode = s.parameters.get("mode", "")
+                if known and not any(dt.mode(mode) and dt.rails for dt in known):
+                    raise RunError(f"suite {s.name}: no matching board has low-power mode "
+                                   f"{mode!r} and rail monitoring", reason="NoLowPowerMode")
         problems = []
-        for name in sorted(device_types):
-            dt = self.device_types.get(name)
+        for dt in kinds:
             if dt is None or dt.programs is None:
                 return  # a matching board of unknown contents may have them
             missing = sorted({p for s in suites for p in s.requires} - set(dt.programs))
             if not missing:
                 return
-            problems.append(f"{name} lacks {', '.join(missing)}")
+            problems.append(f"{dt.name} lacks {', '.join(missing)}")
         if problems:
             raise RunError("no matching board has the programs this plan needs: "
                            + "; ".join(problems), reason="MissingPrograms")
@@ -367,7 +385,8 @@ class Runtime:
             boards = [self._board_view(b) for b in self.boards.values() if b.device_type]
             queued = [q.QueuedRun(r.key, r.namespace, r.spec.priority, r.created,
                                   self._selector(r.spec),
-                                  frozenset(r.status.get("avoidBoards") or []))
+                                  frozenset(r.status.get("avoidBoards") or []),
+                                  needs_gpu=needs_gpu(r.status.get("resolvedSuites") or []))
                       for r in waiting]
             limits = {r.namespace: self.policy.for_namespace(r.namespace).maxBoards for r in waiting}
             decision = q.schedule(queued, boards, running_per_namespace=running_ns,
@@ -514,6 +533,8 @@ class Runtime:
         doc = metrics_document(run_info, result.boots, result.records)
         doc["provenance"] = result.provenance
         doc["bootEvents"] = result.boot_events
+        if result.evidence:
+            doc["evidence"] = result.evidence
         comparison_md, regression = self._compare_with_baseline(run, doc)
         report_md = markdown(doc) + ("\n" + comparison_md if comparison_md else "")
         urls = [self.store.put(f"{prefix}/serial.log", result.serial_log, "text/plain"),
@@ -605,13 +626,19 @@ class Runtime:
         self._upload_partial_log(run, session)
         quarantined = self._board_failed(board, exc)
         attempts = int(run.status.get("attempts") or 1)
-        if attempts <= self.policy.maxInfraRetries:
+        avoid = set(run.status.get("avoidBoards") or []) | {board}
+        with self.lock:
+            others = [self._board_view(b) for b in self.boards.values()
+                      if b.device_type and b.name not in avoid]
+        elsewhere = q.could_ever_match(self._selector(run.spec), others)
+        if attempts <= self.policy.maxInfraRetries and elsewhere:
             extra = f"; board {board} quarantined" if quarantined else ""
             self._requeue(run, f"infrastructure error on {board} ({exc.reason}: {exc}){extra}; "
                                f"retrying on another board", avoid=board)
         else:
+            why = "" if elsewhere else "; no other matching board to retry on"
             self._finish(run, FAILED, exc.reason,
-                         f"{exc} (after {attempts} attempts)")
+                         f"infrastructure error: {exc} (after {attempts} attempt(s){why})")
 
     def _upload_partial_log(self, run: RunState, session: BoardSession | None) -> None:
         if session is None:

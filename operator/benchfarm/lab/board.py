@@ -31,6 +31,12 @@ from ..errors import InfraError
 log = logging.getLogger(__name__)
 
 
+def _first_line(exc: BaseException) -> str:
+    """pexpect errors carry a multi-line dump of the expect state; people need the first line."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class _PerThreadStack:
     """A list that is a different list in every thread.
 
@@ -150,7 +156,8 @@ class Board:
             self.target.activate(driver)
         except Exception as exc:
             raise InfraError(f"{self.place}: cannot activate {type(driver).__name__}: "
-                             f"{type(exc).__name__}: {exc}", reason="LabUnreachable") from exc
+                             f"{type(exc).__name__}: {_first_line(exc)}",
+                             reason="LabUnreachable") from exc
 
     def power_off(self) -> None:
         self.target.deactivate(self.shell)
@@ -183,7 +190,7 @@ class Board:
                 except PexpectTimeout:
                     continue
                 except Exception as exc:
-                    raise InfraError(f"{self.place}: serial port failed: {exc}",
+                    raise InfraError(f"{self.place}: serial port failed: {_first_line(exc)}",
                                      reason="SerialFailed") from exc
         finally:
             self._watcher = None
@@ -221,12 +228,14 @@ class Board:
             if isinstance(exc, PexpectTimeout) or "Timeout" in type(exc).__name__:
                 self._interrupt()
                 return CommandResult(command, "", None, time.monotonic() - start, timed_out=True)
-            raise InfraError(f"{self.place}: shell failed: {exc}", reason="ShellFailed") from exc
+            raise InfraError(f"{self.place}: shell failed: {_first_line(exc)}",
+                             reason="ShellFailed") from exc
         except Exception as exc:
             if "TIMEOUT" in type(exc).__name__.upper():
                 self._interrupt()
                 return CommandResult(command, "", None, time.monotonic() - start, timed_out=True)
-            raise InfraError(f"{self.place}: console failed: {exc}", reason="ShellFailed") from exc
+            raise InfraError(f"{self.place}: console failed: {_first_line(exc)}",
+                             reason="ShellFailed") from exc
 
     def _interrupt(self) -> None:
         """Stop a command that overran its timeout and get the prompt back."""
@@ -237,8 +246,8 @@ class Board:
             self.serial.sendline("")
             self.serial.expect(self.device_type.console.prompt, timeout=10)
         except Exception as exc:
-            raise InfraError(f"{self.place}: shell did not come back after a timeout: {exc}",
-                             reason="ShellLost") from exc
+            raise InfraError(f"{self.place}: shell did not come back after a timeout: "
+                             f"{_first_line(exc)}", reason="ShellLost") from exc
 
     def close(self) -> None:
         try:

@@ -24,7 +24,7 @@ from ..api.devicetype import DeviceType
 from ..api.models import SuiteSpec
 from ..core.boot import BootTimeline
 from ..core.results import SuiteRecord
-from ..errors import BenchfarmError, InfraError
+from ..errors import BenchfarmError, InfraError, SuiteFailure
 from ..suites.registry import parse
 from .board import Board, SerialLog
 from .coordinator import Coordinator
@@ -57,6 +57,7 @@ class SessionResult:
     provenance: dict[str, Any] = field(default_factory=dict)
     serial_log: bytes = b""
     outputs: dict[str, str] = field(default_factory=dict)   # artifact name -> raw output
+    evidence: dict[str, Any] = field(default_factory=dict)  # e.g. low-power: proof of sleep
 
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
@@ -170,6 +171,10 @@ class BoardSession:
                 label = f"iteration {it}/{total_iter}{' (warm-up)' if warm else ''}, " \
                         f"suite {index}/{len(req.suites)} {spec.name}"
                 self.progress("Running", {"progress": label})
+                if spec.suite == "low-power":
+                    result.records.append(self._low_power(spec, it, warm, result))
+                    self.progress("SuiteDone", {"records": len(result.records)})
+                    continue
                 cmd = with_background(spec.command, spec.background)
                 if req.environment:  # each command runs in its own `sh -c`: pass the lab's values
                     cmd = " ".join(f"{k}={shlex.quote(v)}" for k, v in req.environment.items()) \
@@ -193,6 +198,30 @@ class BoardSession:
                         record.error = exc.message
                 result.records.append(record)
                 self.progress("SuiteDone", {"records": len(result.records)})
+
+    def _low_power(self, spec: SuiteSpec, it: int, warm: bool, result: SessionResult) -> SuiteRecord:
+        from .lowpower import run_low_power
+        from .rails import monitor_for
+        req = self.request
+        start = time.monotonic()
+        record = SuiteRecord(step=spec.name, suite=spec.suite, iteration=it, warmup=warm,
+                             exit_code=None, seconds=0.0)
+        try:
+            place = self.coordinator.places()[req.place]
+            monitor = monitor_for(req.device_type, place.resources, self.board.target)
+            lp = run_low_power(self.board, monitor, req.device_type, spec)
+            record.metrics, record.exit_code = lp.metrics, 0
+            output = lp.output
+            result.evidence[f"{spec.name}/{it}"] = lp.evidence
+        except SuiteFailure as exc:
+            record.error = exc.message
+            output = exc.message
+        record.seconds = time.monotonic() - start
+        name = f"raw/{spec.name}/iteration-{it:03d}.txt"
+        result.outputs[name] = output
+        if self.on_output is not None:
+            record.artifact = self.on_output(name, output)
+        return record
 
     def _teardown(self) -> None:
         board = self.board

@@ -15,6 +15,8 @@ from typing import Any
 
 import jinja2
 
+from .tables import rail_tables
+
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
@@ -87,7 +89,7 @@ def html(doc: dict[str, Any]) -> str:
     run = doc.get("run", {})
     steps: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
     for s in doc.get("series", []):
-        if not s["name"].startswith("cyclictest-hist-"):
+        if not s["name"].startswith(("cyclictest-hist-", "rail-")):
             steps.setdefault(s["step"], []).append(s)
     plots = [(title, png) for title, png in (
         ("Boot timeline", boot_plot(doc)), ("cyclictest latency histogram", cyclictest_plot(doc)),
@@ -100,5 +102,6 @@ def html(doc: dict[str, Any]) -> str:
                              autoescape=True)
     return env.get_template("report.html.j2").render(
         run=run, facts=facts, boot=doc.get("bootSummary") or {}, plots=plots, steps=steps,
+        rails=rail_tables(doc), evidence=doc.get("evidence") or {},
         comparison=doc.get("comparison"),
         failures=[r for r in doc.get("records", []) if r.get("error")])

@@ -6,6 +6,7 @@ one `.. csv-table::` per suite with `:header: "Benchmarks","<board>: perf"`.
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from typing import Any
 
@@ -15,6 +16,29 @@ def _by_step(doc: dict[str, Any]) -> OrderedDict[str, list[dict[str, Any]]]:
     for s in doc.get("series", []):
         steps.setdefault(s["step"], []).append(s)
     return steps
+
+
+def rail_tables(doc: dict[str, Any]) -> list[tuple[str, str, list[tuple[str, str, str]], str]]:
+    """(step, mode, [(rail, volts, mW display)], total display) for each low-power measurement."""
+    by_name = {(s["step"], s["name"]): s for s in doc.get("series", [])}
+    out = []
+    for (step, name), total in by_name.items():
+        if not name.startswith("rail-total-"):
+            continue
+        mode = name[len("rail-total-"):]
+        rows = []
+        for (st, n), s in by_name.items():
+            m = re.match(rf"^rail-(.+)-{re.escape(mode)}$", n)
+            if st == step and m and m.group(1) != "total":
+                volts = by_name.get((step, f"{n}-voltage"))
+                v = f"{sum(volts['values']) / len(volts['values']):.2f}" if volts else ""
+                rows.append((m.group(1), v, s["display"]))
+        out.append((step, mode, rows, total["display"]))
+    return out
+
+
+def _is_rail_series(name: str) -> bool:
+    return name.startswith("rail-")
 
 
 def _failures(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -37,9 +61,17 @@ def markdown(doc: dict[str, Any]) -> str:
         lines += [f"| {phase} | {s['display']} |" for phase, s in boot.items()]
         lines.append("")
     for step, series in _by_step(doc).items():
+        series = [s for s in series if not _is_rail_series(s["name"])]
+        if not series:
+            continue
         lines += [f"## {step}", "", f"| Benchmarks | {board}: perf |", "|---|---|"]
         lines += [f"| {s['name']} ({s['unit']}) | {s['display']} |" for s in series]
         lines.append("")
+    for step, mode, rows, total in rail_tables(doc):
+        lines += [f"## {step}: {mode} power", "", "| Rail name | Rail voltage(V) | Power (mW) |",
+                  "|---|---|---|"]
+        lines += [f"| {rail} | {v} | {mw} |" for rail, v, mw in rows]
+        lines += [f"| Total |  | {total} |", ""]
     failures = _failures(doc)
     if failures:
         lines += ["## Failed suites", "", "| Step | Iteration | Error |", "|---|---|---|"]
@@ -58,12 +90,21 @@ def rst(doc: dict[str, Any]) -> str:
     if boot:
         sections.append(("Boot time", [(f"{p} (s)", s["display"]) for p, s in boot.items()]))
     for step, series in _by_step(doc).items():
-        sections.append((step, [(f"{s['name']} ({s['unit']})", s["display"]) for s in series]))
+        rows = [(f"{s['name']} ({s['unit']})", s["display"]) for s in series
+                if not _is_rail_series(s["name"])]
+        if rows:
+            sections.append((step, rows))
     for title, rows in sections:
         out += [title, "^" * len(title), "", ".. csv-table::",
                 f'   :header: "Benchmarks","{board}: perf"', "   :widths: 10, 10", ""]
         out += [f'   "{name}","{value}"' for name, value in rows]
         out.append("")
+    for step, mode, rails, total in rail_tables(doc):
+        title = f"{mode} Power Performance"
+        out += [f".. csv-table:: {title}", '     :header: "Rail name","Rail voltage(V)","Power (mW)"',
+                ""]
+        out += [f'     "{rail}", "{v}", "{mw}"' for rail, v, mw in rails]
+        out += [f'     "Total"," ","{total}"', ""]
     return "\n".join(out)
 
 

@@ -22,6 +22,7 @@ _FPS_FIRST = re.compile(r"\b(?:fps|FPS)\s*[:=]\s*(?P<fps>[\d.]+)")
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     params = params or {}
     labels = {k: params[k] for k in ("resolution",) if k in params}
+    suffix = f"-{params['resolution']}" if params.get("resolution") else ""
     out: list[Metric] = []
     seen: dict[str, int] = {}
     for i, line in enumerate(lines_of(text), 1):
@@ -39,11 +40,11 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
             out.append(Metric("glmark2-score", number(m.group(1), SUITE, i), "", True, labels))
         elif m := _GENERIC.match(s):
             scene = params.get("scene") or m.group("scene").strip().lower().replace(" ", "-")
-            out.append(Metric(f"fps-{scene}", number(m.group("fps"), SUITE, i), "FPS", True,
+            out.append(Metric(f"fps-{scene}{suffix}", number(m.group("fps"), SUITE, i), "FPS", True,
                               {"scene": scene, **labels}))
         elif (m := _FPS_FIRST.search(s)) and params.get("scene"):
-            out.append(Metric(f"fps-{params['scene']}", number(m.group("fps"), SUITE, i), "FPS",
-                              True, {"scene": params["scene"], **labels}))
+            out.append(Metric(f"fps-{params['scene']}{suffix}", number(m.group("fps"), SUITE, i),
+                              "FPS", True, {"scene": params["scene"], **labels}))
     if not out:
         raise ParseError(SUITE, "no FPS figure found")
     return out
