@@ -94,6 +94,7 @@ def demo(manifest: str | None = None) -> int:
     devlab.kubectl("delete", "benchmarkrun", "-n", ns, name, "--ignore-not-found", "--wait=true",
                    capture=True)
     print(f"[demo] kubectl apply -f {path.relative_to(devlab.REPO)}")
+    applied_wall = time.time()
     devlab.kubectl("apply", "-f", str(path))
     applied = time.monotonic()
     last = None
@@ -117,6 +118,14 @@ def demo(manifest: str | None = None) -> int:
         print("Artifacts (MinIO at " + devlab.lab_env()["BENCHFARM_S3_ENDPOINT"] + "):")
         for url in status["artifacts"]:
             print(f"  {url}")
+    finished_wall = time.time()
+    doc = _metrics(f"{ns}/{name}") if status.get("artifacts") else None
+    if doc and doc.get("powerOnTimes"):
+        console = sum(b.get("power-to-prompt", 0) for b in doc["boots"]) + \
+            sum(r["seconds"] for r in doc["records"])
+        print(f"[demo] kubectl apply -> first power-on: {doc['powerOnTimes'][0] - applied_wall:.1f} s; "
+              f"apply -> Succeeded seen: {finished_wall - applied_wall:.1f} s; boots + suites on the "
+              f"console: {console:.1f} s")
     cond = next((c for c in status.get("conditions", []) if c["type"] == "Succeeded"), {})
     print(f"\n[demo] {name}: Succeeded={cond.get('status')} reason={cond.get('reason')} "
           f"({cond.get('message', '')}); {time.monotonic() - t0:.0f} s in all")

@@ -533,6 +533,7 @@ class Runtime:
         doc = metrics_document(run_info, result.boots, result.records)
         doc["provenance"] = result.provenance
         doc["bootEvents"] = result.boot_events
+        doc["powerOnTimes"] = result.power_on_times
         if result.evidence:
             doc["evidence"] = result.evidence
         comparison_md, regression = self._compare_with_baseline(run, doc)

@@ -143,6 +143,7 @@ class Board:
                                  login_timeout=30, await_login_timeout=1)
         self._watcher: BootWatcher | None = None
         self._lock = threading.Lock()
+        self.last_power_on_wall: float | None = None
         self.serial.sink = self._on_serial
 
     def _on_serial(self, when: float, data: bytes) -> None:
@@ -180,6 +181,7 @@ class Board:
         except Exception as exc:
             raise InfraError(f"{self.place}: power on failed: {exc}", reason="PowerFailed") from exc
         power_on = time.monotonic()  # the switch has confirmed "on"
+        self.last_power_on_wall = time.time()
         watcher = self._watcher = BootWatcher(power_on, boot.markers,
                                               self.device_type.console.prompt, boot.failures)
         try:

@@ -58,6 +58,7 @@ class SessionResult:
     serial_log: bytes = b""
     outputs: dict[str, str] = field(default_factory=dict)   # artifact name -> raw output
     evidence: dict[str, Any] = field(default_factory=dict)  # e.g. low-power: proof of sleep
+    power_on_times: list[float] = field(default_factory=list)  # wall clock, for latency figures
 
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
@@ -139,6 +140,7 @@ class BoardSession:
             self.progress("Booting", {"progress": f"boot {cycle}/{req.boot_cycles}"})
             timeline: BootTimeline = self.board.boot(self._remaining(dt.boot.timeoutSeconds))
             result.boot_events.append(dict(timeline.events))
+            result.power_on_times.append(self.board.last_power_on_wall or time.time())
             result.boots.append(timeline.phases(dt.boot.phases))
             log.info("%s: boot %d/%d on %s: %s", req.run_key, cycle, req.boot_cycles, req.place,
                      result.boots[-1])
