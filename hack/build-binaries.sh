@@ -85,21 +85,18 @@ build_kubernetes() {
   rm -rf "$out"; mv "$out.tmp" "$out"
 }
 
-build_minio() {
-  local out="$CACHE/bin/minio-$MINIO_VERSION"
-  [ -x "$out/minio" ] && return 0
+# A Go program installed straight from the module proxy at a pinned version.
+go_install() {
+  local name="$1" version="$2" package="$3"
+  local out="$CACHE/bin/$name-$version"
+  [ -x "$out/$name" ] && return 0
   mkdir -p "$out.tmp"
-  with_progress "minio-$MINIO_VERSION" env GOBIN="$out.tmp" go install -ldflags='-s -w' "github.com/minio/minio@$MINIO_VERSION"
+  with_progress "$name-$version" env GOBIN="$out.tmp" go install -ldflags='-s -w' "$package@$version"
   rm -rf "$out"; mv "$out.tmp" "$out"
 }
 
-build_helm() {
-  local out="$CACHE/bin/helm-$HELM_VERSION"
-  [ -x "$out/helm" ] && return 0
-  mkdir -p "$out.tmp"
-  with_progress "helm-$HELM_VERSION" env GOBIN="$out.tmp" go install -ldflags='-s -w' "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-  rm -rf "$out"; mv "$out.tmp" "$out"
-}
+build_minio() { go_install minio "$MINIO_VERSION" github.com/minio/minio; }
+build_helm() { go_install helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm; }
 
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(etcd kubernetes minio helm)

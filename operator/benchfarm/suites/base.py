@@ -6,6 +6,7 @@ and `(MB/s)` in another, and those are the same metric.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,3 +69,18 @@ def lines_of(text: str) -> list[str]:
     # serial consoles add \r and VT100 sequences; keep the text a person would read
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
     return text.replace("\r", "").split("\n")
+
+
+def json_object(text: str, suite: str, hint: str) -> dict[str, Any]:
+    """The first JSON object in a tool's output (consoles may print lines before it)."""
+    start = text.find("{")
+    if start < 0:
+        raise ParseError(suite, f"no JSON object in the output; {hint}")
+    try:
+        data, _ = json.JSONDecoder().raw_decode(text[start:])
+    except json.JSONDecodeError as exc:
+        raise ParseError(suite, f"invalid JSON: {exc.msg}",
+                         line=text[:start].count("\n") + exc.lineno) from exc
+    if not isinstance(data, dict):
+        raise ParseError(suite, "JSON output is not an object")
+    return data

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 from ..errors import ParseError
-from .base import Metric
+from .base import Metric, json_object
 
 SUITE = "fio"
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
-    start = text.find("{")
-    if start < 0:
-        raise ParseError(SUITE, "no JSON object in the output; run fio with --output-format=json")
-    try:
-        data, _ = json.JSONDecoder().raw_decode(text[start:])
-    except json.JSONDecodeError as exc:
-        line = text[: start].count("\n") + exc.lineno
-        raise ParseError(SUITE, f"invalid JSON: {exc.msg}", line=line) from exc
+    data = json_object(text, SUITE, "run fio with --output-format=json")
     out: list[Metric] = []
     for job in data.get("jobs", []):
         name = job.get("jobname", "job")

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 from ..errors import ParseError
-from .base import Metric
+from .base import Metric, json_object
 
 SUITE = "iperf3"
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
-    start = text.find("{")
-    if start < 0:
-        raise ParseError(SUITE, "no JSON object in the output; run iperf3 with -J")
-    try:
-        data, _ = json.JSONDecoder().raw_decode(text[start:])
-    except json.JSONDecodeError as exc:
-        raise ParseError(SUITE, f"invalid JSON: {exc.msg}", line=exc.lineno) from exc
+    data = json_object(text, SUITE, "run iperf3 with -J")
     if "error" in data:
         raise ParseError(SUITE, f"iperf3 reported: {data['error']}")
     end = data.get("end", {})
