@@ -54,6 +54,10 @@ def _inline(schema: dict[str, Any], defs: dict[str, Any]) -> Any:
             out[key] = _inline(value, defs) if isinstance(value, (dict, list)) else value
     if out.get("type") == "integer" and "format" not in out:
         out["format"] = "int64"
+    for bound, flag in (("maximum", "exclusiveMaximum"), ("minimum", "exclusiveMinimum")):
+        if isinstance(out.get(flag), (int, float)) and not isinstance(out.get(flag), bool):
+            out[bound] = out.pop(flag)   # OpenAPI v3.0 form: a bound plus a boolean flag
+            out[flag] = True
     if "properties" in out:
         out.pop("additionalProperties", None)
     if "enum" in out and "type" not in out:

@@ -157,6 +157,20 @@ class NamespacePolicy(Model):
     allowInlineSuites: bool = False
 
 
+class RegressionThresholds(Model):
+    alpha: float = Field(0.05, gt=0, lt=1, description="Mann-Whitney U significance level.")
+    minEffect: float = Field(0.03, ge=0, le=10, description="Smallest relative change that counts.")
+    tolerance: float = Field(0.05, ge=0, le=10,
+                             description="Widening of a summary baseline's [min, max].")
+
+
+class RegressionRules(Model):
+    default: RegressionThresholds = Field(default_factory=RegressionThresholds)
+    families: dict[Annotated[str, Field(max_length=63)], RegressionThresholds] = Field(
+        default_factory=dict, max_length=64,
+        description="Metric name prefix (e.g. cyclictest, lat_mem_rd) -> thresholds.")
+
+
 class LabPolicySpec(Model):
     default: NamespacePolicy = Field(
         default_factory=lambda: NamespacePolicy(namespace="default-policy"),
@@ -165,6 +179,7 @@ class LabPolicySpec(Model):
     quarantineAfterFailures: int = Field(2, ge=1, le=100)
     quarantineCooldownSeconds: int = Field(60, ge=0, le=86400)
     maxInfraRetries: int = Field(2, ge=0, le=20)
+    regression: RegressionRules = Field(default_factory=RegressionRules)
 
     def for_namespace(self, namespace: str) -> NamespacePolicy:
         for p in self.namespaces:

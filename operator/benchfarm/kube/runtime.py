@@ -28,7 +28,7 @@ from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec, TestPlanSpe
 from ..api.suites import GPU_SUITES
 from ..core import queue as q
 from ..core.conditions import now_iso, set_condition
-from ..core.regression import RegressionPolicy, compare, worst_offenders
+from ..core.regression import RegressionPolicy, Thresholds, compare, worst_offenders
 from ..core.results import metrics_document, samples_from_document, summary
 from ..core.stats import seed_format
 from ..errors import BoardBusy, InfraError, RunError
@@ -578,7 +578,12 @@ class Runtime:
             return "", ("Unknown", "BaselineUnavailable", f"baseline metrics unreadable: {exc}")
         current, direction = samples_from_document(doc)
         baseline, _ = samples_from_document(base_doc)
-        policy = RegressionPolicy()
+        rules = self.policy.regression
+
+        def thresholds(t: Any) -> Thresholds:
+            return Thresholds(alpha=t.alpha, min_effect=t.minEffect, tolerance=t.tolerance)
+        policy = RegressionPolicy(thresholds(rules.default),
+                                  {k: thresholds(v) for k, v in rules.families.items()})
         comparisons = compare(baseline, current, direction, policy)
         doc["comparison"] = {"baseline": run.spec.baseline, "rule": policy.describe(),
                              "rows": [{"key": c.key, "verdict": c.verdict, "change": c.change,
