@@ -26,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("BENCHFARM_CACHE", Path.home() / ".cache" / "benchfarm"))
-RECIPE_VERSION = "9"  # bump when this file changes what it produces
+RECIPE_VERSION = "10"  # bump when this file changes what it produces
 
 @dataclass(frozen=True)
 class Profile:
@@ -151,11 +151,27 @@ class AptRoot:
         return m.group(1) if m else package
 
     def download(self, packages: list[str]) -> list[Path]:
+        """Download the packages and their dependencies; return exactly their .debs.
+
+        The archive cache is shared by every image of this architecture, so what to unpack is
+        what apt resolves for this install, not whatever the cache holds."""
         archives = self.root / "var/cache/apt/archives"
         log(f"{self.arch}: resolving and downloading {len(packages)} packages with dependencies")
         run(["apt-get", *self.opts(), "install", "-y", "-qq", "--download-only", *packages],
             stdout=subprocess.DEVNULL)
-        debs = sorted(archives.glob("*.deb"))
+        plan = run(["apt-get", *self.opts(), "install", "-s", *packages],
+                   capture_output=True).stdout
+        wanted = set(re.findall(r"^Inst (\S+) \((\S+)", plan, flags=re.M))
+        debs = []
+        for deb in sorted(archives.glob("*.deb")):
+            name, _, rest = deb.name.partition("_")
+            version = rest.rsplit("_", 1)[0].replace("%3a", ":")
+            if (name, version) in wanted or (name.split(":")[0], version) in wanted:
+                debs.append(deb)
+        if len(debs) < len(wanted):
+            have = {d.name.partition("_")[0] for d in debs}
+            missing = sorted(n for n, _ in wanted if n not in have)
+            raise SystemExit(f"[image] {self.arch}: packages not downloaded: {', '.join(missing)}")
         return debs
 
 
@@ -300,7 +316,7 @@ def build(name: str) -> Path:
     out_tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(out_tmp, ignore_errors=True)
     out_tmp.mkdir(parents=True)
-    vmlinuz = next((tree / "boot").glob("vmlinuz-*"))
+    vmlinuz = tree / "boot" / f"vmlinuz-{kernel_version}"
     shutil.copy(vmlinuz, out_tmp / "vmlinuz")
     files = subprocess.run(["find", ".", "-mindepth", "1"], cwd=root, check=True,
                            capture_output=True).stdout

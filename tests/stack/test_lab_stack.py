@@ -134,6 +134,10 @@ def test_power_cycle_through_labgrid_reaches_the_shell(lab, place, dtype):
             out = board.run("echo $((6*7)); cat /proc/uptime", timeout=20)
             assert out.exit_code == 0 and out.output.splitlines()[0] == "42"
             assert float(out.output.splitlines()[1].split()[0]) < 60  # a fresh boot
+            # the image's kernel is the one its modules were built for: disk and network are up
+            hw = board.run("test -f /lib/modules/$(uname -r)/modules.dep && test -b /dev/vda && "
+                           "ip -4 addr show eth0 | grep -c 10.0.2.15", timeout=20)
+            assert hw.exit_code == 0 and hw.output.strip().endswith("1"), hw.output
             assert b"Linux version" in board.serial_log.bytes()
         finally:
             board.power_off()

@@ -103,10 +103,10 @@ class BoardRecord:
 
     @property
     def state(self) -> str:
+        if self.quarantined_since is not None:  # also while its health check runs
+            return "Quarantined"
         if self.run:
             return "Busy"
-        if self.quarantined_since is not None:
-            return "Quarantined"
         if not self.online:
             return "Offline"
         if self.maintenance:
