@@ -192,7 +192,11 @@ class Runtime:
                 rec.reason = st.get("reason")
         for policy in self.kube.list_cluster("labpolicies"):
             self.policy = LabPolicySpec(**policy.get("spec") or {})
-        held = self.coordinator.held_by_us() if self._places_or_none() is not None else []
+        try:
+            held = self.coordinator.held_by_us()
+        except InfraError as exc:
+            log.warning("labgrid coordinator unavailable: %s", exc)
+            held = []
         for place in held:
             log.info("releasing place %s held from before the restart", place)
             self._power_off_and_release(place)

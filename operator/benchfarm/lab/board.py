@@ -19,9 +19,6 @@ import attr
 from labgrid import Target, target_factory
 from labgrid.step import steps as labgrid_steps
 from labgrid.driver import NetworkPowerDriver, SerialDriver, ShellDriver
-from labgrid.driver.exception import ExecutionError
-from labgrid.util.expect import PtxExpect  # noqa: F401  (ensures pexpect glue is importable)
-from labgrid.util.timeout import Timeout  # noqa: F401
 from pexpect import TIMEOUT as PexpectTimeout
 
 from ..api.devicetype import DeviceType
@@ -226,17 +223,12 @@ class Board:
         try:
             lines, _, code = self.shell.run(command, timeout=timeout)
             return CommandResult(command, "\n".join(lines), code, time.monotonic() - start)
-        except (PexpectTimeout, ExecutionError) as exc:
-            if isinstance(exc, PexpectTimeout) or "Timeout" in type(exc).__name__:
+        except Exception as exc:
+            # pexpect's TIMEOUT, or a labgrid timeout error: the command overran, not the shell
+            if isinstance(exc, PexpectTimeout) or "TIMEOUT" in type(exc).__name__.upper():
                 self._interrupt()
                 return CommandResult(command, "", None, time.monotonic() - start, timed_out=True)
             raise InfraError(f"{self.place}: shell failed: {_first_line(exc)}",
-                             reason="ShellFailed") from exc
-        except Exception as exc:
-            if "TIMEOUT" in type(exc).__name__.upper():
-                self._interrupt()
-                return CommandResult(command, "", None, time.monotonic() - start, timed_out=True)
-            raise InfraError(f"{self.place}: console failed: {_first_line(exc)}",
                              reason="ShellFailed") from exc
 
     def _interrupt(self) -> None:
