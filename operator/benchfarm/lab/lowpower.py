@@ -77,9 +77,14 @@ def run_low_power(board: Board, monitor: RailMonitor, dtype: DeviceType, spec: S
     if result.timed_out:
         raise InfraError(f"{board.place} did not wake from {mode.name} within "
                          f"{wake_timeout:.0f} s", reason="WakeFailed")
-    alive = board.run("echo benchfarm-awake", timeout=30)
-    if "benchfarm-awake" not in alive.output:
-        raise InfraError(f"{board.place}: no shell after waking from {mode.name}", reason="WakeFailed")
+    try:  # a board can also hang just after it resumed: that is a failed wake too
+        alive = board.run("echo benchfarm-awake", timeout=30)
+    except InfraError as exc:
+        raise InfraError(f"{board.place} did not wake from {mode.name}: its shell was lost right "
+                         f"after resuming ({exc})", reason="WakeFailed") from exc
+    if alive.timed_out or "benchfarm-awake" not in alive.output:
+        raise InfraError(f"{board.place} did not wake from {mode.name}: no shell after resuming",
+                         reason="WakeFailed")
     if sampler.error is not None and not sampler.readings:
         raise InfraError(f"rail monitor failed: {sampler.error}", reason="MonitorFailed")
 
