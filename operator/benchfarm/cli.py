@@ -53,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     lab.add_argument("action", choices=["up", "down", "status", "operator"])
     op = sub.add_parser("operator", help="run the operator (kopf) in the foreground")
     op.add_argument("--liveness", default=None, help="liveness endpoint URL")
+    sess = sub.add_parser("session", help="a board session (what the operator launches)")
+    sess_sub = sess.add_subparsers(dest="session_cmd", required=True)
+    sess_run = sess_sub.add_parser("run", help="run (or resume) the session of a scheduled run")
+    sess_run.add_argument("run", help="NAMESPACE/NAME")
     demo = sub.add_parser("demo", help="run the demo BenchmarkRun on the local lab")
     demo.add_argument("--manifest", default=None)
     p = sub.add_parser("parse", help="parse a suite's output file into metrics (JSON)")
@@ -75,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "operator":
         from .kube.main import run
         return run(args.liveness)
+    if args.cmd == "session":
+        from .session.runner import main as session_main
+        return session_main(args.run)
     if args.cmd == "demo":
         from .demo import demo
         return demo(args.manifest)

@@ -498,6 +498,7 @@ def write_env() -> Path:
         "BENCHFARM_LIVENESS": f"http://127.0.0.1:{PORTS.operator_liveness}/healthz",
         "BENCHFARM_METRICS_PORT": str(PORTS.operator_metrics),
         "BENCHFARM_METRICS_ADDR": "127.0.0.1",
+        "BENCHFARM_SESSION_PIDS": str(STATE / "pids"),
     }
     lines = [f"export {k}='{v}'" for k, v in env.items()]
     helm_dir = CACHE / "bin" / f"helm-{HELM_VERSION}"
@@ -564,7 +565,7 @@ def up() -> Path:
     return env
 
 
-COMPONENTS_DOWN_ORDER = ["benchfarm-operator", "iperf3", "labgrid-exporter-*", "labgrid-coordinator",
+COMPONENTS_DOWN_ORDER = ["benchfarm-operator*", "session-*", "iperf3", "labgrid-exporter-*", "labgrid-coordinator",
                          "vlab", "minio", "kube-controller-manager", "kube-apiserver", "etcd"]
 
 
@@ -593,6 +594,8 @@ def main(argv: list[str]) -> int:
     try:
         if cmd == "up":
             up()
+            start_operator()
+            say("operator running; log: " + str(STATE / "logs" / "benchfarm-operator.log"))
         elif cmd == "operator":
             start_operator()
             say("operator running; log: " + str(STATE / "logs" / "benchfarm-operator.log"))

@@ -1,8 +1,13 @@
-"""Why a run stopped, in three kinds the operator treats differently.
+"""Why a run stopped, sorted by who is to blame, because each party is treated differently.
 
-An infrastructure error (board, lab, network) is retried elsewhere and counts against the board;
-a run error (bad input) fails the run at once and is never retried; a suite failure is recorded and
-the run goes on. Only `benchfarm.kube` maps these to kopf's Temporary/Permanent errors.
+- A board fault (no boot, silent console, lost shell, failed wake) is the board's: the run is
+  retried on another board and the fault counts toward the board's quarantine.
+- An outage (API server, MinIO, labgrid coordinator) is the lab's services': it is waited out with
+  backoff, bounded by the run's timeout, and never counts against a board.
+- A busy board (someone else holds the place) is nobody's fault: the run waits for another turn.
+- A run error (bad input, the run's own timeout) fails the run at once and is never retried.
+- A suite failure is recorded and the run goes on.
+Only `benchfarm.kube` maps these to kopf's Temporary/Permanent errors.
 """
 
 from __future__ import annotations
@@ -24,9 +29,27 @@ class BenchfarmError(Exception):
 
 
 class InfraError(BenchfarmError):
-    """The lab failed us: a board did not boot, the serial port is silent, a service is down."""
+    """The lab failed us. `party` says whose fault it is: "board", "lab", "store" or "api"."""
 
     reason = "InfrastructureError"
+    party = "lab"
+
+
+class BoardFault(InfraError):
+    """The board itself misbehaved: the only kind of error that counts toward quarantine."""
+
+    reason = "BoardFault"
+    party = "board"
+
+
+class Outage(InfraError):
+    """A service the lab depends on is unreachable; wait it out, blame no board."""
+
+    reason = "Outage"
+
+    def __init__(self, message: str, *, party: str, reason: str | None = None) -> None:
+        super().__init__(message, reason=reason)
+        self.party = party
 
 
 class BoardBusy(InfraError):
@@ -36,7 +59,7 @@ class BoardBusy(InfraError):
 
 
 class RunError(BenchfarmError):
-    """The request itself is wrong: unknown suite, bad plan, policy violation. Never retried."""
+    """The request itself is wrong (or ran out of its own time): fail the run, never retry."""
 
     reason = "InvalidRun"
 

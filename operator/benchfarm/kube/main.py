@@ -1,4 +1,4 @@
-"""`benchfarm operator`: run the kopf operator over all namespaces with a liveness endpoint."""
+"""`benchfarm operator`: lead (or stand by), then run the kopf operator over all namespaces."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ def run(liveness: str | None = None) -> int:
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
     from . import handlers  # noqa: F401  (registers the handlers)
     liveness = liveness or os.environ.get("BENCHFARM_LIVENESS", "http://127.0.0.1:8080/healthz")
+    from .leader import lead
+    lead(liveness)   # blocks while another replica leads
     asyncio.run(kopf.operator(clusterwide=True, liveness_endpoint=liveness or None,
                               standalone=True))
     return 0

@@ -12,7 +12,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import attr
@@ -23,7 +24,7 @@ from pexpect import TIMEOUT as PexpectTimeout
 
 from ..api.devicetype import DeviceType
 from ..core.boot import BootTimeline, BootWatcher
-from ..errors import InfraError
+from ..errors import BoardFault, InfraError
 
 log = logging.getLogger(__name__)
 
@@ -99,21 +100,41 @@ class CommandResult:
     timed_out: bool = False
 
 
-@dataclass
 class SerialLog:
-    """The whole console of a session, as received."""
+    """The whole console of a session, as received, streamed to a file (memory stays bounded).
 
-    chunks: list[bytes] = field(default_factory=list)
-    size: int = 0
-    limit: int = 64 * 1024 * 1024
+    Without a path (health checks, tools) it keeps the bytes in memory."""
+
+    def __init__(self, path: Path | None = None, limit: int = 256 * 1024 * 1024) -> None:
+        self.path = path
+        self.limit = limit
+        self.size = path.stat().st_size if path is not None and path.exists() else 0
+        self._memory = bytearray()
+        self._file = path.open("ab") if path is not None else None
 
     def add(self, _when: float, data: bytes) -> None:
-        if self.size < self.limit:
-            self.chunks.append(data)
-            self.size += len(data)
+        if self.size >= self.limit:
+            return
+        if self._file is not None:
+            self._file.write(data)
+            self._file.flush()
+        else:
+            self._memory += data
+        self.size += len(data)
+
+    def since(self, offset: int) -> bytes:
+        if self._file is None:
+            return bytes(self._memory[offset:])
+        with self.path.open("rb") as f:
+            f.seek(offset)
+            return f.read()
 
     def bytes(self) -> bytes:
-        return b"".join(self.chunks)
+        return self.since(0)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
 
 
 class Board:
@@ -189,20 +210,20 @@ class Board:
                 except PexpectTimeout:
                     continue
                 except Exception as exc:
-                    raise InfraError(f"{self.place}: serial port failed: {_first_line(exc)}",
+                    raise BoardFault(f"{self.place}: serial port failed: {_first_line(exc)}",
                                      reason="SerialFailed") from exc
         finally:
             self._watcher = None
         timeline = watcher.timeline
         if watcher.failure is not None:
-            raise InfraError(f"{self.place}: boot failed: {watcher.failure[:300]}",
+            raise BoardFault(f"{self.place}: boot failed: {watcher.failure[:300]}",
                              reason="BootFailed")
         if not watcher.done:
             seen = ", ".join(k for k in timeline.events) or "nothing"
             if "first-byte" not in timeline.events:
-                raise InfraError(f"{self.place}: serial console silent for {timeout:.0f} s after "
+                raise BoardFault(f"{self.place}: serial console silent for {timeout:.0f} s after "
                                  f"power-on", reason="SerialSilent")
-            raise InfraError(f"{self.place}: no shell prompt {timeout:.0f} s after power-on "
+            raise BoardFault(f"{self.place}: no shell prompt {timeout:.0f} s after power-on "
                              f"(saw: {seen})", reason="BootTimeout")
         return timeline
 
@@ -228,7 +249,7 @@ class Board:
             if isinstance(exc, PexpectTimeout) or "TIMEOUT" in type(exc).__name__.upper():
                 self._interrupt()
                 return CommandResult(command, "", None, time.monotonic() - start, timed_out=True)
-            raise InfraError(f"{self.place}: shell failed: {_first_line(exc)}",
+            raise BoardFault(f"{self.place}: shell failed: {_first_line(exc)}",
                              reason="ShellFailed") from exc
 
     def _interrupt(self) -> None:
@@ -240,7 +261,7 @@ class Board:
             self.serial.sendline("")
             self.serial.expect(self.device_type.console.prompt, timeout=10)
         except Exception as exc:
-            raise InfraError(f"{self.place}: shell did not come back after a timeout: "
+            raise BoardFault(f"{self.place}: shell did not come back after a timeout: "
                              f"{_first_line(exc)}", reason="ShellLost") from exc
 
     def close(self) -> None:

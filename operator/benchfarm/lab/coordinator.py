@@ -20,13 +20,20 @@ from labgrid.remote.client import ClientSession
 from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
 from labgrid.util.proxy import proxymanager
 
-from ..errors import BoardBusy, InfraError
+from ..errors import BoardBusy, InfraError, Outage
 
 T = TypeVar("T")
 
-# Who benchfarm is to the coordinator: places it acquires show as acquired by "<host>/<user>".
+# Who benchfarm is to the coordinator: places show as acquired by "<host>/<user>". Each board
+# session acquires under its own identity (see `run_identity`), so two sessions never share one.
 DEFAULT_USER = "benchfarm"
 DEFAULT_HOST = "operator"
+SESSION_HOST = "benchfarm"
+
+
+def run_identity(uid: str) -> tuple[str, str]:
+    """(host, user) of the session of the run with this uid, as labgrid shows it: host/user."""
+    return SESSION_HOST, f"run-{uid}"
 
 
 @dataclass(frozen=True)
@@ -73,8 +80,8 @@ class Coordinator:
             return future.result(timeout or self.timeout)
         except TimeoutError as exc:
             future.cancel()
-            raise InfraError(f"labgrid coordinator at {self.address} did not answer in time",
-                             reason="CoordinatorUnreachable") from exc
+            raise Outage(f"labgrid coordinator at {self.address} did not answer in time",
+                         party="coordinator", reason="CoordinatorUnreachable") from exc
 
     async def _ensure(self) -> ClientSession:
         if self._session is not None and not self._session.stopping.is_set():
@@ -91,8 +98,8 @@ class Coordinator:
                 await session.close()
             except Exception:  # the channel may already be gone
                 pass
-            raise InfraError(f"cannot reach the labgrid coordinator at {self.address}: {exc}",
-                             reason="CoordinatorUnreachable") from exc
+            raise Outage(f"cannot reach the labgrid coordinator at {self.address}: {exc}",
+                         party="coordinator", reason="CoordinatorUnreachable") from exc
         self._session = session
         return session
 
@@ -104,8 +111,8 @@ class Coordinator:
         except grpc.aio.AioRpcError as exc:
             if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 self._session = None
-                raise InfraError(f"labgrid coordinator unavailable: {exc.details()}",
-                                 reason="CoordinatorUnreachable") from exc
+                raise Outage(f"labgrid coordinator unavailable: {exc.details()}",
+                             party="coordinator", reason="CoordinatorUnreachable") from exc
             raise InfraError(f"labgrid {method} failed: {exc.details()}") from exc
 
     def close(self) -> None:
@@ -172,13 +179,14 @@ class Coordinator:
 
     # -- acquisition --------------------------------------------------------------------------
     def acquire(self, name: str) -> None:
-        """Acquire a place for benchfarm; a place anyone else holds or reserved is BoardBusy."""
+        """Acquire a place under this client's identity; anyone else's lock or reservation is
+        BoardBusy. Each run has its own identity, so "already ours" means this very run."""
         with self._lock:
             place = self.places().get(name)
             if place is None:
                 raise InfraError(f"labgrid place {name} does not exist", reason="PlaceMissing")
             if place.acquired == self.identity:
-                return  # ours already (operator restarted while holding it)
+                return
             if place.acquired:
                 raise BoardBusy(f"place {name} is acquired by {place.acquired}")
             if place.reserved_by:
@@ -190,15 +198,22 @@ class Coordinator:
                     raise BoardBusy(str(exc)) from exc
                 raise
 
-    def release(self, name: str) -> bool:
-        """Release a place only if benchfarm holds it; returns whether it was ours."""
+    def holder(self, name: str) -> str | None:
+        place = self.places().get(name)
+        if place is None:
+            raise InfraError(f"labgrid place {name} does not exist", reason="PlaceMissing")
+        return place.acquired
+
+    def release(self, name: str, *, holder: str | None = None) -> bool:
+        """Release a place if `holder` (default: this client) holds it; returns whether it did.
+
+        The operator passes a dead runner's identity to free the place that runner left behind;
+        the coordinator's `fromuser` makes the check and the release one atomic step."""
+        holder = holder or self.identity
         with self._lock:
             place = self.places().get(name)
-            if place is None or place.acquired != self.identity:
+            if place is None or place.acquired != holder:
                 return False
             self._call(self._rpc("ReleasePlace",
-                                 pb2.ReleasePlaceRequest(placename=name, fromuser=self.identity)))
+                                 pb2.ReleasePlaceRequest(placename=name, fromuser=holder)))
             return True
-
-    def held_by_us(self) -> list[str]:
-        return [n for n, p in self.places().items() if p.acquired == self.identity]

@@ -19,7 +19,7 @@ from typing import Any
 from ..api.devicetype import DeviceType
 from ..api.models import SuiteSpec
 from ..core import power
-from ..errors import InfraError, SuiteFailure
+from ..errors import BoardFault, InfraError, SuiteFailure
 from ..suites.base import Metric
 from .board import Board
 from .rails import RailMonitor, Sampler, VirtualRailMonitor
@@ -67,7 +67,7 @@ def run_low_power(board: Board, monitor: RailMonitor, dtype: DeviceType, spec: S
         try:
             result = board.run(mode.command.format(seconds=int(sleep_s)), timeout=wake_timeout)
         except InfraError as exc:  # the shell never came back
-            raise InfraError(f"{board.place} did not wake from {mode.name} within "
+            raise BoardFault(f"{board.place} did not wake from {mode.name} within "
                              f"{wake_timeout:.0f} s ({exc})", reason="WakeFailed") from exc
         t_back = time.monotonic()
         if waker is not None:
@@ -75,20 +75,20 @@ def run_low_power(board: Board, monitor: RailMonitor, dtype: DeviceType, spec: S
     finally:
         sampler.stop()
     if result.timed_out:
-        raise InfraError(f"{board.place} did not wake from {mode.name} within "
+        raise BoardFault(f"{board.place} did not wake from {mode.name} within "
                          f"{wake_timeout:.0f} s", reason="WakeFailed")
     try:  # a board can also hang just after it resumed: that is a failed wake too
         alive = board.run("echo benchfarm-awake", timeout=30)
     except InfraError as exc:
-        raise InfraError(f"{board.place} did not wake from {mode.name}: its shell was lost right "
+        raise BoardFault(f"{board.place} did not wake from {mode.name}: its shell was lost right "
                          f"after resuming ({exc})", reason="WakeFailed") from exc
     if alive.timed_out or "benchfarm-awake" not in alive.output:
-        raise InfraError(f"{board.place} did not wake from {mode.name}: no shell after resuming",
+        raise BoardFault(f"{board.place} did not wake from {mode.name}: no shell after resuming",
                          reason="WakeFailed")
     if sampler.error is not None and not sampler.readings:
         raise InfraError(f"rail monitor failed: {sampler.error}", reason="MonitorFailed")
 
-    console = board.serial_log.bytes()[log_offset:].decode("utf-8", errors="replace")
+    console = board.serial_log.since(log_offset).decode("utf-8", errors="replace")
     evidence: dict[str, Any] = {
         "mode": mode.name, "exitCode": result.exit_code,
         "kernelEnter": bool(re.search(mode.enterPattern, console)),

@@ -1,10 +1,9 @@
-"""A board session: everything a run does between acquiring its place and releasing it.
+"""What one step of a board session does on the board: a timed boot, the provenance probes, a suite.
 
-Power-cycle and time `bootCycles` boots, record what was measured (provenance), run each suite of
-the plan per iteration with its own timeout and optional background load, parse as we go, and
-always power off and release. It is plain blocking code behind the `Executor` interface (a thread
-here; a Kubernetes Job per run in a large lab), reporting progress through a callback so the
-operator can checkpoint the run's status.
+The runner (`benchfarm.session`) decides which steps to run and checkpoints each; this module only
+knows the board: labgrid drivers through `Board`, the suite's command with its timeout and
+background load, the parser. A `guard` callback runs before every power operation so the runner
+can check it still owns the place (its lease and its labgrid lock) before touching the board.
 """
 
 from __future__ import annotations
@@ -16,53 +15,21 @@ import shlex
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from ..api.devicetype import DeviceType
 from ..api.models import SuiteSpec
-from ..core.boot import BootTimeline
 from ..core.results import SuiteRecord
-from ..errors import BenchfarmError, InfraError, SuiteFailure
+from ..errors import BenchfarmError, RunError, SuiteFailure
 from ..suites.registry import parse
 from .board import Board, SerialLog
-from .coordinator import Coordinator
 
 log = logging.getLogger(__name__)
 
 
 class Cancelled(BenchfarmError):
     reason = "Cancelled"
-
-
-@dataclass
-class SessionRequest:
-    run_key: str
-    place: str
-    device_type: DeviceType
-    suites: list[SuiteSpec]
-    iterations: int
-    warmup_iterations: int
-    boot_cycles: int
-    deadline: float                       # monotonic; the run's timeout from acquisition
-    environment: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class SessionResult:
-    boots: list[dict[str, float]] = field(default_factory=list)
-    boot_events: list[dict[str, float]] = field(default_factory=list)
-    records: list[SuiteRecord] = field(default_factory=list)
-    provenance: dict[str, Any] = field(default_factory=dict)
-    serial_log: bytes = b""
-    outputs: dict[str, str] = field(default_factory=dict)   # artifact name -> raw output
-    evidence: dict[str, Any] = field(default_factory=dict)  # e.g. low-power: proof of sleep
-    power_on_times: list[float] = field(default_factory=list)  # wall clock, for latency figures
-
-
-ProgressFn = Callable[[str, dict[str, Any]], None]
-OutputFn = Callable[[str, str], str | None]   # (artifact name, text) -> URL
 
 
 def plan_digest(suites: list[SuiteSpec]) -> str:
@@ -78,76 +45,56 @@ def with_background(command: str, background: str | None) -> str:
             f"exit $BFRC")
 
 
+@dataclass
+class BootResult:
+    events: dict[str, float]
+    phases: dict[str, float]
+    power_on_wall: float
+
+
 class BoardSession:
-    """Runs one request on one place. `fence()` from another thread stops it touching the board."""
+    """Steps on one acquired place. Not thread-safe, except `stop()` from another thread."""
 
-    def __init__(self, coordinator: Coordinator, request: SessionRequest,
-                 progress: ProgressFn, on_output: OutputFn | None = None) -> None:
-        self.coordinator = coordinator
-        self.request = request
-        self.progress = progress
-        self.on_output = on_output
+    def __init__(self, place: str, resources: dict[str, dict[str, Any]], device_type: DeviceType,
+                 *, deadline: float, serial_log: SerialLog | None = None,
+                 environment: dict[str, str] | None = None,
+                 guard: Callable[[], None] | None = None) -> None:
+        self.place = place
+        self.resources = resources
+        self.device_type = device_type
+        self.deadline = deadline             # monotonic: the run's timeout
+        self.environment = environment or {}
+        self.guard = guard or (lambda: None)
         self.cancelled = threading.Event()
-        self.fenced = threading.Event()
-        self.board: Board | None = None
-        self.serial_log = SerialLog()
+        self.board = Board(place, resources, device_type, serial_log)
 
-    def fence(self) -> None:
-        """Cancel, and from now on never touch the board (someone else may own it soon)."""
+    def stop(self) -> None:
+        """Cancel from another thread: wake a blocked console read at once."""
         self.cancelled.set()
-        self.fenced.set()
-        board = self.board
-        if board is not None:
-            try:  # wake a blocked read at once
-                board.serial.serial.close()
-            except Exception:
-                pass
+        try:
+            self.board.serial.serial.close()
+        except Exception:  # the port may not be open yet
+            pass
 
-    def _check(self) -> None:
+    def check(self) -> None:
         if self.cancelled.is_set():
             raise Cancelled("run cancelled")
-        if time.monotonic() > self.request.deadline:
-            raise InfraError("run timed out (timeoutSeconds from board acquisition)",
-                             reason="RunTimeout")
+        if time.monotonic() > self.deadline:
+            raise RunError("the run's timeoutSeconds ran out", reason="RunTimeout")
 
     def _remaining(self, wanted: float) -> float:
-        return max(1.0, min(wanted, self.request.deadline - time.monotonic()))
+        return max(1.0, min(wanted, self.deadline - time.monotonic()))
 
-    def run(self) -> SessionResult:
-        req = self.request
-        result = SessionResult()
-        self.coordinator.acquire(req.place)
-        self.progress("Acquired", {"progress": "board acquired"})
-        try:
-            places = self.coordinator.places()
-            place = places.get(req.place)
-            if place is None:
-                raise InfraError(f"place {req.place} vanished", reason="PlaceMissing")
-            self.board = Board(req.place, place.resources, req.device_type, self.serial_log)
-            self._boots(result)
-            self._provenance(result)
-            self._suites(result)
-            return result
-        finally:
-            result.serial_log = self.serial_log.bytes()
-            self._teardown()
+    # -- steps --------------------------------------------------------------------------------
+    def boot(self) -> BootResult:
+        self.check()
+        self.guard()
+        dt = self.device_type
+        timeline = self.board.boot(self._remaining(dt.boot.timeoutSeconds))
+        return BootResult(dict(timeline.events), timeline.phases(dt.boot.phases),
+                          self.board.last_power_on_wall or time.time())
 
-    def _boots(self, result: SessionResult) -> None:
-        req = self.request
-        dt = req.device_type
-        for cycle in range(1, req.boot_cycles + 1):
-            self._check()
-            self.progress("Booting", {"progress": f"boot {cycle}/{req.boot_cycles}"})
-            timeline: BootTimeline = self.board.boot(self._remaining(dt.boot.timeoutSeconds))
-            result.boot_events.append(dict(timeline.events))
-            result.power_on_times.append(self.board.last_power_on_wall or time.time())
-            result.boots.append(timeline.phases(dt.boot.phases))
-            log.info("%s: boot %d/%d on %s: %s", req.run_key, cycle, req.boot_cycles, req.place,
-                     result.boots[-1])
-            self.progress("Booted", {"boots": list(result.boots)})
-
-    def _provenance(self, result: SessionResult) -> None:
-        req = self.request
+    def provenance(self, suites: list[SuiteSpec]) -> dict[str, Any]:
         probes = {
             "uname": "uname -a",
             "cmdline": "cat /proc/cmdline",
@@ -155,108 +102,61 @@ class BoardSession:
                         "|| echo none",
             "cpus": "grep -c ^processor /proc/cpuinfo",
         }
-        prov: dict[str, Any] = {"board": req.place, "deviceType": req.device_type.name,
-                                "planDigest": plan_digest(req.suites)}
+        prov: dict[str, Any] = {"board": self.place, "deviceType": self.device_type.name,
+                                "planDigest": plan_digest(suites)}
         for key, cmd in probes.items():
-            self._check()
-            r = self.board.run(cmd, timeout=self._remaining(20))
-            prov[key] = r.output.strip()[:512]
-        result.provenance = prov
+            self.check()
+            prov[key] = self.board.run(cmd, timeout=self._remaining(20)).output.strip()[:512]
+        return prov
 
-    def _suites(self, result: SessionResult) -> None:
-        req = self.request
-        total_iter = req.warmup_iterations + req.iterations
-        for it in range(1, total_iter + 1):
-            warm = it <= req.warmup_iterations
-            for index, spec in enumerate(req.suites, 1):
-                self._check()
-                label = f"iteration {it}/{total_iter}{' (warm-up)' if warm else ''}, " \
-                        f"suite {index}/{len(req.suites)} {spec.name}"
-                self.progress("Running", {"progress": label})
-                if spec.suite == "low-power":
-                    result.records.append(self._low_power(spec, it, warm, result))
-                    self.progress("SuiteDone", {"records": len(result.records)})
-                    continue
-                cmd = with_background(spec.command, spec.background)
-                if req.environment:  # each command runs in its own `sh -c`: pass the lab's values
-                    cmd = " ".join(f"{k}={shlex.quote(v)}" for k, v in req.environment.items()) \
-                        + f" sh -c {shlex.quote(cmd)}"
-                r = self.board.run(cmd, timeout=self._remaining(spec.timeoutSeconds))
-                record = SuiteRecord(step=spec.name, suite=spec.suite, iteration=it, warmup=warm,
-                                     exit_code=r.exit_code, seconds=r.seconds)
-                name = f"raw/{spec.name}/iteration-{it:03d}.txt"
-                result.outputs[name] = r.output
-                if self.on_output is not None:
-                    record.artifact = self.on_output(name, r.output)
-                if r.timed_out:
-                    record.error = f"timed out after {spec.timeoutSeconds} s"
-                elif r.exit_code != 0:
-                    tail = r.output.strip().splitlines()[-1:] or [""]
-                    record.error = f"exit code {r.exit_code}: {tail[0][:160]}"
-                else:
-                    try:
-                        record.metrics = parse(spec.suite, r.output, dict(spec.parameters))
-                    except BenchfarmError as exc:
-                        record.error = exc.message
-                result.records.append(record)
-                self.progress("SuiteDone", {"records": len(result.records)})
+    def suite(self, spec: SuiteSpec, iteration: int, warmup: bool) -> tuple[SuiteRecord, str,
+                                                                           dict[str, Any]]:
+        """Run one suite once: the record (metrics or error), its raw output, and evidence."""
+        self.check()
+        if spec.suite == "low-power":
+            return self._low_power(spec, iteration, warmup)
+        cmd = with_background(spec.command, spec.background)
+        if self.environment:  # each command runs in its own `sh -c`: pass the lab's values
+            cmd = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.environment.items()) \
+                + f" sh -c {shlex.quote(cmd)}"
+        r = self.board.run(cmd, timeout=self._remaining(spec.timeoutSeconds))
+        record = SuiteRecord(step=spec.name, suite=spec.suite, iteration=iteration, warmup=warmup,
+                             exit_code=r.exit_code, seconds=r.seconds)
+        if r.timed_out:
+            record.error = f"timed out after {spec.timeoutSeconds} s"
+        elif r.exit_code != 0:
+            tail = r.output.strip().splitlines()[-1:] or [""]
+            record.error = f"exit code {r.exit_code}: {tail[0][:160]}"
+        else:
+            try:
+                record.metrics = parse(spec.suite, r.output, dict(spec.parameters))
+            except BenchfarmError as exc:
+                record.error = exc.message
+        return record, r.output, {}
 
-    def _low_power(self, spec: SuiteSpec, it: int, warm: bool, result: SessionResult) -> SuiteRecord:
+    def _low_power(self, spec: SuiteSpec, iteration: int, warmup: bool
+                   ) -> tuple[SuiteRecord, str, dict[str, Any]]:
         from .lowpower import run_low_power
         from .rails import monitor_for
-        req = self.request
         start = time.monotonic()
-        record = SuiteRecord(step=spec.name, suite=spec.suite, iteration=it, warmup=warm,
+        record = SuiteRecord(step=spec.name, suite=spec.suite, iteration=iteration, warmup=warmup,
                              exit_code=None, seconds=0.0)
+        evidence: dict[str, Any] = {}
         try:
-            place = self.coordinator.places()[req.place]
-            monitor = monitor_for(req.device_type, place.resources, self.board.target)
-            lp = run_low_power(self.board, monitor, req.device_type, spec)
+            monitor = monitor_for(self.device_type, self.resources, self.board.target)
+            lp = run_low_power(self.board, monitor, self.device_type, spec)
             record.metrics, record.exit_code = lp.metrics, 0
-            output = lp.output
-            result.evidence[f"{spec.name}/{it}"] = lp.evidence
+            output, evidence = lp.output, lp.evidence
         except SuiteFailure as exc:
             record.error = exc.message
             output = exc.message
         record.seconds = time.monotonic() - start
-        name = f"raw/{spec.name}/iteration-{it:03d}.txt"
-        result.outputs[name] = output
-        if self.on_output is not None:
-            record.artifact = self.on_output(name, output)
-        return record
+        return record, output, evidence
 
-    def _teardown(self) -> None:
-        board = self.board
-        if self.fenced.is_set():
-            return  # whoever fenced us has powered off and released the place
-        try:
-            if board is not None:
-                board.power_off()
-        except Exception:
-            log.warning("%s: power off failed", self.request.place, exc_info=True)
-        finally:
-            if board is not None:
-                board.close()
-            try:
-                self.coordinator.release(self.request.place)
-            except Exception:
-                log.warning("%s: release failed", self.request.place, exc_info=True)
+    # -- the end ------------------------------------------------------------------------------
+    def power_off(self) -> None:
+        self.guard()
+        self.board.power_off()
 
-
-class Executor(Protocol):
-    """Where board sessions run: threads here, a Kubernetes Job per run in a large lab."""
-
-    def submit(self, fn: Callable[[], Any]) -> Future: ...
-
-    def shutdown(self) -> None: ...
-
-
-class ThreadExecutor:
-    def __init__(self, max_sessions: int = 64) -> None:
-        self.pool = ThreadPoolExecutor(max_workers=max_sessions, thread_name_prefix="session")
-
-    def submit(self, fn: Callable[[], Any]) -> Future:
-        return self.pool.submit(fn)
-
-    def shutdown(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+    def close(self) -> None:
+        self.board.close()

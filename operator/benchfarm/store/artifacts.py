@@ -2,7 +2,8 @@
 
 Keys are `<prefix>/<namespace>/<run>/<uid>/<name>`: the uid makes a re-created run with the same
 name a different folder, and a retried upload writes the same key again, never a duplicate.
-Outages are retried with backoff and then surface as InfraError (the run waits, it is not lost).
+Outages are retried briefly and then surface as `Outage(party="store")`; the session's spool
+(`store.spool`) keeps the bytes on local disk and uploads them when MinIO is back.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import urllib3
 from minio import Minio
 from minio.error import S3Error
 
-from ..errors import InfraError
+from ..errors import InfraError, Outage
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,9 @@ class ArtifactStore:
                     raise InfraError(f"artifact store: {what}: {exc.code}",
                                      reason="StoreError") from exc
                 if attempt == self.attempts:
-                    raise InfraError(f"artifact store unreachable at {self.config.endpoint} "
-                                     f"({what}): {exc}", reason="StoreUnreachable") from exc
+                    raise Outage(f"artifact store unreachable at {self.config.endpoint} "
+                                 f"({what}): {exc}", party="store",
+                                 reason="StoreUnreachable") from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 10)
         raise AssertionError("unreachable")
@@ -107,6 +109,13 @@ class ArtifactStore:
                                                             recursive=True)])
 
     def sha256(self, key: str) -> str | None:
-        stat = self._retry(f"stat {key}", lambda: self.client.stat_object(self.config.bucket, key))
+        """The sha256 recorded at upload, or None when there is no such object."""
+        try:
+            stat = self._retry(f"stat {key}",
+                               lambda: self.client.stat_object(self.config.bucket, key))
+        except InfraError as exc:
+            if exc.reason == "StoreError" and "NoSuchKey" in str(exc):
+                return None
+            raise
         meta = {k.lower(): v for k, v in (stat.metadata or {}).items()}
         return meta.get("x-amz-meta-sha256")

@@ -3,17 +3,32 @@
 For targets with no Linux (seed 003's DSP/BIOS timings): the plan gives `clockMHz` and, if the
 target prints something other than `NAME  CYCLES`, a `pattern` regex with the named groups
 `name` and `cycles`. Each kernel call becomes `<name>-cycles (cycles)` and `<name> (us)`.
+The pattern is user input: it is compiled by RE2, whose matching time is linear in the text, so
+no pattern can stall the session that parses (or the operator that admits it).
 """
 
 from __future__ import annotations
 
-import re
+import re2
 
 from ..errors import ParseError
 from .base import Metric, lines_of, number
 
 SUITE = "console-timing"
 DEFAULT_PATTERN = r"^\s*(?P<name>[A-Za-z][A-Za-z0-9]*_\w+)\s+(?P<cycles>\d+)\b"
+
+
+def check(params: dict[str, str]) -> str | None:
+    """What is wrong with the parameters, checked at admission too; None when they are fine."""
+    try:
+        rx = re2.compile(params.get("pattern", DEFAULT_PATTERN))
+    except re2.error as exc:
+        detail = exc.args[0].decode(errors="replace") if exc.args and isinstance(
+            exc.args[0], bytes) else str(exc)
+        return f"bad pattern (RE2 syntax): {detail}"
+    if not {"name", "cycles"} <= set(rx.groupindex):
+        return "pattern needs the named groups 'name' and 'cycles'"
+    return None
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
@@ -23,12 +38,10 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     mhz = number(params["clockMHz"], SUITE)
     if mhz <= 0:
         raise ParseError(SUITE, f"clockMHz must be positive, got {mhz}")
-    try:
-        rx = re.compile(params.get("pattern", DEFAULT_PATTERN))
-    except re.error as exc:
-        raise ParseError(SUITE, f"bad pattern: {exc}") from exc
-    if not {"name", "cycles"} <= set(rx.groupindex):
-        raise ParseError(SUITE, "pattern needs the named groups 'name' and 'cycles'")
+    problem = check(params)
+    if problem:
+        raise ParseError(SUITE, problem)
+    rx = re2.compile(params.get("pattern", DEFAULT_PATTERN))
     out: list[Metric] = []
     for i, line in enumerate(lines_of(text), 1):
         if m := rx.search(line):

@@ -46,3 +46,10 @@ def parse(suite: str, text: str, params: dict[str, str] | None = None) -> list[M
         if exc.line is not None:
             message = message.removesuffix(f" (line {exc.line})")
         raise ParseError(suite, message, line=exc.line) from exc
+
+
+def check_parameters(suite: str, params: dict[str, str]) -> str | None:
+    """A suite's own check of its parameters at admission (e.g. a user regex); None if fine."""
+    check = getattr(import_module(f"{__package__}.{_MODULES[suite]}"), "check", None) \
+        if suite in _MODULES else None
+    return check(params) if check is not None else None

@@ -1,7 +1,9 @@
-"""Talking to the Kubernetes API outside kopf's handlers: status patches, events, Board objects.
+"""Talking to the Kubernetes API without kopf: status patches, events, Board objects, Leases.
 
-kopf owns the watch streams; board sessions run in threads and checkpoint their runs directly.
-Every call waits out an API server outage (retries with backoff) instead of failing the run.
+Both programs use it: the operator (next to kopf, which owns its watch streams) and the session
+runner, which checkpoints its run's status and renews its Lease. Every call waits out an API
+server outage with backoff, bounded by a budget (the run's remaining time, for a runner), and
+then raises `Outage(party="api")`: an outage is never blamed on a board.
 """
 
 from __future__ import annotations
@@ -17,9 +19,14 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from ..api.models import GROUP, VERSION
+from ..errors import Outage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class PreconditionFailed(Exception):
+    """A guarded status write lost a race (the object changed since it was read)."""
 
 
 class Kube:
@@ -45,7 +52,8 @@ class Kube:
             except (urllib3.exceptions.HTTPError, OSError) as exc:
                 err = exc
             if time.monotonic() > deadline:
-                raise err
+                raise Outage(f"Kubernetes API unavailable for {self.outage_budget:.0f} s "
+                             f"({what}): {err}", party="api", reason="ApiUnreachable") from err
             log.warning("Kubernetes API unavailable (%s): %s; retrying", what, err)
             time.sleep(delay)
             delay = min(delay * 2, 10)
@@ -74,6 +82,37 @@ class Kube:
             if exc.status == 404:
                 return False
             raise
+
+    def guarded_status_write(self, namespace: str, name: str, expect: dict[str, Any],
+                             status: dict[str, Any]) -> bool:
+        """Set status fields only if the run's status still has the `expect` values, atomically
+        (a JSON patch whose `test` operations the API server checks). False when the run is
+        gone; PreconditionFailed when it changed (e.g. cancelled while being scheduled)."""
+        ops: list[dict[str, Any]] = [{"op": "test", "path": f"/status/{k}", "value": v}
+                                     for k, v in expect.items()]
+        ops += [{"op": "add", "path": f"/status/{k}", "value": v} for k, v in status.items()]
+        try:
+            self._call("guarded status write", lambda: self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, "benchmarkruns", name, ops,
+                _content_type="application/json-patch+json"))
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            if exc.status in (409, 422):
+                raise PreconditionFailed(str(exc.reason)) from exc
+            raise
+
+    def list_runs_paged(self, limit: int = 500):  # noqa: ANN201 - generator of bodies
+        """Every BenchmarkRun, a page at a time (bounded memory per call)."""
+        token = None
+        while True:
+            page = self._call("list runs", lambda: self.custom.list_cluster_custom_object(
+                GROUP, VERSION, "benchmarkruns", limit=limit, _continue=token))
+            yield from page["items"]
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
 
     def delete_run(self, namespace: str, name: str) -> None:
         try:

@@ -1,0 +1,127 @@
+"""Admission beyond what the schema and CEL can say: plan exists, policy, capabilities, limits.
+
+A run that fails here gets `Succeeded=False` with a reason and a message, at once, and is never
+queued; nothing here may take long or run user input (user regexes are compiled by RE2, linear).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..api.models import BenchmarkRunSpec, SuiteSpec, TestPlanSpec
+from ..api.suites import GPU_SUITES
+from ..core import queue as q
+from ..core.conditions import now_iso, set_condition
+from ..core.steps import safe_name
+from ..errors import RunError
+from ..lab.session import plan_digest
+from ..suites.registry import check_parameters
+from .state import FAILED, PENDING
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+MAX_INLINE_BYTES = 64 * 1024   # commands, backgrounds and parameters of inline suites together
+
+
+def needs_gpu(suites: list[Any]) -> bool:
+    return any((s.suite if isinstance(s, SuiteSpec) else s.get("suite")) in GPU_SUITES
+               for s in suites)
+
+
+def resolve_suites(rt: Runtime, namespace: str, spec: BenchmarkRunSpec) -> list[SuiteSpec]:
+    policy = rt.policy.for_namespace(namespace)
+    if spec.priority > policy.maxPriority:
+        raise RunError(f"priority {spec.priority} is above the highest this namespace may use "
+                       f"({policy.maxPriority})", reason="PolicyViolation")
+    if spec.suites is not None:
+        if not policy.allowInlineSuites:
+            raise RunError("inline suites are not allowed in this namespace (they run arbitrary "
+                           "commands on shared boards); use a TestPlan", reason="PolicyViolation")
+        size = sum(len(s.command) + len(s.background or "") +
+                   sum(len(k) + len(v) for k, v in s.parameters.items()) for s in spec.suites)
+        if size > MAX_INLINE_BYTES:
+            raise RunError(f"inline suites are {size} bytes; at most {MAX_INLINE_BYTES} are "
+                           "accepted (put large plans in a TestPlan)", reason="SpecTooLarge")
+        suites = list(spec.suites)
+    else:
+        plan = rt.kube.get_cluster("testplans", spec.plan or "")
+        if plan is None:
+            raise RunError(f"TestPlan {spec.plan!r} not found", reason="PlanNotFound")
+        try:
+            suites = TestPlanSpec(**plan["spec"]).suites
+        except Exception as exc:
+            raise RunError(f"TestPlan {spec.plan!r} is invalid: {exc}", reason="InvalidPlan") from exc
+    names = [s.name for s in suites]
+    if len(set(names)) != len(names):
+        raise RunError("suite names in a plan must be unique", reason="InvalidPlan")
+    for s in suites:
+        if not safe_name(s.name):
+            raise RunError(f"suite name {s.name!r} is not allowed: letters, digits, '.', '_' and "
+                           "'-' only (it becomes part of artifact names)", reason="InvalidPlan")
+        problem = check_parameters(s.suite, dict(s.parameters))
+        if problem:
+            raise RunError(f"suite {s.name}: {problem}", reason="InvalidPlan")
+    return suites
+
+
+def check_capabilities(rt: Runtime, suites: list[SuiteSpec], device_types: set[str]) -> None:
+    """Refuse a plan no matching board can run: a GPU, low-power modes, programs."""
+    kinds = [rt.device_types.get(n) for n in sorted(device_types)]
+    known = [dt for dt in kinds if dt is not None]
+    if needs_gpu(suites) and known and not any(dt.gpu for dt in known):
+        raise RunError(f"this plan runs GPU suites ({', '.join(s.name for s in suites if s.suite in GPU_SUITES)}) "
+                       f"but no matching board has a GPU ({', '.join(dt.name for dt in known)})",
+                       reason="NoGPU")
+    for s in suites:
+        if s.suite == "low-power":
+            mode = s.parameters.get("mode", "")
+            if known and not any(dt.mode(mode) and dt.rails for dt in known):
+                raise RunError(f"suite {s.name}: no matching board has low-power mode "
+                               f"{mode!r} and rail monitoring", reason="NoLowPowerMode")
+    problems = []
+    for dt in kinds:
+        if dt is None or dt.programs is None:
+            return  # a matching board of unknown contents may have them
+        missing = sorted({p for s in suites for p in s.requires} - set(dt.programs))
+        if not missing:
+            return
+        problems.append(f"{dt.name} lacks {', '.join(missing)}")
+    if problems:
+        raise RunError("no matching board has the programs this plan needs: "
+                       + "; ".join(problems), reason="MissingPrograms")
+
+
+def admit(rt: Runtime, body: dict[str, Any]) -> None:
+    """Validate what the schema cannot and queue the run (or fail it with a reason)."""
+    meta = body["metadata"]
+    ns, name, gen = meta["namespace"], meta["name"], meta.get("generation")
+    status = body.get("status") or {}
+    if status.get("phase"):
+        return  # admitted before (operator restart)
+    try:
+        spec = BenchmarkRunSpec(**body["spec"])
+        suites = resolve_suites(rt, ns, spec)
+        if rt.inventory_known:
+            sel = rt.selector(spec)
+            boards = rt.inventory.views()
+            if not q.could_ever_match(sel, boards):
+                raise RunError(f"no board in the lab matches the selector "
+                               f"{spec.selector.model_dump(exclude_none=True)}",
+                               reason="NoMatchingBoard")
+            check_capabilities(rt, suites, {b.device_type for b in boards if q.matches(sel, b)})
+    except RunError as exc:
+        rt.kube.patch_run_status(ns, name, {
+            "phase": FAILED, "completionTime": now_iso(), "observedGeneration": gen,
+            "conditions": set_condition(status.get("conditions"), "Succeeded", "False",
+                                        exc.reason, exc.message, gen)})
+        rt.kube.event(body, "Warning", exc.reason, exc.message)
+        return
+    rt.kube.patch_run_status(ns, name, {
+        "phase": PENDING, "observedGeneration": gen, "progress": "queued",
+        "planDigest": plan_digest(suites),
+        "resolvedSuites": [s.model_dump(exclude_none=True) for s in suites],
+        "conditions": set_condition(status.get("conditions"), "Succeeded", "Unknown",
+                                    "Queued", "waiting for a matching board", gen)})
+    rt.kube.event(body, "Normal", "Queued", "run admitted and queued")
+    rt.wake()

@@ -1,0 +1,183 @@
+"""The operator's side of board sessions: launch them, watch them live, resume or end them.
+
+A run goes Pending → Running in one guarded write (it must still be Pending: a cancel that lands
+first wins), then a launcher starts its runner. From then on the operator only reads: the runner's
+Lease says it is alive; `status.sessionEnd` says how it ended when it hands the run back (a board
+fault, a busy board, a lab fault). A runner whose Lease stops moving is dead: it is launched again
+(a resume: its checkpoints make it go on where it stopped), at most MAX_RESUMES times.
+After an operator restart nothing is relaunched blindly: live runners are simply adopted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..core.conditions import set_condition
+from ..errors import InfraError
+from ..kubeapi.client import PreconditionFailed
+from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseObserver, list_leases, session_lease_name
+from ..lab.coordinator import SESSION_HOST, run_identity
+from . import metrics
+from .state import FAILED, PENDING, RUNNING, RunState
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+log = logging.getLogger("benchfarm")
+
+MAX_RESUMES = 3
+STARTUP_GRACE = 45.0      # seconds a launched runner has to take its Lease
+SUPERVISE_EVERY = 2.0
+
+
+def holder_of(uid: str) -> str:
+    host, user = run_identity(uid)
+    return f"{host}/{user}"
+
+
+def run_uid_of(holder: str | None) -> str | None:
+    """The run uid behind a labgrid holder identity of one of our sessions, if it is one."""
+    prefix = f"{SESSION_HOST}/run-"
+    return holder[len(prefix):] if holder and holder.startswith(prefix) else None
+
+
+class Supervisor:
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.observer = LeaseObserver(grace=5.0)
+        self.launched: dict[str, float] = {}   # run key -> monotonic time of the last launch
+        self.last = 0.0
+
+    # -- launch -------------------------------------------------------------------------------
+    def launch(self, run: RunState, board: str) -> None:
+        rt = self.rt
+        attempt = int(run.status.get("attempts") or 0) + 1
+        status = {"phase": RUNNING, "board": board, "attempts": attempt, "resumes": 0,
+                  "queuePosition": None, "sessionEnd": None, "boardReleased": False,
+                  "progress": "starting the session",
+                  "conditions": set_condition(
+                      set_condition(run.status.get("conditions"), "Scheduled", "True",
+                                    "BoardAssigned", f"running on {board}", run.generation),
+                      "Succeeded", "Unknown", "Starting", f"starting the session on {board}",
+                      run.generation)}
+        try:
+            ok = rt.kube.guarded_status_write(run.namespace, run.name, {"phase": PENDING}, status)
+        except PreconditionFailed:
+            ok = False
+            log.info("%s changed while being scheduled (cancelled?); not launching", run.key)
+        with rt.lock:
+            run.starting = False
+            if not ok:
+                rt.inventory.free(board, run.key)
+                return
+            run.status.update(status)
+            self.launched[run.key] = time.monotonic()
+        metrics.QUEUE_WAIT.observe(max(0.0, time.time() - run.created))
+        handle = rt.launcher.launch(run.namespace, run.name, run.uid, attempt, 0)
+        rt.kube.event(run.ref(), "Normal", "Scheduled", f"board {board} assigned; session {handle}")
+
+    # -- supervision --------------------------------------------------------------------------
+    def supervise(self, force: bool = False) -> None:
+        if not force and time.monotonic() - self.last < SUPERVISE_EVERY:
+            return
+        self.last = time.monotonic()
+        rt = self.rt
+        rt.launcher.reap()
+        try:
+            self.observer.observe(list_leases(rt.kube, f"{SESSION_LEASE_LABEL}=true"))
+        except Exception as exc:  # our own view of the API is gone: judge nobody dead
+            log.warning("cannot list session Leases (%s); not judging sessions", exc)
+            self.observer.forget()
+            return
+        now = time.monotonic()
+        with rt.lock:
+            running = [r for r in rt.runs.values() if r.phase == RUNNING and not r.starting]
+        for run in running:
+            end = run.status.get("sessionEnd")
+            if end and int(end.get("attempt") or 0) == int(run.status.get("attempts") or 0):
+                self._ended(run, end)
+                continue
+            if self.observer.alive(f"{run.namespace}/{session_lease_name(run.name)}", now):
+                continue
+            launched = self.launched.setdefault(run.key, now)  # adopted: give it a grace period
+            if now - launched < STARTUP_GRACE:
+                continue
+            self._dead(run)
+
+    def _dead(self, run: RunState) -> None:
+        rt = self.rt
+        board = run.status.get("board")
+        if run.spec.cancel or run.deleting:
+            self._release(board, run.uid)
+            if not run.deleting:
+                rt.finish(run, "Cancelled", "Cancelled", "cancelled (its session had ended)")
+            rt.inventory.free(board, run.key)
+            return
+        resumes = int(run.status.get("resumes") or 0) + 1
+        if resumes > MAX_RESUMES:
+            self._release(board, run.uid)
+            rt.finish(run, FAILED, "TooManyResumes",
+                      f"the session on {board} died {resumes} times (no Lease renewal for "
+                      f"{self.observer.grace + 15:.0f} s each time); giving up after "
+                      f"{MAX_RESUMES} resumes. See the session logs.")
+            rt.inventory.free(board, run.key)
+            return
+        log.warning("%s: the session on %s stopped renewing its Lease; resuming it (%d/%d)",
+                    run.key, board, resumes, MAX_RESUMES)
+        try:
+            rt.patch(run, {"resumes": resumes,
+                           "progress": f"session lost; resuming ({resumes}/{MAX_RESUMES})"})
+        except Exception:
+            log.warning("%s: could not record the resume; will retry", run.key, exc_info=True)
+            return
+        self.launched[run.key] = time.monotonic()
+        handle = rt.launcher.launch(run.namespace, run.name, run.uid,
+                                    int(run.status.get("attempts") or 1), resumes)
+        rt.kube.event(run.ref(), "Warning", "SessionResumed",
+                      f"the session stopped renewing its Lease; resumed from its checkpoints "
+                      f"({resumes}/{MAX_RESUMES}): {handle}")
+
+    def _ended(self, run: RunState, end: dict[str, Any]) -> None:
+        """A runner handed the run back: charge the board only for a board fault."""
+        rt = self.rt
+        board = run.status.get("board") or ""
+        outcome, reason, message = end.get("outcome"), end.get("reason", ""), end.get("message", "")
+        self._release(board, run.uid)
+        self.launched.pop(run.key, None)
+        if outcome == "Busy":
+            rt.inventory.held(board, message)
+            rt.requeue(run, f"board {board} was taken by someone else: {message}", avoid=None)
+        elif outcome == "BoardFault":
+            quarantined = rt.inventory.board_failed(board, InfraError(message, reason=reason))
+            rt.retry_elsewhere(run, board, reason, message, quarantined)
+        else:  # a lab fault (PDU, exporter): not the board's, but try another one
+            rt.retry_elsewhere(run, board, reason, message, False)
+        rt.inventory.free(board, run.key)
+
+    def _release(self, board: str | None, uid: str) -> None:
+        """Free a place a runner of this run may have left acquired (it died or was fenced)."""
+        if not board:
+            return
+        try:
+            if self.rt.coordinator.release(board, holder=holder_of(uid)):
+                log.info("released %s, left acquired by the session of run uid %s", board, uid)
+        except Exception as exc:
+            log.warning("could not release %s for run uid %s: %s", board, uid, exc)
+
+    def wait_gone(self, run: RunState, timeout: float = 15.0) -> None:
+        """On delete: give the runner time to power off and release; then free what it left."""
+        deadline = time.monotonic() + timeout
+        key = f"{run.namespace}/{session_lease_name(run.name)}"
+        while time.monotonic() < deadline:
+            try:
+                leases = list_leases(self.rt.kube, f"{SESSION_LEASE_LABEL}=true")
+            except Exception:
+                break
+            if not any(f"{lease.metadata.namespace}/{lease.metadata.name}" == key and
+                       lease.spec.holder_identity for lease in leases):
+                break
+            time.sleep(0.5)
+        self._release(run.status.get("board"), run.uid)
+        self.launched.pop(run.key, None)

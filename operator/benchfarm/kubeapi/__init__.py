@@ -1,0 +1,1 @@
+"""The Kubernetes API without kopf, for the operator and the session runner alike."""

@@ -1,0 +1,1 @@
+"""The session runner: one board session per process (`benchfarm session run`), resumable."""

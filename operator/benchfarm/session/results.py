@@ -1,0 +1,123 @@
+"""A finished session's results, built only from its checkpoints: metrics.json, reports, the verdict.
+
+Because everything comes from the checkpoints (never from a process's memory), a runner that was
+killed and resumed produces the same documents as one that ran straight through.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..api.devicetype import DeviceType
+from ..api.models import LabPolicySpec, SuiteSpec
+from ..core.regression import RegressionPolicy, Thresholds, compare, worst_offenders
+from ..core.results import SuiteRecord, metrics_document, summary
+from ..core.steps import BOOT, PROVENANCE, SUITE
+from ..report.html import html
+from ..report.tables import comparison_markdown, markdown, rst
+from ..suites.base import Metric
+
+
+@dataclass
+class Collected:
+    """The checkpoints of one attempt, in step order."""
+
+    boots: list[dict[str, float]] = field(default_factory=list)
+    boot_events: list[dict[str, float]] = field(default_factory=list)
+    power_on_times: list[float] = field(default_factory=list)
+    records: list[SuiteRecord] = field(default_factory=list)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, checkpoint: dict[str, Any]) -> None:
+        kind = checkpoint["kind"]
+        if kind == BOOT:
+            self.boots.append(checkpoint["phases"])
+            self.boot_events.append(checkpoint["events"])
+            self.power_on_times.append(checkpoint["powerOnWall"])
+        elif kind == PROVENANCE:
+            self.provenance = checkpoint["provenance"]
+        elif kind == SUITE:
+            self.records.append(record_from_dict(checkpoint["record"]))
+            if checkpoint.get("evidence"):
+                r = checkpoint["record"]
+                self.evidence[f"{r['step']}/{r['iteration']}"] = checkpoint["evidence"]
+
+
+def record_from_dict(d: dict[str, Any]) -> SuiteRecord:
+    return SuiteRecord(step=d["step"], suite=d["suite"], iteration=d["iteration"],
+                       warmup=d["warmup"], exit_code=d["exitCode"], seconds=d["seconds"],
+                       metrics=[Metric(m["name"], m["value"], m["unit"], m["higherIsBetter"],
+                                      m.get("labels") or {}) for m in d["metrics"]], error=d.get("error"),
+                       artifact=d.get("artifact"))
+
+
+def regression_policy(policy: LabPolicySpec) -> RegressionPolicy:
+    rules = policy.regression
+
+    def thresholds(t: Any) -> Thresholds:
+        return Thresholds(alpha=t.alpha, min_effect=t.minEffect, tolerance=t.tolerance)
+    return RegressionPolicy(thresholds(rules.default),
+                            {k: thresholds(v) for k, v in rules.families.items()})
+
+
+def compare_with(doc: dict[str, Any], baseline_name: str, baseline_doc: dict[str, Any] | None,
+                 policy: RegressionPolicy) -> tuple[str, tuple[str, str, str]]:
+    """The comparison table and the Regressed condition (status, reason, message)."""
+    from ..core.results import samples_from_document
+    if baseline_doc is None:
+        return "", ("Unknown", "BaselineUnavailable",
+                    f"baseline run {baseline_name} not found, not finished or unreadable")
+    current, direction = samples_from_document(doc)
+    baseline, _ = samples_from_document(baseline_doc)
+    comparisons = compare(baseline, current, direction, policy)
+    doc["comparison"] = {"baseline": baseline_name, "rule": policy.describe(),
+                         "rows": [{"key": c.key, "verdict": c.verdict, "change": c.change,
+                                   "baseline": c.baseline.display, "current": c.current.display,
+                                   "evidence": c.evidence} for c in comparisons]}
+    table = comparison_markdown(comparisons, policy.describe(), f"run {baseline_name}")
+    bad = [c for c in comparisons if c.verdict == "regressed"]
+    if bad:
+        return table, ("True", "MetricsRegressed",
+                       f"{len(bad)} metric(s) worse than {baseline_name}: "
+                       + worst_offenders(comparisons))
+    return table, ("False", "NoRegression",
+                   f"{len(comparisons)} metric(s) compared with {baseline_name}; none worse")
+
+
+@dataclass
+class Documents:
+    doc: dict[str, Any]
+    results: dict[str, Any]
+    failed: list[str]
+    files: dict[str, tuple[bytes, str]]       # artifact name -> (bytes, content type)
+    regression: tuple[str, str, str] | None
+
+
+def build(run_info: dict[str, Any], dtype: DeviceType, suites: list[SuiteSpec], got: Collected,
+          *, baseline: str | None = None, baseline_doc: dict[str, Any] | None = None,
+          policy: LabPolicySpec | None = None) -> Documents:
+    steps = [(s.name, s.suite) for s in suites]
+    results = summary(got.boots, dtype.boot.headline, got.records, steps)
+    failed = sorted({r.step for r in got.records if not r.ok})
+    run_info = {**run_info, "uname": got.provenance.get("uname"),
+                "result": "suites failed: " + ", ".join(failed) if failed else "all suites passed"}
+    doc = metrics_document(run_info, got.boots, got.records)
+    doc["provenance"] = got.provenance
+    doc["bootEvents"] = got.boot_events
+    doc["powerOnTimes"] = got.power_on_times
+    if got.evidence:
+        doc["evidence"] = got.evidence
+    regression = None
+    comparison_md = ""
+    if baseline:
+        comparison_md, regression = compare_with(doc, baseline, baseline_doc,
+                                                 regression_policy(policy or LabPolicySpec()))
+    report_md = markdown(doc) + ("\n" + comparison_md if comparison_md else "")
+    files = {"metrics.json": (json.dumps(doc, indent=2).encode(), "application/json"),
+             "report.md": (report_md.encode(), "text/markdown"),
+             "report.rst": (rst(doc).encode(), "text/x-rst"),
+             "report.html": (html(doc).encode(), "text/html")}
+    return Documents(doc, results, failed, files, regression)
