@@ -8,7 +8,7 @@ export BENCHFARM_CACHE ?= $(HOME)/.cache/benchfarm
 APT_PACKAGES := qemu-system-x86 qemu-system-arm qemu-utils ipxe-qemu seabios busybox-static \
 	pax-utils python3-pyelftools iperf3 cpio e2fsprogs openssl ca-certificates
 
-.PHONY: all deps venv binaries lab-up lab-down lab-status operator demo test unit crds bench bench-boot clean
+.PHONY: all deps venv binaries lab-up lab-down lab-status operator demo test unit chaos crds bench bench-boot clean
 
 all: test
 
@@ -56,6 +56,10 @@ unit: venv
 test: lab-up
 	@$(VENV)/bin/lint-imports --config pyproject.toml
 	@$(VENV)/bin/pytest -q
+
+# Runs surviving operator/runner kills, outages and bad boards: one line per scenario at the end.
+chaos: lab-up
+	@$(VENV)/bin/pytest -q -p no:cacheprovider tests/chaos
 
 bench: venv
 	@$(PY) benchmarks/scheduler_bench.py

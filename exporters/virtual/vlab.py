@@ -8,8 +8,11 @@ connects to, and serves an HTTP PDU in the `simplerest` dialect that labgrid's N
 drives: GET /outlet/<index>/1 powers on (starts a fresh QEMU), /0 powers off (kills the QEMU
 process and waits for it), /outlet/<index>/ answers "1" or "0". For tests, /fault/<index>/panic
 makes that board's next boots die in the kernel (as a bricked board would), /fault/<index>/no-wake
-makes it never come back from a suspend; /fault/<index>/none heals it. /rails/<index> serves the board's rail readings (JSON) from its power model, and
-/qmp/<index> its QMP run state and SUSPEND/WAKEUP events.
+makes it never come back from a suspend; /fault/<index>/none heals it. One-shot chaos for the
+resilience tests: /chaos/<index>/disconnect drops every serial client (a USB-UART unplugged and
+replugged), /chaos/<index>/garbage sends line noise to them, /chaos/<index>/hang freezes the board
+(SIGSTOP on its QEMU; the next power-off kills it). /rails/<index> serves the board's rail readings
+(JSON) from its power model, and /qmp/<index> its QMP run state and SUSPEND/WAKEUP events.
 
 Usage: vlab.py CONFIG.json   (written by `benchfarm lab up`)
 """
@@ -63,6 +66,19 @@ class SerialBroker:
             if self.qemu is writer:
                 self.qemu = None
             writer.close()
+
+    def disconnect(self) -> int:
+        n = len(self.clients)
+        for client in list(self.clients):
+            client.close()
+        self.clients.clear()
+        return n
+
+    def garbage(self, size: int = 512) -> None:
+        noise = bytes(random.Random(size).randrange(256) for _ in range(size))
+        self.console_log.write(noise)
+        for client in list(self.clients):
+            client.write(noise)
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.clients.add(writer)
@@ -283,6 +299,20 @@ class PDU:
                 return "400 Bad Request", "use /fault/<index>/none|panic|no-wake\n"
             self.outlets[int(parts[1])].fault = parts[2]
             return "200 OK", parts[2]
+        if len(parts) == 3 and parts[0] == "chaos" and parts[1].isdigit():
+            if int(parts[1]) >= len(self.outlets):
+                return "404 Not Found", f"no outlet {parts[1]}\n"
+            outlet = self.outlets[int(parts[1])]
+            if parts[2] == "disconnect":
+                return "200 OK", f"dropped {outlet.broker.disconnect()} client(s)\n"
+            if parts[2] == "garbage":
+                outlet.broker.garbage()
+                return "200 OK", "sent\n"
+            if parts[2] == "hang" and outlet.is_on:
+                os.kill(outlet.proc.pid, signal.SIGSTOP)
+                log.info("%s: frozen (chaos)", outlet.board["name"])
+                return "200 OK", "frozen\n"
+            return "400 Bad Request", "use /chaos/<index>/disconnect|garbage|hang (hang: when on)\n"
         if len(parts) < 2 or parts[0] != "outlet" or not parts[1].isdigit():
             return "404 Not Found", "use /outlet/<index>/[0|1]\n"
         index = int(parts[1])
@@ -305,6 +335,8 @@ async def serve(config: dict) -> None:
     brokers = [SerialBroker(b["name"], b["serial_port"], Path(b["serial_socket"]),
                             logdir / f"{b['name']}-console.log") for b in config["boards"]]
     outlets = [Outlet(b, logdir) for b in config["boards"]]
+    for outlet, broker in zip(outlets, brokers):
+        outlet.broker = broker
     for broker in brokers:
         await broker.start()
     pdu = PDU(outlets, config["pdu_port"])

@@ -6,18 +6,17 @@ import json
 import os
 import signal
 import time
-import urllib.request
 import uuid
 
 import pytest
 import yaml
 
 from benchfarm import devlab
-from benchfarm.lab.coordinator import Coordinator
 from tests.stack.conftest import apply, wait_for
+from tests.stack.runs import (GROUP, VERSION, PersonLock, cond, fault, finished, get, outlet_on,
+                              place_acquired, run_yaml, status, ts, unique)
 
 pytestmark = pytest.mark.stack
-GROUP, VERSION = "benchfarm.io", "v1alpha1"
 
 FAST_PLAN = """
 apiVersion: benchfarm.io/v1alpha1
@@ -49,59 +48,6 @@ def custom(kube, operator):
         except client.ApiException as exc:
             assert exc.status == 409
     return client.CustomObjectsApi(kube)
-
-
-def run_yaml(name, ns="default", plan="stacktest-fast", **spec):
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "BenchmarkRun",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"selector": {"deviceType": "qemu-x86"}, "plan": plan, **spec}}
-    return yaml.safe_dump(body)
-
-
-def unique(prefix):
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-def get(custom, name, ns="default"):
-    return custom.get_namespaced_custom_object(GROUP, VERSION, ns, "benchmarkruns", name)
-
-
-def status(custom, name, ns="default"):
-    return get(custom, name, ns).get("status", {})
-
-
-def finished(custom, name, ns="default", timeout=240):
-    return wait_for(f"{ns}/{name} to finish", lambda: (
-        status(custom, name, ns) if status(custom, name, ns).get("phase") in
-        ("Succeeded", "Failed", "Cancelled") else None), timeout=timeout, every=1)
-
-
-def cond(st, type_="Succeeded"):
-    return next((c for c in st.get("conditions", []) if c["type"] == type_), {})
-
-
-def ts(iso):
-    return time.mktime(time.strptime(iso, "%Y-%m-%dT%H:%M:%SZ"))
-
-
-class PersonLock:
-    """A person holding a board with labgrid (what `labgrid-client acquire` does)."""
-
-    def __init__(self, place):
-        self.place = place
-        self.c = Coordinator(os.environ["LG_COORDINATOR"], user="alice", host="desk")
-
-    def __enter__(self):
-        wait_for(f"{self.place} free", lambda: self.c.places()[self.place].free, timeout=300)
-        self.c.acquire(self.place)
-        return self
-
-    def release(self):
-        self.c.release(self.place)
-
-    def __exit__(self, *exc):
-        self.c.release(self.place)
-        self.c.close()
 
 
 def test_demo_run_succeeds_with_boot_times_results_and_artifacts(custom, lab):
@@ -175,21 +121,6 @@ def test_two_namespaces_alternate(custom):
     assert order in (["team-a", "team-b", "team-a", "team-b"], ["team-b", "team-a", "team-b", "team-a"])
 
 
-def _place_acquired(place):
-    c = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="check")
-    try:
-        return c.places()[place].acquired
-    finally:
-        c.close()
-
-
-def _outlet_on(place):
-    cfg = json.loads((devlab.STATE / "vlab" / "vlab.json").read_text())
-    index = next(b["index"] for b in cfg["boards"] if b["name"] == place)
-    with urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}/outlet/{index}/") as r:
-        return r.read().decode() == "1"
-
-
 def test_delete_mid_run_powers_off_and_frees_the_board_within_10_s(custom):
     name = unique("del")
     apply(run_yaml(name, plan="stacktest-slow", selector={"board": "vb-x86-1"}))
@@ -197,8 +128,8 @@ def test_delete_mid_run_powers_off_and_frees_the_board_within_10_s(custom):
              timeout=120)
     t0 = time.monotonic()
     custom.delete_namespaced_custom_object(GROUP, VERSION, "default", "benchmarkruns", name)
-    wait_for("board released and off", lambda: _place_acquired("vb-x86-1") is None
-             and not _outlet_on("vb-x86-1"), timeout=10, every=0.2)
+    wait_for("board released and off", lambda: place_acquired("vb-x86-1") is None
+             and not outlet_on("vb-x86-1"), timeout=10, every=0.2)
     freed = time.monotonic() - t0
     print(f"board freed {freed:.1f} s after delete")
     from kubernetes import client
@@ -220,7 +151,7 @@ def test_cancel_keeps_the_record(custom):
                                           {"spec": {"cancel": True}})
     st = finished(custom, name, timeout=30)
     assert st["phase"] == "Cancelled" and cond(st)["reason"] == "Cancelled"
-    wait_for("board released", lambda: _place_acquired("vb-x86-1") is None, timeout=10)
+    wait_for("board released", lambda: place_acquired("vb-x86-1") is None, timeout=10)
 
 
 def test_invalid_specs_are_rejected_by_the_api_server_with_a_readable_message(custom):
@@ -264,17 +195,13 @@ def test_impossible_selector_and_missing_plan_fail_at_once(custom):
     assert cond(sb)["reason"] == "PlanNotFound"
 
 
-def _fault(index, mode):
-    urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}/fault/{index}/{mode}").read()
-
-
 def test_a_board_that_never_boots_is_quarantined_and_the_run_moves_on(custom):
     policy = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LabPolicy",
               "metadata": {"name": "default"},
               "spec": {"quarantineAfterFailures": 1, "quarantineCooldownSeconds": 5}}
     apply(yaml.safe_dump(policy))
     time.sleep(2)
-    _fault(0, "panic")  # vb-x86-0 dies in the kernel from now on
+    fault(0, "panic")  # vb-x86-0 dies in the kernel from now on
     try:
         name = unique("quar")
         apply(run_yaml(name, bootCycles=1))
@@ -284,25 +211,29 @@ def test_a_board_that_never_boots_is_quarantined_and_the_run_moves_on(custom):
         board = custom.get_cluster_custom_object(GROUP, VERSION, "boards", "vb-x86-0")["status"]
         assert board["state"] == "Quarantined" and "BootFailed" in board["reason"]
     finally:
-        _fault(0, "none")
+        fault(0, "none")
     wait_for("health check returns vb-x86-0 to Idle", lambda: custom.get_cluster_custom_object(
         GROUP, VERSION, "boards", "vb-x86-0")["status"]["state"] == "Idle", timeout=120, every=1)
     custom.delete_cluster_custom_object(GROUP, VERSION, "labpolicies", "default")
 
 
-def test_operator_killed_mid_run_finishes_the_run_without_double_booking(custom):
+def test_operator_killed_mid_run_loses_nothing_and_never_double_books(custom):
+    """kill -9 of the operator while a suite runs: the session goes on in its own process, the
+    run Succeeds on its first attempt, the next run waits for the board."""
     name, other = unique("kill"), unique("after")
     apply(run_yaml(name, plan="stacktest-slow", selector={"board": "vb-x86-1"}))
     wait_for("the sleep suite to start", lambda: "sleep" in (status(custom, name).get("progress") or ""),
              timeout=120)
     apply(run_yaml(other, selector={"board": "vb-x86-1"}))
+    uid = get(custom, name)["metadata"]["uid"]
     pid = devlab.running_pid("benchfarm-operator")
     os.kill(pid, signal.SIGKILL)
     wait_for("operator gone", lambda: devlab.running_pid("benchfarm-operator") is None, timeout=10)
-    assert _place_acquired("vb-x86-1") == "operator/benchfarm"  # still ours, nobody else's
+    assert place_acquired("vb-x86-1") == f"benchfarm/run-{uid}"  # the session's own identity
     devlab.start_operator()
     sts = {n: finished(custom, n, timeout=300) for n in (name, other)}
-    assert cond(sts[name])["status"] == "True" and sts[name]["attempts"] == 2
+    assert cond(sts[name])["status"] == "True", sts[name]
+    assert sts[name]["attempts"] == 1 and sts[name].get("resumes", 0) == 0
     assert cond(sts[other])["status"] == "True"
     first, second = sorted(sts.values(), key=lambda s: s["startTime"])
     assert ts(second["startTime"]) >= ts(first["completionTime"]) - 1

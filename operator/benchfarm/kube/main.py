@@ -16,7 +16,10 @@ def run(liveness: str | None = None) -> int:
     from . import handlers  # noqa: F401  (registers the handlers)
     liveness = liveness or os.environ.get("BENCHFARM_LIVENESS", "http://127.0.0.1:8080/healthz")
     from .leader import lead
-    lead(liveness)   # blocks while another replica leads
-    asyncio.run(kopf.operator(clusterwide=True, liveness_endpoint=liveness or None,
-                              standalone=True))
+    lease = lead(liveness)   # blocks while another replica leads
+    try:
+        asyncio.run(kopf.operator(clusterwide=True, liveness_endpoint=liveness or None,
+                                  standalone=True))
+    finally:
+        lease.release()      # a clean stop hands over at once, not after the Lease expires
     return 0

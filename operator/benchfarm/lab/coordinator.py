@@ -78,7 +78,13 @@ class Coordinator:
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
         try:
             return future.result(timeout or self.timeout)
+        except grpc.aio.AioRpcError as exc:   # e.g. the coordinator restarted under us
+            self._session = None
+            raise Outage(f"labgrid coordinator at {self.address}: {exc.code().name}: "
+                         f"{exc.details()}", party="coordinator",
+                         reason="CoordinatorUnreachable") from exc
         except TimeoutError as exc:
+            self._session = None
             future.cancel()
             raise Outage(f"labgrid coordinator at {self.address} did not answer in time",
                          party="coordinator", reason="CoordinatorUnreachable") from exc

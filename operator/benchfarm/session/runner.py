@@ -312,8 +312,10 @@ class Runner:
                        "Resuming" if resumed else "Booting", extra=extra, force=True)
         serial_key = f"{self.prefix}/serial/attempt-{self.attempt:03d}-run-{self.resume:02d}.log"
         serial_log = SerialLog(self.spool.append_path(serial_key))
+        environment = {**self.config.environment,
+                       "BENCHFARM_RUN": f"{self.namespace}/{self.name}"}
         self.session = BoardSession(self.place, info.resources, dtype, deadline=self.deadline,
-                                    serial_log=serial_log, environment=self.config.environment,
+                                    serial_log=serial_log, environment=environment,
                                     guard=self._guard)
         if self.cancel.is_set():
             self.session.cancelled.set()

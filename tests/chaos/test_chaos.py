@@ -1,0 +1,332 @@
+"""Issue 9 on the real stack: runs survive the operator, the runner, outages and bad boards.
+
+Every scenario runs a real BenchmarkRun on a QEMU board, breaks something real at a chosen
+moment (kill -9 of a real process, a stopped kube-apiserver / MinIO / labgrid coordinator, a frozen
+or unplugged board), and checks what a lab engineer cares about: the run still Succeeds, no step
+that had finished is measured again (its objects in MinIO keep their LastModified), and only a
+board that really failed is charged. `make chaos` prints the table (tests/chaos/conftest.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from benchfarm import devlab
+from tests.stack.conftest import apply, kube, lab, operator, wait_for  # noqa: F401 (fixtures)
+from tests.stack.runs import (GROUP, VERSION, board_index, chaos, cond, finished, get,
+                              place_acquired, run_yaml, status, unique)
+
+pytestmark = pytest.mark.stack
+
+CHAOS_PLAN = """
+apiVersion: benchfarm.io/v1alpha1
+kind: TestPlan
+metadata: {name: chaos}
+spec:
+  suites:
+    - name: mark
+      suite: shell
+      command: 'echo "bf-mark start $BENCHFARM_RUN"; sleep 4; echo "bf-mark end $BENCHFARM_RUN"'
+      timeoutSeconds: 15
+    - {name: cyclictest, suite: cyclictest, command: cyclictest -m -t1 -p99 -i1000 -l500 -q, timeoutSeconds: 60}
+"""
+MARK = re.compile(r"bf-mark (start|end) (\S+/\S+)")
+
+
+@pytest.fixture(scope="module")
+def custom(kube, operator):  # noqa: F811
+    from kubernetes import client
+    apply(CHAOS_PLAN)
+    return client.CustomObjectsApi(kube)
+
+
+def store():
+    from benchfarm.store.artifacts import ArtifactStore, StoreConfig
+    return ArtifactStore(StoreConfig.from_env())
+
+
+def objects(custom, name):
+    """key -> LastModified of the run's raw outputs and checkpoints in MinIO."""
+    uid = get(custom, name)["metadata"]["uid"]
+    s = store()
+    out = {}
+    for sub in ("raw/", "checkpoints/"):
+        for o in s.client.list_objects(s.config.bucket, prefix=f"default/{name}/{uid}/{sub}",
+                                       recursive=True):
+            out[o.object_name] = o.last_modified
+    return out
+
+
+def redone(before, after):
+    return sum(1 for k, t in before.items() if k in after and after[k] != t)
+
+
+def failures():
+    from kubernetes import client
+    boards = client.CustomObjectsApi().list_cluster_custom_object(GROUP, VERSION, "boards")["items"]
+    return {b["metadata"]["name"]: (b.get("status") or {}).get("consecutiveInfraFailures", 0)
+            for b in boards}
+
+
+def charged(before, after):
+    return sum(max(0, after.get(b, 0) - n) for b, n in before.items())
+
+
+def done_steps(custom, name):
+    return (status(custom, name).get("checkpoint") or {}).get("done", 0)
+
+
+def until_progress(custom, name, since):
+    """Seconds from now until the run checkpoints its next step (or finishes)."""
+    t0 = time.monotonic()
+    start = done_steps(custom, name)
+    wait_for(f"{name} to make progress", lambda: done_steps(custom, name) > start or
+             status(custom, name).get("phase") in ("Succeeded", "Failed", "Cancelled"),
+             timeout=300, every=0.25)
+    return time.monotonic() - since if since else time.monotonic() - t0
+
+
+def chaos_run(custom, name, **spec):
+    apply(run_yaml(name, plan="chaos", bootCycles=2, iterations=2, **spec))
+
+
+def console_marks(board):
+    """The runs that used a board, in console order, from the lab's own console log."""
+    text = (devlab.STATE / "logs" / f"{board}-console.log").read_text(errors="replace")
+    return [(m.group(1), m.group(2)) for m in MARK.finditer(text)]
+
+
+def never_interleaved(marks):
+    current = None
+    for kind, run in marks:
+        if kind == "start":
+            if current is not None and current != run:
+                return False
+            current = run
+        elif current == run:
+            current = None
+    return True
+
+
+def scenario(custom, record, label, name, disrupt, *, expect_charged=0, expect_phase="Succeeded",
+             selector=None):
+    """Run the chaos plan, disrupt it with `disrupt(name) -> (snapshot, disruption end)`, judge."""
+    before_f = failures()
+    chaos_run(custom, name, selector=selector or {"deviceType": "qemu-x86"})
+    snapshot, ended = disrupt(name)
+    recovery = until_progress(custom, name, ended)
+    st = finished(custom, name, timeout=400)
+    after = objects(custom, name)
+    n_redone = redone(snapshot, after)
+    n_charged = charged(before_f, failures())
+    ok = st.get("phase") == expect_phase and n_redone == 0 and n_charged == expect_charged
+    record(label, f"{st.get('phase')}/{cond(st).get('reason')}", recovery, n_redone, n_charged, ok)
+    assert st.get("phase") == expect_phase, st
+    assert n_redone == 0
+    assert n_charged == expect_charged
+    return st
+
+
+def wait_progress(custom, name, text):
+    """Until the run's progress says `text` (or it already finished: the moment was missed)."""
+    def seen():
+        st = status(custom, name)
+        return text in (st.get("progress") or "") or st.get("phase") in ("Succeeded", "Failed")
+    wait_for(f"{name}: {text}", seen, timeout=180, every=0.1)
+
+
+# -- the operator dies ---------------------------------------------------------------------------
+def kill_operator():
+    os.kill(devlab.running_pid("benchfarm-operator"), signal.SIGKILL)
+    wait_for("operator gone", lambda: devlab.running_pid("benchfarm-operator") is None, timeout=10)
+
+
+@pytest.mark.parametrize("moment,text", [("boot", "boot 2/2"), ("suite", "suite mark"),
+                                          ("upload", "building the results")])
+def test_operator_kill_9(custom, record, moment, text):
+    def disrupt(name):
+        wait_progress(custom, name, text)
+        snap = objects(custom, name)
+        kill_operator()
+        devlab.start_operator()
+        return snap, time.monotonic()
+    st = scenario(custom, record, f"operator kill -9 during {moment}", unique(f"ok-{moment}"),
+                  disrupt)
+    assert st["attempts"] == 1 and st.get("resumes", 0) == 0
+
+
+# -- the runner dies -----------------------------------------------------------------------------
+def test_runner_kill_9_resumes_at_the_first_unfinished_step(custom, record):
+    def disrupt(name):
+        wait_for("two steps done", lambda: done_steps(custom, name) >= 4, timeout=180, every=0.2)
+        snap = objects(custom, name)
+        out = subprocess.run(["pgrep", "-f", f"benchfarm.cli session run default/{name}"],
+                             capture_output=True, text=True).stdout.split()
+        assert out, "no runner process found"
+        for pid in out:
+            os.kill(int(pid), signal.SIGKILL)
+        return snap, time.monotonic()
+    st = scenario(custom, record, "runner kill -9 mid-run", unique("runner"), disrupt)
+    assert st["resumes"] == 1 and st["attempts"] == 1
+
+
+# -- two operators ---------------------------------------------------------------------------------
+def start_second_operator():
+    env = {**devlab.lab_env(),
+           "BENCHFARM_LIVENESS": f"http://127.0.0.1:{devlab.PORT_BASE + 85}/healthz",
+           "BENCHFARM_METRICS_PORT": str(devlab.PORT_BASE + 86)}
+    devlab.start_process("benchfarm-operator-2", [str(devlab.VENV_BIN / "benchfarm"), "operator"],
+                         env=env, ports=[devlab.PORT_BASE + 85, devlab.PORT_BASE + 86],
+                         ready=lambda: devlab._http_ok(env["BENCHFARM_LIVENESS"]), timeout=60)
+
+
+def leader():
+    from kubernetes import client
+    lease = client.CoordinationV1Api().read_namespaced_lease("benchfarm-operator", "default")
+    return lease.spec.holder_identity
+
+
+def test_two_operators_one_leader_takeover_and_no_double_booking(custom, record):
+    start_second_operator()
+    try:
+        first = leader()
+        assert first.endswith(f"-{devlab.running_pid('benchfarm-operator')}")
+        names = [unique("pair") for _ in range(3)]
+        for n in names:
+            apply(run_yaml(n, plan="chaos", bootCycles=1, iterations=1,
+                           selector={"board": "vb-x86-1"}))
+        wait_progress(custom, names[0], "suite mark")
+        snap = objects(custom, names[0])
+        kill_operator()
+        killed = time.monotonic()
+        wait_for("the standby to lead", lambda: leader() != first, timeout=30, every=0.25)
+        takeover = time.monotonic() - killed
+        sts = [finished(custom, n, timeout=400) for n in names]
+        marks = console_marks("vb-x86-1")
+        ours = [(k, r) for k, r in marks if r.split("/")[1] in names]
+        clean = never_interleaved(ours) and len(ours) == 2 * len(names)
+        n_redone = redone(snap, objects(custom, names[0]))
+        ok = all(s["phase"] == "Succeeded" for s in sts) and clean and takeover < 15 and not n_redone
+        record("two operators; leader kill -9", f"{sum(s['phase'] == 'Succeeded' for s in sts)}/3 "
+               f"Succeeded, takeover {takeover:.1f} s", takeover, n_redone, 0, ok)
+        assert takeover < 15
+        assert clean, ours
+        assert all(cond(s)["status"] == "True" for s in sts)
+    finally:
+        devlab.stop_process("benchfarm-operator-2")
+        devlab.start_operator()
+
+
+# -- outages of the lab's services -----------------------------------------------------------------
+@pytest.mark.parametrize("component,seconds", [("kube-apiserver", 10), ("kube-apiserver", 60),
+                                               ("minio", 30)])
+def test_service_outage_is_waited_out(custom, record, component, seconds):
+    def disrupt(name):
+        wait_progress(custom, name, "suite mark")
+        snap = objects(custom, name)
+        devlab.stop_process(component)
+        time.sleep(seconds)
+        devlab.up()
+        return snap, time.monotonic()
+    name = unique(f"out-{component[:5]}")
+    scenario(custom, record, f"{component} stopped {seconds} s mid-suite", name, disrupt)
+    uid = get(custom, name)["metadata"]["uid"]
+    keys = set(store().list(f"default/{name}/{uid}/"))
+    for k in ("serial.log", "metrics.json", "report.md", "raw/mark/iteration-001.txt",
+              "raw/mark/iteration-002.txt", "raw/cyclictest/iteration-002.txt"):
+        assert f"default/{name}/{uid}/{k}" in keys
+
+
+def test_coordinator_restart_mid_run(custom, record):
+    def disrupt(name):
+        wait_progress(custom, name, "suite mark")
+        snap = objects(custom, name)
+        devlab.stop_process("labgrid-coordinator")
+        time.sleep(3)
+        devlab.up()
+        return snap, time.monotonic()
+    scenario(custom, record, "labgrid coordinator restarted mid-run", unique("coord"), disrupt)
+
+
+# -- the board misbehaves --------------------------------------------------------------------------
+def test_board_hang_is_the_boards_fault_and_the_run_moves(custom, record):
+    def disrupt(name):
+        wait_progress(custom, name, "suite mark")
+        chaos(board_index(status(custom, name)["board"]), "hang")
+        return {}, time.monotonic()  # the run moves to another board: it measures everything again
+    st = scenario(custom, record, "board hangs mid-suite", unique("hang"), disrupt,
+                  expect_charged=1)
+    assert st["attempts"] == 2 and len(st["avoidBoards"]) == 1
+
+
+@pytest.mark.parametrize("what", ["garbage", "disconnect"])
+def test_serial_trouble(custom, record, what):
+    def disrupt(name):
+        wait_progress(custom, name, "suite mark")
+        snap = objects(custom, name)
+        chaos(board_index("vb-x86-1"), what)
+        return snap, time.monotonic()
+    st = scenario(custom, record, f"serial {what} mid-suite", unique(what), disrupt,
+                  selector={"board": "vb-x86-1"})
+    assert st["attempts"] == 1
+
+
+def test_delete_mid_run_frees_the_board(custom, record):
+    name = unique("del")
+    chaos_run(custom, name, selector={"board": "vb-x86-1"})
+    wait_progress(custom, name, "suite mark")
+    t0 = time.monotonic()
+    custom.delete_namespaced_custom_object(GROUP, VERSION, "default", "benchmarkruns", name)
+    wait_for("board released", lambda: place_acquired("vb-x86-1") is None, timeout=10, every=0.2)
+    freed = time.monotonic() - t0
+    record("delete mid-run", f"board freed in {freed:.1f} s", freed, 0, 0, freed < 10)
+
+
+# -- bad input -------------------------------------------------------------------------------------
+def test_a_thousand_invalid_runs_at_admission(custom, record):
+    bad = []
+    for i in range(900):   # rejected by the API server (schema, CEL)
+        kind = i % 3
+        spec = {"selector": {"deviceType": "qemu-x86"}, "plan": "chaos"}
+        if kind == 0:
+            spec["iterations"] = 0
+        elif kind == 1:
+            spec["suites"] = [{"name": "x/../y", "suite": "shell", "command": "true"}]
+            del spec["plan"]
+        else:
+            spec["selector"] = {"labels": {"a": "b"}}
+        bad.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "BenchmarkRun",
+                    "metadata": {"name": f"bad-{i}", "namespace": "default"}, "spec": spec})
+    admitted = [unique("nope") for _ in range(100)]   # admitted, then refused by the operator
+    for n in admitted:
+        bad.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "BenchmarkRun",
+                    "metadata": {"name": n, "namespace": "default"},
+                    "spec": {"selector": {"deviceType": "qemu-x86"}, "plan": "no-such-plan"}})
+    t0 = time.monotonic()
+    env = {**os.environ, **devlab.lab_env()}
+    res = subprocess.run([str(devlab.CACHE / "bin" / f"kubernetes-{devlab.K8S_VERSION}" / "kubectl"),
+                          "create", "-f", "-"], input=yaml.safe_dump_all(bad), env=env, text=True,
+                         capture_output=True)
+    rejected = res.stderr.count("is invalid") + res.stderr.count("Invalid value")
+    assert "Traceback" not in res.stderr
+    sts = [finished(custom, n, timeout=300) for n in admitted]
+    refused = sum(cond(s).get("reason") == "PlanNotFound" for s in sts)
+    good = unique("good")
+    chaos_run(custom, good, selector={"deviceType": "qemu-x86"})
+    ok_st = finished(custom, good, timeout=300)
+    took = time.monotonic() - t0
+    ok = rejected >= 900 and refused == 100 and ok_st["phase"] == "Succeeded"
+    record("1,000 invalid BenchmarkRuns", f"{rejected} rejected by the API, {refused} refused",
+           took, 0, 0, ok)
+    for n in admitted:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, "default", "benchmarkruns", n)
+    assert rejected >= 900, res.stderr[-2000:]
+    assert refused == 100
+    assert ok_st["phase"] == "Succeeded"

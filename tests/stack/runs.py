@@ -1,0 +1,103 @@
+"""Helpers the stack tests share: BenchmarkRuns from Python, waiting on them, the lab's hooks."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.request
+import uuid
+
+import yaml
+
+from benchfarm import devlab
+from benchfarm.lab.coordinator import Coordinator
+from tests.stack.conftest import wait_for
+
+GROUP, VERSION = "benchfarm.io", "v1alpha1"
+
+
+def run_yaml(name, ns="default", plan="stacktest-fast", **spec):
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "BenchmarkRun",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {"deviceType": "qemu-x86"}, "plan": plan, **spec}}
+    return yaml.safe_dump(body)
+
+
+def unique(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def get(custom, name, ns="default"):
+    return custom.get_namespaced_custom_object(GROUP, VERSION, ns, "benchmarkruns", name)
+
+
+def status(custom, name, ns="default"):
+    return get(custom, name, ns).get("status", {})
+
+
+def finished(custom, name, ns="default", timeout=240):
+    return wait_for(f"{ns}/{name} to finish", lambda: (
+        status(custom, name, ns) if status(custom, name, ns).get("phase") in
+        ("Succeeded", "Failed", "Cancelled") else None), timeout=timeout, every=1)
+
+
+def cond(st, type_="Succeeded"):
+    return next((c for c in st.get("conditions", []) if c["type"] == type_), {})
+
+
+def ts(iso):
+    return time.mktime(time.strptime(iso, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+class PersonLock:
+    """A person holding a board with labgrid (what `labgrid-client acquire` does)."""
+
+    def __init__(self, place):
+        self.place = place
+        self.c = Coordinator(os.environ["LG_COORDINATOR"], user="alice", host="desk")
+
+    def __enter__(self):
+        wait_for(f"{self.place} free", lambda: self.c.places()[self.place].free, timeout=300)
+        self.c.acquire(self.place)
+        return self
+
+    def release(self):
+        self.c.release(self.place)
+
+    def __exit__(self, *exc):
+        self.c.release(self.place)
+        self.c.close()
+
+
+def place_acquired(place):
+    c = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="check")
+    try:
+        return c.places()[place].acquired
+    finally:
+        c.close()
+
+
+
+def outlet_on(place):
+    cfg = json.loads((devlab.STATE / "vlab" / "vlab.json").read_text())
+    index = next(b["index"] for b in cfg["boards"] if b["name"] == place)
+    with urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}/outlet/{index}/") as r:
+        return r.read().decode() == "1"
+
+
+
+def fault(index, mode):
+    urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}/fault/{index}/{mode}").read()
+
+
+
+
+def chaos(index, what):
+    """One-shot chaos on a virtual board: disconnect | garbage | hang."""
+    return urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}/chaos/{index}/{what}").read()
+
+
+def board_index(place):
+    cfg = json.loads((devlab.STATE / "vlab" / "vlab.json").read_text())
+    return next(b["index"] for b in cfg["boards"] if b["name"] == place)
