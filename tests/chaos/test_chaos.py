@@ -134,6 +134,25 @@ def scenario(custom, record, label, name, disrupt, *, expect_charged=0, expect_p
     return st
 
 
+def console(board):
+    return (devlab.STATE / "logs" / f"{board}-console.log").read_text(errors="replace")
+
+
+def wait_console(custom, name, pattern, count=1):
+    """Until the board's own console (the lab's log of it) shows `pattern` `count` times after the
+    run got its board: an exact moment, unlike the run's coalesced progress."""
+    board = wait_for(f"{name} to get a board", lambda: status(custom, name).get("board"),
+                     timeout=180, every=0.1)
+    offset = len(console(board))
+    wait_for(f"{pattern!r} on {board}", lambda: len(re.findall(pattern, console(board)[offset:]))
+             >= count, timeout=180, every=0.1)
+    return board
+
+
+def mark(name, kind="start"):
+    return f"bf-mark {kind} default/{name}"
+
+
 def wait_progress(custom, name, text):
     """Until the run's progress says `text` (or it already finished: the moment was missed)."""
     def seen():
@@ -148,11 +167,15 @@ def kill_operator():
     wait_for("operator gone", lambda: devlab.running_pid("benchfarm-operator") is None, timeout=10)
 
 
-@pytest.mark.parametrize("moment,text", [("boot", "boot 2/2"), ("suite", "suite mark"),
-                                          ("upload", "building the results")])
-def test_operator_kill_9(custom, record, moment, text):
+@pytest.mark.parametrize("moment", ["boot", "suite", "upload"])
+def test_operator_kill_9(custom, record, moment):
     def disrupt(name):
-        wait_progress(custom, name, text)
+        if moment == "boot":
+            wait_console(custom, name, "Linux version")
+        elif moment == "suite":
+            wait_console(custom, name, mark(name))
+        else:
+            wait_progress(custom, name, "building the results")
         snap = objects(custom, name)
         kill_operator()
         devlab.start_operator()
@@ -165,7 +188,7 @@ def test_operator_kill_9(custom, record, moment, text):
 # -- the runner dies -----------------------------------------------------------------------------
 def test_runner_kill_9_resumes_at_the_first_unfinished_step(custom, record):
     def disrupt(name):
-        wait_for("two steps done", lambda: done_steps(custom, name) >= 4, timeout=180, every=0.2)
+        wait_console(custom, name, mark(name, "end"))   # iteration 1's mark has finished
         snap = objects(custom, name)
         out = subprocess.run(["pgrep", "-f", f"benchfarm.cli session run default/{name}"],
                              capture_output=True, text=True).stdout.split()
@@ -202,7 +225,7 @@ def test_two_operators_one_leader_takeover_and_no_double_booking(custom, record)
         for n in names:
             apply(run_yaml(n, plan="chaos", bootCycles=1, iterations=1,
                            selector={"board": "vb-x86-1"}))
-        wait_progress(custom, names[0], "suite mark")
+        wait_console(custom, names[0], mark(names[0]))
         snap = objects(custom, names[0])
         kill_operator()
         killed = time.monotonic()
@@ -229,7 +252,7 @@ def test_two_operators_one_leader_takeover_and_no_double_booking(custom, record)
                                                ("minio", 30)])
 def test_service_outage_is_waited_out(custom, record, component, seconds):
     def disrupt(name):
-        wait_progress(custom, name, "suite mark")
+        wait_console(custom, name, mark(name))
         snap = objects(custom, name)
         devlab.stop_process(component)
         time.sleep(seconds)
@@ -246,7 +269,7 @@ def test_service_outage_is_waited_out(custom, record, component, seconds):
 
 def test_coordinator_restart_mid_run(custom, record):
     def disrupt(name):
-        wait_progress(custom, name, "suite mark")
+        wait_console(custom, name, mark(name))
         snap = objects(custom, name)
         devlab.stop_process("labgrid-coordinator")
         time.sleep(3)
@@ -258,7 +281,7 @@ def test_coordinator_restart_mid_run(custom, record):
 # -- the board misbehaves --------------------------------------------------------------------------
 def test_board_hang_is_the_boards_fault_and_the_run_moves(custom, record):
     def disrupt(name):
-        wait_progress(custom, name, "suite mark")
+        wait_console(custom, name, mark(name))
         chaos(board_index(status(custom, name)["board"]), "hang")
         return {}, time.monotonic()  # the run moves to another board: it measures everything again
     st = scenario(custom, record, "board hangs mid-suite", unique("hang"), disrupt,
@@ -269,7 +292,7 @@ def test_board_hang_is_the_boards_fault_and_the_run_moves(custom, record):
 @pytest.mark.parametrize("what", ["garbage", "disconnect"])
 def test_serial_trouble(custom, record, what):
     def disrupt(name):
-        wait_progress(custom, name, "suite mark")
+        wait_console(custom, name, mark(name))
         snap = objects(custom, name)
         chaos(board_index("vb-x86-1"), what)
         return snap, time.monotonic()
@@ -281,7 +304,7 @@ def test_serial_trouble(custom, record, what):
 def test_delete_mid_run_frees_the_board(custom, record):
     name = unique("del")
     chaos_run(custom, name, selector={"board": "vb-x86-1"})
-    wait_progress(custom, name, "suite mark")
+    wait_console(custom, name, mark(name))
     t0 = time.monotonic()
     custom.delete_namespaced_custom_object(GROUP, VERSION, "default", "benchmarkruns", name)
     wait_for("board released", lambda: place_acquired("vb-x86-1") is None, timeout=10, every=0.2)

@@ -96,6 +96,7 @@ class Runner:
         self.session: BoardSession | None = None
         self.last_status_write = 0.0
         self.pending_status: dict[str, Any] = {}
+        self.status_lock = threading.Lock()
         self.conditions: list[dict[str, Any]] = []
 
     # -- entry --------------------------------------------------------------------------------
@@ -163,6 +164,9 @@ class Runner:
             time.sleep(self.config.renew_seconds)
             try:
                 self.lease.renew()
+                if self.pending_status and \
+                        time.monotonic() - self.last_status_write >= STATUS_EVERY:
+                    self._flush()
             except LeaseLost as exc:
                 log.warning("%s", exc)
                 self._fence()
@@ -237,6 +241,18 @@ class Runner:
             raise Cancelled("run deleted")
         self.last_status_write = time.monotonic()
 
+    def _flush(self) -> None:
+        """Write deferred progress (from the lease thread: status lags at most a few seconds)."""
+        with self.status_lock:
+            pending = dict(self.pending_status)
+            if not pending:
+                return
+            try:
+                self._write_status(pending, quick=True)
+                self.pending_status = {}
+            except (Outage, Cancelled):
+                pass
+
     def _progress(self, text: str, reason: str, *, extra: dict[str, Any] | None = None,
                   force: bool = False, best_effort: bool = True) -> None:
         """Coalesced progress: at most one write per STATUS_EVERY seconds unless forced. Progress
@@ -254,12 +270,13 @@ class Runner:
         self.pending_status = new
         if not force and time.monotonic() - self.last_status_write < STATUS_EVERY:
             return
-        try:
-            self._write_status(new, quick=best_effort)
-            self.pending_status = {}
-        except (Outage, Cancelled):
-            if not best_effort:
-                raise
+        with self.status_lock:
+            try:
+                self._write_status(new, quick=best_effort)
+                self.pending_status = {}
+            except (Outage, Cancelled):
+                if not best_effort:
+                    raise
 
     # -- the session --------------------------------------------------------------------------
     def _session(self) -> None:
