@@ -20,7 +20,8 @@ GROUP, VERSION = "benchfarm.io", "v1alpha1"
 def run_yaml(name, ns="default", plan="stacktest-fast", **spec):
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "BenchmarkRun",
             "metadata": {"name": name, "namespace": ns},
-            "spec": {"selector": {"deviceType": "qemu-x86"}, "plan": plan, **spec}}
+            "spec": {"selector": {"deviceType": "qemu-x86"}, **({"plan": plan} if plan else {}),
+                     **spec}}
     return yaml.safe_dump(body)
 
 

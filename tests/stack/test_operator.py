@@ -165,6 +165,11 @@ def test_invalid_specs_are_rejected_by_the_api_server_with_a_readable_message(cu
         "plan and suites": (run_yaml(unique("bad"), suites=[
             {"name": "x", "suite": "shell", "command": "true"}]), "exactly one of plan"),
         "no device type": (run_yaml(unique("bad"), selector={"labels": {"a": "b"}}), "deviceType or board"),
+        "suite name with a path": (run_yaml(unique("bad"), plan=None, suites=[
+            {"name": "../x", "suite": "shell", "command": "true"}]), "should match"),
+        "inline suites too large": (run_yaml(unique("bad"), plan=None, suites=[
+            {"name": f"s{i}", "suite": "shell", "command": "x" * 4000} for i in range(20)]),
+            "at most 64 KiB"),
     }
     for label, (text, expected) in cases.items():
         with pytest.raises(RuntimeError) as err:

@@ -48,8 +48,10 @@ class SuiteSpec(Model):
             "rule": "self.suite == 'low-power' || size(self.command) > 0",
             "message": "command is required (except for the low-power suite)"}]})
 
-    name: Annotated[str, Field(min_length=1, max_length=63)] = Field(
-        description="A name for this step, unique in the plan.")
+    name: Annotated[str, Field(min_length=1, max_length=63,
+                               pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")] = Field(
+        description="A name for this step, unique in the plan; letters, digits, '.', '_', '-' "
+                    "(it names the step's artifacts in the store).")
     suite: Annotated[str, Field(json_schema_extra={"enum": SUITE_NAMES})] = Field(
         description="Parser that reads the output: " + ", ".join(SUITE_NAMES) + ".")
     command: Annotated[str, Field(max_length=4096)] = Field(
@@ -98,6 +100,9 @@ BENCHMARKRUN_SPEC_RULES = [
     {"rule": "has(self.selector.deviceType) || has(self.selector.board)",
      "message": "selector needs deviceType or board"},
     {"rule": "has(self.plan) == has(oldSelf.plan)", "message": "plan is immutable"},
+    {"rule": "!has(self.suites) || self.suites.map(s, size(s.command) + "
+             "(has(s.background) ? size(s.background) : 0)).sum() <= 65536",
+     "message": "inline suites may hold at most 64 KiB of commands; put larger plans in a TestPlan"},
 ]
 
 
