@@ -49,6 +49,7 @@ class Supervisor:
         self.observer = LeaseObserver(grace=5.0)
         self.launched: dict[str, float] = {}   # run key -> monotonic time of the last launch
         self.last = 0.0
+        self.clock = time.monotonic
 
     # -- launch -------------------------------------------------------------------------------
     def launch(self, run: RunState, board: str) -> None:
@@ -73,25 +74,26 @@ class Supervisor:
                 rt.inventory.free(board, run.key)
                 return
             run.status.update(status)
-            self.launched[run.key] = time.monotonic()
+            self.launched[run.key] = self.clock()
         metrics.QUEUE_WAIT.observe(max(0.0, time.time() - run.created))
         handle = rt.launcher.launch(run.namespace, run.name, run.uid, attempt, 0)
         rt.kube.event(run.ref(), "Normal", "Scheduled", f"board {board} assigned; session {handle}")
 
     # -- supervision --------------------------------------------------------------------------
     def supervise(self, force: bool = False) -> None:
-        if not force and time.monotonic() - self.last < SUPERVISE_EVERY:
+        if not force and self.clock() - self.last < SUPERVISE_EVERY:
             return
-        self.last = time.monotonic()
+        self.last = self.clock()
         rt = self.rt
         rt.launcher.reap()
         try:
-            self.observer.observe(list_leases(rt.kube, f"{SESSION_LEASE_LABEL}=true"))
+            self.observer.observe(list_leases(rt.kube, f"{SESSION_LEASE_LABEL}=true"),
+                                  now=self.clock())
         except Exception as exc:  # our own view of the API is gone: judge nobody dead
             log.warning("cannot list session Leases (%s); not judging sessions", exc)
             self.observer.forget()
             return
-        now = time.monotonic()
+        now = self.clock()
         with rt.lock:
             running = [r for r in rt.runs.values() if r.phase == RUNNING and not r.starting]
         for run in running:
@@ -132,7 +134,7 @@ class Supervisor:
         except Exception:
             log.warning("%s: could not record the resume; will retry", run.key, exc_info=True)
             return
-        self.launched[run.key] = time.monotonic()
+        self.launched[run.key] = self.clock()
         handle = rt.launcher.launch(run.namespace, run.name, run.uid,
                                     int(run.status.get("attempts") or 1), resumes)
         rt.kube.event(run.ref(), "Warning", "SessionResumed",
@@ -168,9 +170,9 @@ class Supervisor:
 
     def wait_gone(self, run: RunState, timeout: float = 15.0) -> None:
         """On delete: give the runner time to power off and release; then free what it left."""
-        deadline = time.monotonic() + timeout
+        deadline = self.clock() + timeout
         key = f"{run.namespace}/{session_lease_name(run.name)}"
-        while time.monotonic() < deadline:
+        while self.clock() < deadline:
             try:
                 leases = list_leases(self.rt.kube, f"{SESSION_LEASE_LABEL}=true")
             except Exception:

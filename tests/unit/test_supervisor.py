@@ -1,0 +1,115 @@
+"""The operator's decisions about sessions, with fakes around it: resume a dead session at most
+three times, charge a board only for a board fault, adopt live sessions after a restart."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timezone
+from types import SimpleNamespace
+
+import pytest
+
+from benchfarm.api.models import BenchmarkRunSpec
+from benchfarm.kube import sessions
+from benchfarm.kube.state import RunState
+
+
+class FakeRuntime:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.runs: dict[str, RunState] = {}
+        self.launched: list[tuple] = []
+        self.finished: list[tuple] = []
+        self.requeued: list[tuple] = []
+        self.retried: list[tuple] = []
+        self.charged: list[str] = []
+        self.released: list[tuple] = []
+        rt = self
+        self.launcher = SimpleNamespace(launch=lambda *a: rt.launched.append(a) or "pid 1",
+                                        reap=lambda: None)
+        self.kube = SimpleNamespace(event=lambda *a: None)
+        self.coordinator = SimpleNamespace(
+            release=lambda board, holder: rt.released.append((board, holder)) or True)
+        self.inventory = SimpleNamespace(
+            free=lambda board, key: None, held=lambda board, by: None,
+            board_failed=lambda board, exc: rt.charged.append(board) or False)
+
+    def patch(self, run, status):
+        run.status.update(status)
+
+    def finish(self, run, phase, reason, message):
+        run.status["phase"] = phase
+        self.finished.append((run.key, phase, reason))
+
+    def requeue(self, run, message, avoid):
+        self.requeued.append((run.key, avoid))
+
+    def retry_elsewhere(self, run, board, reason, message, quarantined):
+        self.retried.append((run.key, board, reason))
+
+
+def running(name="r", **status):
+    spec = BenchmarkRunSpec(selector={"deviceType": "qemu-x86"}, plan="demo")
+    return RunState("default", name, f"uid-{name}", 1, 0.0, spec,
+                    {"phase": "Running", "board": "vb-x86-0", "attempts": 1, **status})
+
+
+@pytest.fixture
+def sup(monkeypatch):
+    leases: list = []
+    monkeypatch.setattr(sessions, "list_leases", lambda kube, selector: leases)
+    rt = FakeRuntime()
+    s = sessions.Supervisor(rt)
+    s.leases = leases
+    return s
+
+
+def tick(sup, now):
+    sup.clock = lambda: now
+    sup.supervise(force=True)
+
+
+def test_a_dead_session_is_resumed_three_times_then_the_run_fails(sup):
+    run = running()
+    sup.rt.runs[run.key] = run
+    now = 1000.0
+    for expected in (1, 2, 3):
+        sup.launched[run.key] = now - sessions.STARTUP_GRACE - 1   # launched long ago, no Lease
+        tick(sup, now)
+        assert run.status["resumes"] == expected
+        assert sup.rt.launched[-1][-1] == expected                 # relaunched as resume N
+        now += 100
+    sup.launched[run.key] = now - sessions.STARTUP_GRACE - 1
+    tick(sup, now)
+    assert sup.rt.finished == [("default/r", "Failed", "TooManyResumes")]
+    assert sup.rt.released == [("vb-x86-0", "benchfarm/run-uid-r")]
+    assert sup.rt.charged == []                                    # not the board's fault
+
+
+def test_a_live_session_is_left_alone_and_an_adopted_one_gets_a_grace_period(sup):
+    run = running()
+    sup.rt.runs[run.key] = run
+    sup.leases.append(SimpleNamespace(
+        metadata=SimpleNamespace(name="benchfarm-run-r", namespace="default"),
+        spec=SimpleNamespace(renew_time=datetime.now(timezone.utc), acquire_time=None,
+                             holder_identity="host/42", lease_duration_seconds=15)))
+    tick(sup, 10.0)
+    assert sup.rt.launched == []
+    sup.leases.clear()                     # no Lease, but we never launched it: adopted
+    sup.launched.clear()
+    tick(sup, 20.0)
+    assert sup.rt.launched == [] and sup.launched[run.key] == 20.0
+
+
+@pytest.mark.parametrize("outcome,charged,retried,requeued", [
+    ("BoardFault", ["vb-x86-0"], True, False),
+    ("LabFault", [], True, False),
+    ("Busy", [], False, True)])
+def test_only_a_board_fault_charges_the_board(sup, outcome, charged, retried, requeued):
+    run = running(sessionEnd={"attempt": 1, "outcome": outcome, "reason": "BootFailed",
+                              "message": "boom"})
+    sup.rt.runs[run.key] = run
+    tick(sup, 5.0)
+    assert sup.rt.charged == charged
+    assert bool(sup.rt.retried) == retried and bool(sup.rt.requeued) == requeued
+    assert sup.rt.launched == []
