@@ -63,6 +63,7 @@ chaos: lab-up
 
 bench: venv
 	@$(PY) benchmarks/scheduler_bench.py
+	@$(PY) benchmarks/places_bench.py 100 1000
 
 bench-boot: lab-up
 	@$(PY) benchmarks/boot_times.py vb-x86-1 5

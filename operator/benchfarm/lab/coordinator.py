@@ -53,6 +53,23 @@ class PlaceInfo:
         return self.acquired is None and self.reserved_by is None
 
 
+def _candidates(place: Any, resources: dict[str, dict[str, dict[str, Any]]]):  # noqa: ANN202
+    """The resources a place's matches can name. A match that names its exporter and group
+    (`exporter/group/*`, what places almost always use) looks only there, so reading every
+    place is linear in the lab's size instead of places × resources."""
+    seen: set[tuple[str, str]] = set()
+    for match in place.matches:
+        if any(c in f"{match.exporter}{match.group}" for c in "*?["):
+            yield from ((e, g, n, r) for e, groups in resources.items()
+                        for g, grp in groups.items() for n, r in grp.items())
+            return
+        if (match.exporter, match.group) in seen:
+            continue
+        seen.add((match.exporter, match.group))
+        for res_name, res in resources.get(match.exporter, {}).get(match.group, {}).items():
+            yield match.exporter, match.group, res_name, res
+
+
 class Coordinator:
     """A long-lived connection to labgrid's coordinator, driven from one worker thread."""
 
@@ -142,11 +159,9 @@ class Coordinator:
             out = {}
             for name, place in session.places.items():
                 resources: dict[str, dict[str, Any]] = {}
-                for exporter, groups in session.resources.items():
-                    for group_name, group in groups.items():
-                        for res_name, res in group.items():
-                            if place.getmatch((exporter, group_name, res.cls, res_name)):
-                                resources[res.cls] = dict(res.args)
+                for exporter, group_name, res_name, res in _candidates(place, session.resources):
+                    if place.getmatch((exporter, group_name, res.cls, res_name)):
+                        resources[res.cls] = dict(res.args)
                 reserved = None
                 if place.reservation:
                     reserved = place.reservation
