@@ -119,6 +119,11 @@ def test_two_namespaces_alternate(custom):
         sts = [(ns, n, finished(custom, n, ns, timeout=400)) for ns, n in runs]
     order = [ns for ns, _, st in sorted(sts, key=lambda x: (x[2]["startTime"], x[2]["completionTime"]))]
     assert order in (["team-a", "team-b", "team-a", "team-b"], ["team-b", "team-a", "team-b", "team-a"])
+    from kubernetes import client    # who was served last survives a restart (a ConfigMap)
+    cm = client.CoreV1Api(custom.api_client).read_namespaced_config_map("benchfarm-fairness",
+                                                                        "default")
+    served = json.loads(cm.data["lastServed"])
+    assert {"team-a", "team-b"} <= set(served)
 
 
 def test_delete_mid_run_powers_off_and_frees_the_board_within_10_s(custom):

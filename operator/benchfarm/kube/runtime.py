@@ -10,6 +10,7 @@ adopted, not restarted, when the operator itself restarts.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import threading
@@ -36,6 +37,7 @@ log = logging.getLogger("benchfarm")
 
 QUEUE_POSITION_LIMIT = 50
 QUEUE_POSITION_PERIOD = 5.0
+FAIRNESS_CONFIG_MAP = "benchfarm-fairness"   # who was served last, per namespace
 
 
 class Runtime:
@@ -58,6 +60,8 @@ class Runtime:
         self.last_positions_at = 0.0
         self.inventory = Inventory(self)
         self.sessions = Supervisor(self)
+        self.namespace = os.environ.get("BENCHFARM_NAMESPACE", "default")
+        self.fairness_saved: dict[str, float] = {}
 
     @property
     def boards(self) -> dict[str, Any]:
@@ -100,6 +104,7 @@ class Runtime:
         self.inventory.load()
         for policy in self.kube.list_cluster("labpolicies"):
             self.policy = LabPolicySpec(**policy.get("spec") or {})
+        self._load_fairness()
         adopted = 0
         for body in self.kube.list_runs_paged():
             self.observe_run("ADDED", body)
@@ -224,12 +229,36 @@ class Runtime:
                 with self.lock:
                     run.starting = False
                 self.inventory.free(board, run.key)
+        self._save_fairness()
         metrics.observe_lab(len(decision.order), len(started) + sum(running_ns.values()),
                             [b.state for b in self.boards.values()])
         self._expire(waiting, now)
         self._publish_positions(decision.order)
         self.inventory.health_checks()
         self._ttl(runs, now)
+
+    def _load_fairness(self) -> None:
+        """Round-robin state from before a restart, so a restart does not reorder the queue."""
+        data = self.kube.get_config_map(self.namespace, FAIRNESS_CONFIG_MAP) or {}
+        try:
+            served = {k: float(v) for k, v in json.loads(data.get("lastServed", "{}")).items()}
+        except (ValueError, AttributeError):
+            log.warning("ConfigMap %s is unreadable; fairness starts afresh", FAIRNESS_CONFIG_MAP)
+            served = {}
+        self.fairness.last_served.update(served)
+        self.fairness_saved = dict(self.fairness.last_served)
+
+    def _save_fairness(self) -> None:
+        """One write after a round that served someone; none otherwise."""
+        current = dict(self.fairness.last_served)
+        if current == self.fairness_saved:
+            return
+        try:
+            self.kube.put_config_map(self.namespace, FAIRNESS_CONFIG_MAP,
+                                     {"lastServed": json.dumps(current, sort_keys=True)})
+            self.fairness_saved = current
+        except Exception as exc:  # fairness is kept in memory; the next round tries again
+            log.warning("could not save the fairness state: %s", exc)
 
     def _expire(self, waiting: list[RunState], now: float) -> None:
         for r in waiting:

@@ -155,6 +155,31 @@ class Kube:
             if exc.status != 404:
                 raise
 
+    # -- config maps (small operator state that must survive a restart) ------------------------
+    def get_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
+        try:
+            cm = self._call("get configmap", lambda: self.core.read_namespaced_config_map(
+                name, namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(cm.data or {})
+
+    def put_config_map(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        body = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": namespace,
+                             "labels": {"app.kubernetes.io/managed-by": "benchfarm"}},
+                "data": data}
+        try:
+            self._call("patch configmap", lambda: self.core.patch_namespaced_config_map(
+                name, namespace, {"data": data}))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self._call("create configmap", lambda: self.core.create_namespaced_config_map(
+                namespace, body))
+
     # -- events -------------------------------------------------------------------------------
     def event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         meta = obj.get("metadata", {})
