@@ -44,7 +44,6 @@ from ..lab.coordinator import Coordinator, run_identity
 from ..lab.session import BoardSession, Cancelled
 from ..store.artifacts import ArtifactStore, StoreConfig
 from ..store.spool import Spool
-from . import results as res
 
 log = logging.getLogger("benchfarm.session")
 T = TypeVar("T")
@@ -280,6 +279,7 @@ class Runner:
 
     # -- the session --------------------------------------------------------------------------
     def _session(self) -> None:
+        threading.Thread(target=_prewarm, name="prewarm", daemon=True).start()
         store = ArtifactStore(StoreConfig.from_env())
         self.spool = Spool(self.config.spool / self.uid, store)
         self.spool.start()
@@ -504,6 +504,7 @@ class Runner:
             log.warning("could not release %s: %s", self.place, exc)
 
     def _complete(self, dtype: DeviceType, serial_key: str) -> None:
+        from . import results as res
         self._progress("board released; building the results", "Reporting",
                        extra={"boardReleased": True}, force=True, best_effort=True)
         got = res.Collected()
@@ -596,6 +597,18 @@ class Runner:
     def _ref(self) -> dict[str, Any]:
         return {"apiVersion": self.body["apiVersion"], "kind": "BenchmarkRun",
                 "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid}}
+
+
+def _prewarm() -> None:
+    """Load what only the end of a session needs (statistics, plotting: about a second) while the
+    board boots, so the run's results follow its last step without that delay."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: F401
+        from . import results  # noqa: F401  (scipy through the regression rule)
+    except Exception:  # only a head start; the real import reports any problem
+        log.debug("prewarm failed", exc_info=True)
 
 
 def _ts(iso: str) -> float:
