@@ -586,7 +586,15 @@ def down() -> None:
 
 
 def status() -> dict[str, int | None]:
-    return {p.stem: running_pid(p.stem) for p in sorted((STATE / "pids").glob("*.pid"))}
+    """Lab components (None when stopped) and the board sessions that still run."""
+    out = {}
+    for p in sorted((STATE / "pids").glob("*.pid")):
+        pid = running_pid(p.stem)
+        if p.stem.startswith("session-") and pid is None:
+            p.unlink(missing_ok=True)    # a session that ended: nothing to report or restart
+            continue
+        out[p.stem] = pid
+    return out
 
 
 def main(argv: list[str]) -> int:

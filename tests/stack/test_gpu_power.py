@@ -104,7 +104,7 @@ def test_a_board_that_fails_to_wake_is_power_cycled_and_reported(custom):
     finally:
         _fault("vb-x86-1", "none")
     assert st["phase"] == "Failed" and cond(st)["reason"] == "WakeFailed", st
-    assert "did not wake" in cond(st)["message"] and "infrastructure error" in cond(st)["message"]
+    assert "did not wake" in cond(st)["message"] and "board fault on vb-x86-1" in cond(st)["message"]
     cfg = json.loads((devlab.STATE / "vlab" / "vlab.json").read_text())
     index = next(b["index"] for b in cfg["boards"] if b["name"] == "vb-x86-1")
     with urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}/outlet/{index}/") as r:

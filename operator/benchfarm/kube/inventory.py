@@ -202,8 +202,9 @@ class Inventory:
                 rt.coordinator.release(name)
         except Exception as exc:
             log.info("health check of %s failed: %s", name, exc)
+            code = getattr(exc, "reason", type(exc).__name__)
             with rt.lock:
-                self.boards[name].reason = f"health check failed: {exc}"[:500]
+                self.boards[name].reason = f"health check failed: {code}: {exc}"[:500]
         with rt.lock:
             rec = self.boards[name]
             rec.run = None

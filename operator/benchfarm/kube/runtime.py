@@ -324,18 +324,20 @@ class Runtime:
         self.kube.event(run.ref(), "Normal", "Requeued", message)
 
     def retry_elsewhere(self, run: RunState, board: str, reason: str, message: str,
-                        quarantined: bool) -> None:
+                        quarantined: bool, party: str = "board") -> None:
+        """After a fault on `board` (whose: `party`), try another board or fail the run."""
         attempts = int(run.status.get("attempts") or 1)
         avoid = set(run.status.get("avoidBoards") or []) | {board}
         others = [b for b in self.inventory.views() if b.name not in avoid]
         elsewhere = q.could_ever_match(self.selector(run.spec), others)
         if attempts <= self.policy.maxInfraRetries and elsewhere:
             extra = f"; board {board} quarantined" if quarantined else ""
-            self.requeue(run, f"fault on {board} ({reason}: {message}){extra}; retrying on "
-                              f"another board", avoid=board)
+            self.requeue(run, f"{party} fault on {board} ({reason}: {message}){extra}; "
+                              f"retrying on another board", avoid=board)
         else:
             why = "" if elsewhere else "; no other matching board to retry on"
-            self.finish(run, FAILED, reason, f"{message} (after {attempts} attempt(s){why})")
+            self.finish(run, FAILED, reason, f"{party} fault on {board}: {message} "
+                                             f"(after {attempts} attempt(s){why})")
 
     # -- cancel and delete --------------------------------------------------------------------
     def cancel(self, key: str, *, deleting: bool = False) -> None:

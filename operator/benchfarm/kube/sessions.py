@@ -153,9 +153,9 @@ class Supervisor:
             rt.requeue(run, f"board {board} was taken by someone else: {message}", avoid=None)
         elif outcome == "BoardFault":
             quarantined = rt.inventory.board_failed(board, InfraError(message, reason=reason))
-            rt.retry_elsewhere(run, board, reason, message, quarantined)
+            rt.retry_elsewhere(run, board, reason, message, quarantined, "board")
         else:  # a lab fault (PDU, exporter): not the board's, but try another one
-            rt.retry_elsewhere(run, board, reason, message, False)
+            rt.retry_elsewhere(run, board, reason, message, False, end.get("party") or "lab")
         rt.inventory.free(board, run.key)
 
     def _release(self, board: str | None, uid: str) -> None:
