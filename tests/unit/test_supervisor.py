@@ -44,8 +44,8 @@ class FakeRuntime:
     def requeue(self, run, message, avoid):
         self.requeued.append((run.key, avoid))
 
-    def retry_elsewhere(self, run, board, reason, message, quarantined):
-        self.retried.append((run.key, board, reason))
+    def retry_elsewhere(self, run, board, reason, message, quarantined, party):
+        self.retried.append((run.key, board, reason, party))
 
 
 def running(name="r", **status):
@@ -112,4 +112,6 @@ def test_only_a_board_fault_charges_the_board(sup, outcome, charged, retried, re
     tick(sup, 5.0)
     assert sup.rt.charged == charged
     assert bool(sup.rt.retried) == retried and bool(sup.rt.requeued) == requeued
+    if retried:    # the message names whose fault it was
+        assert sup.rt.retried[0][3] == ("board" if outcome == "BoardFault" else "lab")
     assert sup.rt.launched == []
