@@ -25,11 +25,11 @@ $(BENCHFARM_CACHE)/.apt-%:
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml devlab/pyproject.toml
 	@echo "[setup] python virtual environment in $(VENV)"
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip
-	@$(PY) -m pip install -q -e '.[test]'
+	@$(PY) -m pip install -q -e '.[test]' -e ./devlab
 	@touch $@
 
 binaries: deps

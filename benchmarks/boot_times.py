@@ -13,7 +13,7 @@ import sys
 
 import yaml
 
-from benchfarm import devlab
+import benchfarm_devlab as devlab
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.lab.board import Board
 from benchfarm.lab.coordinator import Coordinator

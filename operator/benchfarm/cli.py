@@ -1,4 +1,9 @@
-"""The `benchfarm` command: lab lifecycle, the operator, parsing, reports and the demo."""
+"""The `benchfarm` command: the operator, board sessions, parsing, reports and comparisons.
+
+Other packages add subcommands through the `benchfarm.commands` entry point group (a function
+that registers a subparser and sets `func`): the dev lab adds `benchfarm lab …` and `benchfarm
+demo` that way, so the operator image, which does not install it, has no lab commands.
+"""
 
 from __future__ import annotations
 
@@ -46,24 +51,28 @@ def _import_guide(path: str, fmt: str) -> int:
     return 0
 
 
+def _plugins(sub: argparse._SubParsersAction) -> None:
+    from importlib.metadata import entry_points
+    for ep in entry_points(group="benchfarm.commands"):
+        ep.load()(sub)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchfarm", description=__doc__)
+    parser = argparse.ArgumentParser(prog="benchfarm", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    lab = sub.add_parser("lab", help="the embedded lab: up, down, status, operator")
-    lab.add_argument("action", choices=["up", "down", "status", "operator"])
     op = sub.add_parser("operator", help="run the operator (kopf) in the foreground")
     op.add_argument("--liveness", default=None, help="liveness endpoint URL")
     sess = sub.add_parser("session", help="a board session (what the operator launches)")
     sess_sub = sess.add_subparsers(dest="session_cmd", required=True)
     sess_run = sess_sub.add_parser("run", help="run (or resume) the session of a scheduled run")
     sess_run.add_argument("run", help="NAMESPACE/NAME")
-    demo = sub.add_parser("demo", help="run the demo BenchmarkRun on the local lab")
-    demo.add_argument("--manifest", default=None)
     p = sub.add_parser("parse", help="parse a suite's output file into metrics (JSON)")
     p.add_argument("suite")
     p.add_argument("file")
     p.add_argument("--param", action="append", default=[], help="KEY=VALUE parser parameter")
-    rep = sub.add_parser("report", help="print the report of a finished run")
+    rep = sub.add_parser("report", help="print the report of a finished run (any cluster: "
+                                        "KUBECONFIG and BENCHFARM_S3_*)")
     rep.add_argument("run", help="NAMESPACE/NAME")
     rep.add_argument("--format", choices=["md", "rst", "json"], default="md")
     cmp_ = sub.add_parser("compare", help="compare a run with a baseline run or a vendor guide (RST)")
@@ -72,27 +81,24 @@ def main(argv: list[str] | None = None) -> int:
     ig = sub.add_parser("import-guide", help="read a vendor guide's csv-tables (RST) as a baseline")
     ig.add_argument("file")
     ig.add_argument("--format", choices=["json", "rst"], default="json")
+    _plugins(sub)
     args = parser.parse_args(argv)
-    if args.cmd == "lab":
-        from . import devlab
-        return devlab.main([args.action])
+    if getattr(args, "func", None) is not None:
+        return args.func(args)
     if args.cmd == "operator":
         from .kube.main import run
         return run(args.liveness)
     if args.cmd == "session":
         from .session.runner import main as session_main
         return session_main(args.run)
-    if args.cmd == "demo":
-        from .demo import demo
-        return demo(args.manifest)
     if args.cmd == "parse":
         return _parse(args)
     if args.cmd == "report":
-        from .demo import report
-        return report(args.run, args.format)
+        from .readback import main_report
+        return main_report(args.run, args.format)
     if args.cmd == "compare":
-        from .demo import compare_cli
-        return compare_cli(args.run, args.baseline)
+        from .readback import main_compare
+        return main_compare(args.run, args.baseline)
     if args.cmd == "import-guide":
         return _import_guide(args.file, args.format)
     return 2

@@ -18,7 +18,7 @@ import time
 import pytest
 import yaml
 
-from benchfarm import devlab
+import benchfarm_devlab as devlab
 from tests.stack.conftest import apply, kube, lab, operator, wait_for  # noqa: F401 (fixtures)
 from tests.stack.runs import (GROUP, VERSION, board_index, chaos, cond, finished, get,
                               place_acquired, run_yaml, status, unique)
@@ -207,7 +207,7 @@ def start_second_operator():
            "BENCHFARM_METRICS_PORT": str(devlab.PORT_BASE + 86)}
     devlab.start_process("benchfarm-operator-2", [str(devlab.VENV_BIN / "benchfarm"), "operator"],
                          env=env, ports=[devlab.PORT_BASE + 85, devlab.PORT_BASE + 86],
-                         ready=lambda: devlab._http_ok(env["BENCHFARM_LIVENESS"]), timeout=60)
+                         ready=lambda: devlab.http_ok(env["BENCHFARM_LIVENESS"]), timeout=60)
 
 
 def leader():

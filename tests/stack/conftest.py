@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from benchfarm import devlab
+import benchfarm_devlab as devlab
 
 pytestmark = pytest.mark.stack
 

@@ -10,7 +10,7 @@ import uuid
 
 import yaml
 
-from benchfarm import devlab
+import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import Coordinator
 from tests.stack.conftest import wait_for
 

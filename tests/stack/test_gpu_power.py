@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 import yaml
 
-from benchfarm import devlab
+import benchfarm_devlab as devlab
 from tests.stack.conftest import apply
 from tests.stack.test_operator import cond, custom, finished, get, unique  # noqa: F401
 

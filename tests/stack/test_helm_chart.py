@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchfarm import devlab
+import benchfarm_devlab as devlab
 from tests.stack.conftest import apply, wait_for
 
 pytestmark = pytest.mark.stack

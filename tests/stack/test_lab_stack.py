@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 import yaml
 
-from benchfarm import devlab
+import benchfarm_devlab as devlab
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.lab.board import Board
 from benchfarm.lab.coordinator import Coordinator

@@ -11,7 +11,7 @@ import uuid
 import pytest
 import yaml
 
-from benchfarm import devlab
+import benchfarm_devlab as devlab
 from tests.stack.conftest import apply, wait_for
 from tests.stack.runs import (GROUP, VERSION, PersonLock, cond, fault, finished, get, outlet_on,
                               place_acquired, run_yaml, status, ts, unique)

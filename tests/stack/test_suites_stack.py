@@ -52,6 +52,27 @@ def test_a_run_with_a_baseline_gets_a_regressed_condition_and_a_comparison(custo
     assert base in regressed["message"]
     report = _artifact(custom, new, "report.md")
     assert f"## Comparison with run {base}" in report and "Mann-Whitney" in report
+    # the CLI reads both back from any cluster: only KUBECONFIG and BENCHFARM_S3_* are given
+    shown = _cli("report", f"default/{new}")
+    assert shown.returncode == 0, shown.stderr
+    assert "(min" in shown.stdout and "hackbench" in shown.stdout
+    compared = _cli("compare", f"default/{new}", f"default/{base}")
+    assert compared.returncode in (0, 3), compared.stderr
+    assert "Mann-Whitney" in compared.stdout and "hackbench" in compared.stdout
+    missing = _cli("report", "default/no-such-run")
+    assert missing.returncode == 1 and "run default/no-such-run not found" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+
+def _cli(*args: str):
+    import os
+    import subprocess
+    import sys
+    keep = ("KUBECONFIG", "BENCHFARM_S3_ENDPOINT", "BENCHFARM_S3_ACCESS_KEY",
+            "BENCHFARM_S3_SECRET_KEY", "BENCHFARM_S3_BUCKET", "BENCHFARM_S3_SECURE")
+    env = {"PATH": os.environ["PATH"], "HOME": "/tmp", **{k: os.environ[k] for k in keep}}
+    exe = os.path.join(os.path.dirname(sys.executable), "benchfarm")
+    return subprocess.run([exe, *args], env=env, capture_output=True, text=True, timeout=60)
 
 
 def test_the_arm64_board_runs_through_the_operator(custom):

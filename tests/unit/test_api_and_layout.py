@@ -56,7 +56,9 @@ def test_import_contracts_hold():
 
 def test_every_module_says_why_it_exists():
     missing = []
-    for path in (REPO / "operator" / "benchfarm").rglob("*.py"):
+    paths = [*(REPO / "operator" / "benchfarm").rglob("*.py"),
+             *(REPO / "devlab" / "benchfarm_devlab").rglob("*.py")]
+    for path in paths:
         text = path.read_text().lstrip()
         if not text.startswith('"""'):
             missing.append(str(path.relative_to(REPO)))

@@ -1,0 +1,106 @@
+"""The virtual boards: the inventory, their Debian-built images, QEMU command lines, and the
+virtual lab process (exporters/virtual/vlab.py: serial brokers that stay connectable while a
+board is off, and the PDU that powers QEMU on and off).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from .config import DEVICE_TYPES, INVENTORY, PORTS, REPO, STATE, LabError, say
+from .processes import port_open, running_pid, start_process, stop_process
+
+
+def load_inventory() -> dict:
+    return yaml.safe_load(INVENTORY.read_text())
+
+
+def device_type(name: str) -> dict:
+    return yaml.safe_load((DEVICE_TYPES / f"{name}.yaml").read_text())
+
+
+def image_profile(dtype: dict) -> str:
+    return (dtype.get("virtual") or {}).get("image") or dtype["arch"]
+
+
+def build_images(profiles: set[str]) -> dict[str, Path]:
+    out = {}
+    for profile in sorted(profiles):
+        res = subprocess.run([sys.executable, str(REPO / "exporters/virtual/build_image.py"),
+                              profile], stdout=subprocess.PIPE, text=True)
+        if res.returncode != 0:
+            raise LabError(f"virtual board image {profile}: build failed (see [image] lines above)")
+        out[profile] = Path(res.stdout.strip())
+    return out
+
+
+def qemu_argv(board: dict, dtype: dict, image: Path, serial_socket: Path, qmp_socket: Path,
+              scratch: Path) -> list[str]:
+    virtual = dtype.get("virtual") or {}
+    cmdline = f"printk.time=1 panic=-1 benchfarm.board={board['name']}"
+    if virtual.get("append"):
+        cmdline += " " + virtual["append"]
+    memory = board.get("memoryMiB") or virtual.get("memoryMiB") or 1024
+    common = [
+        "-accel", "tcg", "-smp", str(board.get("cpus", 2)), "-m", str(memory),
+        "-display", "none", "-nodefaults", "-no-user-config", "-no-reboot",
+        "-chardev", f"socket,id=s0,path={serial_socket},reconnect=1", "-serial", "chardev:s0",
+        "-qmp", f"unix:{qmp_socket},server=on,wait=off",
+        "-kernel", str(image / "vmlinuz"), "-initrd", str(image / "initramfs.cpio"),
+        "-drive", f"file={scratch},if=virtio,format=raw,cache=unsafe",
+        *[str(a) for a in virtual.get("qemuArgs", [])],
+    ]
+    if dtype["arch"] == "amd64":
+        return ["qemu-system-x86_64", "-M", "pc", "-global", "PIIX4_PM.disable_s3=0",
+                "-rtc", "base=utc", *common,
+                "-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0,romfile=",
+                "-append", f"console=ttyS0 {cmdline}"]
+    return ["qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a53", *common,
+            "-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0,romfile=",
+            "-append", f"console=ttyAMA0 {cmdline}"]
+
+
+def start_virtual_lab(inventory: dict) -> dict:
+    boards = inventory["boards"]
+    dtypes = {b["deviceType"]: device_type(b["deviceType"]) for b in boards}
+    images = build_images({image_profile(d) for d in dtypes.values()})
+    rundir = STATE / "vlab"
+    rundir.mkdir(parents=True, exist_ok=True)
+    config_boards = []
+    for index, board in enumerate(boards):
+        dtype = dtypes[board["deviceType"]]
+        bdir = STATE / "boards" / board["name"]
+        bdir.mkdir(parents=True, exist_ok=True)
+        scratch = bdir / "scratch.img"
+        if not scratch.exists():
+            with scratch.open("wb") as f:
+                f.truncate(256 * 1024 * 1024)
+        serial_socket, qmp_socket = bdir / "serial.sock", bdir / "qmp.sock"
+        config_boards.append({
+            "name": board["name"], "index": index, "exporter": board["exporter"],
+            "device_type": board["deviceType"], "labels": board.get("labels", {}),
+            "cpus": board.get("cpus", 2), "rails": dtype.get("rails", []),
+            "serial_port": PORTS.serial_base + index, "serial_socket": str(serial_socket),
+            "qmp_socket": str(qmp_socket),
+            "qemu_argv": qemu_argv(board, dtype, images[image_profile(dtype)], serial_socket,
+                                   qmp_socket, scratch),
+        })
+    code = (REPO / "exporters/virtual/vlab.py").read_bytes()
+    config = {"logdir": str(STATE / "logs"), "pdu_port": PORTS.pdu, "boards": config_boards,
+              "code": hashlib.sha256(code).hexdigest()[:16]}
+    cfg_path = rundir / "vlab.json"
+    changed = not cfg_path.exists() or json.loads(cfg_path.read_text()) != config
+    if changed and running_pid("vlab"):
+        say("virtual lab: inventory, images or code changed; restarting it")
+        stop_process("vlab")
+    cfg_path.write_text(json.dumps(config, indent=2))
+    start_process("vlab", [sys.executable, str(REPO / "exporters/virtual/vlab.py"), str(cfg_path)],
+                  ports=[PORTS.pdu] + [b["serial_port"] for b in config_boards],
+                  ready=lambda: port_open(PORTS.pdu))
+    return config

@@ -1,0 +1,50 @@
+"""`benchfarm lab …` and `benchfarm demo`: the dev lab's subcommands of the one `benchfarm` CLI.
+
+Registered through the `benchfarm.commands` entry point group, so the operator image (which does
+not install this package) has no lab commands and the package it ships knows nothing of the lab.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .config import STATE, LabError, say
+
+
+def register_lab(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("lab", help="the embedded lab: up, down, status, operator")
+    p.add_argument("action", choices=["up", "down", "status", "operator"])
+    p.set_defaults(func=lambda args: lab(args.action))
+
+
+def register_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="run the demo BenchmarkRun on the local lab")
+    p.add_argument("--manifest", default=None)
+    p.set_defaults(func=lambda args: _demo(args.manifest))
+
+
+def _demo(manifest: str | None) -> int:
+    from .demo import demo
+    return demo(manifest)
+
+
+def lab(action: str) -> int:
+    from . import lab as lab_
+    try:
+        if action == "up":
+            lab_.up()
+            lab_.start_operator()
+            say("operator running; log: " + str(STATE / "logs" / "benchfarm-operator.log"))
+        elif action == "operator":
+            lab_.start_operator()
+            say("operator running; log: " + str(STATE / "logs" / "benchfarm-operator.log"))
+        elif action == "down":
+            lab_.down()
+        elif action == "status":
+            for name, pid in lab_.status().items():
+                print(f"{name:32} {'running pid ' + str(pid) if pid else 'stopped'}")
+    except LabError as exc:
+        print(f"[lab] ERROR: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,72 @@
+"""The control plane and the store: etcd, kube-apiserver (token auth, RBAC, PodSecurity),
+kube-controller-manager and MinIO with the artifact bucket, all on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .config import BUCKET, PORTS, STATE
+from .pki import ensure_pki, minio_credentials, write_kubeconfig
+from .processes import http_ok, start_process
+
+
+def start_control_plane(bins: dict[str, Path]) -> None:
+    pki = ensure_pki()
+    admin = (pki / "admin.token").read_text()
+    start_process("etcd", [
+        str(bins["etcd"]), "--name", "benchfarm", "--data-dir", str(STATE / "etcd"),
+        "--listen-client-urls", f"http://127.0.0.1:{PORTS.etcd}",
+        "--advertise-client-urls", f"http://127.0.0.1:{PORTS.etcd}",
+        "--listen-peer-urls", f"http://127.0.0.1:{PORTS.etcd_peer}",
+        "--initial-advertise-peer-urls", f"http://127.0.0.1:{PORTS.etcd_peer}",
+        "--initial-cluster", f"benchfarm=http://127.0.0.1:{PORTS.etcd_peer}",
+        "--listen-metrics-urls", "", "--log-level", "warn", "--quota-backend-bytes", "2147483648",
+    ], ports=[PORTS.etcd, PORTS.etcd_peer],
+        ready=lambda: http_ok(f"http://127.0.0.1:{PORTS.etcd}/health", body='"health":"true"'))
+    start_process("kube-apiserver", [
+        str(bins["kube-apiserver"]), f"--etcd-servers=http://127.0.0.1:{PORTS.etcd}",
+        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+        f"--secure-port={PORTS.apiserver}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        f"--token-auth-file={pki / 'tokens.csv'}", "--authorization-mode=RBAC",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        "--api-audiences=https://kubernetes.default.svc.cluster.local",
+        "--service-cluster-ip-range=10.96.0.0/24", "--endpoint-reconciler-type=none",
+        "--enable-admission-plugins=NamespaceLifecycle,ServiceAccount,DefaultStorageClass,"
+        "ResourceQuota,PodSecurity",
+        "--event-ttl=2h", "--v=1",
+    ], ports=[PORTS.apiserver], timeout=90,
+        ready=lambda: http_ok(f"https://127.0.0.1:{PORTS.apiserver}/readyz", token=admin))
+    kcm_kubeconfig = STATE / "kcm.kubeconfig"
+    write_kubeconfig(kcm_kubeconfig, (pki / "kcm.token").read_text(), "kube-controller-manager")
+    start_process("kube-controller-manager", [
+        str(bins["kube-controller-manager"]), f"--kubeconfig={kcm_kubeconfig}",
+        f"--authentication-kubeconfig={kcm_kubeconfig}", f"--authorization-kubeconfig={kcm_kubeconfig}",
+        "--bind-address=127.0.0.1", f"--secure-port={PORTS.controller_manager}",
+        "--controllers=namespace-controller,garbage-collector-controller,"
+        "serviceaccount-controller,serviceaccount-token-controller",
+        f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+        "--leader-elect=false", "--use-service-account-credentials=false", "--v=1",
+    ], ports=[PORTS.controller_manager], timeout=60,
+        ready=lambda: http_ok(f"https://127.0.0.1:{PORTS.controller_manager}/healthz"))
+
+
+def start_minio(bins: dict[str, Path]) -> None:
+    access, secret = minio_credentials()
+    data = STATE / "minio" / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    start_process("minio", [
+        str(bins["minio"]), "server", str(data), "--address", f"127.0.0.1:{PORTS.minio}",
+        "--console-address", f"127.0.0.1:{PORTS.minio_console}", "--quiet",
+    ], env={"MINIO_ROOT_USER": access, "MINIO_ROOT_PASSWORD": secret,
+            "MINIO_BROWSER": "off", "MINIO_UPDATE": "off"},
+        ports=[PORTS.minio, PORTS.minio_console], timeout=60,
+        ready=lambda: http_ok(f"http://127.0.0.1:{PORTS.minio}/minio/health/ready"))
+    from minio import Minio
+    client = Minio(f"127.0.0.1:{PORTS.minio}", access_key=access, secret_key=secret, secure=False)
+    if not client.bucket_exists(BUCKET):
+        client.make_bucket(BUCKET)

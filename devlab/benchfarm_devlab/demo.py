@@ -1,0 +1,74 @@
+"""`make demo`: a real BenchmarkRun on a virtual board, from `kubectl apply` to the results table."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import yaml
+
+from benchfarm import readback
+
+from . import lab
+from .config import REPO
+from .env import kubectl, lab_env
+
+FINISHED = {"Succeeded", "Failed", "Cancelled"}
+
+
+def _get(ns: str, name: str) -> dict:
+    out = kubectl("get", "benchmarkrun", "-n", ns, name, "-o", "json", capture=True, check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else {}
+
+
+def demo(manifest: str | None = None) -> int:
+    t0 = time.monotonic()
+    lab.up()
+    os.environ.update({k: v for k, v in lab_env().items() if k != "PATH"})
+    lab.start_operator()
+    path = Path(manifest) if manifest else REPO / "testplans" / "examples" / "demo-run.yaml"
+    body = yaml.safe_load(path.read_text())
+    ns, name = body["metadata"].get("namespace", "default"), body["metadata"]["name"]
+    kubectl("delete", "benchmarkrun", "-n", ns, name, "--ignore-not-found", "--wait=true",
+                   capture=True)
+    print(f"[demo] kubectl apply -f {path.relative_to(REPO)}")
+    applied_wall = time.time()
+    kubectl("apply", "-f", str(path))
+    applied = time.monotonic()
+    last = None
+    status: dict = {}
+    while time.monotonic() - applied < 1800:
+        status = _get(ns, name).get("status", {})
+        line = (status.get("phase"), status.get("board"), status.get("progress"),
+                status.get("bootSeconds"))
+        if line != last:
+            print(f"[demo] {time.monotonic() - applied:6.1f} s  phase={line[0]} board={line[1]} "
+                  f"progress={line[2]} boot={line[3]}", flush=True)
+            last = line
+        if status.get("phase") in FINISHED:
+            break
+        time.sleep(1)
+    print()
+    kubectl("get", "benchmarkrun", "-n", ns, name)
+    print()
+    if status.get("artifacts"):
+        print(readback.report(f"{ns}/{name}"))
+        print("Artifacts (MinIO at " + lab_env()["BENCHFARM_S3_ENDPOINT"] + "):")
+        for url in status["artifacts"]:
+            print(f"  {url}")
+    finished_wall = time.time()
+    doc = readback.metrics(f"{ns}/{name}") if status.get("artifacts") else None
+    if doc and doc.get("powerOnTimes"):
+        console = sum(b.get("power-to-prompt", 0) for b in doc["boots"]) + \
+            sum(r["seconds"] for r in doc["records"])
+        print(f"[demo] kubectl apply -> first power-on: {doc['powerOnTimes'][0] - applied_wall:.1f} s; "
+              f"apply -> Succeeded seen: {finished_wall - applied_wall:.1f} s; boots + suites on the "
+              f"console: {console:.1f} s")
+    cond = next((c for c in status.get("conditions", []) if c["type"] == "Succeeded"), {})
+    print(f"\n[demo] {name}: Succeeded={cond.get('status')} reason={cond.get('reason')} "
+          f"({cond.get('message', '')}); {time.monotonic() - t0:.0f} s in all")
+    print(f"[demo] try: source .benchfarm/env && kubectl get br,boards && "
+          f"kubectl describe br {name}")
+    return 0 if cond.get("status") == "True" else 1

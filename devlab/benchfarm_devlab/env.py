@@ -1,0 +1,59 @@
+"""How programs reach the lab: `.benchfarm/env` (kubeconfig, coordinator, store, operator
+settings, PATH) written once the lab is up, read back by tests and the demo, and kubectl with it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from .config import BUCKET, CACHE, DEVICE_TYPES, HELM_VERSION, K8S_VERSION, PORTS, STATE, VENV_BIN
+from .pki import minio_credentials, write_kubeconfig
+
+
+def write_env() -> Path:
+    access, secret = minio_credentials()
+    kubeconfig = STATE / "kubeconfig"
+    write_kubeconfig(kubeconfig, (STATE / "pki" / "admin.token").read_text(), "benchfarm-admin")
+    kubectl_dir = CACHE / "bin" / f"kubernetes-{K8S_VERSION}"
+    env = {
+        "KUBECONFIG": str(kubeconfig),
+        "LG_COORDINATOR": f"127.0.0.1:{PORTS.coordinator}",
+        "BENCHFARM_S3_ENDPOINT": f"127.0.0.1:{PORTS.minio}",
+        "BENCHFARM_S3_ACCESS_KEY": access,
+        "BENCHFARM_S3_SECRET_KEY": secret,
+        "BENCHFARM_S3_BUCKET": BUCKET,
+        "BENCHFARM_S3_SECURE": "false",
+        "BENCHFARM_STATE": str(STATE),
+        "BENCHFARM_IPERF3_PEER": f"10.0.2.2:{PORTS.iperf3}",
+        "BENCHFARM_DEVICE_TYPES": str(DEVICE_TYPES),
+        "BENCHFARM_LIVENESS": f"http://127.0.0.1:{PORTS.operator_liveness}/healthz",
+        "BENCHFARM_METRICS_PORT": str(PORTS.operator_metrics),
+        "BENCHFARM_METRICS_ADDR": "127.0.0.1",
+        "BENCHFARM_SESSION_PIDS": str(STATE / "pids"),
+    }
+    lines = [f"export {k}='{v}'" for k, v in env.items()]
+    helm_dir = CACHE / "bin" / f"helm-{HELM_VERSION}"
+    lines.append(f"export PATH='{VENV_BIN}:{kubectl_dir}:{helm_dir}':\"$PATH\"")
+    path = STATE / "env"
+    path.write_text("\n".join(lines) + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def lab_env() -> dict[str, str]:
+    """The variables of `.benchfarm/env` as a dict (for tests and the CLI)."""
+    out = {}
+    for line in (STATE / "env").read_text().splitlines():
+        if line.startswith("export ") and "=" in line:
+            k, v = line[7:].split("=", 1)
+            out[k] = v.strip("'")
+    return out
+
+
+def kubectl(*args: str, check: bool = True, capture: bool = False) -> subprocess.CompletedProcess:
+    env = {**os.environ, **lab_env()}
+    exe = CACHE / "bin" / f"kubernetes-{K8S_VERSION}" / "kubectl"
+    return subprocess.run([str(exe), *args], env=env, check=check, text=True,
+                          capture_output=capture)

@@ -1,0 +1,88 @@
+"""The lab as a whole: `up` starts every stopped part in order, `down` stops them in reverse,
+`status` lists them; the operator is started like any other component, with the same command a
+cluster Deployment runs.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .binaries import binaries
+from .boards import load_inventory, start_virtual_lab
+from .config import PORTS, REPO, STATE, VENV_BIN, say
+from .controlplane import start_control_plane, start_minio
+from .env import kubectl, lab_env, write_env
+from .places import start_iperf3, start_labgrid
+from .processes import http_ok, running_pid, start_process, stop_process
+
+
+def install_crds_and_plans() -> None:
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"), capture=True)
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all", capture=True)
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "testplans"), capture=True)
+
+
+def start_operator() -> None:
+    """The operator as a lab component: same command a cluster Deployment runs."""
+    install_crds_and_plans()
+    env = lab_env()
+    start_process("benchfarm-operator", [str(VENV_BIN / "benchfarm"), "operator"], env=env,
+                  ports=[PORTS.operator_liveness, PORTS.operator_metrics], timeout=90,
+                  ready=lambda: http_ok(env["BENCHFARM_LIVENESS"]))
+
+
+def up() -> Path:
+    t0 = time.monotonic()
+    STATE.mkdir(parents=True, exist_ok=True)
+    inventory = load_inventory()
+    phase = time.monotonic()
+    bins = binaries()
+    say(f"binaries ready ({time.monotonic() - phase:.1f} s)")
+    for name, step in (("control plane", lambda: start_control_plane(bins)),
+                       ("MinIO", lambda: start_minio(bins))):
+        phase = time.monotonic()
+        step()
+        say(f"{name} ready ({time.monotonic() - phase:.1f} s)")
+    phase = time.monotonic()
+    config = start_virtual_lab(inventory)
+    say(f"virtual boards ready: {len(config['boards'])} ({time.monotonic() - phase:.1f} s)")
+    phase = time.monotonic()
+    start_labgrid(config, inventory)
+    start_iperf3()
+    say(f"labgrid coordinator, exporters and places ready ({time.monotonic() - phase:.1f} s)")
+    env = write_env()
+    say(f"lab up in {time.monotonic() - t0:.1f} s; `source {env}` to use it")
+    return env
+
+
+COMPONENTS_DOWN_ORDER = ["benchfarm-operator*", "session-*", "iperf3", "labgrid-exporter-*", "labgrid-coordinator",
+                         "vlab", "minio", "kube-controller-manager", "kube-apiserver", "etcd"]
+
+
+def down() -> None:
+    pids = STATE / "pids"
+    if not pids.exists():
+        say("nothing to stop")
+        return
+    names = [p.stem for p in pids.glob("*.pid")]
+    ordered: list[str] = []
+    for pattern in COMPONENTS_DOWN_ORDER:
+        ordered += sorted(n for n in names if n not in ordered and
+                          (n == pattern or (pattern.endswith("*") and n.startswith(pattern[:-1]))))
+    ordered += [n for n in names if n not in ordered]
+    for name in ordered:
+        if stop_process(name):
+            say(f"stopped {name}")
+
+
+def status() -> dict[str, int | None]:
+    """Lab components (None when stopped) and the board sessions that still run."""
+    out = {}
+    for p in sorted((STATE / "pids").glob("*.pid")):
+        pid = running_pid(p.stem)
+        if p.stem.startswith("session-") and pid is None:
+            p.unlink(missing_ok=True)    # a session that ended: nothing to report or restart
+            continue
+        out[p.stem] = pid
+    return out

@@ -1,0 +1,134 @@
+"""Lab components as processes: start one unless it runs, wait until it is ready, stop it.
+
+Each component's PID is in `.benchfarm/pids/<name>.pid` and its log in `.benchfarm/logs/`;
+`stop_process` kills only the process group a PID file names, so a lab never touches programs it
+did not start. Sessions the operator launches use the same PID directory (BENCHFARM_SESSION_PIDS).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from .config import PORT_BASE, PORTS, STATE, LabError, say
+
+
+def _pidfile(name: str) -> Path:
+    return STATE / "pids" / f"{name}.pid"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is not alive
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def running_pid(name: str) -> int | None:
+    try:
+        pid = int(_pidfile(name).read_text())
+    except (OSError, ValueError):
+        return None
+    return pid if _alive(pid) else None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callable[[], bool],
+                  env: dict[str, str] | None = None, cwd: Path | None = None,
+                  timeout: float = 60.0) -> None:
+    """Start a component unless it already runs; wait until `ready()`; fail with its log."""
+    log = STATE / "logs" / f"{name}.log"
+    pid = running_pid(name)
+    if pid is not None:
+        if ready():
+            return
+        say(f"{name}: running (pid {pid}) but not ready; restarting")
+        stop_process(name)
+    for port in ports:
+        if not _port_free(port):
+            raise LabError(f"{name}: port {port} on 127.0.0.1 is already taken by another program;"
+                           f" stop it or set BENCHFARM_PORT_BASE (now {PORT_BASE}) to another range")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        out.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} starting {name}\n".encode())
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **(env or {})}, cwd=cwd,
+                                start_new_session=True)
+    _pidfile(name).parent.mkdir(parents=True, exist_ok=True)
+    _pidfile(name).write_text(str(proc.pid))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise LabError(f"{name}: exited with code {proc.returncode} while starting; see {log}:\n"
+                           + _tail(log))
+        if ready():
+            return
+        time.sleep(0.2)
+    raise LabError(f"{name}: not ready after {timeout:.0f} s; see {log}:\n" + _tail(log))
+
+
+def stop_process(name: str, timeout: float = 20.0) -> bool:
+    pid = running_pid(name)
+    _pidfile(name).unlink(missing_ok=True)
+    if pid is None:
+        return False
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+    if _alive(pid):
+        os.killpg(pid, signal.SIGKILL)
+    return True
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def http_ok(url: str, token: str | None = None, body: str | None = None) -> bool:
+    req = urllib.request.Request(url)
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    ctx = ssl.create_default_context(cafile=str(STATE / "pki" / "ca.crt")) \
+        if url.startswith("https://127.0.0.1:%d" % PORTS.apiserver) else ssl._create_unverified_context()
+    try:
+        with urllib.request.urlopen(req, timeout=2, context=ctx) as resp:
+            text = resp.read().decode(errors="replace")
+            return resp.status == 200 and (body is None or body in text)
+    except Exception:
+        return False

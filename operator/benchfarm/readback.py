@@ -1,0 +1,107 @@
+"""A finished run read back from any cluster: what `benchfarm report` and `benchfarm compare` print.
+
+The BenchmarkRun comes from the Kubernetes API (in-cluster, or KUBECONFIG / ~/.kube/config), its
+`metrics.json` from the artifact store named by BENCHFARM_S3_*. Nothing here knows the dev lab.
+Exit codes: 0 printed, 1 not found or unreachable (the message says which), 3 regressed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import BenchfarmError
+
+
+class NotFound(BenchfarmError):
+    """A run, its metrics or a baseline file that is not there."""
+
+
+def _split(run: str) -> tuple[str, str]:
+    ns, sep, name = run.partition("/")
+    return (ns, name) if sep else ("default", run)
+
+
+def metrics(run: str) -> dict[str, Any]:
+    """The metrics document of a finished run NAMESPACE/NAME (or NAME in `default`)."""
+    from .kubeapi.client import Kube
+    from .store.artifacts import ArtifactStore, StoreConfig
+    ns, name = _split(run)
+    body = Kube(outage_budget=10).get_run(ns, name)
+    if body is None:
+        raise NotFound(f"run {ns}/{name} not found", reason="RunNotFound")
+    store = ArtifactStore(StoreConfig.from_env(), attempts=2)
+    prefix = store.run_prefix(ns, name, body["metadata"]["uid"],
+                              body["spec"].get("artifactPrefix", ""))
+    key = f"{prefix}/metrics.json"
+    if store.sha256(key) is None:
+        phase = (body.get("status") or {}).get("phase", "Pending")
+        raise NotFound(f"run {ns}/{name} has no results yet (phase {phase}); "
+                       f"s3://{store.config.bucket}/{key} is missing", reason="NoResults")
+    return json.loads(store.get(key))
+
+
+def report(run: str, fmt: str = "md") -> str:
+    from .report.tables import markdown, rst
+    doc = metrics(run)
+    if fmt == "json":
+        return json.dumps(doc, indent=2)
+    return {"md": markdown, "rst": rst}[fmt](doc)
+
+
+def compare(run: str, baseline: str) -> tuple[str, bool]:
+    """The comparison table of a run against another run or a vendor guide; and whether it regressed."""
+    from .core.guide import as_baseline, parse_rst
+    from .core.regression import RegressionPolicy, Sample
+    from .core.regression import compare as compare_samples
+    from .core.results import samples_by_metric_name, samples_from_document
+    from .report.tables import comparison_markdown
+    doc = metrics(run)
+    policy = RegressionPolicy()
+    path = Path(baseline)
+    if path.is_file() or path.suffix.lower() in (".rst", ".txt"):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError as exc:
+            raise NotFound(f"guide {baseline}: {exc.strerror}", reason="BaselineNotFound") from exc
+        guide = as_baseline(parse_rst(text))
+        base = {k: Sample.summary(v.mean, v.min, v.max) for k, v in guide.items()}
+        current, direction = samples_by_metric_name(doc)
+    else:
+        base, _ = samples_from_document(metrics(baseline))
+        current, direction = samples_from_document(doc)
+    rows = compare_samples(base, current, direction, policy)
+    if not rows:
+        raise NotFound(f"{run} and {baseline} have no metric in common", reason="NothingInCommon")
+    return (comparison_markdown(rows, policy.describe(), baseline),
+            any(r.verdict == "regressed" for r in rows))
+
+
+def main_report(run: str, fmt: str) -> int:
+    return _guarded("report", lambda: (print(report(run, fmt)), 0)[1])
+
+
+def main_compare(run: str, baseline: str) -> int:
+    def _run() -> int:
+        table, regressed = compare(run, baseline)
+        print(table)
+        return 3 if regressed else 0
+    return _guarded("compare", _run)
+
+
+def _guarded(cmd: str, fn) -> int:  # noqa: ANN001 - a thunk
+    from kubernetes.client.rest import ApiException
+    from kubernetes.config import ConfigException
+    try:
+        return fn()
+    except BenchfarmError as exc:
+        print(f"benchfarm {cmd}: {exc.message}", file=sys.stderr)
+    except ApiException as exc:
+        print(f"benchfarm {cmd}: the Kubernetes API refused: {exc.status} {exc.reason}",
+              file=sys.stderr)
+    except ConfigException as exc:
+        print(f"benchfarm {cmd}: no cluster configured (KUBECONFIG or in-cluster): {exc}",
+              file=sys.stderr)
+    return 1
