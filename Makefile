@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export BENCHFARM_CACHE ?= $(HOME)/.cache/benchfarm
 
-APT_PACKAGES := qemu-system-x86 qemu-system-arm qemu-utils ipxe-qemu seabios busybox-static \
+APT_PACKAGES := qemu-system-x86 qemu-system-arm qemu-utils ipxe-qemu seabios busybox-static ser2net pdudaemon \
 	pax-utils python3-pyelftools iperf3 cpio e2fsprogs openssl ca-certificates
 
 .PHONY: all deps venv binaries lab-up lab-down lab-status operator demo test unit chaos crds bench bench-boot clean

@@ -82,12 +82,15 @@ def start_virtual_lab(inventory: dict) -> dict:
             with scratch.open("wb") as f:
                 f.truncate(256 * 1024 * 1024)
         serial_socket, qmp_socket = bdir / "serial.sock", bdir / "qmp.sock"
+        console = board.get("console", "tcp")     # tcp: a serial server; ser2net: a tty device
         config_boards.append({
             "name": board["name"], "index": index, "exporter": board["exporter"],
             "device_type": board["deviceType"], "labels": board.get("labels", {}),
             "cpus": board.get("cpus", 2), "rails": dtype.get("rails", []),
-            "serial_port": PORTS.serial_base + index, "serial_socket": str(serial_socket),
-            "qmp_socket": str(qmp_socket),
+            "console": console, "power": board.get("power", "simplerest"),
+            **({"pty_link": str(bdir / "ttyBF0")} if console == "ser2net" else
+               {"serial_port": PORTS.serial_base + index}),
+            "serial_socket": str(serial_socket), "qmp_socket": str(qmp_socket),
             "qemu_argv": qemu_argv(board, dtype, images[image_profile(dtype)], serial_socket,
                                    qmp_socket, scratch),
         })
@@ -101,6 +104,6 @@ def start_virtual_lab(inventory: dict) -> dict:
         stop_process("vlab")
     cfg_path.write_text(json.dumps(config, indent=2))
     start_process("vlab", [sys.executable, str(REPO / "exporters/virtual/vlab.py"), str(cfg_path)],
-                  ports=[PORTS.pdu] + [b["serial_port"] for b in config_boards],
+                  ports=[PORTS.pdu] + [b["serial_port"] for b in config_boards if "serial_port" in b],
                   ready=lambda: port_open(PORTS.pdu))
     return config

@@ -41,6 +41,7 @@ class Ports:
     minio_console: int = PORT_BASE + 901
     coordinator: int = PORT_BASE + 408
     pdu: int = PORT_BASE + 80
+    pdudaemon: int = PORT_BASE + 85
     iperf3: int = PORT_BASE + 201
     operator_liveness: int = PORT_BASE + 81
     operator_metrics: int = PORT_BASE + 82

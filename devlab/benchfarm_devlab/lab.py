@@ -13,7 +13,7 @@ from .boards import load_inventory, start_virtual_lab
 from .config import PORTS, REPO, STATE, VENV_BIN, say
 from .controlplane import start_control_plane, start_minio
 from .env import kubectl, lab_env, write_env
-from .places import start_iperf3, start_labgrid
+from .places import start_iperf3, start_labgrid, start_pdudaemon
 from .processes import http_ok, running_pid, start_process, stop_process
 
 
@@ -48,6 +48,7 @@ def up() -> Path:
     config = start_virtual_lab(inventory)
     say(f"virtual boards ready: {len(config['boards'])} ({time.monotonic() - phase:.1f} s)")
     phase = time.monotonic()
+    start_pdudaemon(config)
     start_labgrid(config, inventory)
     start_iperf3()
     say(f"labgrid coordinator, exporters and places ready ({time.monotonic() - phase:.1f} s)")
@@ -56,7 +57,7 @@ def up() -> Path:
     return env
 
 
-COMPONENTS_DOWN_ORDER = ["benchfarm-operator*", "session-*", "iperf3", "labgrid-exporter-*", "labgrid-coordinator",
+COMPONENTS_DOWN_ORDER = ["benchfarm-operator*", "session-*", "iperf3", "labgrid-exporter-*", "labgrid-coordinator", "pdudaemon",
                          "vlab", "minio", "kube-controller-manager", "kube-apiserver", "etcd"]
 
 

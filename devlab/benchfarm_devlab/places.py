@@ -1,32 +1,81 @@
 """labgrid as a real lab runs it: the coordinator, one exporter per exporter host of the
-inventory (serial over TCP, power through the virtual PDU's REST outlets), tagged places; and the
-iperf3 peer that network suites measure against.
+inventory, pdudaemon where boards are switched through it, tagged places; and the iperf3 peer
+that network suites measure against.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 
 import yaml
 
 from benchfarm.lab.coordinator import Coordinator
 
-from .config import PORTS, STATE, VENV_BIN, say
-from .processes import port_open, start_process
+from .config import PORTS, STATE, VENV_BIN, LabError, say
+from .processes import port_open, running_pid, start_process, stop_process
 
 
 def exporter_config(config: dict, exporter: str) -> dict:
+    """labgrid-exporter's YAML for one exporter host: each board's console and power, as the
+    inventory says they are wired (a serial server or a tty through ser2net; the PDU's REST
+    outlets or pdudaemon)."""
     groups = {}
     for b in config["boards"]:
         if b["exporter"] != exporter:
             continue
-        groups[b["name"]] = {
-            "NetworkSerialPort": {"host": "127.0.0.1", "port": b["serial_port"], "speed": 115200,
-                                  "protocol": "raw"},
-            "NetworkPowerPort": {"model": "simplerest", "index": b["index"],
-                                 "host": f"http://127.0.0.1:{PORTS.pdu}/outlet/{{index}}/{{value}}"},
-        }
+        group: dict = {}
+        if b["console"] == "ser2net":   # the exporter runs ser2net for it, like a USB-UART
+            # labgrid serves only devices under /dev: the pty itself, which the virtual lab keeps
+            # for as long as it runs (a restart of it changes this file and restarts the exporter)
+            group["RawSerialPort"] = {"port": os.path.realpath(b["pty_link"]), "speed": 115200}
+        else:
+            group["NetworkSerialPort"] = {"host": "127.0.0.1", "port": b["serial_port"],
+                                          "speed": 115200, "protocol": "raw"}
+        if b["power"] == "pdudaemon":
+            group["PDUDaemonPort"] = {"host": f"127.0.0.1:{PORTS.pdudaemon}", "pdu": plug(b),
+                                      "index": 1}
+        else:
+            group["NetworkPowerPort"] = {
+                "model": "simplerest", "index": b["index"],
+                "host": f"http://127.0.0.1:{PORTS.pdu}/outlet/{{index}}/{{value}}"}
+        groups[b["name"]] = group
     return groups
+
+
+def _published(group: dict) -> set[str]:
+    """`<class>/<name>` of what the coordinator lists for an exporter group (a local serial
+    device is published as the NetworkSerialPort its ser2net serves)."""
+    return {f"{'NetworkSerialPort' if name == 'RawSerialPort' else name}/{name}" for name in group}
+
+
+def plug(board: dict) -> str:
+    """The address of a board's smart plug: pdudaemon names a PDU by the host it talks to."""
+    return f"127.0.0.1:{PORTS.pdu}/tasmota/{board['index']}"
+
+
+def start_pdudaemon(config: dict) -> None:
+    """pdudaemon in front of the virtual PDU for the boards wired through it: one Tasmota smart
+    plug per board, as pdudaemon drives them in a real lab."""
+    boards = [b for b in config["boards"] if b["power"] == "pdudaemon"]
+    if not boards:
+        return
+    if shutil.which("pdudaemon") is None:
+        raise LabError("pdudaemon is not installed (Debian package pdudaemon; `make deps`)")
+    conf = STATE / "pdudaemon" / "pdudaemon.conf"
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({
+        "daemon": {"hostname": "127.0.0.1", "port": PORTS.pdudaemon, "logging_level": "INFO",
+                   "listener": "http"},
+        "pdus": {plug(b): {"driver": "sonoff_s20_tasmota"} for b in boards},
+    }, indent=2)
+    if conf.exists() and conf.read_text() != text and running_pid("pdudaemon"):
+        stop_process("pdudaemon")
+    conf.write_text(text)
+    start_process("pdudaemon", [shutil.which("pdudaemon"), "--conf", str(conf),
+                                "--logfile", str(STATE / "logs" / "pdudaemon-requests.log")],
+                  ports=[PORTS.pdudaemon], ready=lambda: port_open(PORTS.pdudaemon))
 
 
 def start_labgrid(config: dict, inventory: dict) -> None:
@@ -41,9 +90,14 @@ def start_labgrid(config: dict, inventory: dict) -> None:
             name = exp["name"]
             cfg = STATE / "exporters" / f"{name}.yaml"
             cfg.parent.mkdir(parents=True, exist_ok=True)
-            cfg.write_text(yaml.safe_dump(exporter_config(config, name)))
-            expected = {f"{name}/{b['name']}/{cls}/{cls}" for b in config["boards"]
-                        if b["exporter"] == name for cls in ("NetworkSerialPort", "NetworkPowerPort")}
+            groups = exporter_config(config, name)
+            text = yaml.safe_dump(groups)
+            if cfg.exists() and cfg.read_text() != text and running_pid(f"labgrid-exporter-{name}"):
+                say(f"labgrid-exporter {name}: its resources changed; restarting it")
+                stop_process(f"labgrid-exporter-{name}")
+            cfg.write_text(text)
+            expected = {f"{name}/{group}/{pub}" for group, res in groups.items()
+                        for pub in _published(res)}
 
             def exporter_ready(name: str = name, expected: set[str] = expected) -> bool:
                 try:

@@ -14,6 +14,11 @@ replugged), /chaos/<index>/garbage sends line noise to them, /chaos/<index>/hang
 (SIGSTOP on its QEMU; the next power-off kills it). /rails/<index> serves the board's rail readings
 (JSON) from its power model, and /qmp/<index> its QMP run state and SUSPEND/WAKEUP events.
 
+Two real-lab shapes: a board with `console: pty` has no TCP port here; its console is a pseudo
+terminal with a stable path (`pty_link`), the way a USB-UART appears as /dev/ttyUSB0, which
+labgrid-exporter exports as a RawSerialPort through ser2net. And /tasmota/<index>/cm?cmnd=Power1 on
+speaks the Tasmota smart-plug dialect that pdudaemon's `sonoff_s20_tasmota` driver drives.
+
 Usage: vlab.py CONFIG.json   (written by `benchfarm lab up`)
 """
 
@@ -27,18 +32,23 @@ import random
 import signal
 import sys
 import time
+import tty
+import urllib.parse
 from pathlib import Path
 
 log = logging.getLogger("vlab")
 
 
 class SerialBroker:
-    """Bytes from QEMU go to every TCP client; bytes from any client go to QEMU."""
+    """Bytes from QEMU go to every TCP client (or the pty); bytes from any client go to QEMU."""
 
-    def __init__(self, name: str, tcp_port: int, socket_path: Path, console_log: Path) -> None:
+    def __init__(self, name: str, tcp_port: int | None, socket_path: Path, console_log: Path,
+                 pty_link: Path | None = None) -> None:
         self.name = name
         self.tcp_port = tcp_port
         self.socket_path = socket_path
+        self.pty_link = pty_link
+        self.pty_master: int | None = None
         self.clients: set[asyncio.StreamWriter] = set()
         self.qemu: asyncio.StreamWriter | None = None
         self.console_log = console_log.open("ab", buffering=0)
@@ -46,7 +56,41 @@ class SerialBroker:
     async def start(self) -> None:
         self.socket_path.unlink(missing_ok=True)
         await asyncio.start_unix_server(self._on_qemu, path=str(self.socket_path))
-        await asyncio.start_server(self._on_client, host="127.0.0.1", port=self.tcp_port)
+        if self.pty_link is not None:
+            self._open_pty()
+        else:
+            await asyncio.start_server(self._on_client, host="127.0.0.1", port=self.tcp_port)
+
+    def _open_pty(self) -> None:
+        """A serial device with a stable path; the slave end stays open here so the line never
+        hangs up while nobody (ser2net) has it open, like a UART whose board is off."""
+        master, slave = os.openpty()
+        tty.setraw(slave)
+        os.set_blocking(master, False)
+        self.pty_master, self._pty_slave = master, slave
+        self.pty_link.unlink(missing_ok=True)
+        self.pty_link.symlink_to(os.ttyname(slave))
+        asyncio.get_running_loop().add_reader(master, self._on_pty)
+
+    def _on_pty(self) -> None:
+        try:
+            data = os.read(self.pty_master, 4096)
+        except (BlockingIOError, OSError):
+            return
+        if data and self.qemu is not None:
+            self.qemu.write(data)
+
+    def _to_clients(self, data: bytes) -> None:
+        if self.pty_master is not None:
+            try:
+                os.write(self.pty_master, data)
+            except (BlockingIOError, OSError):
+                pass  # nobody reads the line: a UART drops what no one receives
+        for client in list(self.clients):
+            try:
+                client.write(data)
+            except (ConnectionError, RuntimeError):
+                self.clients.discard(client)
 
     async def _on_qemu(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.qemu is not None:
@@ -55,11 +99,7 @@ class SerialBroker:
         try:
             while data := await reader.read(65536):
                 self.console_log.write(data)
-                for client in list(self.clients):
-                    try:
-                        client.write(data)
-                    except (ConnectionError, RuntimeError):
-                        self.clients.discard(client)
+                self._to_clients(data)
         except ConnectionError:
             pass
         finally:
@@ -77,8 +117,7 @@ class SerialBroker:
     def garbage(self, size: int = 512) -> None:
         noise = bytes(random.Random(size).randrange(256) for _ in range(size))
         self.console_log.write(noise)
-        for client in list(self.clients):
-            client.write(noise)
+        self._to_clients(noise)
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.clients.add(writer)
@@ -276,8 +315,11 @@ class PDU:
         await writer.drain()
         writer.close()
 
-    async def _route(self, path: str) -> tuple[str, str]:
+    async def _route(self, target: str) -> tuple[str, str]:
+        path, _, query = target.partition("?")
         parts = [p for p in path.split("/") if p]
+        if len(parts) == 3 and parts[0] == "tasmota" and parts[1].isdigit() and parts[2] == "cm":
+            return await self._tasmota(int(parts[1]), urllib.parse.parse_qs(query))
         if len(parts) == 2 and parts[0] in ("rails", "qmp") and parts[1].isdigit():
             if int(parts[1]) >= len(self.outlets):
                 return "404 Not Found", f"no outlet {parts[1]}\n"
@@ -330,10 +372,25 @@ class PDU:
         return "200 OK", "1" if outlet.is_on else "0"
 
 
+    async def _tasmota(self, index: int, query: dict[str, list[str]]) -> tuple[str, str]:
+        """Tasmota's `cm?cmnd=Power1 on|off`: a one-outlet smart plug per board."""
+        command = (query.get("cmnd") or [""])[0].split()
+        if index >= len(self.outlets) or len(command) != 2 or command[0].lower() != "power1":
+            return "400 Bad Request", json.dumps({"Command": "Unknown"})
+        outlet = self.outlets[index]
+        if command[1].lower() in ("on", "1"):
+            await outlet.on()
+        elif command[1].lower() in ("off", "0"):
+            await outlet.off()
+        return "200 OK", json.dumps({"POWER1": "ON" if outlet.is_on else "OFF"})
+
+
 async def serve(config: dict) -> None:
     logdir = Path(config["logdir"])
-    brokers = [SerialBroker(b["name"], b["serial_port"], Path(b["serial_socket"]),
-                            logdir / f"{b['name']}-console.log") for b in config["boards"]]
+    brokers = [SerialBroker(b["name"], b.get("serial_port"), Path(b["serial_socket"]),
+                            logdir / f"{b['name']}-console.log",
+                            Path(b["pty_link"]) if b.get("pty_link") else None)
+               for b in config["boards"]]
     outlets = [Outlet(b, logdir) for b in config["boards"]]
     for outlet, broker in zip(outlets, brokers):
         outlet.broker = broker

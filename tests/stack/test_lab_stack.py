@@ -113,7 +113,8 @@ def test_coordinator_lists_places_with_tags(lab):
         assert p.tags["device_type"] == board["deviceType"]
         for k, v in board.get("labels", {}).items():
             assert p.tags[k] == str(v)
-        assert "NetworkSerialPort" in p.resources and "NetworkPowerPort" in p.resources
+        power = "PDUDaemonPort" if board.get("power") == "pdudaemon" else "NetworkPowerPort"
+        assert "NetworkSerialPort" in p.resources and power in p.resources, p.resources
 
 
 def _device_type(name: str) -> DeviceType:

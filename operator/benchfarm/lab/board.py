@@ -1,9 +1,11 @@
 """One board in benchfarm's hands: labgrid drivers, a timed power cycle, commands on its shell.
 
-The place's resources come from the coordinator (a NetworkSerialPort and a NetworkPowerPort for a
-virtual board, whatever the exporter offers for a real one); labgrid's own drivers act on them:
-NetworkPowerDriver switches the PDU, SerialDriver reads the console, ShellDriver runs commands.
-The serial driver is wrapped so every byte read is timestamped and kept for the run's serial log.
+The place's resources come from the coordinator, as its exporter publishes them: a console is a
+NetworkSerialPort (a serial server, or a local tty the exporter serves through ser2net), power is
+whichever power resource the place carries (a PDU's REST outlet, a pdudaemon port, a YKUSH or USB
+hub port, a Tasmota plug, ...). labgrid's own drivers act on them: the power driver labgrid has
+for that resource, SerialDriver for the console, ShellDriver for commands. The serial driver is
+wrapped so every byte read is timestamped and kept for the run's serial log.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import attr
 from labgrid import Target, target_factory
 from labgrid.step import steps as labgrid_steps
-from labgrid.driver import NetworkPowerDriver, SerialDriver, ShellDriver
+from labgrid.driver import SerialDriver, ShellDriver
 from pexpect import TIMEOUT as PexpectTimeout
 
 from ..api.devicetype import DeviceType
@@ -73,6 +75,17 @@ class _PerThreadStack:
 
 if not isinstance(labgrid_steps._stack, _PerThreadStack):
     labgrid_steps._stack = _PerThreadStack()
+
+
+# A place's power resource (as the coordinator lists it) -> the labgrid driver that switches it.
+POWER_DRIVERS = {
+    "NetworkPowerPort": "NetworkPowerDriver",
+    "PDUDaemonPort": "PDUDaemonDriver",
+    "NetworkYKUSHPowerPort": "YKUSHPowerDriver",
+    "NetworkUSBPowerPort": "USBPowerDriver",
+    "NetworkSiSPMPowerPort": "SiSPMPowerDriver",
+    "TasmotaPowerPort": "TasmotaPowerDriver",
+}
 
 
 @target_factory.reg_driver
@@ -146,16 +159,16 @@ class Board:
         self.device_type = device_type
         self.serial_log = serial_log or SerialLog()
         self.target = Target(place)
-        if "NetworkSerialPort" not in resources or "NetworkPowerPort" not in resources:
-            raise InfraError(f"place {place} lacks a serial port or power port "
-                             f"(has {', '.join(resources) or 'nothing'}); is its exporter running?",
-                             reason="PlaceIncomplete")
-        serial_args = {k: v for k, v in resources["NetworkSerialPort"].items() if k != "extra"}
-        power_args = {k: v for k, v in resources["NetworkPowerPort"].items() if k != "extra"}
-        target_factory.make_resource(self.target, "NetworkSerialPort", None, serial_args)
-        target_factory.make_resource(self.target, "NetworkPowerPort", None, power_args)
+        power = next((cls for cls in POWER_DRIVERS if cls in resources), None)
+        if "NetworkSerialPort" not in resources or power is None:
+            raise InfraError(f"place {place} lacks a serial port or a power port labgrid can "
+                             f"switch (has {', '.join(resources) or 'nothing'}); is its exporter "
+                             f"running?", reason="PlaceIncomplete")
+        for cls in ("NetworkSerialPort", power):
+            args = {k: v for k, v in resources[cls].items() if k != "extra"}
+            target_factory.make_resource(self.target, cls, None, args)
         self.serial = RecordingSerialDriver(self.target, name=None)
-        self.power = NetworkPowerDriver(self.target, name=None)
+        self.power = target_factory.drivers[POWER_DRIVERS[power]](self.target, name=None)
         self.shell = ShellDriver(self.target, name=None, prompt=device_type.console.prompt,
                                  login_prompt="benchfarm-no-login-prompt", username="root",
                                  login_timeout=30, await_login_timeout=1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from collections.abc import Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -218,6 +219,25 @@ class Coordinator:
                 if "already acquired" in str(exc) or "reserved" in str(exc):
                     raise BoardBusy(str(exc)) from exc
                 raise
+        self._wait_served(name)   # outside the lock: on failure it releases the place
+
+    def _wait_served(self, name: str, timeout: float = 15.0) -> None:
+        """Exporters start some servers only for the holder (ser2net for a local serial device):
+        until they publish a port, the place cannot be used. Not ready in time is the lab's
+        fault (the exporter's), never the board's."""
+        deadline = time.monotonic() + timeout
+        while True:
+            place = self.places().get(name)
+            pending = [cls for cls, args in (place.resources if place else {}).items()
+                       if "port" in args and args["port"] is None]
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                self.release(name)
+                raise InfraError(f"place {name}: its exporter serves no port for "
+                                 f"{', '.join(pending)} {timeout:.0f} s after acquiring it "
+                                 "(is ser2net installed on the exporter?)", reason="PlaceIncomplete")
+            time.sleep(0.2)
 
     def holder(self, name: str) -> str | None:
         place = self.places().get(name)

@@ -1,0 +1,62 @@
+"""Issue 11 on the real stack: a board wired like a bench (ser2net console, pdudaemon power).
+
+vb-bench-0's console is a tty device (a pty with a stable path) that labgrid-exporter serves
+through ser2net, the way every USB-UART of a real lab is exported; its power is a Tasmota plug
+driven by a real pdudaemon, which labgrid's PDUDaemonDriver talks to. Nothing in benchfarm knows
+either: the place carries the resources, labgrid binds the drivers.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+import benchfarm_devlab as devlab
+from benchfarm.lab.coordinator import Coordinator
+from tests.stack.runs import cond, finished, outlet_on, run_yaml, unique
+from tests.stack.conftest import apply, wait_for
+from tests.stack.test_operator import custom  # noqa: F401
+
+pytestmark = pytest.mark.stack
+
+PLACE = "vb-bench-0"
+
+
+def test_the_bench_place_is_a_ser2net_console_and_a_pdudaemon_port(lab):
+    c = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="wiring")
+    try:
+        wait_for(f"{PLACE} free", lambda: not c.places()[PLACE].acquired, timeout=300)
+        assert c.places()[PLACE].resources["NetworkSerialPort"]["port"] is None  # not served yet
+        c.acquire(PLACE)       # the exporter starts ser2net for the holder; acquire waits for it
+        try:
+            resources = c.places()[PLACE].resources
+            ser2net = subprocess.run(["pgrep", "-af", "ser2net"], capture_output=True,
+                                     text=True).stdout
+        finally:
+            c.release(PLACE)
+    finally:
+        c.close()
+    assert set(resources) == {"NetworkSerialPort", "PDUDaemonPort"}, resources
+    port = resources["NetworkSerialPort"]["port"]
+    tty = os.path.realpath(devlab.STATE / "boards" / PLACE / "ttyBF0")   # the pty under /dev/pts
+    assert port and tty in ser2net and str(port) in ser2net, (resources, ser2net)
+    assert resources["PDUDaemonPort"]["host"] == f"127.0.0.1:{devlab.PORTS.pdudaemon}"
+    assert resources["PDUDaemonPort"]["pdu"].startswith(f"127.0.0.1:{devlab.PORTS.pdu}/tasmota/")
+
+
+def test_a_run_on_the_bench_board_succeeds_through_ser2net_and_pdudaemon(custom):  # noqa: F811
+    log = devlab.STATE / "logs" / "pdudaemon-requests.log"
+    before = log.stat().st_size if log.exists() else 0
+    name = unique("bench")
+    apply(run_yaml(name, plan="demo", selector={"board": PLACE}, bootCycles=2))
+    st = finished(custom, name, timeout=300)
+    assert cond(st)["status"] == "True", st
+    assert st["board"] == PLACE and st["results"]["boot"]["n"] == 2
+    assert "x86_64" in st["provenance"]["uname"]
+    # pdudaemon did the switching: its log has the plug's on and off jobs, none failed
+    jobs = log.read_text(errors="replace")[before:]
+    assert "tasmota" in jobs and "(on 1)" in jobs and "(off 1)" in jobs, jobs[-2000:]
+    assert "Failed" not in jobs, jobs[-2000:]
+    wait_for("the board off after the run", lambda: not outlet_on(PLACE), timeout=30)
