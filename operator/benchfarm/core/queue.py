@@ -148,9 +148,6 @@ class _FreeBoards:
                 self.with_gpu.append(b)
         self.taken: set[str] = set()
 
-    def all_taken(self) -> bool:
-        return len(self.ordered) == len(self.taken)
-
     def candidates(self, selector: Selector, needs_gpu: bool) -> list[BoardView]:
         """The shortest index list holding every free board that could fit (a superset)."""
         lists = [self.ordered]
@@ -177,6 +174,7 @@ class _Demand:
         self.unread = iter(candidates)
         self.fits: list[BoardView] = []
         self.skip: list[int] = []      # skip[i] == i: fits[i] may be free; else look at skip[i]
+        self.exhausted = False         # every fitting board is taken: later runs need not look
 
     def _has(self, i: int) -> bool:
         """Whether a fitting board i exists, reading candidates as far as needed."""
@@ -207,6 +205,7 @@ class _Demand:
 
     def pick(self, avoid: frozenset[str], taken: set[str]) -> BoardView | None:
         i = self._free_from(0, taken)
+        self.exhausted = i == len(self.fits)
         while i < len(self.fits) and self.fits[i].name in avoid:
             i = self._free_from(i + 1, taken)
         return self.fits[i] if i < len(self.fits) else None
@@ -225,15 +224,17 @@ def schedule(runs: Sequence[QueuedRun], boards: Sequence[BoardView], *,
     demands: dict[tuple[Selector, bool], _Demand] = {}
     assignments: list[Assignment] = []
     remaining: list[QueuedRun] = []
+    free_count = len(free.ordered)
     for run in order:
-        if free.all_taken() or running.get(run.namespace, 0) >= limits.get(run.namespace, 1 << 30):
+        if free_count == len(free.taken) or \
+                running.get(run.namespace, 0) >= limits.get(run.namespace, 1 << 30):
             remaining.append(run)
             continue
         demand = demands.get((run.selector, run.needs_gpu))
         if demand is None:
             demand = demands[(run.selector, run.needs_gpu)] = _Demand(
                 run.selector, run.needs_gpu, free.candidates(run.selector, run.needs_gpu))
-        chosen = demand.pick(run.avoid, free.taken)
+        chosen = None if demand.exhausted else demand.pick(run.avoid, free.taken)
         if chosen is None:
             remaining.append(run)
             continue
