@@ -164,7 +164,8 @@ def reference_schedule(runs, boards, running_per_namespace, max_boards, fairness
 
 
 def random_round(rnd):
-    types, racks, names = ["qemu-x86", "am62x", "rpi4"], ["1", "2", "3"], [f"b{i}" for i in range(16)]
+    types, racks = ["qemu-x86", "am62x", "rpi4"], ["1", "2", "3"]
+    names = [f"b{i}" for i in range(16)]
     bs = []
     for name in rnd.sample(names, rnd.randint(0, 16)):
         labels = {k: rnd.choice(v) for k, v in (("rack", racks), ("ddr", ["ddr4", "lpddr4"]))
@@ -179,9 +180,9 @@ def random_round(rnd):
                   if rnd.random() < 0.3}
         sel = Selector.of(rnd.choice([None, "nope", *types]), labels,
                           rnd.choice(names) if rnd.random() < 0.15 else None)
-        avoid = frozenset(rnd.sample(names, rnd.randint(0, 4))) if rnd.random() < 0.3 else frozenset()
-        runs.append(QueuedRun(f"{ns}/r{i}", ns, rnd.choice([10, 100, 100]), float(rnd.randint(0, 9)),
-                              sel, avoid, needs_gpu=rnd.random() < 0.2))
+        avoid = frozenset(rnd.sample(names, rnd.randint(0, 4)) if rnd.random() < 0.3 else ())
+        runs.append(QueuedRun(f"{ns}/r{i}", ns, rnd.choice([10, 100, 100]),
+                              float(rnd.randint(0, 9)), sel, avoid, needs_gpu=rnd.random() < 0.2))
     running = {ns: rnd.randint(0, 2) for ns in namespaces if rnd.random() < 0.5}
     limits = {ns: rnd.randint(0, 4) for ns in namespaces if rnd.random() < 0.5}
     served = {ns: float(rnd.randint(0, 5)) for ns in namespaces if rnd.random() < 0.5}

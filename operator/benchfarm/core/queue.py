@@ -8,8 +8,8 @@ namespace over its board limit waits.
 
 A round costs O(runs + boards) beyond ordering the queue, plus one pass per distinct selector
 over the shortest index list it names: free boards are indexed by board, device type, label and
-GPU, and runs asking for the same thing share that pass, so a run that fits no free board costs
-O(1) and a board taken in the round is stepped over once.
+GPU, and runs asking for the same thing share that pass. A run that fits no free board costs O(1);
+a run with boards to avoid, one step more per avoided board it passes.
 """
 
 from __future__ import annotations
