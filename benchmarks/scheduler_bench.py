@@ -1,59 +1,157 @@
 #!/usr/bin/env python3
 """How fast is one scheduling round at lab scale? Prints figures and ratios, asserts nothing.
 
-1,000 simulated boards of 8 device types on 20 exporter hosts, 5,000-40,000 queued runs from 50
-teams at 5 priorities; a round assigns every free board. Run: make bench
+1,000 simulated boards of 8 device types on 20 exporter hosts. The mixed cases queue 5,000-40,000
+runs from 50 teams at 5 priorities, each fitting some board; the worst case queues 10,000 runs
+from 20 teams of which 97% fit no free board (a busy board revision, a pinned busy board), so no
+round ends early for lack of free boards. Each round is timed against `baseline_schedule`, the
+scheduler before its index (issue 12), on the same inputs. Run: make bench
 """
 
 from __future__ import annotations
 
+import gc
 import random
 import statistics
 import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
-from benchfarm.core.queue import BoardView, QueuedRun, RoundRobinFairness, Selector, schedule
+from benchfarm.core.queue import (Assignment, BoardView, Decision, FairnessPolicy, QueuedRun,
+                                  RoundRobinFairness, Selector, matches, schedule)
+
+TYPES = [f"soc-{i}" for i in range(8)]
+
+
+def baseline_schedule(runs: Sequence[QueuedRun], boards: Sequence[BoardView], *,
+                      running_per_namespace: Mapping[str, int] | None = None,
+                      max_boards: Mapping[str, int] | None = None,
+                      fairness: FairnessPolicy | None = None, now: float = 0.0) -> Decision:
+    """schedule() as it was before issue 12, kept only as this benchmark's baseline: every run
+    tries every free board of its type(s), O(runs x free boards) when runs fit none."""
+    fairness = fairness or RoundRobinFairness()
+    order = fairness.order(runs)
+    running = dict(running_per_namespace or {})
+    limits = max_boards or {}
+    free_by_type: dict[str, list[BoardView]] = defaultdict(list)
+    for b in sorted(boards, key=lambda b: b.name):
+        if b.available:
+            free_by_type[b.device_type].append(b)
+    taken: set[str] = set()
+    assignments: list[Assignment] = []
+    remaining: list[QueuedRun] = []
+    free_count = sum(len(v) for v in free_by_type.values())
+    for run in order:
+        if free_count == len(taken):
+            remaining.append(run)
+            continue
+        if running.get(run.namespace, 0) >= limits.get(run.namespace, 1 << 30):
+            remaining.append(run)
+            continue
+        types = [run.selector.device_type] if run.selector.device_type else list(free_by_type)
+        chosen = None
+        for t in types:
+            for b in free_by_type.get(t, ()):
+                if b.name in taken or b.name in run.avoid or (run.needs_gpu and not b.gpu):
+                    continue
+                if matches(run.selector, b):
+                    chosen = b
+                    break
+            if chosen:
+                break
+        if chosen is None:
+            remaining.append(run)
+            continue
+        taken.add(chosen.name)
+        running[run.namespace] = running.get(run.namespace, 0) + 1
+        fairness.served(run, now)
+        assignments.append(Assignment(run.key, chosen.name))
+    return Decision(assignments, remaining)
 
 
 def lab(n_boards: int, rnd: random.Random, busy: float) -> list[BoardView]:
-    types = [f"soc-{i}" for i in range(8)]
-    return [BoardView(f"b{i:04d}", rnd.choice(types), {"host": f"exp{i % 20}",
-                                                       "ddr": rnd.choice(["lpddr4", "ddr4"])},
+    return [BoardView(f"b{i:04d}", rnd.choice(TYPES), {"host": f"exp{i % 20}",
+                                                      "ddr": rnd.choice(["lpddr4", "ddr4"])},
                       available=rnd.random() > busy) for i in range(n_boards)]
 
 
+def with_busy_revision(boards: list[BoardView]) -> list[BoardView]:
+    """Every tenth board becomes revision b, and all of those are busy."""
+    return [replace(b, labels={**b.labels, "rev": "b"}, available=False) if i % 10 == 0 else b
+            for i, b in enumerate(boards)]
+
+
 def queue(n_runs: int, rnd: random.Random) -> list[QueuedRun]:
-    types = [f"soc-{i}" for i in range(8)]
     runs = []
     for i in range(n_runs):
         ns = f"team-{rnd.randrange(50)}"
         labels = {"ddr": "lpddr4"} if rnd.random() < 0.3 else {}
         runs.append(QueuedRun(f"{ns}/r{i}", ns, rnd.choice([10, 50, 100, 100, 500]), float(i),
-                              Selector.of(rnd.choice(types), labels)))
+                              Selector.of(rnd.choice(TYPES), labels)))
     return runs
 
 
-def bench(n_boards: int, n_runs: int, busy: float, repeat: int = 5) -> tuple[float, int]:
-    times, assigned = [], 0
+def unfit_queue(n_runs: int, rnd: random.Random, boards: list[BoardView]) -> list[QueuedRun]:
+    """60% want revision b of any type, 20% of one type, 17% a busy board by name, 3% fit."""
+    busy = [b.name for b in boards if not b.available]
+    runs = []
+    for i in range(n_runs):
+        ns = f"team-{rnd.randrange(20)}"
+        x = rnd.random()
+        if x < 0.6:
+            sel = Selector.of(labels={"rev": "b"})
+        elif x < 0.8:
+            sel = Selector.of(rnd.choice(TYPES), {"rev": "b"})
+        elif x < 0.97:
+            sel = Selector.of(board=rnd.choice(busy))
+        else:
+            sel = Selector.of(rnd.choice(TYPES))
+        runs.append(QueuedRun(f"{ns}/r{i}", ns, rnd.choice([10, 50, 100, 100, 500]), float(i), sel))
+    return runs
+
+
+def timed(fn, runs, boards) -> tuple[float, Decision]:
+    gc.collect()   # or the first round after building the inputs pays for their collection
+    t0 = time.perf_counter()
+    d = fn(runs, boards, fairness=RoundRobinFairness(), now=1.0)
+    return (time.perf_counter() - t0) * 1e3, d
+
+
+def bench(case: str, n_boards: int, n_runs: int, busy: float, repeat: int) -> dict:
+    new, old, assigned, same = [], [], 0, True
     for k in range(repeat):
         rnd = random.Random(k)
-        boards, runs = lab(n_boards, rnd, busy), queue(n_runs, rnd)
-        t0 = time.perf_counter()
-        d = schedule(runs, boards, fairness=RoundRobinFairness(), now=1.0)
-        times.append(time.perf_counter() - t0)
-        assigned = len(d.assignments)
-    return statistics.median(times), assigned
+        boards = lab(n_boards, rnd, busy)
+        if case == "mixed":
+            runs = queue(n_runs, rnd)
+        else:
+            boards = with_busy_revision(boards)
+            runs = unfit_queue(n_runs, rnd, boards)
+        t_new, d_new = timed(schedule, runs, boards)
+        t_old, d_old = timed(baseline_schedule, runs, boards)
+        new.append(t_new)
+        old.append(t_old)
+        assigned = len(d_new.assignments)
+        same &= (d_new.assignments == d_old.assignments
+                 and [r.key for r in d_new.order] == [r.key for r in d_old.order])
+    return {"p50": statistics.median(new), "max": max(new), "base": statistics.median(old),
+            "assigned": assigned, "same": same}
 
 
 def main() -> None:
-    print(f"{'boards':>7} {'queued':>7} {'busy':>5} {'round (ms)':>11} {'assigned':>9} {'us/run':>7}")
-    base = None
-    for n_boards, n_runs, busy in [(100, 1000, 0.5), (1000, 5000, 0.5), (1000, 10000, 0.5),
-                                   (1000, 20000, 0.5), (1000, 40000, 0.5), (1000, 10000, 0.95)]:
-        t, assigned = bench(n_boards, n_runs, busy)
-        per_run = t / n_runs * 1e6
-        base = base or per_run
-        print(f"{n_boards:7d} {n_runs:7d} {busy:5.2f} {t * 1e3:11.1f} {assigned:9d} {per_run:7.1f}"
-              f"  (x{per_run / base:.2f} per run vs the smallest case)")
+    print(f"{'case':>6} {'boards':>6} {'queued':>6} {'busy':>4} {'p50 ms':>7} {'max ms':>7} "
+          f"{'baseline p50 ms':>15} {'ratio':>7} {'assigned':>8} {'us/run':>6} same")
+    for case, n_boards, n_runs, busy, repeat in [
+            ("mixed", 100, 1000, 0.5, 5), ("mixed", 1000, 5000, 0.5, 5),
+            ("mixed", 1000, 10000, 0.5, 5), ("mixed", 1000, 20000, 0.5, 5),
+            ("mixed", 1000, 40000, 0.5, 5), ("mixed", 1000, 10000, 0.95, 5),
+            ("unfit", 1000, 10000, 0.5, 3), ("unfit", 1000, 10000, 0.1, 3)]:
+        r = bench(case, n_boards, n_runs, busy, repeat)
+        print(f"{case:>6} {n_boards:6d} {n_runs:6d} {busy:4.2f} {r['p50']:7.1f} {r['max']:7.1f} "
+              f"{r['base']:15.1f} {r['base'] / r['p50']:6.1f}x {r['assigned']:8d} "
+              f"{r['p50'] / n_runs * 1e3:6.2f} {'yes' if r['same'] else 'NO'}", flush=True)
+    print("goal (issue 12): worst-case round < 50 ms")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from benchfarm.api.crdgen import render
-from benchfarm.api.models import BenchmarkRunSpec, TestPlanSpec
+from benchfarm.api.models import BenchmarkRunSpec, LabPolicySpec, TestPlanSpec
 from tests.conftest import REPO
 
 
@@ -44,6 +44,16 @@ def test_run_spec_bounds():
         BenchmarkRunSpec(selector={"deviceType": "qemu-x86"}, plan="demo", iterations=0)
     with pytest.raises(ValidationError):
         BenchmarkRunSpec(selector={"deviceType": "qemu-x86"}, plan="demo", surprise=1)
+
+
+def test_a_namespace_gets_its_first_policy_entry_or_the_default():
+    spec = {"namespaces": [{"namespace": "a", "maxBoards": 1}, {"namespace": "b", "maxBoards": 2},
+                           {"namespace": "a", "maxBoards": 3}],
+            "default": {"namespace": "default-policy", "maxBoards": 9}}
+    policy = LabPolicySpec(**spec)
+    assert [policy.for_namespace(ns).maxBoards for ns in ("a", "b", "c")] == [1, 2, 9]
+    assert LabPolicySpec().for_namespace("a").maxBoards == 1000
+    assert policy == LabPolicySpec(**spec) and policy.model_dump() == LabPolicySpec(**spec).model_dump()
 
 
 def test_import_contracts_hold():

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from benchfarm.core.queue import (BoardView, QueuedRun, RoundRobinFairness, Selector, StrictOrder,
-                                  could_ever_match, queue_positions, schedule)
+import random
+
+from benchfarm.core.queue import (Assignment, BoardView, Decision, QueuedRun, RoundRobinFairness,
+                                  Selector, StrictOrder, could_ever_match, matches, queue_positions,
+                                  schedule)
 
 X86 = Selector.of("qemu-x86")
 
@@ -79,3 +82,125 @@ def test_strict_order_ignores_namespaces_and_positions_are_capped():
     d = schedule(runs, [], fairness=StrictOrder())
     pos = queue_positions(d.order, 50)
     assert len(pos) == 50 and pos["b/r0"] == 1 and pos["a/r1"] == 2
+
+
+def test_many_unfit_runs_before_a_fitting_one():
+    bs = [BoardView("x0", "qemu-x86", {"rack": "1"}), BoardView("a0", "am62x", available=False)]
+    unfit = ([run(f"t{i}", prio=500, created=i, sel=Selector.of("am62x")) for i in range(300)]
+             + [run(f"l{i}", prio=500, created=i, sel=Selector.of(labels={"rack": "2"}))
+                for i in range(300)]
+             + [run(f"p{i}", prio=500, created=i, sel=Selector.of(board="a0")) for i in range(300)])
+    d = schedule(unfit + [run("fits", prio=10, created=999)], bs, fairness=StrictOrder())
+    assert [(a.run, a.board) for a in d.assignments] == [("a/fits", "x0")]
+    assert [r.key for r in d.order] == [r.key for r in StrictOrder().order(unfit)]
+
+
+def test_a_run_avoiding_every_fitting_board_does_not_stop_the_next():
+    bs = boards(3)
+    runs = [run("avoids-all", created=0, avoid=["b0", "b1", "b2"]),
+            run("avoids-b0", created=1, avoid=["b0"]), run("any", created=2),
+            run("avoids-b2", created=3, avoid=["b2"]), run("late", created=4)]
+    d = schedule(runs, bs, fairness=StrictOrder())
+    assert [(a.run, a.board) for a in d.assignments] == [
+        ("a/avoids-b0", "b1"), ("a/any", "b0"), ("a/late", "b2")]
+    assert [r.key for r in d.order] == ["a/avoids-all", "a/avoids-b2"]
+
+
+def test_a_namespace_at_its_limit_lets_the_next_namespace_take_the_board():
+    runs = [run("a1", "a", created=0), run("a2", "a", created=1), run("b1", "b", created=2),
+            run("c1", "c", created=3, sel=Selector.of("am62x")), run("b2", "b", created=4)]
+    d = schedule(runs, boards(4), max_boards={"a": 2, "b": 1}, running_per_namespace={"a": 1},
+                 fairness=StrictOrder())
+    assert [(a.run, a.board) for a in d.assignments] == [("a/a1", "b0"), ("b/b1", "b1")]
+    assert [r.key for r in d.order] == ["a/a2", "c/c1", "b/b2"]
+
+
+def test_labels_match_as_a_subset_of_the_board_labels():
+    bs = [BoardView("b0", "qemu-x86", {"rack": "2"}),
+          BoardView("b1", "qemu-x86", {"rack": "1", "ddr": "ddr4"}),
+          BoardView("b2", "qemu-x86", {"rack": "2", "ddr": "ddr4", "host": "exp1"})]
+    both = Selector.of("qemu-x86", {"rack": "2", "ddr": "ddr4"})
+    d = schedule([run("both", created=0, sel=both), run("both-again", created=1, sel=both),
+                  run("rack", created=2, sel=Selector.of(labels={"rack": "2"})),
+                  run("ddr", created=3, sel=Selector.of(labels={"ddr": "ddr4"}))], bs,
+                 fairness=StrictOrder())
+    assert [(a.run, a.board) for a in d.assignments] == [
+        ("a/both", "b2"), ("a/rack", "b0"), ("a/ddr", "b1")]
+    assert [r.key for r in d.order] == ["a/both-again"]
+
+
+def test_a_run_naming_no_device_type_tries_the_types_in_turn():
+    bs = [BoardView("b2", "qemu-x86"), BoardView("b0", "am62x"), BoardView("b1", "qemu-x86")]
+    d = schedule([run(f"r{i}", created=i, sel=Selector.of()) for i in range(3)], bs,
+                 fairness=StrictOrder())
+    assert [a.board for a in d.assignments] == ["b0", "b1", "b2"]
+    bs = [BoardView("b0", "qemu-x86"), BoardView("b1", "am62x"), BoardView("b2", "qemu-x86")]
+    d = schedule([run(f"r{i}", created=i, sel=Selector.of()) for i in range(3)], bs,
+                 fairness=StrictOrder())
+    assert [a.board for a in d.assignments] == ["b0", "b2", "b1"]
+
+
+def reference_schedule(runs, boards, running_per_namespace, max_boards, fairness, now):
+    """Each run in turn tries every free board: O(runs x boards), the obvious way."""
+    free = sorted((b for b in boards if b.available), key=lambda b: b.name)
+    type_rank = {}
+    for b in free:
+        type_rank.setdefault(b.device_type, len(type_rank))
+    free.sort(key=lambda b: type_rank[b.device_type])    # stable: by name within a type
+    running, taken, assignments, remaining = dict(running_per_namespace), set(), [], []
+    for r in fairness.order(runs):
+        chosen = None
+        if running.get(r.namespace, 0) < max_boards.get(r.namespace, 1 << 30):
+            chosen = next((b for b in free if b.name not in taken and b.name not in r.avoid
+                           and (b.gpu or not r.needs_gpu) and matches(r.selector, b)), None)
+        if chosen is None:
+            remaining.append(r)
+            continue
+        taken.add(chosen.name)
+        running[r.namespace] = running.get(r.namespace, 0) + 1
+        fairness.served(r, now)
+        assignments.append(Assignment(r.key, chosen.name))
+    return Decision(assignments, remaining)
+
+
+def random_round(rnd):
+    types, racks = ["qemu-x86", "am62x", "rpi4"], ["1", "2", "3"]
+    names = [f"b{i}" for i in range(16)]
+    bs = []
+    for name in rnd.sample(names, rnd.randint(0, 16)):
+        labels = {k: rnd.choice(v) for k, v in (("rack", racks), ("ddr", ["ddr4", "lpddr4"]))
+                  if rnd.random() < 0.7}
+        bs.append(BoardView(name, rnd.choice(types), labels, available=rnd.random() < 0.6,
+                            gpu=rnd.random() < 0.3))
+    namespaces = ["a", "b", "c", "d"]
+    runs = []
+    for i in range(rnd.randint(0, 40)):
+        ns = rnd.choice(namespaces)
+        labels = {k: rnd.choice(v) for k, v in (("rack", racks + ["9"]), ("ddr", ["ddr4"]))
+                  if rnd.random() < 0.3}
+        sel = Selector.of(rnd.choice([None, "nope", *types]), labels,
+                          rnd.choice(names) if rnd.random() < 0.15 else None)
+        avoid = frozenset(rnd.sample(names, rnd.randint(0, 4)) if rnd.random() < 0.3 else ())
+        runs.append(QueuedRun(f"{ns}/r{i}", ns, rnd.choice([10, 100, 100]),
+                              float(rnd.randint(0, 9)), sel, avoid, needs_gpu=rnd.random() < 0.2))
+    running = {ns: rnd.randint(0, 2) for ns in namespaces if rnd.random() < 0.5}
+    limits = {ns: rnd.randint(0, 4) for ns in namespaces if rnd.random() < 0.5}
+    served = {ns: float(rnd.randint(0, 5)) for ns in namespaces if rnd.random() < 0.5}
+    return runs, bs, running, limits, served
+
+
+def test_schedule_agrees_with_the_reference_on_random_rounds():
+    for seed in range(400):
+        rnd = random.Random(seed)
+        runs, bs, running, limits, served = random_round(rnd)
+        for make_fairness in (RoundRobinFairness, StrictOrder):
+            fast, slow = make_fairness(), make_fairness()
+            if isinstance(fast, RoundRobinFairness):
+                fast.last_served.update(served)
+                slow.last_served.update(served)
+            got = schedule(runs, bs, running_per_namespace=running, max_boards=limits,
+                           fairness=fast, now=7.0)
+            want = reference_schedule(runs, bs, running, limits, slow, 7.0)
+            assert got.assignments == want.assignments, seed
+            assert [r.key for r in got.order] == [r.key for r in want.order], seed
+            assert vars(fast) == vars(slow), seed

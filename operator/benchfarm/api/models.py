@@ -8,6 +8,7 @@ No I/O here.
 from __future__ import annotations
 
 from enum import Enum
+from functools import cached_property
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -186,8 +187,11 @@ class LabPolicySpec(Model):
     maxInfraRetries: int = Field(2, ge=0, le=20)
     regression: RegressionRules = Field(default_factory=RegressionRules)
 
+    @cached_property
+    def _by_namespace(self) -> dict[str, NamespacePolicy]:
+        """Asked for every queued run every round: one lookup, not a scan of up to 1,000 entries.
+        A policy is never changed once read (a new LabPolicy makes a new one)."""
+        return {p.namespace: p for p in reversed(self.namespaces)}   # the first entry wins
+
     def for_namespace(self, namespace: str) -> NamespacePolicy:
-        for p in self.namespaces:
-            if p.namespace == namespace:
-                return p
-        return self.default
+        return self._by_namespace.get(namespace, self.default)

@@ -5,6 +5,11 @@ thousands of queued runs (benchmarks/scheduler_bench.py). Order: priority (highe
 fairness policy among runs of equal priority (round-robin across namespaces by default, oldest
 first within a namespace). A run goes only to an available board matching its selector; a
 namespace over its board limit waits.
+
+A round costs O(runs + boards) beyond ordering the queue, plus one pass per distinct selector
+over the shortest index list it names: free boards are indexed by board, device type, label and
+GPU, and runs asking for the same thing share that pass. A run that fits no free board costs O(1);
+a run with boards to avoid, one step more per avoided board it passes.
 """
 
 from __future__ import annotations
@@ -118,6 +123,94 @@ class Decision:
     order: list[QueuedRun]        # the queue as it stands after this round (assigned runs removed)
 
 
+class _FreeBoards:
+    """The round's available boards in the order a run tries them, indexed by what selectors name.
+
+    A run naming a device type tries that type's boards by name; a run naming none tries the
+    types one after another (in the order of each type's first board by name), each by name.
+    Every index list keeps that order.
+    """
+
+    def __init__(self, boards: Sequence[BoardView]) -> None:
+        self.by_type: dict[str, list[BoardView]] = defaultdict(list)
+        for b in sorted(boards, key=lambda b: b.name):
+            if b.available:
+                self.by_type[b.device_type].append(b)
+        self.ordered = [b for of_type in self.by_type.values() for b in of_type]
+        self.by_name: dict[str, list[BoardView]] = defaultdict(list)
+        self.by_label: dict[tuple[str, str], list[BoardView]] = defaultdict(list)
+        self.with_gpu: list[BoardView] = []
+        for b in self.ordered:
+            self.by_name[b.name].append(b)
+            for pair in b.labels.items():
+                self.by_label[pair].append(b)
+            if b.gpu:
+                self.with_gpu.append(b)
+        self.taken: set[str] = set()
+
+    def candidates(self, selector: Selector, needs_gpu: bool) -> list[BoardView]:
+        """The shortest index list holding every free board that could fit (a superset)."""
+        lists = [self.ordered]
+        if selector.board is not None:
+            lists.append(self.by_name.get(selector.board, []))
+        if selector.device_type is not None:
+            lists.append(self.by_type.get(selector.device_type, []))
+        lists.extend(self.by_label.get(pair, []) for pair in selector.labels)
+        if needs_gpu:
+            lists.append(self.with_gpu)
+        return min(lists, key=len)
+
+
+class _Demand:
+    """The free boards that fit one selector and GPU need, found in order and walked once a round.
+
+    Boards taken during the round are skipped for good (`skip` points past them, with path
+    compression), so picking costs amortised O(1) plus one step per avoided board passed.
+    """
+
+    def __init__(self, selector: Selector, needs_gpu: bool, candidates: list[BoardView]) -> None:
+        self.selector = selector
+        self.needs_gpu = needs_gpu
+        self.unread = iter(candidates)
+        self.fits: list[BoardView] = []
+        self.skip: list[int] = []      # skip[i] == i: fits[i] may be free; else look at skip[i]
+        self.exhausted = False         # every fitting board is taken: later runs need not look
+
+    def _has(self, i: int) -> bool:
+        """Whether a fitting board i exists, reading candidates as far as needed."""
+        while len(self.fits) <= i:
+            b = next(self.unread, None)
+            if b is None:
+                return False
+            if matches(self.selector, b) and (b.gpu or not self.needs_gpu):
+                self.skip.append(len(self.fits))
+                self.fits.append(b)
+        return True
+
+    def _free_from(self, i: int, taken: set[str]) -> int:
+        """The first fitting board at or after i not taken yet; len(fits) if there is none."""
+        passed = []
+        while self._has(i):
+            if self.skip[i] != i:
+                passed.append(i)
+                i = self.skip[i]
+            elif self.fits[i].name in taken:
+                passed.append(i)
+                i += 1
+            else:
+                break
+        for p in passed:
+            self.skip[p] = i
+        return i
+
+    def pick(self, avoid: frozenset[str], taken: set[str]) -> BoardView | None:
+        i = self._free_from(0, taken)
+        self.exhausted = i == len(self.fits)
+        while i < len(self.fits) and self.fits[i].name in avoid:
+            i = self._free_from(i + 1, taken)
+        return self.fits[i] if i < len(self.fits) else None
+
+
 def schedule(runs: Sequence[QueuedRun], boards: Sequence[BoardView], *,
              running_per_namespace: Mapping[str, int] | None = None,
              max_boards: Mapping[str, int] | None = None,
@@ -127,36 +220,25 @@ def schedule(runs: Sequence[QueuedRun], boards: Sequence[BoardView], *,
     order = fairness.order(runs)
     running = dict(running_per_namespace or {})
     limits = max_boards or {}
-    free_by_type: dict[str, list[BoardView]] = defaultdict(list)
-    for b in sorted(boards, key=lambda b: b.name):
-        if b.available:
-            free_by_type[b.device_type].append(b)
-    taken: set[str] = set()
+    free = _FreeBoards(boards)
+    demands: dict[tuple[Selector, bool], _Demand] = {}
     assignments: list[Assignment] = []
     remaining: list[QueuedRun] = []
-    free_count = sum(len(v) for v in free_by_type.values())
+    free_count = len(free.ordered)
     for run in order:
-        if free_count == len(taken):
+        if free_count == len(free.taken) or \
+                running.get(run.namespace, 0) >= limits.get(run.namespace, 1 << 30):
             remaining.append(run)
             continue
-        if running.get(run.namespace, 0) >= limits.get(run.namespace, 1 << 30):
-            remaining.append(run)
-            continue
-        types = [run.selector.device_type] if run.selector.device_type else list(free_by_type)
-        chosen = None
-        for t in types:
-            for b in free_by_type.get(t, ()):
-                if b.name in taken or b.name in run.avoid or (run.needs_gpu and not b.gpu):
-                    continue
-                if matches(run.selector, b):
-                    chosen = b
-                    break
-            if chosen:
-                break
+        demand = demands.get((run.selector, run.needs_gpu))
+        if demand is None:
+            demand = demands[(run.selector, run.needs_gpu)] = _Demand(
+                run.selector, run.needs_gpu, free.candidates(run.selector, run.needs_gpu))
+        chosen = None if demand.exhausted else demand.pick(run.avoid, free.taken)
         if chosen is None:
             remaining.append(run)
             continue
-        taken.add(chosen.name)
+        free.taken.add(chosen.name)
         running[run.namespace] = running.get(run.namespace, 0) + 1
         fairness.served(run, now)
         assignments.append(Assignment(run.key, chosen.name))
