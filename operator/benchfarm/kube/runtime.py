@@ -204,14 +204,9 @@ class Runtime:
                 if r.phase == RUNNING or r.starting:
                     running_ns[r.namespace] = running_ns.get(r.namespace, 0) + 1
             boards = [self.inventory.view(b) for b in self.boards.values() if b.device_type]
-            queued = []
-            for r in waiting:   # the namespace's ceiling applies every round (priority is mutable)
-                ceiling = self.policy.for_namespace(r.namespace).maxPriority
-                queued.append(q.QueuedRun(r.key, r.namespace, min(r.spec.priority, ceiling),
-                                          r.created, self.selector(r.spec),
-                                          frozenset(r.status.get("avoidBoards") or []),
-                                          needs_gpu=admission.needs_gpu(
-                                              r.status.get("resolvedSuites") or [])))
+            # the namespace's ceiling applies every round (priority is mutable)
+            queued = [self._queue_entry(r, self.policy.for_namespace(r.namespace).maxPriority)
+                      for r in waiting]
             limits = {r.namespace: self.policy.for_namespace(r.namespace).maxBoards for r in waiting}
             decision = q.schedule(queued, boards, running_per_namespace=running_ns,
                                   max_boards=limits, fairness=self.fairness, now=now)
@@ -236,6 +231,18 @@ class Runtime:
         self._publish_positions(decision.order)
         self.inventory.health_checks()
         self._ttl(runs, now)
+
+    def _queue_entry(self, r: RunState, ceiling: int) -> q.QueuedRun:
+        """The run as the scheduler sees it, rebuilt only when what it is made of changes."""
+        avoid = tuple(r.status.get("avoidBoards") or ())
+        suites = r.status.get("resolvedSuites") or []
+        fingerprint = (r.generation, ceiling, avoid, len(suites))
+        if r.queue_entry is None or r.queue_entry[0] != fingerprint:
+            entry = q.QueuedRun(r.key, r.namespace, min(r.spec.priority, ceiling), r.created,
+                                self.selector(r.spec), frozenset(avoid),
+                                needs_gpu=admission.needs_gpu(suites))
+            r.queue_entry = (fingerprint, entry)
+        return r.queue_entry[1]
 
     def _load_fairness(self) -> None:
         """Round-robin state from before a restart, so a restart does not reorder the queue."""
@@ -283,9 +290,13 @@ class Runtime:
     def _ttl(self, runs: list[RunState], now: float) -> None:
         for r in runs:
             ttl = r.spec.ttlSecondsAfterFinished
-            if ttl is not None and r.phase in FINISHED and r.status.get("completionTime"):
-                if now - ts(r.status["completionTime"]) >= ttl:
-                    self.kube.delete_run(r.namespace, r.name)
+            done = r.status.get("completionTime")
+            if ttl is None or not done or r.phase not in FINISHED:
+                continue
+            if r.completed_at is None or r.completed_at[0] != done:
+                r.completed_at = (done, ts(done))     # parsed once, not every round
+            if now - r.completed_at[1] >= ttl:
+                self.kube.delete_run(r.namespace, r.name)
 
     # -- run transitions ----------------------------------------------------------------------
     def patch(self, run: RunState, status: dict[str, Any]) -> None:

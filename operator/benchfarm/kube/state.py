@@ -35,6 +35,9 @@ class RunState:
     status: dict[str, Any]
     deleting: bool = False
     starting: bool = False          # picked by the scheduler, status not yet confirmed
+    # derived once, not every scheduling round: (fingerprint, value)
+    queue_entry: tuple[Any, Any] | None = None
+    completed_at: tuple[str, float] | None = None
 
     @property
     def key(self) -> str:
