@@ -7,15 +7,15 @@ import random
 from benchfarm.core.guide import as_baseline, parse_rst
 from benchfarm.core.regression import RegressionPolicy, Sample, Thresholds, compare, compare_metric
 from benchfarm.report.tables import guide_rst
-from tests.conftest import SEEDS
+from tests.conftest import guide
 
 
 def _guide(name):
-    return parse_rst((SEEDS / name).read_text())
+    return parse_rst(guide(name))
 
 
 def test_seed_001_imports_with_its_numbers():
-    base = as_baseline(_guide("001_053d8f4ec3bf235f.txt"))
+    base = as_baseline(_guide("001_am62lx_linux_performance_guide.rst"))
     v = base["bw_mem-bcopy-16mb (MB/s)"]
     assert (v.mean, v.min, v.max) == (785.15, 707.87, 861.19)
     assert base["dhrystone_per_mhz (DMIPS/MHz)"].mean == 9.03
@@ -24,7 +24,7 @@ def test_seed_001_imports_with_its_numbers():
 
 
 def test_seed_004_bare_numbers_import():
-    tables = _guide("004_9348a7630b98633c.txt")
+    tables = _guide("004_am65x_rt_linux_performance_guide.rst")
     assert tables[0].board == "am654x-evm"
     base = as_baseline(tables)
     assert base["bw_mem-bcopy-16mb (MB/s)"].mean == 878.4
@@ -32,7 +32,7 @@ def test_seed_004_bare_numbers_import():
 
 
 def test_import_then_render_gives_the_same_numbers():
-    for name in ("001_053d8f4ec3bf235f.txt", "004_9348a7630b98633c.txt"):
+    for name in ("001_am62lx_linux_performance_guide.rst", "004_am65x_rt_linux_performance_guide.rst"):
         tables = _guide(name)
         again = parse_rst(guide_rst(tables))
         assert [(t.title, t.column, len(t.rows)) for t in again] == \

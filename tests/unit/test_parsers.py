@@ -1,4 +1,4 @@
-"""Each parser against real outputs from ../shared/samples: the numbers a person reads off them."""
+"""Each parser against real outputs from tests/data/samples: the numbers a person reads off them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from benchfarm.errors import ParseError, RunError
 from benchfarm.suites.registry import names, parse
-from tests.conftest import SEEDS, sample
+from tests.conftest import guide, sample
 
 
 def values(metrics):
@@ -41,9 +41,7 @@ def test_cyclictest_histogram_summary_and_buckets():
 
 
 def test_cyclictest_rt_report_dump_in_seed_002():
-    text = (SEEDS / "002_6a398cf35331a8b3.txt").read_text()
-    block = text[text.index("T: 0 ( 3920)"):][:600]
-    m = values(parse("cyclictest", block))
+    m = values(parse("cyclictest", guide("002_rk3568_cyclictest_dump.txt")))
     assert m["cyclictest-t0-max"] == (75, "us")
     assert m["cyclictest-t0-min"] == (8, "us")
 

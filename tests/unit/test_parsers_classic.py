@@ -6,7 +6,7 @@ import pytest
 
 from benchfarm.errors import ParseError
 from benchfarm.suites.registry import parse
-from tests.conftest import SEEDS, sample
+from tests.conftest import guide, sample
 
 
 def values(metrics):
@@ -28,9 +28,7 @@ def test_lmbench_lat_mem_rd_sizes_follow_ti_names():
 
 
 def test_lmbench_lat_mem_rd_dump_inside_seed_000():
-    text = (SEEDS / "000_fc8ae37b03c9af0f.txt").read_text()
-    start = text.index("lat_mem_rd 64 512")
-    m = values(parse("lmbench", text[start:start + 1500]))
+    m = values(parse("lmbench", guide("000_am62x_lat_mem_rd_dump.txt")))
     assert m["lat_mem_rd-stride512-sz62k"] == (8.980, "ns")
     assert m["lat_mem_rd-stride512-sz1000k"] == (179.407, "ns")
     assert m["lat_mem_rd-stride512-sz64000k"] == (209.947, "ns")
@@ -99,8 +97,7 @@ def test_fps_parser_for_kanzi_style_lines():
 
 
 def test_console_timing_converts_cycles_at_the_given_clock_as_in_seed_003():
-    text = (SEEDS / "003_d4c6c33193906275.txt").read_text()
-    table = text[text.index("LOG_event"):text.index("TSK_yield") + 40]
+    table = guide("003_c6000_dsp_bios_timings.txt")
     m = values(parse("console-timing", table, {"clockMHz": "200"}))
     assert m["LOG_event-cycles"] == (30, "cycles")
     assert m["LOG_event"] == (0.15, "us")        # the guide's 0.150 us
