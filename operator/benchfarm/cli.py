@@ -30,24 +30,32 @@ def _parse(args: argparse.Namespace) -> int:
     return 0
 
 
-def _import_guide(path: str, fmt: str) -> int:
-    from .core.guide import parse_rst
+def _import_guide(path: str, fmt: str, board: str | None) -> int:
+    from .core.guide import read_guide
     from .report.tables import guide_rst
     try:
-        tables = parse_rst(Path(path).read_text(errors="replace"))
+        guide = read_guide(Path(path).read_text(errors="replace"))
     except OSError as exc:
         print(f"benchfarm import-guide: {exc}", file=sys.stderr)
         return 1
-    if not tables:
-        print(f"benchfarm import-guide: no '.. csv-table::' with benchmark rows in {path}",
-              file=sys.stderr)
+    if board is not None and board not in guide.boards:
+        print(f"benchfarm import-guide: no board {board!r} in {path}; boards: "
+              f"{', '.join(guide.boards) or 'none named'}", file=sys.stderr)
         return 1
+    tables = [t for t in guide.tables if board is None or t.board in ("", board)]
+    print(f"benchfarm import-guide: {len(guide.tables)} tables, "
+          f"{sum(len(t.rows) for t in guide.tables)} values; boards: "
+          f"{', '.join(guide.boards) or 'none named'}", file=sys.stderr)
+    for problem in guide.problems:
+        print(f"benchfarm import-guide: {problem}", file=sys.stderr)
     if fmt == "rst":
         print(guide_rst(tables))
     else:
-        print(json.dumps([{"title": t.title, "board": t.board, "rows": [
-            {"name": n, "unit": u, "mean": v.mean, "min": v.min, "max": v.max, "text": v.text}
-            for n, u, v in t.rows]} for t in tables], indent=2))
+        print(json.dumps({"boards": guide.boards, "problems": guide.problems, "tables": [
+            {"title": t.title, "board": t.board, "rows": [
+                {"name": r.name, "unit": r.unit, "mean": r.value.mean, "min": r.value.min,
+                 "max": r.value.max, "text": r.value.text} for r in t.rows]}
+            for t in tables]}, indent=2))
     return 0
 
 
@@ -78,9 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     cmp_ = sub.add_parser("compare", help="compare a run with a baseline run or a vendor guide (RST)")
     cmp_.add_argument("run", help="NAMESPACE/NAME of a finished run")
     cmp_.add_argument("baseline", help="NAMESPACE/NAME of another run, or an .rst/.txt guide file")
+    cmp_.add_argument("--board", default=None,
+                      help="the guide's board column to compare with (import-guide lists them)")
     ig = sub.add_parser("import-guide", help="read a vendor guide's csv-tables (RST) as a baseline")
     ig.add_argument("file")
     ig.add_argument("--format", choices=["json", "rst"], default="json")
+    ig.add_argument("--board", default=None, help="only this board's columns")
     _plugins(sub)
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is not None:
@@ -98,9 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         return main_report(args.run, args.format)
     if args.cmd == "compare":
         from .readback import main_compare
-        return main_compare(args.run, args.baseline)
+        return main_compare(args.run, args.baseline, args.board)
     if args.cmd == "import-guide":
-        return _import_guide(args.file, args.format)
+        return _import_guide(args.file, args.format, args.board)
     return 2
 
 

@@ -51,9 +51,10 @@ def report(run: str, fmt: str = "md") -> str:
     return {"md": markdown, "rst": rst}[fmt](doc)
 
 
-def compare(run: str, baseline: str) -> tuple[str, bool]:
-    """The comparison table of a run against another run or a vendor guide; and whether it regressed."""
-    from .core.guide import as_baseline, parse_rst
+def compare(run: str, baseline: str, board: str | None = None) -> tuple[str, bool]:
+    """The comparison table of a run against another run or a vendor guide (one board's column of
+    it); and whether it regressed."""
+    from .core.guide import read_guide
     from .core.regression import RegressionPolicy, Sample
     from .core.regression import compare as compare_samples
     from .core.results import samples_by_metric_name, samples_from_document
@@ -66,7 +67,7 @@ def compare(run: str, baseline: str) -> tuple[str, bool]:
             text = path.read_text(errors="replace")
         except OSError as exc:
             raise NotFound(f"guide {baseline}: {exc.strerror}", reason="BaselineNotFound") from exc
-        guide = as_baseline(parse_rst(text))
+        guide = read_guide(text).baseline(board)
         base = {k: Sample.summary(v.mean, v.min, v.max) for k, v in guide.items()}
         current, direction = samples_by_metric_name(doc)
     else:
@@ -83,9 +84,9 @@ def main_report(run: str, fmt: str) -> int:
     return _guarded("report", lambda: (print(report(run, fmt)), 0)[1])
 
 
-def main_compare(run: str, baseline: str) -> int:
+def main_compare(run: str, baseline: str, board: str | None = None) -> int:
     def _run() -> int:
-        table, regressed = compare(run, baseline)
+        table, regressed = compare(run, baseline, board)
         print(table)
         return 3 if regressed else 0
     return _guarded("compare", _run)

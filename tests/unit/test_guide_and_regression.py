@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import random
 
-from benchfarm.core.guide import as_baseline, parse_rst
+from benchfarm.core.guide import read_guide
 from benchfarm.core.regression import RegressionPolicy, Sample, Thresholds, compare, compare_metric
 from benchfarm.report.tables import guide_rst
 from tests.conftest import guide
 
 
 def _guide(name):
-    return parse_rst(guide(name))
+    return read_guide(guide(name))
 
 
 def test_seed_001_imports_with_its_numbers():
-    base = as_baseline(_guide("001_am62lx_linux_performance_guide.rst"))
+    base = _guide("001_am62lx_linux_performance_guide.rst").baseline()
     v = base["bw_mem-bcopy-16mb (MB/s)"]
     assert (v.mean, v.min, v.max) == (785.15, 707.87, 861.19)
     assert base["dhrystone_per_mhz (DMIPS/MHz)"].mean == 9.03
@@ -24,23 +24,23 @@ def test_seed_001_imports_with_its_numbers():
 
 
 def test_seed_004_bare_numbers_import():
-    tables = _guide("004_am65x_rt_linux_performance_guide.rst")
+    tables = _guide("004_am65x_rt_linux_performance_guide.rst").tables
     assert tables[0].board == "am654x-evm"
-    base = as_baseline(tables)
+    base = _guide("004_am65x_rt_linux_performance_guide.rst").baseline("am654x-evm")
     assert base["bw_mem-bcopy-16mb (MB/s)"].mean == 878.4
     assert not base["bw_mem-bcopy-16mb (MB/s)"].has_range
 
 
 def test_import_then_render_gives_the_same_numbers():
     for name in ("001_am62lx_linux_performance_guide.rst", "004_am65x_rt_linux_performance_guide.rst"):
-        tables = _guide(name)
-        again = parse_rst(guide_rst(tables))
-        assert [(t.title, t.column, len(t.rows)) for t in again] == \
-               [(t.title, t.column, len(t.rows)) for t in tables]
-        for a, b in zip(as_baseline(tables).items(), as_baseline(again).items()):
-            assert a[0] == b[0]
-            assert (round(a[1].mean, 2), round(a[1].min, 2), round(a[1].max, 2)) == \
-                   (b[1].mean, b[1].min, b[1].max)
+        tables = _guide(name).tables
+        again = read_guide(guide_rst(tables)).tables
+        assert [(t.title, t.board, len(t.rows)) for t in again] == \
+               [(t.title, t.board, len(t.rows)) for t in tables]
+        for a, b in zip((r for t in tables for r in t.rows), (r for t in again for r in t.rows)):
+            assert a.key == b.key
+            assert (round(a.value.mean, 2), round(a.value.min, 2), round(a.value.max, 2)) == \
+                   (b.value.mean, b.value.min, b.value.max)
 
 
 def _noisy(mean, n=8, spread=0.01, seed=1):

@@ -1,20 +1,33 @@
-"""Vendor performance guides as baselines: read the `.. csv-table::` blocks of an RST guide.
+"""Vendor performance guides as baselines: every `.. csv-table::` of an RST guide, cell by cell.
 
-A guide row is `"name (unit)","785.15 (min 707.87, max 861.19)"`, a plain number, or a bare
-number; the board is in the header (`"Benchmarks","am654x-evm: perf"`). Pure text in, data out.
+TI's guides put one column per board (`"am62xx_sk-fs: perf"`), several value columns per row
+(throughput and CPU load, write and read), label columns before them (algorithm, buffer size),
+and values as `785.15 (min 707.87, max 861.19)`, a plain number, `34%`, `~11.04`, or one
+number per core (`"6,6"`). This module finds the tables and reads each numeric cell with its board;
+`guide_cells` says which cells are values and gives each the metric name our suites emit, so
+`compare` lines them up.
+A table none of whose cells can be read is reported by title, never dropped silently.
+Pure text in, data out.
 """
 
 from __future__ import annotations
 
+import csv
 import re
 from dataclasses import dataclass, field
 
-from ..suites.base import normalize_unit
+from ..errors import BenchfarmError
+from .guide_cells import value_cells
 
-_VALUE = re.compile(r"^\s*(-?[\d.]+)\s*(?:\(min\s*(-?[\d.]+),\s*max\s*(-?[\d.]+)\))?\s*$")
-_ROW = re.compile(r'^\s+"([^"]+)"\s*,\s*"?([^"]*)"?\s*$')
-_NAME_UNIT = re.compile(r"^(.*?)\s*\(([^()]*)\)\s*$")
-_HEADER = re.compile(r':header:\s*"[^"]*"\s*,\s*"([^"]*)"')
+_VALUE = re.compile(r"^\s*~?\s*(-?[\d.]+)\s*(%?)\s*(?:\(min\s*(-?[\d.]+),\s*max\s*(-?[\d.]+)\))?\s*$")
+_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+])\1{2,}\s*$")
+_CAPTION = re.compile(r"^Table:\s*(.*?)\s*$")
+
+
+class GuideError(BenchfarmError):
+    """A guide that cannot serve as the baseline asked for (e.g. no such board in it)."""
+
+    reason = "GuideBoard"
 
 
 @dataclass(frozen=True)
@@ -29,70 +42,141 @@ class GuideValue:
         return self.min != self.max
 
 
+@dataclass(frozen=True)
+class CsvTable:
+    """One `csv-table` as written: its title (or caption, or section), header and rows."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    line: int
+
+
+@dataclass(frozen=True)
+class GuideRow:
+    """One number of a guide: which board, which metric, and the cell it came from."""
+
+    board: str
+    name: str
+    unit: str
+    value: GuideValue
+    cell: tuple[int, int, int]     # (csv-table, row, column), counted from 0, header excluded
+
+    @property
+    def key(self) -> str:
+        return f"{self.name} ({self.unit})"
+
+
 @dataclass
 class GuideTable:
     title: str
-    column: str
-    rows: list[tuple[str, str, GuideValue]] = field(default_factory=list)  # name, unit, value
+    board: str
+    rows: list[GuideRow] = field(default_factory=list)
+
+
+@dataclass
+class Guide:
+    tables: list[GuideTable]
+    problems: list[str]        # by table title: tables that gave no number, cells not read
 
     @property
-    def board(self) -> str:
-        return self.column.split(":")[0].strip()
+    def boards(self) -> list[str]:
+        return sorted({t.board for t in self.tables if t.board})
+
+    def baseline(self, board: str | None = None) -> dict[str, GuideValue]:
+        """metric key 'name (unit)' -> value for one board; tables naming no board count for
+        every board. Later tables do not overwrite earlier ones."""
+        boards = self.boards
+        if board is None and len(boards) > 1:
+            raise GuideError(f"the guide has {len(boards)} boards ({', '.join(boards)}): "
+                             "pick one with --board")
+        if board is not None and board not in boards:
+            raise GuideError(f"the guide has no board {board!r}; it has: "
+                             f"{', '.join(boards) or 'no named board'}")
+        out: dict[str, GuideValue] = {}
+        for t in self.tables:
+            if board is None or t.board in ("", board):
+                for row in t.rows:
+                    out.setdefault(row.key, row.value)
+        return out
 
 
 def parse_value(text: str) -> GuideValue | None:
     m = _VALUE.match(text)
     if not m:
         return None
-    mean = float(m.group(1))
-    lo = float(m.group(2)) if m.group(2) else mean
-    hi = float(m.group(3)) if m.group(3) else mean
+    try:
+        mean = float(m.group(1))
+        lo = float(m.group(3)) if m.group(3) else mean
+        hi = float(m.group(4)) if m.group(4) else mean
+    except ValueError:
+        return None
     return GuideValue(mean, lo, hi, text.strip())
 
 
-def split_name(label: str) -> tuple[str, str]:
-    m = _NAME_UNIT.match(label)
-    if not m:
-        return label.strip(), ""
-    return m.group(1).strip(), normalize_unit(m.group(2))
+def _csv_line(text: str) -> list[str]:
+    return next(csv.reader([text.strip()], skipinitialspace=True), [])
 
 
-def parse_rst(text: str) -> list[GuideTable]:
+def csv_tables(text: str) -> list[CsvTable]:
+    """Every csv-table in document order. Its title: the directive's argument, else a `Table:`
+    caption written since the last section title, else that section title."""
     lines = text.splitlines()
-    tables: list[GuideTable] = []
-    last_title = ""
+    out: list[CsvTable] = []
+    section, caption = "", ""
     i = 0
     while i < len(lines):
         line = lines[i]
-        if i + 1 < len(lines) and re.match(r"^[\^=~\-]{3,}\s*$", lines[i + 1]) and line.strip():
-            last_title = line.strip()
-        if line.strip().startswith(".. csv-table::"):
-            title = line.split("::", 1)[1].strip() or last_title
-            table = GuideTable(title=title, column="")
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if line.strip() and not _UNDERLINE.match(line) and _UNDERLINE.match(nxt):
+            section, caption = line.strip(), ""
+        elif m := _CAPTION.match(line):
+            caption = m.group(1).strip("* ")
+        if not line.strip().startswith(".. csv-table::"):
             i += 1
-            while i < len(lines) and (lines[i].strip().startswith(":") or not lines[i].strip()):
-                if m := _HEADER.search(lines[i]):
-                    table.column = m.group(1)
-                i += 1
-                if i < len(lines) and _ROW.match(lines[i]):
-                    break
-            while i < len(lines) and (m := _ROW.match(lines[i])):
-                value = parse_value(m.group(2))
-                if value is not None:
-                    name, unit = split_name(m.group(1))
-                    table.rows.append((name, unit, value))
-                i += 1
-            if table.rows:
-                tables.append(table)
             continue
+        start = i + 1
+        title = line.split("::", 1)[1].strip() or caption or section
+        caption = ""
+        header: list[str] = []
+        rows: list[list[str]] = []
         i += 1
-    return tables
-
-
-def as_baseline(tables: list[GuideTable]) -> dict[str, GuideValue]:
-    """metric key 'name (unit)' -> value; later tables do not overwrite earlier ones."""
-    out: dict[str, GuideValue] = {}
-    for t in tables:
-        for name, unit, value in t.rows:
-            out.setdefault(f"{name} ({unit})", value)
+        while i < len(lines) and (not lines[i].strip() or lines[i][:1] in " \t"):
+            body = lines[i].strip()
+            if body.startswith(":header:"):
+                header = _csv_line(body[len(":header:"):])
+            elif body and not body.startswith(":"):
+                rows.append(_csv_line(body))
+            i += 1
+        out.append(CsvTable(title, header, rows, start))
     return out
+
+
+def _rows(index: int, table: CsvTable) -> tuple[list[GuideRow], list[str]]:
+    cells, problems = value_cells(table.title, table.header, table.rows)
+    rows: list[GuideRow] = []
+    for c in cells:
+        value = parse_value(c.text)
+        if value is None:
+            problems.append(f"row {c.row + 1}, column {c.column + 1}: {c.text!r} is not a number")
+        else:
+            rows.append(GuideRow(c.board, c.name, "%" if c.text.strip().endswith("%") else c.unit,
+                                 value, (index, c.row, c.column)))
+    return rows, problems
+
+
+def read_guide(text: str) -> Guide:
+    tables: list[GuideTable] = []
+    problems: list[str] = []
+    for index, table in enumerate(csv_tables(text)):
+        found, odd = _rows(index, table)
+        title = table.title or f"table at line {table.line}"
+        if not found:
+            problems.append(f"{title}: not imported: {'; '.join(odd) or 'no numeric cell'}")
+            continue
+        problems += [f"{title}: {p}" for p in odd]
+        by_board: dict[str, GuideTable] = {}
+        for row in found:
+            by_board.setdefault(row.board, GuideTable(table.title, row.board)).rows.append(row)
+        tables += by_board.values()
+    return Guide(tables, problems)

@@ -115,13 +115,15 @@ def _guide_value(mean: float, lo: float, hi: float) -> str:
 
 
 def guide_rst(tables: list[Any]) -> str:
-    """Render imported guide tables (core.guide.GuideTable) back in the guide's own layout."""
+    """Render imported guide tables (core.guide.GuideTable) as the guides' two-column csv-tables,
+    one per table and board, rows named as benchfarm names them (importing it again is lossless)."""
     out: list[str] = []
     for t in tables:
-        out += [t.title, "^" * max(len(t.title), 3), "", ".. csv-table::",
-                f'    :header: "Benchmarks","{t.column}"', ""]
-        for name, unit, v in t.rows:
-            out.append(f'    "{name} ({unit})","{_guide_value(v.mean, v.min, v.max)}"')
+        column = f"{t.board}: perf" if t.board else "perf"
+        out += [f".. csv-table:: {t.title}", f'    :header: "Benchmarks","{column}"', ""]
+        for row in t.rows:
+            v = row.value
+            out.append(f'    "{row.name} ({row.unit})","{_guide_value(v.mean, v.min, v.max)}"')
         out.append("")
     return "\n".join(out)
 

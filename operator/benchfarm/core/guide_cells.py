@@ -1,0 +1,151 @@
+"""Which cells of a guide's csv-table are values, and the metric name each one gets.
+
+A header cell `"am62xx_sk-fs: Write EXT4 Throughput (Mbytes/sec)"` names a board and a column
+label with its unit. Label columns come first: those before the first board column (algorithm,
+buffer size), or, in tables naming no board, the first column and a `Size` column after it.
+Names follow the suites where one exists, so `compare` lines a run up with the guide:
+`Benchmarks`/`perf` rows keep their own `name (unit)` (lmbench, dhrystone, stream …); audio
+tables give `alsa-capture-48000hz-throughput`; OpenSSL `openssl-aes-128-cbc-1024B`; rails
+`rail-vdd_core-deep-sleep` and `rail-total-deep-sleep` (core.power); cyclictest
+`cyclictest-t0-max` per core; boot tables `kernel-to-prompt` (their first row). Any other table:
+title, row labels and column label, slugged (`emmc-ext4-102400-write-throughput`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from ..suites.base import normalize_unit
+
+_BOARD = re.compile(r"^\s*([A-Za-z0-9][\w.-]*[\d_-][\w.-]*)\s*:\s*(.*)$")
+_PAREN = re.compile(r"\(([^()]*)\)")
+_NAME_UNIT = re.compile(r"^(.*?)\s*\(([^()]*)\)\s*$")
+_EMPTY = {"", "n/a", "na", "-"}
+
+
+class Cell(NamedTuple):
+    row: int
+    column: int
+    board: str
+    name: str
+    unit: str
+    text: str
+
+
+def split_name(label: str) -> tuple[str, str]:
+    """'bw_mem-bcopy-16mb (mb/s)' -> ('bw_mem-bcopy-16mb', 'MB/s')."""
+    m = _NAME_UNIT.match(label)
+    if not m:
+        return label.strip(), ""
+    return m.group(1).strip(), normalize_unit(m.group(2))
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9_.]+", "-", text.lower()).strip("-.")
+
+
+def board_of(header_cell: str) -> tuple[str, str]:
+    """'am62xx_sk-fs: perf' -> ('am62xx_sk-fs', 'perf'); 'CPU 0' -> ('', 'CPU 0')."""
+    m = _BOARD.match(header_cell)
+    return (m.group(1), m.group(2).strip()) if m else ("", header_cell.strip())
+
+
+def label_unit(label: str) -> tuple[str, str]:
+    """A column label without its unit, and the unit: 'THROUGHPUT (Mbits/sec)' -> Mbit/s,
+    'CPU Load % (LOCAL_CPU_UTIL)' -> %, 'Rail voltage(V)' -> V."""
+    unit = ""
+    for candidate in reversed(_PAREN.findall(label)):
+        if "_" not in candidate and re.fullmatch(r"[A-Za-z%/\\]{1,12}", candidate.strip()):
+            unit = normalize_unit(candidate)
+            break
+    bare = re.sub(r"\s+", " ", _PAREN.sub(" ", label).replace("%", " ")).strip()
+    if not unit and ("%" in label or re.search(r"cpu (load|usage)", label, re.I)):
+        unit = "%"
+    if not unit and bare.lower() == "fps":
+        unit = "FPS"
+    return bare, unit
+
+
+def key_columns(header: Sequence[str]) -> int:
+    boards = [i for i, h in enumerate(header) if board_of(h)[0]]
+    if boards:
+        return max(boards[0], 1)
+    return 2 if len(header) > 2 and re.match(r"(buffer )?size\b", header[1], re.I) else 1
+
+
+def _mode(title: str) -> str:
+    text = re.sub(r"power performance", "", title, flags=re.I).replace("DeepSleep", "Deep Sleep")
+    return slug(text)
+
+
+def _stat(label: str) -> str:
+    word = label.split()[0].lower() if label.split() else ""
+    return {"minimum": "min", "average": "avg", "maximum": "max"}.get(word, slug(word))
+
+
+def _name(title: str, header: Sequence[str], row: Sequence[str], nkeys: int, label: str,
+          row_index: int) -> tuple[str, str] | None:
+    """(name, unit) of the value in one column; None when that column is a list per core."""
+    head0, t = header[0].strip().lower() if header else "", title.lower()
+    key = row[0].strip()
+    bare, unit = label_unit(label)
+    if bare.lower() in ("perf", "") and nkeys == 1:
+        return split_name(key)
+    if head0 == "rail name":
+        rail = "total" if key.lower() == "total" else key
+        suffix = "-voltage" if "voltage" in label.lower() else ""
+        return f"rail-{rail}-{_mode(title)}{suffix}", unit
+    if head0 == "low power mode":
+        return f"resume-latency-{_mode(key)}", unit
+    if head0 == "latencies":
+        core = re.fullmatch(r"cpu\s*(\d+)", bare.lower())
+        if "per-core" in label.lower():
+            return None
+        return (f"cyclictest-t{core.group(1)}-{_stat(key)}" if core
+                else f"cyclictest-{_stat(key)}"), split_name(key)[1]
+    if "boot time" in t or head0 == "boot configuration":
+        return ("kernel-to-prompt" if row_index == 0 else f"boot-{slug(key)}"), "s"
+    if t.startswith(("audio capture", "audio playback")):
+        kind = "cpu" if unit == "%" else "throughput"
+        return f"alsa-{t.split()[1]}-{slug(key)}hz-{kind}", unit
+    if t == "openssl performance" and nkeys == 2:
+        return f"openssl-{slug(key)}-{re.sub(r'[^0-9]', '', row[1])}B", unit
+    if t == "openssl cpu load":
+        return f"openssl-{slug(key)}-cpu", unit
+    keys = [slug(re.sub(r"\s*bytes$", "", row[k].strip())) for k in range(nkeys)
+            if k < len(row) and header[k].strip().lower() != "command used"]
+    head = "-".join([slug(title)] + keys)
+    seen = set(head.split("-"))
+    tail = [w for w in slug(bare).split("-") if w not in seen]
+    return "-".join([head] + tail), unit
+
+
+def value_cells(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]
+                ) -> tuple[list[Cell], list[str]]:
+    """Every non-empty value cell with its board, metric name and unit; and what was odd."""
+    problems: list[str] = []
+    if not header:
+        return [], ["no :header: line"]
+    nkeys = key_columns(header)
+    out: list[Cell] = []
+    taken: set[tuple[str, str]] = set()
+    for r, row in enumerate(rows):
+        if len(row) > len(header):
+            problems.append(f"row {r + 1} has {len(row)} cells for {len(header)} columns")
+        for c in range(nkeys, min(len(row), len(header))):
+            text = row[c].strip()
+            if text.lower() in _EMPTY:
+                continue
+            board, label = board_of(header[c])
+            named = _name(title, header, row, nkeys, label, r)
+            if named is not None:
+                name = named[0] if (board, named[0]) not in taken else f"{named[0]}-c{c + 1}"
+                taken.add((board, name))
+                out.append(Cell(r, c, board, name, named[1], text))
+                continue
+            stat, unit = _stat(row[0]), split_name(row[0])[1]
+            out += [Cell(r, c, board, f"cyclictest-t{core}-{stat}", unit, part.strip())
+                    for core, part in enumerate(text.split(","))]
+    return out, problems
