@@ -3,7 +3,8 @@
 
 The tests need a guide's tables, not its prose, and the repository may carry only the former:
 `python hack/guide_excerpt.py GUIDE.rst > tests/data/guides/NAME.rst` keeps every section title
-(with its underline) and every `.. csv-table::` directive with its options and rows, nothing else.
+(with its underline), `Table:` caption and `.. csv-table::` directive with its options and rows,
+nothing else.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ def excerpt(text: str) -> str:
             out += ["", line.rstrip(), nxt.rstrip()]
             i += 2
             continue
-        if line.lstrip().startswith(".. csv-table::"):
+        if line.startswith("Table:"):
+            out += ["", line.rstrip()]
+        elif line.lstrip().startswith(".. csv-table::"):
             out += ["", line.rstrip()]
             i += 1
             while i < len(lines) and (not lines[i].strip() or lines[i][:1] in " \t"):
