@@ -41,12 +41,14 @@ class Ports:
     minio_console: int = PORT_BASE + 901
     coordinator: int = PORT_BASE + 408
     pdu: int = PORT_BASE + 80
-    pdudaemon: int = PORT_BASE + 85
+    pdudaemon: int = PORT_BASE + 90
     iperf3: int = PORT_BASE + 201
     operator_liveness: int = PORT_BASE + 81
     operator_metrics: int = PORT_BASE + 82
     chart_probes: int = PORT_BASE + 83       # the chart-installed operator in tests
     chart_metrics: int = PORT_BASE + 84
+    standby_liveness: int = PORT_BASE + 85   # a second operator replica in the chaos tests
+    standby_metrics: int = PORT_BASE + 86
     serial_base: int = PORT_BASE + 100
 
 

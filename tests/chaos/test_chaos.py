@@ -203,10 +203,10 @@ def test_runner_kill_9_resumes_at_the_first_unfinished_step(custom, record):
 # -- two operators ---------------------------------------------------------------------------------
 def start_second_operator():
     env = {**devlab.lab_env(),
-           "BENCHFARM_LIVENESS": f"http://127.0.0.1:{devlab.PORT_BASE + 85}/healthz",
-           "BENCHFARM_METRICS_PORT": str(devlab.PORT_BASE + 86)}
+           "BENCHFARM_LIVENESS": f"http://127.0.0.1:{devlab.PORTS.standby_liveness}/healthz",
+           "BENCHFARM_METRICS_PORT": str(devlab.PORTS.standby_metrics)}
     devlab.start_process("benchfarm-operator-2", [str(devlab.VENV_BIN / "benchfarm"), "operator"],
-                         env=env, ports=[devlab.PORT_BASE + 85, devlab.PORT_BASE + 86],
+                         env=env, ports=[devlab.PORTS.standby_liveness, devlab.PORTS.standby_metrics],
                          ready=lambda: devlab.http_ok(env["BENCHFARM_LIVENESS"]), timeout=60)
 
 
