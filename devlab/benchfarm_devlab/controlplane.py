@@ -11,6 +11,31 @@ from .pki import ensure_pki, minio_credentials, write_kubeconfig
 from .processes import http_ok, start_process
 
 
+AUDIT_LOG = STATE / "logs" / "audit.log"
+
+# What the API server records: every write to benchfarm's objects and Leases, and Events, with
+# who made it (metadata only, no bodies): how many writes a run costs is counted from here.
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    verbs: [create, update, patch, delete]
+    resources:
+      - {group: benchfarm.io}
+      - {group: coordination.k8s.io, resources: [leases]}
+      - {group: "", resources: [events, configmaps]}
+  - level: None
+"""
+
+
+def _audit_policy() -> Path:
+    path = STATE / "audit-policy.yaml"
+    if not path.exists() or path.read_text() != AUDIT_POLICY:
+        path.write_text(AUDIT_POLICY)
+    return path
+
+
 def start_control_plane(bins: dict[str, Path]) -> None:
     pki = ensure_pki()
     admin = (pki / "admin.token").read_text()
@@ -39,6 +64,8 @@ def start_control_plane(bins: dict[str, Path]) -> None:
         "--enable-admission-plugins=NamespaceLifecycle,ServiceAccount,DefaultStorageClass,"
         "ResourceQuota,PodSecurity",
         "--event-ttl=2h", "--v=1",
+        f"--audit-policy-file={_audit_policy()}", f"--audit-log-path={AUDIT_LOG}",
+        "--audit-log-format=json", "--audit-log-maxsize=200", "--audit-log-maxbackup=1",
     ], ports=[PORTS.apiserver], timeout=90,
         ready=lambda: http_ok(f"https://127.0.0.1:{PORTS.apiserver}/readyz", token=admin))
     kcm_kubeconfig = STATE / "kcm.kubeconfig"

@@ -102,3 +102,29 @@ def chaos(index, what):
 def board_index(place):
     cfg = json.loads((devlab.STATE / "vlab" / "vlab.json").read_text())
     return next(b["index"] for b in cfg["boards"] if b["name"] == place)
+
+
+def api_writes(ns, name):
+    """Writes the API server recorded (its audit log) for one run: benchfarm's writes to the
+    BenchmarkRun (object and status) and to its session Lease, each as
+    [(user agent, verb, subresource)]. (Events are created with generateName: the audit log
+    does not name them.)"""
+    out = {"run": [], "lease": []}
+    log = devlab.STATE / "logs" / "audit.log"
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        ref = ev.get("objectRef") or {}
+        if ev.get("stage") != "ResponseComplete" or ref.get("namespace") != ns or \
+                (ev.get("responseStatus") or {}).get("code", 200) >= 400:
+            continue
+        who = (ev.get("userAgent") or "?").split("/")[0]     # kubectl, kopf, OpenAPI-Generator
+        entry = (who, ev.get("verb"), ref.get("subresource") or "")
+        if ref.get("resource") == "benchmarkruns" and ref.get("name") == name:
+            if who != "kubectl":            # the person's own apply is not benchfarm's write
+                out["run"].append(entry)
+        elif ref.get("resource") == "leases" and ref.get("name") == f"benchfarm-run-{name}":
+            out["lease"].append(entry)
+    return out

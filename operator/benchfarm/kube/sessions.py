@@ -61,7 +61,7 @@ class Supervisor:
                   "conditions": set_condition(
                       set_condition(run.status.get("conditions"), "Scheduled", "True",
                                     "BoardAssigned", f"running on {board}", run.generation),
-                      "Succeeded", "Unknown", "Starting", f"starting the session on {board}",
+                      "Succeeded", "Unknown", "Booting", f"starting the session on {board}",
                       run.generation)}
         try:
             ok = rt.kube.guarded_status_write(run.namespace, run.name, {"phase": PENDING}, status)

@@ -49,7 +49,8 @@ log = logging.getLogger("benchfarm.session")
 T = TypeVar("T")
 
 RUNNING, SUCCEEDED, FAILED, CANCELLED = "Running", "Succeeded", "Failed", "Cancelled"
-STATUS_EVERY = 5.0          # seconds: progress writes are coalesced to at most one per period
+STATUS_EVERY = 5.0          # seconds: progress writes are coalesced to at most one per period,
+STATUS_SHARE = 0.125        # which grows with the session's age (a 6-hour soak: ~50 writes)
 CONSOLE_RECOVERIES = 2      # power-cycles to get a lost console back before it is a board fault
 
 
@@ -92,8 +93,7 @@ class Runner:
         self.fenced = threading.Event()
         self.cancel = threading.Event()
         self.deleting = threading.Event()
-        self.session: BoardSession | None = None
-        self.last_status_write = 0.0
+        self.last_status_write = self.started = 0.0
         self.pending_status: dict[str, Any] = {}
         self.status_lock = threading.Lock()
         self.conditions: list[dict[str, Any]] = []
@@ -119,6 +119,7 @@ class Runner:
         self.spec = BenchmarkRunSpec(**body["spec"])
         self.generation = body["metadata"].get("generation")
         self.conditions = list(status.get("conditions") or [])
+        self.last_status_write = self.started = time.monotonic()  # the launch was the last write
         self.place = status["board"]
         self.attempt = int(status.get("attempts") or 1)
         self.resume = int(status.get("resumes") or 0)
@@ -163,8 +164,7 @@ class Runner:
             time.sleep(self.config.renew_seconds)
             try:
                 self.lease.renew()
-                if self.pending_status and \
-                        time.monotonic() - self.last_status_write >= STATUS_EVERY:
+                if self.pending_status and self._status_due():
                     self._flush()
             except LeaseLost as exc:
                 log.warning("%s", exc)
@@ -240,6 +240,10 @@ class Runner:
             raise Cancelled("run deleted")
         self.last_status_write = time.monotonic()
 
+    def _status_due(self) -> bool:
+        now = time.monotonic()
+        return now - self.last_status_write >= max(STATUS_EVERY, STATUS_SHARE * (now - self.started))
+
     def _flush(self) -> None:
         """Write deferred progress (from the lease thread: status lags at most a few seconds)."""
         with self.status_lock:
@@ -254,20 +258,18 @@ class Runner:
 
     def _progress(self, text: str, reason: str, *, extra: dict[str, Any] | None = None,
                   force: bool = False, best_effort: bool = True) -> None:
-        """Coalesced progress: at most one write per STATUS_EVERY seconds unless forced. Progress
-        is courtesy: when the API server is down the board keeps working and the next write
-        carries it (the checkpoints in the store are what a resume relies on)."""
+        """Coalesced progress: at most one write per period (see `_status_due`) unless forced;
+        the lease thread flushes what waits. Progress is courtesy: when the API server is down
+        the board keeps working and the next write carries it (the checkpoints in the store are
+        what a resume relies on)."""
         new = dict(self.pending_status)
         new.update(extra or {})
         new["progress"] = text
-        cond = set_condition(self.conditions, "Succeeded", "Unknown", reason, text,
-                             self.generation)
-        if [c.get("reason") for c in cond] != [c.get("reason") for c in self.conditions]:
-            force = True
-        self.conditions = cond
-        new["conditions"] = cond
+        self.conditions = set_condition(self.conditions, "Succeeded", "Unknown", reason, text,
+                                        self.generation)
+        new["conditions"] = self.conditions
         self.pending_status = new
-        if not force and time.monotonic() - self.last_status_write < STATUS_EVERY:
+        if not force and not self._status_due():
             return
         with self.status_lock:
             try:
@@ -326,7 +328,7 @@ class Runner:
                      self.namespace, self.name, todo[0].name if todo else "the results",
                      len(done), len(steps))
         self._progress("resuming: power-cycling the board" if resumed else "board acquired",
-                       "Resuming" if resumed else "Booting", extra=extra, force=True)
+                       "Resuming" if resumed else "Booting", extra=extra, force=resumed)
         serial_key = f"{self.prefix}/serial/attempt-{self.attempt:03d}-run-{self.resume:02d}.log"
         serial_log = SerialLog(self.spool.append_path(serial_key))
         environment = {**self.config.environment,
