@@ -175,6 +175,11 @@ def test_invalid_specs_are_rejected_by_the_api_server_with_a_readable_message(cu
         "inline suites too large": (run_yaml(unique("bad"), plan=None, suites=[
             {"name": f"s{i}", "suite": "shell", "command": "x" * 4000} for i in range(20)]),
             "at most 64 KiB"),
+        "repeat and iterations": (run_yaml(unique("bad"), iterations=3, repeat={
+            "relativeCI95": 0.02}), "the number of iterations is decided by repeat"),
+        "repeat bounds": (run_yaml(unique("bad"), repeat={
+            "relativeCI95": 0.02, "minIterations": 9, "maxIterations": 4}),
+            "repeat.minIterations must not exceed repeat.maxIterations"),
     }
     for label, (text, expected) in cases.items():
         with pytest.raises(RuntimeError) as err:

@@ -74,6 +74,16 @@ class TestPlanSpec(Model):
     suites: list[SuiteSpec] = Field(min_length=1, max_length=64)
 
 
+class RepeatSpec(Model):
+    """Adaptive repetition: iterate until every headline metric is known well enough."""
+
+    relativeCI95: float = Field(gt=0, le=1, description=(
+        "Stop when every headline metric's 95 % confidence interval half-width is within this "
+        "fraction of its mean (0.02 = +-2 %)."))
+    minIterations: int = Field(3, ge=2, le=1000)
+    maxIterations: int = Field(30, ge=2, le=1000)
+
+
 class BenchmarkRunSpec(Model):
     selector: BoardSelector = Field(json_schema_extra=_immutable("selector is immutable"))
     plan: Name | None = Field(None, description="Name of a TestPlan object.",
@@ -85,6 +95,9 @@ class BenchmarkRunSpec(Model):
     warmupIterations: int = Field(0, ge=0, le=100,
                                   json_schema_extra=_immutable("warmupIterations is immutable"))
     bootCycles: int = Field(1, ge=1, le=100, json_schema_extra=_immutable("bootCycles is immutable"))
+    repeat: RepeatSpec | None = Field(
+        None, description="Adaptive repetition instead of a fixed number of iterations.",
+        json_schema_extra=_immutable("repeat is immutable"))
     priority: int = Field(100, ge=0, le=1000, description="Higher runs first.")
     timeoutSeconds: int = Field(3600, ge=10, le=7 * 86400,
                                 description="Limit from board acquisition to the end.")
@@ -101,6 +114,11 @@ BENCHMARKRUN_SPEC_RULES = [
     {"rule": "has(self.selector.deviceType) || has(self.selector.board)",
      "message": "selector needs deviceType or board"},
     {"rule": "has(self.plan) == has(oldSelf.plan)", "message": "plan is immutable"},
+    {"rule": "!has(self.repeat) || self.iterations == 1",
+     "message": "with repeat, the number of iterations is decided by repeat (minIterations, "
+                "maxIterations); leave iterations unset"},
+    {"rule": "!has(self.repeat) || self.repeat.minIterations <= self.repeat.maxIterations",
+     "message": "repeat.minIterations must not exceed repeat.maxIterations"},
     {"rule": "!has(self.suites) || self.suites.map(s, size(s.command) + "
              "(has(s.background) ? size(s.background) : 0)).sum() <= 65536",
      "message": "inline suites may hold at most 64 KiB of commands; put larger plans in a TestPlan"},

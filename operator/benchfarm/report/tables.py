@@ -72,6 +72,7 @@ def markdown(doc: dict[str, Any]) -> str:
                   "|---|---|---|"]
         lines += [f"| {rail} | {v} | {mw} |" for rail, v, mw in rows]
         lines += [f"| Total |  | {total} |", ""]
+    lines += _repetition(doc.get("repeat"))
     failures = _failures(doc)
     if failures:
         lines += ["## Failed suites", "", "| Step | Iteration | Error |", "|---|---|---|"]
@@ -80,6 +81,27 @@ def markdown(doc: dict[str, Any]) -> str:
     lines.append("Values are mean (min, max) across measured iterations; a plain number when all "
                  "iterations agree.")
     return "\n".join(lines) + "\n"
+
+
+def _repetition(rep: dict[str, Any] | None) -> list[str]:
+    """Why the run stopped after as many iterations as it did (spec.repeat)."""
+    if not rep:
+        return []
+    target = f"+-{rep['target'] * 100:g} %"
+    why = (f"every headline metric's 95 % confidence interval was within {target} of its mean"
+           if rep["stoppedBecause"] == "stable" else
+           f"the maximum of {rep['maxIterations']} iterations was reached before every headline "
+           f"metric's 95 % confidence interval was within {target}")
+    lines = ["## Repetition", "",
+             f"Stopped after {rep['iterations']} iterations (at least {rep['minIterations']}, at "
+             f"most {rep['maxIterations']}): {why}.", "",
+             "| Headline metric | n | Mean | 95 % CI half-width | Relative | Within target |",
+             "|---|---|---|---|---|---|"]
+    for m in rep["metrics"]:
+        rel = "n/a" if m["relativeCI95"] is None else f"+-{m['relativeCI95'] * 100:.2f} %"
+        lines.append(f"| {m['metric']} | {m['n']} | {m['mean']:g} | {m['halfWidth95']:g} | {rel} | "
+                     f"{'yes' if m['withinTarget'] else 'no'} |")
+    return lines + [""]
 
 
 def rst(doc: dict[str, Any]) -> str:

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..api.devicetype import DeviceType
-from ..api.models import LabPolicySpec, SuiteSpec
+from ..api.models import LabPolicySpec, RepeatSpec, SuiteSpec
 from ..core.regression import RegressionPolicy, Thresholds, compare, worst_offenders
-from ..core.results import SuiteRecord, metrics_document, summary
+from ..core.repeat import AT_MAXIMUM, decide, interval
+from ..core.results import SuiteRecord, headline, metrics_document, series, summary
 from ..core.steps import BOOT, PROVENANCE, SUITE
 from ..report.html import html
 from ..report.tables import comparison_markdown, markdown, rst
@@ -52,6 +53,29 @@ def record_from_dict(d: dict[str, Any]) -> SuiteRecord:
                        metrics=[Metric(m["name"], m["value"], m["unit"], m["higherIsBetter"],
                                       m.get("labels") or {}) for m in d["metrics"]], error=d.get("error"),
                        artifact=d.get("artifact"))
+
+
+def headline_values(records: list[SuiteRecord], suites: list[SuiteSpec]) -> dict[str, list[float]]:
+    """Each step's headline metric across the measured iterations so far: what repetition watches."""
+    all_series = series(records)
+    out = {}
+    for spec in suites:
+        h = headline([x for x in all_series if x.step == spec.name], spec.suite)
+        if h is not None:
+            out[f"{spec.name}: {h.key}"] = h.values
+    return out
+
+
+def repetition(records: list[SuiteRecord], suites: list[SuiteSpec], rule: RepeatSpec,
+               warmup: int) -> dict[str, Any]:
+    """Why a run with spec.repeat stopped where it did, per headline metric."""
+    measured = max((r.iteration - warmup for r in records if not r.warmup), default=0)
+    values = headline_values(records, suites)
+    verdict = decide(values, rule.relativeCI95, measured, rule.minIterations, rule.maxIterations)
+    return {"target": rule.relativeCI95, "minIterations": rule.minIterations,
+            "maxIterations": rule.maxIterations, "iterations": measured,
+            "stoppedBecause": verdict or AT_MAXIMUM,
+            "metrics": [interval(k, v).as_dict(rule.relativeCI95) for k, v in values.items()]}
 
 
 def regression_policy(policy: LabPolicySpec) -> RegressionPolicy:
@@ -98,7 +122,7 @@ class Documents:
 
 def build(run_info: dict[str, Any], dtype: DeviceType, suites: list[SuiteSpec], got: Collected,
           *, baseline: str | None = None, baseline_doc: dict[str, Any] | None = None,
-          policy: LabPolicySpec | None = None) -> Documents:
+          policy: LabPolicySpec | None = None, repeat: RepeatSpec | None = None) -> Documents:
     steps = [(s.name, s.suite) for s in suites]
     results = summary(got.boots, dtype.boot.headline, got.records, steps)
     failed = sorted({r.step for r in got.records if not r.ok})
@@ -110,6 +134,11 @@ def build(run_info: dict[str, Any], dtype: DeviceType, suites: list[SuiteSpec], 
     doc["powerOnTimes"] = got.power_on_times
     if got.evidence:
         doc["evidence"] = got.evidence
+    if repeat is not None:
+        doc["repeat"] = repetition(got.records, suites, repeat,
+                                   int(run_info.get("warmupIterations") or 0))
+        results["repeat"] = {"iterations": doc["repeat"]["iterations"],
+                             "stoppedBecause": doc["repeat"]["stoppedBecause"]}
     regression = None
     comparison_md = ""
     if baseline:

@@ -35,6 +35,7 @@ from ..api.devicetype import DeviceType
 from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
 from ..core import steps as st
 from ..core.conditions import now_iso, set_condition
+from ..core.repeat import decide
 from ..core.stats import seed_format
 from ..errors import BoardBusy, BoardFault, InfraError, Outage, RunError
 from ..kubeapi.client import Kube
@@ -316,7 +317,7 @@ class Runner:
         first = not self.status.get("startTime")
         extra: dict[str, Any] = {"startTime": now_iso()} if first else {}
         steps = st.plan_steps(self.spec.bootCycles, [s.name for s in self.suites],
-                              self.spec.iterations, self.spec.warmupIterations)
+                              self._iterations(), self.spec.warmupIterations)
         ckpt_prefix = st.checkpoint_prefix(self.prefix, self.attempt)
         done = self._wait_out("read the checkpoints",
                               lambda: st.done_names(self.spool.keys(ckpt_prefix), ckpt_prefix))
@@ -420,6 +421,8 @@ class Runner:
             session.boot()        # resuming mid-plan: the board's state is unknown
         recoveries = 0
         for step in todo:
+            if self._enough(step):
+                break
             try:
                 checkpoint = self._run_step(step, dtype)
             except BoardFault as exc:
@@ -434,6 +437,27 @@ class Runner:
                 checkpoint = self._run_step(step, dtype)
             self._checkpoint(step, checkpoint, dtype)
 
+    def _iterations(self) -> int:
+        """Measured iterations planned: fixed, or at most repeat.maxIterations."""
+        return self.spec.repeat.maxIterations if self.spec.repeat else self.spec.iterations
+
+    def _enough(self, step: st.Step) -> bool:
+        """With spec.repeat, before each new iteration: do the checkpoints already say enough?"""
+        rule = self.spec.repeat
+        if rule is None or step.kind != st.SUITE or step.suite_index != 0 or step.warmup:
+            return False
+        from . import results as res
+        got = res.Collected()
+        for c in self._checkpoints():
+            got.add(c)
+        measured = step.iteration - 1 - self.spec.warmupIterations
+        verdict = decide(res.headline_values(got.records, self.suites), rule.relativeCI95,
+                         measured, rule.minIterations, rule.maxIterations)
+        if verdict is not None:
+            log.info("%s/%s: %s after %d iteration(s); not starting iteration %d",
+                     self.namespace, self.name, verdict, measured, step.iteration)
+        return verdict is not None
+
     def _run_step(self, step: st.Step, dtype: DeviceType) -> dict[str, Any]:
         session = self.session
         assert session is not None
@@ -446,7 +470,7 @@ class Runner:
         if step.kind == st.PROVENANCE:
             return {"kind": st.PROVENANCE, "provenance": session.provenance(self.suites)}
         spec = self.suites[step.suite_index]
-        self._progress(f"iteration {step.iteration}/{self.spec.warmupIterations + self.spec.iterations}"
+        self._progress(f"iteration {step.iteration}/{self.spec.warmupIterations + self._iterations()}"
                        f"{' (warm-up)' if step.warmup else ''}, suite {spec.name} ({label})",
                        "Running")
         record, output, evidence = session.suite(spec, step.iteration, step.warmup)
@@ -479,7 +503,7 @@ class Runner:
         names = self._wait_out("read the checkpoints",
                                lambda: st.done_names(self.spool.keys(prefix), prefix))
         steps = st.plan_steps(self.spec.bootCycles, [s.name for s in self.suites],
-                              self.spec.iterations, self.spec.warmupIterations)
+                              self._iterations(), self.spec.warmupIterations)
         return [json.loads(self._wait_out("read a checkpoint", lambda s=s: self.spool.get(
             st.checkpoint_key(self.prefix, self.attempt, s)))) for s in steps if s.name in names]
 
@@ -519,11 +543,12 @@ class Runner:
         policy = LabPolicySpec(**(policy_body or {}).get("spec") or {}) if policy_body else None
         run_info = {"namespace": self.namespace, "name": self.name, "uid": self.uid,
                     "board": self.place, "deviceType": dtype.name,
-                    "plan": self.spec.plan or "(inline)", "iterations": self.spec.iterations,
+                    "plan": self.spec.plan or "(inline)", "iterations": self._iterations(),
                     "bootCycles": self.spec.bootCycles, "attempt": self.attempt,
+                    "warmupIterations": self.spec.warmupIterations,
                     "resumes": self.resume}
         docs = res.build(run_info, dtype, self.suites, got, baseline=self.spec.baseline,
-                         baseline_doc=baseline_doc, policy=policy)
+                         baseline_doc=baseline_doc, policy=policy, repeat=self.spec.repeat)
         urls = [self._serial_log(serial_key)]
         for name, (data, ctype) in docs.files.items():
             urls.append(self.spool.put(f"{self.prefix}/{name}", data, ctype))
