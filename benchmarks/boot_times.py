@@ -33,10 +33,16 @@ def main() -> None:
         board = Board(place, c.places()[place].resources, dt)
         for i in range(n):
             tl = board.boot()
-            for k, v in {**tl.events, **tl.phases(dt.boot.phases)}.items():
+            for k, v in {**tl.fused, **tl.phases(dt.boot.phases)}.items():
                 phases.setdefault(k, []).append(v)
+            host = {k: round(v - tl.events.get("kernel", 0.0), 3) for k, v in tl.events.items()}
+            clock = tl.kernel
+            agree = (f"kernel clock: time zero {clock.offset:.3f} s after power-on, host - fused "
+                     f"median {clock.median_ms} ms, p95 {clock.p95_ms} ms over {clock.lines} lines; "
+                     f"kernel-to-prompt by the host alone {host.get('prompt')} s"
+                     if clock else "no printk stamps")
             print(f"boot {i + 1}/{n}: kernel-to-prompt {tl.phase('kernel', 'prompt')} s, "
-                  f"power-to-prompt {tl.phase('power-on', 'prompt')} s", flush=True)
+                  f"power-to-prompt {tl.phase('power-on', 'prompt')} s; {agree}", flush=True)
         board.power_off()
         board.close()
     finally:

@@ -59,3 +59,28 @@ def test_boot_failure_pattern_stops_the_wait():
     w.feed(1.0, b"Linux version 6.1\n")
     w.feed(2.0, b"[ 1.9] Kernel panic - not syncing: No working init found.\n")
     assert w.done and "No working init" in w.failure
+
+
+def test_kernel_stamps_fuse_with_the_host_clock_by_their_lower_envelope():
+    # The kernel starts 0.300 s after power-on; it holds its first lines until its console is up
+    # (they arrive together at 0.551 s); later lines arrive 1-3 ms after they were printed.
+    chunks = [(10.551, b"[    0.000000] Linux version 6.1\r\n[    0.100000] a\r\n[    0.200000] b\r\n"),
+              (10.701, b"[    0.400000] c\r\n"),
+              (11.203, b"[    0.900000] Run /init as init process\r\n"),
+              (11.500, b"root@vb:~# ")]
+    tl = timeline_from_chunks(10.0, chunks, {"kernel": "Linux version", "init": "Run /init"},
+                              r"root@\S+:\S*# ")
+    assert tl.events["kernel"] == 0.551 and tl.events["init"] == 1.203      # the host's view
+    clock = tl.kernel
+    assert clock is not None and clock.lines == 4
+    assert clock.offset == pytest.approx(0.301)
+    assert tl.fused["kernel"] == pytest.approx(0.301) and tl.fused["init"] == pytest.approx(1.201)
+    assert tl.fused["prompt"] == 1.5                                       # no stamp: host clock
+    assert tl.phases({"kernel-to-prompt": ("kernel", "prompt")}) == {"kernel-to-prompt": 1.199}
+    assert (clock.median_ms, clock.p95_ms) == (50.0, 150.0)   # the held lines arrived late
+
+
+def test_no_usable_stamps_leaves_the_host_clock_alone():
+    tl = timeline_from_chunks(0.0, [(1.0, b"[    0.000000] Linux version\n"), (2.0, b"# ")],
+                              {"kernel": "Linux version"}, "# ")
+    assert tl.kernel is None and tl.fused == tl.events

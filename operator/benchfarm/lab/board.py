@@ -227,7 +227,7 @@ class Board:
                                      reason="SerialFailed") from exc
         finally:
             self._watcher = None
-        timeline = watcher.timeline
+        timeline = watcher.finish()
         if watcher.failure is not None:
             raise BoardFault(f"{self.place}: boot failed: {watcher.failure[:300]}",
                              reason="BootFailed")

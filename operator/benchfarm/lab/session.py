@@ -50,6 +50,7 @@ class BootResult:
     events: dict[str, float]
     phases: dict[str, float]
     power_on_wall: float
+    kernel_clock: dict[str, Any] | None = None     # KernelClock.as_dict(): printk fused in
 
 
 class BoardSession:
@@ -92,7 +93,8 @@ class BoardSession:
         dt = self.device_type
         timeline = self.board.boot(self._remaining(dt.boot.timeoutSeconds))
         return BootResult(dict(timeline.events), timeline.phases(dt.boot.phases),
-                          self.board.last_power_on_wall or time.time())
+                          self.board.last_power_on_wall or time.time(),
+                          timeline.kernel.as_dict() if timeline.kernel else None)
 
     def provenance(self, suites: list[SuiteSpec]) -> dict[str, Any]:
         probes = {

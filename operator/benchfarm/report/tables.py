@@ -60,6 +60,7 @@ def markdown(doc: dict[str, Any]) -> str:
         lines += ["## Boot time", "", f"| Phase | {board}: seconds |", "|---|---|"]
         lines += [f"| {phase} | {s['display']} |" for phase, s in boot.items()]
         lines.append("")
+        lines += _clocks(doc.get("kernelClocks") or [])
     for step, series in _by_step(doc).items():
         series = [s for s in series if not _is_rail_series(s["name"])]
         if not series:
@@ -81,6 +82,23 @@ def markdown(doc: dict[str, Any]) -> str:
     lines.append("Values are mean (min, max) across measured iterations; a plain number when all "
                  "iterations agree.")
     return "\n".join(lines) + "\n"
+
+
+def _clocks(clocks: list[dict[str, Any] | None]) -> list[str]:
+    """How the kernel's printk clock and the host's agreed, boot by boot."""
+    seen = [c for c in clocks if c]
+    if not seen:
+        return []
+    lines = ["Phases use the kernel's printk clock for events on stamped lines and the host's "
+             "clock for the others. Host arrival minus fused time, per boot:", "",
+             "| Boot | Kernel time zero after power-on (s) | Stamped lines | Disagreement median "
+             "(ms) | p95 (ms) |", "|---|---|---|---|---|"]
+    for i, c in enumerate(clocks, 1):
+        if c:
+            d = c["disagreementMs"]
+            lines.append(f"| {i} | {c['offset']:.3f} | {c['lines']} | {d['median']:g} | "
+                         f"{d['p95']:g} |")
+    return lines + [""]
 
 
 def _repetition(rep: dict[str, Any] | None) -> list[str]:

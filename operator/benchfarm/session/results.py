@@ -28,6 +28,7 @@ class Collected:
     boots: list[dict[str, float]] = field(default_factory=list)
     boot_events: list[dict[str, float]] = field(default_factory=list)
     power_on_times: list[float] = field(default_factory=list)
+    kernel_clocks: list[dict[str, Any] | None] = field(default_factory=list)
     records: list[SuiteRecord] = field(default_factory=list)
     provenance: dict[str, Any] = field(default_factory=dict)
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -38,6 +39,7 @@ class Collected:
             self.boots.append(checkpoint["phases"])
             self.boot_events.append(checkpoint["events"])
             self.power_on_times.append(checkpoint["powerOnWall"])
+            self.kernel_clocks.append(checkpoint.get("kernelClock"))
         elif kind == PROVENANCE:
             self.provenance = checkpoint["provenance"]
         elif kind == SUITE:
@@ -132,6 +134,7 @@ def build(run_info: dict[str, Any], dtype: DeviceType, suites: list[SuiteSpec], 
     doc["provenance"] = got.provenance
     doc["bootEvents"] = got.boot_events
     doc["powerOnTimes"] = got.power_on_times
+    doc["kernelClocks"] = got.kernel_clocks
     if got.evidence:
         doc["evidence"] = got.evidence
     if repeat is not None:

@@ -466,7 +466,8 @@ class Runner:
             self._progress(f"boot {step.cycle}/{self.spec.bootCycles}", "Booting")
             boot = session.boot()
             return {"kind": st.BOOT, "cycle": step.cycle, "phases": boot.phases,
-                    "events": boot.events, "powerOnWall": boot.power_on_wall}
+                    "events": boot.events, "powerOnWall": boot.power_on_wall,
+                    "kernelClock": boot.kernel_clock}
         if step.kind == st.PROVENANCE:
             return {"kind": st.PROVENANCE, "provenance": session.provenance(self.suites)}
         spec = self.suites[step.suite_index]
