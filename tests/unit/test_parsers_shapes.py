@@ -49,3 +49,42 @@ def test_cyclictest_json_histogram_buckets_sum_the_threads():
 def test_cyclictest_json_of_another_shape_is_a_parse_error(text, message):
     with pytest.raises(ParseError, match=message):
         parse("cyclictest", text)
+
+
+def test_openssl_multi_table_without_type_header_takes_sizes_from_the_children():
+    m = values(parse("openssl", sample("openssl/speed_multi2_evp_aes-128-gcm.txt")))
+    assert m["openssl-aes-128-gcm-16B"] == (98738.88, "KB/s")
+    assert m["openssl-aes-128-gcm-1024B"] == (4068083.71, "KB/s")
+    assert m["openssl-aes-128-gcm-16384B"] == (10005413.89, "KB/s")
+    assert len(m) == 6  # the children's 'Got: +F:' lines are not results
+
+
+def test_openssl_multi_mr_lines_give_the_same_names_in_kb_per_s():
+    m = values(parse("openssl", sample("openssl/speed_multi2_mr_evp_aes-128-gcm.stdout.txt")))
+    assert m["openssl-aes-128-gcm-16B"] == (94753.33, "KB/s")         # 94753328.00 bytes/s
+    assert m["openssl-aes-128-gcm-16384B"] == (10046439.42, "KB/s")   # 10046439424.00 bytes/s
+    assert len(m) == 6
+    pkey = values(parse("openssl", sample("openssl/speed_multi2_mr_rsa2048_ed25519.stdout.txt")))
+    assert pkey == {"openssl-rsa2048-sign": (5421.461538, "ops/s"),
+                    "openssl-rsa2048-verify": (107868.0, "ops/s"),
+                    "openssl-eddsa-Ed25519-sign": (60224.0, "ops/s"),
+                    "openssl-eddsa-Ed25519-verify": (28332.0, "ops/s")}
+
+
+def test_openssl_multi_public_key_table_names_match_the_mr_ones():
+    m = values(parse("openssl", sample("openssl/speed_multi2_rsa2048_ecdsap256_ed25519.stdout.txt")))
+    assert m["openssl-rsa2048-sign"] == (8185.0, "ops/s")
+    assert m["openssl-ecdsa-nistp256-verify"] == (45574.0, "ops/s")
+    assert m["openssl-eddsa-Ed25519-sign"] == (81970.0, "ops/s")
+
+
+def test_openssl_mr_ecdsa_names_no_curve_so_it_is_a_parse_error():
+    with pytest.raises(ParseError, match=r"'\+F4:'.*without -mr") as err:
+        parse("openssl", sample("openssl/speed_multi2_mr_rsa2048_ecdsap256_ed25519.stdout.txt"))
+    assert err.value.line == 10
+
+
+def test_openssl_mr_values_not_matching_the_sizes_is_a_parse_error():
+    with pytest.raises(ParseError, match="2 values for 3 block sizes") as err:
+        parse("openssl", "+H:16:64:256\n+F:25:AES-128-GCM:1.00:2.00\n")
+    assert err.value.line == 2
