@@ -88,3 +88,39 @@ def test_openssl_mr_values_not_matching_the_sizes_is_a_parse_error():
     with pytest.raises(ParseError, match="2 values for 3 block sizes") as err:
         parse("openssl", "+H:16:64:256\n+F:25:AES-128-GCM:1.00:2.00\n")
     assert err.value.line == 2
+
+
+def test_iperf3_udp_json_jitter_and_loss_besides_throughput():
+    m = values(parse("iperf3", sample("iperf3/udp_loopback_4G_2s.json")))
+    assert m["iperf3-sent"] == (3998.16, "Mbit/s")        # 3998161447.33 bits/s
+    assert m["iperf3-received"] == (3052.73, "Mbit/s")    # 3052730596.51 bits/s
+    assert m["iperf3-udp-jitter"] == (0.005294702042326098, "ms")
+    assert m["iperf3-udp-lost-datagrams"] == (7205, "")
+    assert m["iperf3-udp-datagrams"] == (30505, "")
+    assert m["iperf3-udp-lost"] == (23.62, "%")           # lost_percent 23.619...
+    assert "iperf3-retransmits" not in m
+
+
+def test_iperf3_udp_text_reads_the_receiver_line():
+    m = values(parse("iperf3", sample("iperf3/udp_loopback_4G_2s.txt")))
+    assert m["iperf3-sent"] == (4000.0, "Mbit/s")         # 4.00 Gbits/sec
+    assert m["iperf3-received"] == (3070.0, "Mbit/s")     # 3.07 Gbits/sec
+    assert m["iperf3-udp-jitter"] == (0.004, "ms")
+    assert m["iperf3-udp-lost-datagrams"] == (7112, "")
+    assert m["iperf3-udp-datagrams"] == (30507, "")
+    assert m["iperf3-udp-lost"] == (23.31, "%")           # 7112/30507, printed rounded as (23%)
+
+
+def test_iperf3_tcp_text_gives_the_json_names():
+    m = values(parse("iperf3", sample("iperf3/tcp_loopback_2s.txt")))
+    assert m == {"iperf3-sent": (31800.0, "Mbit/s"), "iperf3-retransmits": (34, ""),
+                 "iperf3-received": (31800.0, "Mbit/s")}
+
+
+def test_iperf3_text_error_and_json_without_udp_fields_are_parse_errors():
+    with pytest.raises(ParseError, match="Connection refused") as err:
+        parse("iperf3", "iperf3: error - unable to connect to server: Connection refused\n")
+    assert err.value.line == 1
+    with pytest.raises(ParseError, match="lacks 'packets'"):
+        parse("iperf3", '{"end": {"sum": {"bits_per_second": 1e6, "jitter_ms": 0.1, '
+                        '"lost_packets": 0}}}')
