@@ -124,3 +124,12 @@ def test_iperf3_text_error_and_json_without_udp_fields_are_parse_errors():
     with pytest.raises(ParseError, match="lacks 'packets'"):
         parse("iperf3", '{"end": {"sum": {"bits_per_second": 1e6, "jitter_ms": 0.1, '
                         '"lost_packets": 0}}}')
+
+
+def test_stress_ng_bogo_ops_count_beside_its_rates():
+    m = values(parse("stress-ng", sample("stress-ng/cpu1_hash1_metrics-brief_3s.txt")))
+    assert m == {"stress-ng-cpu-bogo-ops": (3522, "bogo ops"),
+                 "stress-ng-cpu": (1173.59, "bogo ops/s"), "stress-ng-cpu-cpu": (2020.15, "bogo ops/s"),
+                 "stress-ng-hash-bogo-ops": (219987, "bogo ops"),
+                 "stress-ng-hash": (73326.07, "bogo ops/s"),
+                 "stress-ng-hash-cpu": (119251.08, "bogo ops/s")}
