@@ -133,3 +133,20 @@ def test_stress_ng_bogo_ops_count_beside_its_rates():
                  "stress-ng-hash-bogo-ops": (219987, "bogo ops"),
                  "stress-ng-hash": (73326.07, "bogo ops/s"),
                  "stress-ng-hash-cpu": (119251.08, "bogo ops/s")}
+
+
+def test_7zip_tot_line_usage_ru_and_rating():
+    m = values(parse("7zip", sample("7zip/b_1_mmt1_md18.txt")))
+    assert m["7zip-total-usage"] == (98, "%")
+    assert m["7zip-total-ru"] == (7553, "MIPS")
+    assert m["7zip-total-rating"] == (7428, "MIPS")
+    assert m["7zip-compress-rating"] == (10489, "MIPS")
+    assert m["7zip-decompress-rating"] == (4368, "MIPS")
+
+
+def test_7zip_summary_row_of_another_shape_is_a_parse_error():
+    text = sample("7zip/b_1_mmt1_md18.txt").replace("Tot:              98   7553   7428",
+                                                    "Tot:              98   7553")
+    with pytest.raises(ParseError, match="summary row of another shape") as err:
+        parse("7zip", text)
+    assert err.value.line == 24
