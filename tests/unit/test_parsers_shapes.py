@@ -88,6 +88,8 @@ def test_openssl_mr_values_not_matching_the_sizes_is_a_parse_error():
     with pytest.raises(ParseError, match="2 values for 3 block sizes") as err:
         parse("openssl", "+H:16:64:256\n+F:25:AES-128-GCM:1.00:2.00\n")
     assert err.value.line == 2
+    with pytest.raises(ParseError, match=r"before any '\+H:'"):
+        parse("openssl", "+F:25:AES-128-GCM:1.00:2.00\n")
 
 
 def test_iperf3_udp_json_jitter_and_loss_besides_throughput():
@@ -124,6 +126,9 @@ def test_iperf3_text_error_and_json_without_udp_fields_are_parse_errors():
     with pytest.raises(ParseError, match="lacks 'packets'"):
         parse("iperf3", '{"end": {"sum": {"bits_per_second": 1e6, "jitter_ms": 0.1, '
                         '"lost_packets": 0}}}')
+    with pytest.raises(ParseError, match="another shape"):
+        parse("iperf3", '{"end": {"sum": {"bits_per_second": 1e6, "jitter_ms": "n/a", '
+                        '"lost_packets": 0, "packets": 10}}}')
 
 
 def test_stress_ng_bogo_ops_count_beside_its_rates():

@@ -69,9 +69,11 @@ def _from_json(text: str) -> list[Metric]:
         if udp and not out:  # older iperf3 wrote UDP totals only in end.sum
             out.append(Metric("iperf3-udp", round(udp["bits_per_second"] / 1e6, 2), "Mbit/s"))
         if "jitter_ms" in udp:
-            out += _udp(udp["jitter_ms"], udp["lost_packets"], udp["packets"])
-    except (KeyError, TypeError) as exc:
+            out += _udp(float(udp["jitter_ms"]), int(udp["lost_packets"]), int(udp["packets"]))
+    except KeyError as exc:
         raise ParseError(SUITE, f"JSON end section lacks {exc}") from exc
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ParseError(SUITE, f"JSON end section of another shape ({exc})") from exc
     if not out:
         raise ParseError(SUITE, "JSON has no end.sum_sent / sum_received")
     return out

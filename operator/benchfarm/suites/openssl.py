@@ -35,6 +35,8 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
             sizes = [int(x) for x in re.findall(r"\d+", m.group(1))]
         elif m := _MR_CIPHER.match(s):
             bytes_per_s = [number(v, SUITE, i) for v in m.group(2)[1:].split(":")]
+            if not sizes:
+                raise ParseError(SUITE, "'+F:' line before any '+H:' line of block sizes", line=i)
             if len(bytes_per_s) != len(sizes):
                 raise ParseError(SUITE, f"'+F:' line has {len(bytes_per_s)} values for "
                                         f"{len(sizes)} block sizes of the '+H:' line", line=i)
