@@ -67,6 +67,7 @@ def test_mbw_avg_lines():
 
 def test_stress_ng_metrics_brief():
     m = values(parse("stress-ng", sample("stress-ng/cpu2_metrics-brief_5s.txt")))
+    assert m["stress-ng-cpu-bogo-ops"] == (9980, "bogo ops")
     assert m["stress-ng-cpu"] == (1995.77, "bogo ops/s")
     assert m["stress-ng-cpu-cpu"] == (1679.43, "bogo ops/s")
 

@@ -84,6 +84,7 @@ def test_coremark_pro_single_and_multi_core():
 def test_7zip_and_glmark2():
     z = values(parse("7zip", sample("7zip/b_3_md20.txt")))
     assert z["7zip-total-rating"] == (9942, "MIPS") and z["7zip-compress-rating"] == (12006, "MIPS")
+    assert z["7zip-total-usage"] == (158, "%") and z["7zip-total-ru"] == (6429, "MIPS")
     g = values(parse("glmark2", sample("glmark2/gl_offscreen_subset.txt")))
     assert g["glmark2-build"] == (560, "FPS")
     assert g["glmark2-shading-phong"] == (177, "FPS")

@@ -1,4 +1,5 @@
-"""7-Zip benchmark (7z b): average and total compression/decompression ratings (MIPS)."""
+"""7-Zip benchmark (7z b): average compression/decompression speed and rating (MIPS), and the
+'Tot:' line: CPU usage (%), rating per usage (R/U, MIPS) and rating (MIPS) over both."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ _TOT = re.compile(r"^Tot:\s+(\d+)\s+(\d+)\s+(\d+)")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
+    """Four metrics from the 'Avr:' line, three from the 'Tot:' line."""
     out: list[Metric] = []
     for i, line in enumerate(lines_of(text), 1):
         s = line.strip()
@@ -22,7 +24,11 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
             out.append(Metric("7zip-decompress-speed", number(m.group(5), SUITE, i), "KB/s"))
             out.append(Metric("7zip-decompress-rating", number(m.group(8), SUITE, i), "MIPS"))
         elif m := _TOT.match(s):
+            out.append(Metric("7zip-total-usage", number(m.group(1), SUITE, i), "%"))
+            out.append(Metric("7zip-total-ru", number(m.group(2), SUITE, i), "MIPS"))
             out.append(Metric("7zip-total-rating", number(m.group(3), SUITE, i), "MIPS"))
+        elif s.startswith(("Avr:", "Tot:")):
+            raise ParseError(SUITE, f"summary row of another shape: {s[:80]!r}", line=i)
     if not out:
         raise ParseError(SUITE, "no 'Avr:' / 'Tot:' summary rows")
     return out

@@ -1,4 +1,5 @@
-"""stress-ng --metrics-brief: bogo ops/s per stressor (real time and usr+sys time)."""
+"""stress-ng --metrics-brief: per stressor the bogo-ops count and its rates, bogo ops/s over real
+time and over usr+sys time."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ _ROW = re.compile(r"metrc:\s*\[\d+\]\s+([a-z][\w-]*)\s+(\d+)\s+([\d.]+)\s+([\d.]
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
+    """Three metrics per 'metrc:' row: the count and the two rates."""
     out = []
     for i, line in enumerate(lines_of(text), 1):
         if m := _ROW.search(line):
             name = m.group(1)
+            out.append(Metric(f"stress-ng-{name}-bogo-ops", number(m.group(2), SUITE, i), "bogo ops"))
             out.append(Metric(f"stress-ng-{name}", number(m.group(6), SUITE, i), "bogo ops/s"))
             out.append(Metric(f"stress-ng-{name}-cpu", number(m.group(7), SUITE, i), "bogo ops/s"))
     if not out:
