@@ -37,6 +37,40 @@ def rail_tables(doc: dict[str, Any]) -> list[tuple[str, str, list[tuple[str, str
     return out
 
 
+_OPENSSL_SIZED = re.compile(r"^openssl-(.+)-(\d+)B$")
+_PER_CORE = re.compile(r"^cyclictest-t(\d+)-(min|avg|max)$")
+_LATENCY_ROWS = (("min", "Minimum (usec)"), ("avg", "Average (usec)"), ("max", "Maximum (usec)"))
+
+
+def _mean(s: dict[str, Any]) -> float:
+    return sum(s["values"]) / len(s["values"])
+
+
+def guide_shapes(series: list[dict[str, Any]], board: str
+                 ) -> tuple[list[dict[str, Any]], list[tuple[str, list[str], list[list[str]]]]]:
+    """The guides' own table shapes for what has one: OpenSSL by algorithm and buffer size, and
+    cyclictest per core (comma-joined per-thread figures, as the RT guides print them). Returns
+    the series left for the generic table and [(title, header, rows)]."""
+    rest, openssl, cores = [], [], {}
+    for s in series:
+        if (m := _OPENSSL_SIZED.match(s["name"])) and s["unit"] == "KB/s":
+            openssl.append([m.group(1), m.group(2), s["display"]])
+        elif m := _PER_CORE.match(s["name"]):
+            cores.setdefault(m.group(2), {})[int(m.group(1))] = s
+        else:
+            rest.append(s)
+    tables = []
+    if openssl:
+        openssl.sort(key=lambda r: (r[0], int(r[1])))
+        tables.append(("OpenSSL Performance", ["Algorithm", "Buffer Size (in bytes)",
+                                               f"{board}: throughput (KBytes/Sec)"], openssl))
+    if cores:
+        rows = [[label, ",".join(f"{_mean(cores[k][t]):.0f}" for t in sorted(cores[k]))]
+                for k, label in _LATENCY_ROWS if k in cores]
+        tables.append(("Latencies", ["Latencies", f"{board}:per-core"], rows))
+    return rest, tables
+
+
 def _is_rail_series(name: str) -> bool:
     return name.startswith("rail-")
 
@@ -62,7 +96,12 @@ def markdown(doc: dict[str, Any]) -> str:
         lines.append("")
         lines += _clocks(doc.get("kernelClocks") or [])
     for step, series in _by_step(doc).items():
-        series = [s for s in series if not _is_rail_series(s["name"])]
+        series, shaped = guide_shapes([s for s in series if not _is_rail_series(s["name"])], board)
+        for title, header, rows in shaped:
+            lines += [f"## {step}: {title}", "", "| " + " | ".join(header) + " |",
+                      "|" + "---|" * len(header)]
+            lines += ["| " + " | ".join(r) + " |" for r in rows]
+            lines.append("")
         if not series:
             continue
         lines += [f"## {step}", "", f"| Benchmarks | {board}: perf |", "|---|---|"]
@@ -129,15 +168,23 @@ def rst(doc: dict[str, Any]) -> str:
     sections: list[tuple[str, list[tuple[str, str]]]] = []
     if boot:
         sections.append(("Boot time", [(f"{p} (s)", s["display"]) for p, s in boot.items()]))
+    shaped_tables: list[tuple[str, str, list[str], list[list[str]]]] = []
     for step, series in _by_step(doc).items():
-        rows = [(f"{s['name']} ({s['unit']})", s["display"]) for s in series
-                if not _is_rail_series(s["name"])]
+        series, shaped = guide_shapes([s for s in series if not _is_rail_series(s["name"])], board)
+        shaped_tables += [(step, title, header, rows) for title, header, rows in shaped]
+        rows = [(f"{s['name']} ({s['unit']})", s["display"]) for s in series]
         if rows:
             sections.append((step, rows))
     for title, rows in sections:
         out += [title, "^" * len(title), "", ".. csv-table::",
                 f'   :header: "Benchmarks","{board}: perf"', "   :widths: 10, 10", ""]
         out += [f'   "{name}","{value}"' for name, value in rows]
+        out.append("")
+    for step, title, header, rows in shaped_tables:   # titled as the guides title them
+        section = f"{step}: {title}"
+        out += [section, "^" * len(section), "", f".. csv-table:: {title}",
+                "   :header: " + ",".join(f'"{h}"' for h in header), ""]
+        out += ["   " + ",".join(f'"{c}"' for c in r) for r in rows]
         out.append("")
     for step, mode, rails, total in rail_tables(doc):
         title = f"{mode} Power Performance"
