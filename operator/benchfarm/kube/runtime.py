@@ -35,7 +35,7 @@ from .state import CANCELLED, FAILED, FINISHED, PENDING, RUNNING, SUCCEEDED, Run
 
 log = logging.getLogger("benchfarm")
 
-QUEUE_POSITION_LIMIT = 50
+QUEUE_POSITION_LIMIT = 5     # only the head of the queue: each run gets at most ~5 position writes
 QUEUE_POSITION_PERIOD = 5.0
 FAIRNESS_CONFIG_MAP = "benchfarm-fairness"   # who was served last, per namespace
 
