@@ -106,9 +106,14 @@ class BoardSession:
         }
         prov: dict[str, Any] = {"board": self.place, "deviceType": self.device_type.name,
                                 "planDigest": plan_digest(suites)}
-        for key, cmd in probes.items():
-            self.check()
-            prov[key] = self.board.run(cmd, timeout=self._remaining(20)).output.strip()[:512]
+        self.check()
+        # one round trip on the console for all probes (each command costs a prompt cycle)
+        sep = "@@benchfarm-provenance@@"
+        out = self.board.run(f"; echo {sep}; ".join(probes.values()),
+                             timeout=self._remaining(20)).output
+        parts = out.split(sep)
+        for i, key in enumerate(probes):
+            prov[key] = (parts[i] if i < len(parts) else "").strip()[:512]
         return prov
 
     def suite(self, spec: SuiteSpec, iteration: int, warmup: bool) -> tuple[SuiteRecord, str,
