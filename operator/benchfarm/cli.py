@@ -93,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     ig.add_argument("--format", choices=["json", "rst"], default="json")
     ig.add_argument("--board", default=None, help="only this board's columns")
     _plugins(sub)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("lab", "demo") and argv[0] not in sub.choices:
+        print(f"benchfarm {argv[0]}: the embedded lab is not installed here (it is a developer's "
+              "tool: `pip install -e devlab/` in a clone of the repository)", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is not None:
         return args.func(args)

@@ -73,3 +73,10 @@ def test_every_module_says_why_it_exists():
         if not text.startswith('"""'):
             missing.append(str(path.relative_to(REPO)))
     assert not missing, f"modules without a docstring: {missing}"
+
+
+def test_the_cli_without_the_dev_lab_says_where_it_lives(monkeypatch, capsys):
+    from benchfarm import cli
+    monkeypatch.setattr(cli, "_plugins", lambda sub: None)   # as in the operator image
+    assert cli.main(["lab", "up"]) == 2
+    assert "pip install -e devlab/" in capsys.readouterr().err
