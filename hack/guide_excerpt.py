@@ -4,7 +4,9 @@
 The tests need a guide's tables, not its prose, and the repository may carry only the former:
 `python hack/guide_excerpt.py GUIDE.rst > tests/data/guides/NAME.rst` keeps every section title
 (with its underline), `Table:` caption and `.. csv-table::` directive with its options and rows,
-nothing else.
+nothing else. `--source "REPO PATH @ COMMIT"` puts an RST comment naming the source first:
+`python hack/guide_excerpt.py GUIDE.rst --source "owner/repo path @ commit" > NAME.rst`.
+Every line of a csv-table's body is kept, so no row is ever dropped.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sys
 _UNDERLINE = re.compile(r"^([=\-~^\"'`#*+])\1{2,}\s*$")
 
 
-def excerpt(text: str) -> str:
+def excerpt(text: str, source: str = "") -> str:
     lines = text.splitlines()
     out: list[str] = []
     i = 0
@@ -36,8 +38,15 @@ def excerpt(text: str) -> str:
                 i += 1
             continue
         i += 1
-    return "\n".join(re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip().splitlines()) + "\n"
+    body = "\n".join(re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip().splitlines()) + "\n"
+    return f".. source: {source}\n\n{body}" if source else body
 
 
 if __name__ == "__main__":
-    sys.stdout.write(excerpt(open(sys.argv[1], encoding="utf-8", errors="replace").read()))
+    args = sys.argv[1:]
+    source = ""
+    if "--source" in args:
+        at = args.index("--source")
+        source = args[at + 1]
+        del args[at:at + 2]
+    sys.stdout.write(excerpt(open(args[0], encoding="utf-8", errors="replace").read(), source))

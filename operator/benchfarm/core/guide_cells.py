@@ -4,7 +4,8 @@ A header cell `"am62xx_sk-fs: Write EXT4 Throughput (Mbytes/sec)"` names a board
 label with its unit. Label columns come first: those before the first board column (algorithm,
 buffer size), or, in tables naming no board, the first column and a `Size` column after it.
 Names follow the suites where one exists, so `compare` lines a run up with the guide:
-`Benchmarks`/`perf` rows keep their own `name (unit)` (lmbench, dhrystone, stream …); audio
+`Benchmarks`/`perf` rows keep their own `name (unit)` (lmbench, dhrystone, stream …), with
+`-multicore` in a two-core/multi-core table (`coremark-pro-multicore`, as suites.coremarkpro); audio
 tables give `alsa-capture-48000hz-throughput`; OpenSSL `openssl-aes-128-cbc-1024B`; rails
 `rail-vdd_core-deep-sleep` and `rail-total-deep-sleep` (core.power); cyclictest
 `cyclictest-t0-max` per core; boot tables `kernel-to-prompt` (their first row). Any other table:
@@ -92,7 +93,9 @@ def _name(title: str, header: Sequence[str], row: Sequence[str], nkeys: int, lab
     key = row[0].strip()
     bare, unit = label_unit(label)
     if bare.lower() in ("perf", "") and nkeys == 1:
-        return split_name(key)
+        name, unit = split_name(key)
+        multi = re.search(r"(two|multi)\s*core", t) and not name.endswith("-multicore")
+        return (f"{name}-multicore" if multi else name), unit
     if head0 == "rail name":
         rail = "total" if key.lower() == "total" else key
         suffix = "-voltage" if "voltage" in label.lower() else ""
