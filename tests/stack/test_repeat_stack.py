@@ -38,15 +38,18 @@ def _repeat_run(custom, plan, rule):  # noqa: F811
     return name, st
 
 
-def test_a_stable_metric_stops_at_the_minimum(custom):  # noqa: F811
-    # hackbench's time under TCG varies by a few per cent: +-50 % is reached at the minimum
+def test_a_stable_metric_stops_early(custom):  # noqa: F811
+    # hackbench's time under TCG varies by a few per cent, now and then by more: +-50 % is
+    # reached at the minimum of 3 or soon after, long before the maximum of 8
     name, st = _repeat_run(custom, "stacktest-repeat-stable",
                            {"relativeCI95": 0.5, "minIterations": 3, "maxIterations": 8})
-    assert st["results"]["repeat"] == {"iterations": 3, "stoppedBecause": "stable"}
-    assert st["results"]["suites"]["hackbench"]["runs"] == 3
+    rep = st["results"]["repeat"]
+    assert rep["stoppedBecause"] == "stable" and 3 <= rep["iterations"] < 8, rep
+    assert st["results"]["suites"]["hackbench"]["runs"] == rep["iterations"]
     report = _artifact(custom, name, "report.md")
-    assert "## Repetition" in report and "Stopped after 3 iterations" in report
-    assert "| hackbench: hackbench-time (s) | 3 |" in report and "| yes |" in report
+    assert "## Repetition" in report and f"Stopped after {rep['iterations']} iterations" in report
+    assert f"| hackbench: hackbench-time (s) | {rep['iterations']} |" in report
+    assert "| yes |" in report
 
 
 def test_a_noisy_metric_runs_to_the_maximum(custom):  # noqa: F811
