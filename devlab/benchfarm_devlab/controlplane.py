@@ -75,7 +75,8 @@ def start_control_plane(bins: dict[str, Path]) -> None:
         f"--authentication-kubeconfig={kcm_kubeconfig}", f"--authorization-kubeconfig={kcm_kubeconfig}",
         "--bind-address=127.0.0.1", f"--secure-port={PORTS.controller_manager}",
         "--controllers=namespace-controller,garbage-collector-controller,"
-        "serviceaccount-controller,serviceaccount-token-controller",
+        "serviceaccount-controller,serviceaccount-token-controller,job-controller,"
+        "ttl-after-finished-controller",
         f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
         "--leader-elect=false", "--use-service-account-credentials=false", "--v=1",
     ], ports=[PORTS.controller_manager], timeout=60,
