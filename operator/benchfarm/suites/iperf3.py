@@ -73,8 +73,9 @@ def _from_json(text: str) -> list[Metric]:
         if "jitter_ms" in udp:
             out += _udp(float(udp["jitter_ms"]), int(udp["lost_packets"]), int(udp["packets"]))
         cpu = end.get("cpu_utilization_percent", {})
-        out += [Metric(f"iperf3-{side}-cpu-util", round(cpu[key], 2), "%", False)
-                for side, key in (("local", "host_total"), ("remote", "remote_total")) if key in cpu]
+        for side, key in (("local", "host_total"), ("remote", "remote_total")):
+            if key in cpu:
+                out.append(Metric(f"iperf3-{side}-cpu-util", round(cpu[key], 2), "%", False))
     except KeyError as exc:
         raise ParseError(SUITE, f"JSON end section lacks {exc}") from exc
     except (TypeError, ValueError, AttributeError) as exc:
