@@ -9,7 +9,7 @@ import json
 import pytest
 
 from benchfarm.errors import ParseError
-from benchfarm.suites.registry import parse
+from benchfarm.suites.registry import check_parameters, parse
 from tests.conftest import sample
 
 
@@ -83,3 +83,14 @@ def test_iperf3_json_cpu_load_of_both_ends():
     assert udp["iperf3-local-cpu-util"] == (9.35, "%")
     assert "iperf3-local-cpu-util" not in values(parse("iperf3",
                                                        sample("iperf3/tcp_loopback_2s.txt")))
+
+
+def test_a_table_parameter_is_a_slugged_title_and_dd_knows_its_directions_at_admission():
+    assert check_parameters("dd", {"table": "emmc-ext4", "direction": "read", "bs": "4k"}) is None
+    assert check_parameters("netperf", {"table": "cpsw2g-udp-egress-throughput-0-loss"}) is None
+    assert "slugged title" in check_parameters("dd", {"table": "EMMC EXT4"})
+    assert "slugged title" in check_parameters("netperf", {"table": "cpsw2g--tcp"})
+    assert "write or read" in check_parameters("dd", {"table": "emmc-ext4", "direction": "both"})
+    assert "4k, 1m" in check_parameters("dd", {"table": "emmc-ext4", "bs": "1 MB"})
+    with pytest.raises(ParseError, match="slugged title"):
+        parse("netperf", "THROUGHPUT=1\n", {"table": "CPSW2g TCP"})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, lines_of, number, table_problem
 
 SUITE = "dd"
 _SCALE = {"B/s": 1e-6, "kB/s": 1e-3, "KB/s": 1e-3, "MB/s": 1.0, "GB/s": 1e3,
@@ -24,16 +24,25 @@ _BYTES = re.compile(r"^(\d+) bytes\b")
 _TIME = re.compile(r"^(real|user|sys)\s+(?:(\d+)m)?([\d.]+)s?$")   # time -p, or bash's 0m0.75s
 
 
+def check(params: dict[str, str]) -> str | None:
+    """What is wrong with the parameters, checked at admission too; None when they are fine."""
+    if params.get("direction", "write") not in ("write", "read"):
+        return f"direction is {params['direction']!r}; write or read"
+    if not re.fullmatch(r"\d+[kmg]?", params.get("bs", "0")):
+        return f"bs is {params['bs']!r}; bytes, or a number with k, m or g (4k, 1m)"
+    return table_problem(params)
+
+
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     params = params or {}
+    if problem := check(params):
+        raise ParseError(SUITE, problem)
     lines = lines_of(text)
     rate = _rate(lines)
     table = params.get("table")
     if not table:
         return [Metric("dd-throughput", rate, "MB/s")]
     direction = params.get("direction", "write")
-    if direction not in ("write", "read"):
-        raise ParseError(SUITE, f"parameters.direction is {direction!r}; write or read")
     name = f"dd-{table}-{params.get('bs') or _block_size(lines)}-{direction}"
     out = [Metric(f"{name}-throughput", rate, "MB/s")]
     if (load := _cpu_load(lines)) is not None:

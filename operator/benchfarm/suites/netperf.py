@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, lines_of, number, table_problem
 
 SUITE = "netperf"
 _KV = re.compile(r"^([A-Z][A-Z0-9_]+)=(.*)$")
@@ -20,7 +20,14 @@ _LOWER_BETTER = ("LATENCY", "RT_LATENCY", "P50", "P90", "P99", "STDDEV", "UTIL")
 _UDP_FRAME_OVERHEAD = 8 + 20 + 14 + 4   # UDP, IPv4 and Ethernet headers, frame check sequence
 
 
+def check(params: dict[str, str]) -> str | None:
+    """What is wrong with the parameters, checked at admission too; None when they are fine."""
+    return table_problem(params)
+
+
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
+    if problem := check(params or {}):
+        raise ParseError(SUITE, problem)
     kv: dict[str, tuple[int, str]] = {}
     for i, line in enumerate(lines_of(text), 1):
         if m := _KV.match(line.strip()):
