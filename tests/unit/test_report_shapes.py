@@ -53,6 +53,19 @@ def test_the_report_imported_as_a_guide_gives_back_the_metrics_it_was_made_from(
     assert set(guide_.baseline("vb-x86-0")) == {f"{s['name']} ({s['unit']})" for s in DOC["series"]}
 
 
+def test_a_table_import_guide_would_name_otherwise_stays_in_the_generic_table():
+    doc = {"run": {"board": "b-1"}, "series": [
+        _series("fio", "fio-Rand Read-4k-read-throughput", "MB/s", [240.0]),   # --name="Rand Read"
+        _series("fio", "fio-randread-4k-read-throughput", "MB/s", [250.0]),
+        _series("fio-again", "fio-randread-4k-read-throughput", "MB/s", [260.0])]}
+    text = rst(doc)
+    assert '"fio-Rand Read-4k-read-throughput (MB/s)","240"' in text
+    assert '   "4k","","","250",""' in text                                 # the first step's
+    assert '"fio-randread-4k-read-throughput (MB/s)","260"' in text          # the second: generic
+    assert set(read_guide(text).baseline("b-1")) == {
+        "fio-Rand Read-4k-read-throughput (MB/s)", "fio-randread-4k-read-throughput (MB/s)"}
+
+
 # A run of every family with a guide shape, from real outputs (tests/data/samples/INDEX.md) and
 # netperf KEY=VALUE lines; two iterations, the second 10 % slower on every suite.
 NETPERF_TCP = "THROUGHPUT=941.23\nTHROUGHPUT_UNITS=10^6bits/s\nLOCAL_CPU_UTIL=67.11\nPROTOCOL=TCP\n"

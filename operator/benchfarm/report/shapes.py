@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.guide_cells import slug
+
 Series = dict[str, Any]
 
 
@@ -43,12 +45,13 @@ class Shaped:
 _OPENSSL_SIZED = re.compile(r"^openssl-(.+)-(\d+)B$")
 _PER_CORE = re.compile(r"^cyclictest-t(\d+)-(min|avg|max)$")
 _LATENCY_ROWS = (("min", "Minimum (usec)"), ("avg", "Average (usec)"), ("max", "Maximum (usec)"))
-_STORAGE = re.compile(r"^(fio|dd)-(.+)-(\d+[kmg]?)-(write|read)-(throughput|cpu-load)$")
+_STORAGE = re.compile(r"^(fio|dd)-(?P<table>.+)-(\d+[kmg]?)-(write|read)-(throughput|cpu-load)$")
 _STORAGE_COLUMNS = (("write", "throughput", "Write Throughput (Mbytes/sec)"),
                     ("write", "cpu-load", "Write CPU Load (%)"),
                     ("read", "throughput", "Read Throughput (Mbytes/sec)"),
                     ("read", "cpu-load", "Read CPU Load (%)"))
-_NETPERF = re.compile(r"^netperf-(.+?)(?:-(\d{2,}))?-(throughput|local-cpu-util|remote-cpu-util)$")
+_NETPERF = re.compile(
+    r"^netperf-(?P<table>.+?)(?:-(\d{2,}))?-(throughput|local-cpu-util|remote-cpu-util)$")
 _NETWORK_COLUMNS = (("throughput", "THROUGHPUT (Mbits/sec)"),
                     ("local-cpu-util", "CPU Load % (LOCAL_CPU_UTIL)"),
                     ("remote-cpu-util", "CPU Load % (REMOTE_CPU_UTIL)"))
@@ -150,13 +153,15 @@ def _grouped(series: list[Series], pattern: re.Pattern[str], units: dict[str, st
              key: Callable[[re.Match[str]], Any], taken: set[int]
              ) -> OrderedDict[Any, list[tuple[re.Match[str], Series]]]:
     """Series whose name matches and whose unit is its measure's (the pattern's last group), by
-    group key; a name seen twice (two steps measuring the same) goes to the first step's table,
-    the other stays in its own step's generic table."""
+    key. Left in their step's generic table: a name seen twice (two steps measuring the same; the
+    first step's goes to the shape), and a table (the pattern's group `table`) that is no slug,
+    such as a fio job named "Rand Read": import-guide would name its cells otherwise."""
     groups: OrderedDict[Any, list[tuple[re.Match[str], Series]]] = OrderedDict()
     seen: set[str] = set()
     for s in series:
         m = pattern.match(s["name"])
-        if m and s["unit"] == units[m.group(pattern.groups)] and s["name"] not in seen:
+        if m and s["unit"] == units[m.group(pattern.groups)] and s["name"] not in seen \
+                and slug(m.group("table")) == m.group("table"):
             seen.add(s["name"])
             groups.setdefault(key(m), []).append((m, s))
             _take(taken, s)
