@@ -143,7 +143,8 @@ def _name(title: str, header: Sequence[str], row: Sequence[str], nkeys: int, lab
             return key, "s"
         return ("kernel-to-prompt" if row_index == 0 else f"boot-{slug(key)}"), "s"
     if head0.startswith("buffer size") and (io := _STORAGE.match(bare)):
-        suite, table = _suite_table(title, ("fio", "dd"), "fio" if "fio" in slug(t) else "dd")
+        fio = "fio" in slug(t).split("-")
+        suite, table = _suite_table(title, ("fio", "dd"), "fio" if fio else "dd")
         measure = "cpu-load" if unit == "%" else "throughput"
         return f"{suite}-{table}-{slug(key)}-{io.group(1).lower()}-{measure}", unit
     if head0 == "command used" or head0.startswith("frame size"):

@@ -72,6 +72,7 @@ def _bytes(size: str) -> int:
 
 
 def shape(doc: dict[str, Any]) -> Shaped:
+    """A metrics document (core.results.metrics_document) in the guides' shapes."""
     board = doc.get("run", {}).get("board", "board")
     steps: OrderedDict[str, list[Series]] = OrderedDict()
     for s in doc.get("series", []):
