@@ -78,7 +78,10 @@ def start_control_plane(bins: dict[str, Path]) -> None:
         "serviceaccount-controller,serviceaccount-token-controller,job-controller,"
         "ttl-after-finished-controller",
         f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
-        "--leader-elect=false", "--use-service-account-credentials=false", "--v=1",
+        "--leader-elect=false", "--v=1",
+        # each controller acts as its own ServiceAccount (system:controller:* roles): the
+        # controller-manager's own user may not create the pods of Jobs
+        "--use-service-account-credentials=true",
     ], ports=[PORTS.controller_manager], timeout=60,
         ready=lambda: http_ok(f"https://127.0.0.1:{PORTS.controller_manager}/healthz"))
 

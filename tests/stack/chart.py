@@ -83,9 +83,10 @@ def pod_command_env(spec: dict[str, Any], namespace: str, pod_name: str,
     for e in container["env"]:
         if "value" in e:
             value = e["value"]
-            for mount_path, local in mounts.items():
-                if value.startswith(mount_path):
+            for mount_path, local in sorted(mounts.items(), key=lambda m: -len(m[0])):
+                if value == mount_path or value.startswith(mount_path.rstrip("/") + "/"):
                     value = str(local) + value[len(mount_path):]
+                    break
             env[e["name"]] = value
         elif "fieldRef" in e["valueFrom"]:
             field = e["valueFrom"]["fieldRef"]["fieldPath"]
