@@ -396,6 +396,7 @@ def unpack(img: Image, dest: Path) -> Path:
     if res.returncode != 0:
         raise LabError(f"umoci unpack failed: {res.stderr.strip()}")
     shutil.rmtree(layout)
+    shutil.copyfile(bundle / "config.json", bundle / "image-config.json")   # run() starts from it
     return bundle
 
 
@@ -403,8 +404,8 @@ def run(bundle: Path, args: Sequence[str] | None = None, readonly: bool = True,
         timeout: float = 120) -> subprocess.CompletedProcess:
     """Run the image's config under runc: its user and env, a read-only root (as the chart's
     restricted pod: readOnlyRootFilesystem) and a tmpfs on /tmp (its emptyDir); `args` replaces the
-    entrypoint."""
-    spec = json.loads((bundle / "config.json").read_text())
+    entrypoint, None keeps it."""
+    spec = json.loads((bundle / "image-config.json").read_text())
     spec["process"]["terminal"] = False
     if args is not None:
         spec["process"]["args"] = list(args)
