@@ -10,17 +10,18 @@ CI without a daemon would, and from the very file users build elsewhere:
    (bit-for-bit the same tarball from the same packages). It is imported into a private buildah
    store and passed to the Dockerfile as its base `ARG PYTHON_IMAGE`.
 2. `buildah bud --isolation chroot --timestamp 0` builds the Dockerfile from a context holding
-   exactly the inputs below (file modes normalised, nothing untracked or ignored), with
+   exactly the inputs below (file modes normalised, nothing .gitignore ignores), with
    SOURCE_DATE_EPOCH as a build argument (useradd dates /etc/shadow by it). The host's CA bundle
    is bind-mounted read-only into the RUN steps so pip reaches PyPI through a TLS-inspecting proxy;
    a mount is never part of a layer.
 3. The image is written as an OCI archive that `ctr -n k8s.io images import` names
    `docker.io/benchfarm/operator:<version>` (the chart's `benchfarm/operator` + appVersion).
 
-Everything is cached by content under BENCHFARM_CACHE/images: the base by its recipe, the image by
+Everything is cached by content: the image (BENCHFARM_CACHE/images/benchfarm-operator-*.tar) by
 a hash of the Dockerfile, pyproject.toml, README.md, constraints.txt, operator/**,
-exporters/device-types/**, the base's package list and the builder's version. A second build with
-nothing changed only hashes the inputs. `digests.json` keeps the first digest seen per content hash,
+exporters/device-types/**, the base's package list and the builder's version; the base (under
+BENCHFARM_CACHE/images/operator/) by its recipe. A second build with nothing changed only hashes
+the inputs. `digests.json` keeps the first digest seen per content hash,
 so a rebuild (`benchfarm lab image --rebuild`) that gives another digest is reported as not
 reproducible.
 
@@ -46,7 +47,8 @@ from pathlib import Path
 
 from .config import CACHE, REPO, LabError
 
-IMAGES = CACHE / "images"
+IMAGES = CACHE / "images"      # the archives, beside the lab's other images
+WORK = IMAGES / "operator"     # the builder's own: bases, buildah's store, log, digests, lock
 REPOSITORY = "benchfarm/operator"
 RECIPE_VERSION = "1"          # bump when the build procedure changes what it produces
 
@@ -165,7 +167,7 @@ def image_key(base: str, files: Sequence[str] | None = None) -> str:
     h = hashlib.sha256()
     h.update(f"benchfarm-image {RECIPE_VERSION}\n{_tool_version('buildah')}\n".encode())
     h.update(f"base {base}\n".encode())
-    h.update((IMAGES / f"base-{base}" / "packages.txt").read_bytes())
+    h.update((WORK / f"base-{base}" / "packages.txt").read_bytes())
     for rel in files if files is not None else input_files():
         p = REPO / rel
         h.update(f"{rel}\0{'x' if _executable(p) else '-'}\0{_file_sha256(p)}\n".encode())
@@ -175,8 +177,8 @@ def image_key(base: str, files: Sequence[str] | None = None) -> str:
 # --- the builders ----------------------------------------------------------------------------------
 
 def _buildah(*args: str) -> list[str]:
-    return ["buildah", "--root", str(IMAGES / "buildah" / "storage"),
-            "--runroot", str(IMAGES / "buildah" / "run"), "--storage-driver", "overlay", *args]
+    return ["buildah", "--root", str(WORK / "buildah" / "storage"),
+            "--runroot", str(WORK / "buildah" / "run"), "--storage-driver", "overlay", *args]
 
 
 def _run(argv: Sequence[str], log: Path, what: str, env: dict | None = None, cwd: Path | None = None) -> None:
@@ -191,8 +193,8 @@ def _run(argv: Sequence[str], log: Path, what: str, env: dict | None = None, cwd
 
 @contextmanager
 def _locked() -> Iterator[None]:
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    with (IMAGES / ".lock").open("w") as lock:
+    WORK.mkdir(parents=True, exist_ok=True)
+    with (WORK / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
@@ -213,11 +215,11 @@ def _packages(rootfs_tar: Path) -> str:
 def build_base(log: Path) -> str:
     """The Debian base as a rootfs tarball, its package list and a buildah image; cached by recipe."""
     key = base_key()
-    d = IMAGES / f"base-{key}"
+    d = WORK / f"base-{key}"
     if not (d / "packages.txt").exists():
         say(f"base: mmdebstrap {BASE_SUITE} minbase + {' '.join(BASE_PACKAGES)} (first time only)")
         t0 = time.monotonic()
-        tmp = IMAGES / f"base-{key}.tmp"
+        tmp = WORK / f"base-{key}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         env = {**os.environ, "SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH)}
@@ -277,7 +279,7 @@ def _write_archive(layout: Path, archive: Path) -> None:
 
 def _record_digest(key: str, digest: str) -> str | None:
     """Keep the first digest seen for a content hash; return it when this one differs."""
-    path = IMAGES / "digests.json"
+    path = WORK / "digests.json"
     seen = json.loads(path.read_text()) if path.exists() else {}
     first = seen.setdefault(key, {"digest": digest, "built": time.strftime("%Y-%m-%d %H:%M:%S")})
     path.write_text(json.dumps(seen, indent=1, sort_keys=True) + "\n")
@@ -290,7 +292,7 @@ def archive_path(ver: str, key: str) -> Path:
 
 def _cached(ver: str, files: Sequence[str]) -> Image | None:
     bkey = base_key()
-    if not (IMAGES / f"base-{bkey}" / "packages.txt").exists():
+    if not (WORK / f"base-{bkey}" / "packages.txt").exists():
         return None
     archive = archive_path(ver, image_key(bkey, files))
     record = archive.with_suffix(".json")
@@ -312,21 +314,21 @@ def build(rebuild: bool = False) -> Image:
             say(f"{ref} up to date (content hash {cached.key}): {cached.archive}")
             say(f"digest {cached.digest}")
             return cached
-        log = IMAGES / "build.log"
+        log = WORK / "build.log"
         log.write_text("")
         if rebuild:
             say("rebuilding from nothing: base, builder store and image")
-            shutil.rmtree(IMAGES / f"base-{base_key()}", ignore_errors=True)
-            if (IMAGES / "buildah").exists():
+            shutil.rmtree(WORK / f"base-{base_key()}", ignore_errors=True)
+            if (WORK / "buildah").exists():
                 subprocess.run(_buildah("rmi", "--all", "--force"), capture_output=True)
-                shutil.rmtree(IMAGES / "buildah", ignore_errors=True)
+                shutil.rmtree(WORK / "buildah", ignore_errors=True)
         t0 = time.monotonic()
         bkey = build_base(log)
         key = image_key(bkey, files)
         archive = archive_path(ver, key)
         record = archive.with_suffix(".json")
         say(f"building {ref} (content hash {key}) from Dockerfile with buildah; log: {log}")
-        work = IMAGES / f"build-{key}.tmp"
+        work = WORK / f"build-{key}.tmp"
         shutil.rmtree(work, ignore_errors=True)
         try:
             _context(files, work / "context")
@@ -376,7 +378,7 @@ def _prune(current: Path, bkey: str, keep: int = 3) -> None:
     for old in [a for a in archives if a != current][keep - 1:]:
         old.unlink(missing_ok=True)
         old.with_suffix(".json").unlink(missing_ok=True)
-    for old in IMAGES.glob("base-*"):
+    for old in WORK.glob("base-*"):
         if old.is_dir() and old.name != f"base-{bkey}":
             subprocess.run(_buildah("rmi", base_ref(old.name.removeprefix("base-"))), capture_output=True)
             shutil.rmtree(old, ignore_errors=True)

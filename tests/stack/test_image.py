@@ -94,7 +94,7 @@ def test_digest_is_stable_for_its_content_hash(image):
     again = img.build()                            # same inputs: from the cache, same digest
     assert (again.key, again.digest, again.seconds) == (image.key, image.digest, 0.0)
     assert img.image_key(image.base) == image.key
-    recorded = json.loads((img.IMAGES / "digests.json").read_text())
+    recorded = json.loads((img.WORK / "digests.json").read_text())
     assert recorded[image.key]["digest"] == image.digest
 
 
