@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +125,36 @@ def alive(url: str) -> bool:
             return r.status == 200
     except Exception:
         return False
+
+
+@dataclass
+class ChartOperator:
+    process: subprocess.Popen
+    env: dict[str, str]
+    account: str
+    log: Path
+
+
+def start_chart_operator(kube: Any, namespace: str, release: str, workdir: Path) -> ChartOperator:
+    """The installed Deployment's operator as a local process, with its command and env, under a
+    token of the chart's ServiceAccount; the lab's own operator is stopped (one per lab)."""
+    from tests.stack.conftest import wait_for
+    dep = yaml.safe_load(kubectl("get", "deployment", "-n", namespace, f"{release}-benchfarm",
+                                 "-o", "yaml").stdout)
+    spec = dep["spec"]["template"]["spec"]
+    command, env = pod_command_env(spec, namespace, f"{release}-operator-0", workdir)
+    kubeconfig = workdir / f"{release}-operator.kubeconfig"
+    service_account_kubeconfig(kube, namespace, spec["serviceAccountName"], kubeconfig)
+    devlab.stop_process("benchfarm-operator")
+    log = workdir / f"{release}-operator.log"
+    operator = ChartOperator(local_process(command, env, kubeconfig, log), env,
+                             spec["serviceAccountName"], log)
+    wait_for("the chart's operator", lambda: alive(env["BENCHFARM_LIVENESS"].replace(
+        "0.0.0.0", "127.0.0.1")), timeout=90)
+    return operator
+
+
+def stop(process: subprocess.Popen | None) -> None:
+    if process is not None and process.poll() is None:
+        os.killpg(process.pid, 15)
+        process.wait(timeout=30)

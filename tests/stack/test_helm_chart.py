@@ -8,16 +8,14 @@ ConfigMap resolved as the kubelet would) and a token minted for the chart's Serv
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
 import benchfarm_devlab as devlab
-from tests.stack.chart import (CHART, alive, helm, kubectl, lab_values, local_process,
-                               minio_secret, pod_command_env, service_account_kubeconfig)
+from tests.stack.chart import (CHART, helm, kubectl, lab_values, minio_secret,
+                               start_chart_operator, stop)
 from tests.stack.conftest import apply, wait_for
 
 pytestmark = pytest.mark.stack
@@ -96,15 +94,6 @@ def test_pod_template_meets_restricted_pod_security_and_rbac_is_least_privilege(
     assert not any("*" in r["verbs"] or "*" in r["resources"] for r in rules)
 
 
-def _deployment_env(dep: dict, workdir: Path) -> tuple[list[str], dict[str, str]]:
-    """What the kubelet would give the container: env with Secrets and ConfigMaps resolved."""
-    return pod_command_env(dep["spec"]["template"]["spec"], NS, "bf-benchfarm-0", workdir)
-
-
-def _service_account_kubeconfig(kube, sa: str, path: Path) -> None:
-    service_account_kubeconfig(kube, NS, sa, path)
-
-
 def test_installed_chart_runs_the_demo_with_its_own_rbac(restricted_namespace, kube, tmp_path):
     minio_secret(NS)
     # the chart will own the shipped TestPlans; hand them over from `kubectl apply`
@@ -113,18 +102,10 @@ def test_installed_chart_runs_the_demo_with_its_own_rbac(restricted_namespace, k
     helm("install", "bf", str(CHART), "-n", NS, "-f", str(lab_values(tmp_path)), "--wait=false")
     operator = None
     try:
-        dep = yaml.safe_load(kubectl("get", "deployment", "-n", NS, "bf-benchfarm", "-o", "yaml").stdout)
-        command, env = _deployment_env(dep, tmp_path)
-        sa = dep["spec"]["template"]["spec"]["serviceAccountName"]
-        _service_account_kubeconfig(kube, sa, tmp_path / "sa.kubeconfig")
+        operator = start_chart_operator(kube, NS, "bf", tmp_path)
         assert kubectl("auth", "can-i", "list", "secrets", "-A",
-                       f"--as=system:serviceaccount:{NS}:{sa}", check=False).stdout.strip() == "no"
-        devlab.stop_process("benchfarm-operator")  # one operator per lab
-        operator = local_process(command, env, tmp_path / "sa.kubeconfig",
-                                 tmp_path / "chart-operator.log")
-        import urllib.request
-        wait_for("chart operator liveness", lambda: alive(env["BENCHFARM_LIVENESS"].replace(
-            "0.0.0.0", "127.0.0.1")), timeout=90)
+                       f"--as=system:serviceaccount:{NS}:{operator.account}",
+                       check=False).stdout.strip() == "no"
         name = f"chart-demo-{int(time.time())}"
         apply(yaml.safe_dump({"apiVersion": "benchfarm.io/v1alpha1", "kind": "BenchmarkRun",
                               "metadata": {"name": name, "namespace": "default"},
@@ -140,15 +121,14 @@ def test_installed_chart_runs_the_demo_with_its_own_rbac(restricted_namespace, k
             return st if st.get("phase") in ("Succeeded", "Failed") else None
         st = wait_for("the demo run under the chart's RBAC", done, timeout=300, every=1)
         assert cond(st)["status"] == "True", st
+        import urllib.request
         metrics = urllib.request.urlopen(
             f"http://127.0.0.1:{devlab.PORTS.chart_metrics}/metrics").read().decode()
         assert "benchfarm_queue_depth" in metrics and "benchfarm_runs_finished_total" in metrics
-        text = (tmp_path / "chart-operator.log").read_text()
+        text = operator.log.read_text()
         assert "Forbidden" not in text and " 403" not in text, text[-3000:]
     finally:
-        if operator is not None:
-            os.killpg(operator.pid, 15)
-            operator.wait(timeout=30)
+        stop(operator and operator.process)
         helm("uninstall", "bf", "-n", NS, "--wait", check=False)
         devlab.start_operator()  # also re-applies the repository's TestPlans
 

@@ -12,15 +12,15 @@ account may do all a session needs, and `kubectl auth can-i` shows it may do not
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 import yaml
 
 import benchfarm_devlab as devlab
-from tests.stack.chart import (CHART, alive, helm, kubectl, lab_values, local_process,
-                               minio_secret, pod_command_env, service_account_kubeconfig)
+from tests.stack.chart import (CHART, helm, kubectl, lab_values, local_process, minio_secret,
+                               pod_command_env, service_account_kubeconfig, start_chart_operator,
+                               stop)
 from tests.stack.conftest import apply, wait_for
 
 pytestmark = pytest.mark.stack
@@ -54,18 +54,8 @@ def test_a_session_runs_as_a_job_under_an_account_of_its_own(jobs_namespace, kub
                         testPlans={"install": False})))
     operator = session = None
     try:
-        dep = yaml.safe_load(kubectl("get", "deployment", "-n", NS, f"{RELEASE}-benchfarm",
-                                     "-o", "yaml").stdout)
-        command, env = pod_command_env(dep["spec"]["template"]["spec"], NS, "operator-0",
-                                       tmp_path)
-        assert env["BENCHFARM_LAUNCHER"] == "job"
-        sa = dep["spec"]["template"]["spec"]["serviceAccountName"]
-        service_account_kubeconfig(kube, NS, sa, tmp_path / "operator.kubeconfig")
-        devlab.stop_process("benchfarm-operator")  # one operator per lab
-        operator = local_process(command, env, tmp_path / "operator.kubeconfig",
-                                 tmp_path / "operator.log")
-        wait_for("the chart operator", lambda: alive(env["BENCHFARM_LIVENESS"].replace(
-            "0.0.0.0", "127.0.0.1")), timeout=90)
+        operator = start_chart_operator(kube, NS, RELEASE, tmp_path)
+        assert operator.env["BENCHFARM_LAUNCHER"] == "job"
 
         name = f"job-demo-{int(time.time())}"
         apply(yaml.safe_dump({"apiVersion": "benchfarm.io/v1alpha1", "kind": "BenchmarkRun",
@@ -117,8 +107,8 @@ def test_a_session_runs_as_a_job_under_an_account_of_its_own(jobs_namespace, kub
         st = wait_for("the run, its session a Job's container", finished, timeout=300, every=1)
         assert st["phase"] == "Succeeded", st
         assert session.wait(timeout=60) == 0
-        for log in ("operator.log", "session.log"):
-            text = (tmp_path / log).read_text()
+        for log in (operator.log, tmp_path / "session.log"):
+            text = log.read_text()
             assert "Forbidden" not in text and " 403" not in text, f"{log}:\n{text[-3000:]}"
 
         kubectl("delete", "benchmarkrun", name, "-n", "default", "--wait=true")
@@ -130,10 +120,8 @@ def test_a_session_runs_as_a_job_under_an_account_of_its_own(jobs_namespace, kub
                  lambda: not core.list_namespaced_service_account(
                      NS, label_selector=f"benchfarm.io/run-uid={uid}").items, timeout=60)
     finally:
-        for proc in (session, operator):
-            if proc is not None and proc.poll() is None:
-                os.killpg(proc.pid, 15)
-                proc.wait(timeout=30)
+        stop(session)
+        stop(operator and operator.process)
         helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
         devlab.start_operator()
 
