@@ -5,6 +5,7 @@ settings, PATH) written once the lab is up, read back by tests and the demo, and
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -43,12 +44,15 @@ def write_env() -> Path:
 
 
 def lab_env() -> dict[str, str]:
-    """The variables of `.benchfarm/env` as a dict (for tests and the CLI)."""
+    """The variables of `.benchfarm/env` as a dict (for tests and the CLI), as `source` gives
+    them: PATH is the lab's directories, then this process's PATH (the operator and its board
+    sessions run host programs such as sigrok-cli)."""
     out = {}
     for line in (STATE / "env").read_text().splitlines():
         if line.startswith("export ") and "=" in line:
             k, v = line[7:].split("=", 1)
-            out[k] = v.strip("'")
+            value = "".join(shlex.split(v))
+            out[k] = value.replace("$PATH", os.environ.get("PATH", "")) if k == "PATH" else value
     return out
 
 
