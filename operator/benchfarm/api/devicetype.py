@@ -33,6 +33,9 @@ class Rail(_Model):
     voltage: float
     channel: str = ""
     model: dict[str, float] = Field(default_factory=dict)  # virtual boards: mW per state
+    # sigrok: the current-sense amplifier's transfer, amperes of rail current per volt on the
+    # channel (1 / (shunt ohms x amplifier gain))
+    ampsPerVolt: float | None = None
 
 
 class LowPowerMode(_Model):
@@ -51,6 +54,8 @@ class PowerMonitor(_Model):
 
     backend: str = "virtual"
     root: str = "/sys/class/hwmon"     # hwmon: where the INA2xx hwmon directories are
+    samplerate: str = "1k"             # sigrok: the instrument's samplerate (sigrok-cli syntax)
+    captureSeconds: float = 0.1        # sigrok: how long one capture of a rail lasts
 
 
 class DeviceType(_Model):

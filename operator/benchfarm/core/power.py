@@ -2,7 +2,8 @@
 
 Pure. A reading is (time, {rail: (volts, mW)}); the suite keeps the readings that fall in a mode's
 measurement window and summarises each rail (voltage, mean, min, max power) and the total, in the
-layout of TI's "Deep Sleep Power Performance" table.
+layout of TI's "Deep Sleep Power Performance" table. `sense_power` turns one capture of a rail's
+current-sense channel (what a sigrok instrument records) into such a (volts, mW) pair.
 """
 
 from __future__ import annotations
@@ -24,6 +25,23 @@ class RailSummary:
     min_mw: float
     max_mw: float
     samples: int
+
+
+def sense_power(samples: Iterable[str | float], volts: float, amps_per_volt: float
+                ) -> tuple[float, float]:
+    """(volts, mW) of a rail from the samples of its current-sense channel over one capture.
+
+    The channel carries a current-sense amplifier's output: rail current = sense volts x
+    `amps_per_volt`. Its samples are averaged rectified (mean of |v|): a sense output is never
+    negative, so for real hardware this is the plain mean, while a test signal swinging around
+    0 V (sigrok's demo patterns) still gives a level. One sense channel measures current only:
+    the voltage is the rail's nominal one, and power is nominal volts x current.
+    """
+    values = [abs(float(v)) for v in samples]
+    if not values:
+        raise ValueError("the capture holds no samples")
+    amps = statistics.fmean(values) * amps_per_volt
+    return volts, round(volts * amps * 1000, 4)
 
 
 def window(readings: Iterable[Reading], start: float, end: float) -> list[Reading]:
