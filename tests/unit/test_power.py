@@ -1,12 +1,16 @@
-"""Rail summaries, the hwmon monitor on a sysfs tree, and the seed-style rail table."""
+"""Rail summaries, the hwmon monitor on a sysfs tree, sigrok sense samples to mW and the sigrok
+monitor's checks, and the seed-style rail table."""
 
 from __future__ import annotations
 
 import pytest
 
+from labgrid import Target
+
+from benchfarm.api.devicetype import DeviceType
 from benchfarm.core import power
 from benchfarm.errors import InfraError
-from benchfarm.lab.rails import HwmonRailMonitor, VirtualRailMonitor
+from benchfarm.lab.rails import HwmonRailMonitor, SigrokRailMonitor, VirtualRailMonitor
 from benchfarm.report.shapes import Table, shape
 from benchfarm.report.tables import rst
 
@@ -44,6 +48,33 @@ def test_virtual_monitor_sits_beside_the_pdu():
     mon = VirtualRailMonitor.for_power_port(
         {"host": "http://127.0.0.1:21080/outlet/{index}/{value}", "index": 2})
     assert mon.url == "http://127.0.0.1:21080/rails/2"
+
+
+def test_sense_samples_give_nominal_volts_and_milliwatts():
+    # labgrid's SigrokDriver.stop() gives CSV strings; a sine around 0 V averages rectified
+    assert power.sense_power(["0", "3.09017", "-3.09017", "0"], 0.75, 0.1) == (0.75, 115.8814)
+    # a DC sense output (never negative): the plain mean; 2 V at 0.01 A/V on 1.8 V = 36 mW
+    assert power.sense_power([1.5, 2.5], 1.8, 0.01) == (1.8, 36.0)
+    assert power.sense_power(["-10", "10"], 1.1, 0.015) == (1.1, 165.0)
+    with pytest.raises(ValueError):
+        power.sense_power([], 1.8, 0.01)
+    with pytest.raises(ValueError):
+        power.sense_power(["A0: -10.00 V DC"], 1.8, 0.01)  # libsigrok 0.5.2's broken CSV
+
+
+def _sigrok_type(**rail) -> DeviceType:
+    return DeviceType(name="t", console={"prompt": "# "}, boot={},
+                      powerMonitor={"backend": "sigrok"},
+                      rails=[{"name": "vdd_core", "voltage": 0.75, **rail}])
+
+
+def test_sigrok_monitor_needs_channels_transfer_and_the_place_device():
+    with pytest.raises(InfraError, match="needs a channel and ampsPerVolt") as exc:
+        SigrokRailMonitor.for_place(_sigrok_type(channel="A1"), {}, Target("p1"))
+    assert exc.value.reason == "NoMonitor"
+    with pytest.raises(InfraError, match=r"need a SigrokDevice in the place \(has NetworkSerial"):
+        SigrokRailMonitor.for_place(_sigrok_type(channel="A1", ampsPerVolt=0.1),
+                                    {"NetworkSerialPort": {}}, Target("p2"))
 
 
 def test_rail_table_in_the_guide_layout():

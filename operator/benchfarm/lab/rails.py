@@ -3,20 +3,23 @@
 - `virtual`: the virtual lab's monitor, next to its PDU, serving readings from the board's power
   model (which follows the real QEMU state over QMP);
 - `hwmon`: INA2xx (or any hwmon power/voltage sensor) read through sysfs on the monitor host;
-- `sigrok`: bench supplies driven by sigrok through labgrid's SigrokPowerDriver, one per rail.
+- `sigrok`: an instrument sigrok drives (a DAQ or scope on the rails' current-sense outputs),
+  measured through labgrid's SigrokDriver; `SigrokRailMonitor` says what labgrid allows.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..api.devicetype import DeviceType
-from ..core.power import Reading
+from ..api.devicetype import DeviceType, Rail
+from ..core import power
 from ..errors import InfraError
 
 
@@ -94,19 +97,96 @@ class HwmonRailMonitor:
 
 
 class SigrokRailMonitor:
-    """One labgrid SigrokPowerDriver per rail (resources named after the rails)."""
+    """Rails on the channels of the place's `SigrokDevice`, through labgrid's `SigrokDriver`.
 
-    def __init__(self, drivers: dict[str, Any]) -> None:
+    The place carries one `SigrokDevice` (sigrok driver, e.g. `demo`, or a LAN instrument as
+    `rigol-ds:conn=tcp-raw/<host>/5555`); each rail's `channel` names the instrument channel wired
+    to its current-sense output and `ampsPerVolt` the sense transfer. Every rail gets a
+    `SigrokDevice` of its own (the place's, with `channels` set to the rail's channel) and a
+    `SigrokDriver` bound to it by name; a reading captures each rail in turn for
+    `captureSeconds` (`capture()` then `stop()`, the driver's CSV rows) and maps the samples to
+    mW with `core.power.sense_power`.
+
+    What labgrid allows, and why this shape (labgrid 26.0.1, Debian 12's sigrok-cli 0.7.2 on
+    libsigrok 0.5.2):
+    - labgrid's exporter has no export for `SigrokDevice`: its `exports` table
+      (labgrid/remote/exporter.py) maps only `SigrokUSBDevice` / `SigrokUSBSerialDevice` to
+      `USBSigrokExport` (udev-matched USB devices, served as `NetworkSigrokUSB[Serial]Device`
+      whose sigrok-cli runs on the exporter host over SSH). Any other class goes out as a plain
+      `ResourceEntry` (`add_resource`: `exports.get(cls, ResourceEntry)`, always available)
+      and the client builds a local `SigrokDevice` from it (no host, empty command prefix), so
+      sigrok-cli runs where the session runs, which must reach the instrument (the demo
+      device is software; a LAN instrument is reached by its `conn`).
+    - `SigrokPowerDriver` (a bench supply's `--show` voltage/current) binds only
+      `SigrokUSBSerialDevice` / `NetworkSigrokUSBSerialDevice`, and `SigrokDmmDriver` only the
+      USB classes; neither binds a `SigrokDevice`, and the demo driver has no voltage or
+      current keys to show, so neither can measure here.
+    - One capture per rail, because libsigrok 0.5.2's CSV output, which `SigrokDriver.stop()`
+      always converts to (`-O csv:time=true`), breaks on more than one analog channel: from run
+      to run `sigrok-cli -C A0,A1 -i x.sr -O csv:time=true` dies with SIGSEGV or SIGABRT, or
+      writes a header of uninitialised bytes (then `stop()` raises UnicodeDecodeError), stray
+      `A0: -10.00 V DC` lines and zeroed columns. One analog channel converts cleanly. Rails in
+      turn, not at once: a real instrument is opened by one sigrok-cli at a time.
+    - The demo device's patterns (A0 square, A1 sine, A2 triangle, A3 sawtooth, A4 random,
+      +-10 V) do not follow the board: a virtual board on it proves the path (place, labgrid
+      driver, samples, mW), not its figures; asleep reads like active.
+    """
+
+    RESOURCE = "SigrokDevice"
+
+    def __init__(self, drivers: dict[str, Any], rails: list[Rail], samplerate: str,
+                 capture_s: float) -> None:
         self.drivers = drivers
+        self.rails = rails
+        self.samplerate = samplerate
+        self.capture_s = capture_s
+        self._dir = tempfile.TemporaryDirectory(prefix="benchfarm-sigrok-")
+
+    @classmethod
+    def for_place(cls, device_type: DeviceType, resources: dict[str, dict[str, Any]],
+                  target: Any) -> SigrokRailMonitor:
+        from labgrid import target_factory
+        from labgrid.driver import SigrokDriver
+        for rail in device_type.rails:
+            if not rail.channel or rail.ampsPerVolt is None:
+                raise InfraError(f"device type {device_type.name}: sigrok rail {rail.name} needs "
+                                 f"a channel and ampsPerVolt", reason="NoMonitor")
+        device = resources.get(cls.RESOURCE)
+        if device is None:
+            raise InfraError(f"{target.name}: rails on sigrok need a {cls.RESOURCE} in the place "
+                             f"(has {', '.join(resources) or 'nothing'})", reason="NoMonitor")
+        if shutil.which("sigrok-cli") is None:
+            raise InfraError("sigrok-cli is not installed where the session runs (labgrid runs "
+                             "it locally for a SigrokDevice; Debian package sigrok-cli)",
+                             reason="NoMonitor")
+        args = {k: v for k, v in device.items() if k != "extra"}
+        drivers = {}
+        for rail in device_type.rails:
+            name = f"rail-{rail.name}"
+            target_factory.make_resource(target, cls.RESOURCE, name,
+                                         {**args, "channels": rail.channel})
+            target.set_binding_map({"sigrok": name})
+            drivers[rail.name] = SigrokDriver(target, name=name)
+            target.activate(drivers[rail.name])
+        cfg = device_type.powerMonitor
+        return cls(drivers, device_type.rails, cfg.samplerate, cfg.captureSeconds)
+
+    def _capture(self, rail: Rail) -> list[dict[str, str]]:
+        driver = self.drivers[rail.name]
+        driver.capture(str(Path(self._dir.name) / f"{rail.name}.sr"), samplerate=self.samplerate)
+        time.sleep(self.capture_s)
+        return driver.stop()
 
     def read(self) -> dict[str, tuple[float, float]]:
         out = {}
-        for rail, driver in self.drivers.items():
+        for rail in self.rails:
             try:
-                m = driver.measure()
+                rows = self._capture(rail)
+                out[rail.name] = power.sense_power([r[rail.channel] for r in rows],
+                                                   rail.voltage, rail.ampsPerVolt)
             except Exception as exc:
-                raise InfraError(f"sigrok rail {rail}: {exc}", reason="MonitorFailed") from exc
-            out[rail] = (m["voltage"], m["voltage"] * m["current"] * 1000)
+                raise InfraError(f"sigrok rail {rail.name} (channel {rail.channel}): "
+                                 f"{type(exc).__name__}: {exc}", reason="MonitorFailed") from exc
         return out
 
     def state(self) -> str | None:
@@ -123,11 +203,7 @@ def monitor_for(device_type: DeviceType, resources: dict[str, dict[str, Any]],
     if cfg.backend == "hwmon":
         return HwmonRailMonitor(Path(cfg.root), {r.name: r.channel for r in device_type.rails})
     if cfg.backend == "sigrok":
-        from labgrid.driver import SigrokPowerDriver
-        drivers = {r.name: SigrokPowerDriver(target, name=r.name) for r in device_type.rails}
-        for d in drivers.values():
-            target.activate(d)
-        return SigrokRailMonitor(drivers)
+        return SigrokRailMonitor.for_place(device_type, resources, target)
     raise InfraError(f"unknown rail monitor backend {cfg.backend!r}", reason="NoMonitor")
 
 
@@ -137,7 +213,7 @@ class Sampler:
     def __init__(self, monitor: RailMonitor, rate_hz: float) -> None:
         self.monitor = monitor
         self.period = 1.0 / max(0.1, rate_hz)
-        self.readings: list[Reading] = []
+        self.readings: list[power.Reading] = []
         self.states: list[tuple[float, str | None]] = []
         self.error: Exception | None = None
         self._stop = threading.Event()

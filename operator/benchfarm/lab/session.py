@@ -24,6 +24,7 @@ from ..core.results import SuiteRecord
 from ..errors import BenchfarmError, RunError, SuiteFailure
 from ..suites.registry import parse
 from .board import Board, SerialLog
+from .rails import RailMonitor, monitor_for
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ class BoardSession:
         self.guard = guard or (lambda: None)
         self.cancelled = threading.Event()
         self.board = Board(place, resources, device_type, serial_log)
+        self.monitor: RailMonitor | None = None   # built by the first low-power step
 
     def stop(self) -> None:
         """Cancel from another thread: wake a blocked console read at once."""
@@ -144,14 +146,14 @@ class BoardSession:
     def _low_power(self, spec: SuiteSpec, iteration: int, warmup: bool
                    ) -> tuple[SuiteRecord, str, dict[str, Any]]:
         from .lowpower import run_low_power
-        from .rails import monitor_for
         start = time.monotonic()
         record = SuiteRecord(step=spec.name, suite=spec.suite, iteration=iteration, warmup=warmup,
                              exit_code=None, seconds=0.0)
         evidence: dict[str, Any] = {}
         try:
-            monitor = monitor_for(self.device_type, self.resources, self.board.target)
-            lp = run_low_power(self.board, monitor, self.device_type, spec)
+            if self.monitor is None:  # its drivers live on the board's target: build it once
+                self.monitor = monitor_for(self.device_type, self.resources, self.board.target)
+            lp = run_low_power(self.board, self.monitor, self.device_type, spec)
             record.metrics, record.exit_code = lp.metrics, 0
             output, evidence = lp.output, lp.evidence
         except SuiteFailure as exc:
