@@ -88,6 +88,7 @@ def start_virtual_lab(inventory: dict) -> dict:
             "device_type": board["deviceType"], "labels": board.get("labels", {}),
             "cpus": board.get("cpus", 2), "rails": dtype.get("rails", []),
             "console": console, "power": board.get("power", "simplerest"),
+            "sigrok": board.get("sigrok"),
             **({"pty_link": str(bdir / "ttyBF0")} if console == "ser2net" else
                {"serial_port": PORTS.serial_base + index}),
             "serial_socket": str(serial_socket), "qmp_socket": str(qmp_socket),

@@ -20,7 +20,7 @@ from .processes import port_open, running_pid, start_process, stop_process
 def exporter_config(config: dict, exporter: str) -> dict:
     """labgrid-exporter's YAML for one exporter host: each board's console and power, as the
     inventory says they are wired (a serial server or a tty through ser2net; the PDU's REST
-    outlets or pdudaemon)."""
+    outlets or pdudaemon), and the sigrok instrument on its rails where it has one."""
     groups = {}
     for b in config["boards"]:
         if b["exporter"] != exporter:
@@ -40,6 +40,8 @@ def exporter_config(config: dict, exporter: str) -> dict:
             group["NetworkPowerPort"] = {
                 "model": "simplerest", "index": b["index"],
                 "host": f"http://127.0.0.1:{PORTS.pdu}/outlet/{{index}}/{{value}}"}
+        if b.get("sigrok"):  # published as it is: labgrid has no export for a non-USB sigrok
+            group["SigrokDevice"] = dict(b["sigrok"])    # device (see benchfarm.lab.rails)
         groups[b["name"]] = group
     return groups
 
