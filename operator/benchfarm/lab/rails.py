@@ -99,9 +99,10 @@ class HwmonRailMonitor:
 class SigrokRailMonitor:
     """Rails on the channels of the place's `SigrokDevice`, through labgrid's `SigrokDriver`.
 
-    The place carries one `SigrokDevice` (sigrok driver, e.g. `demo`, or a LAN instrument as
-    `rigol-ds:conn=tcp-raw/<host>/5555`); each rail's `channel` names the instrument channel wired
-    to its current-sense output and `ampsPerVolt` the sense transfer. Every rail gets a
+    The place carries one `SigrokDevice` (its sigrok driver, e.g. `demo`; labgrid passes the
+    string to `sigrok-cli -d` as it is, so a networked instrument's `conn=` can ride along);
+    each rail's `channel` names the instrument channel wired to its current-sense output and
+    `ampsPerVolt` the sense transfer. Every rail gets a
     `SigrokDevice` of its own (the place's, with `channels` set to the rail's channel) and a
     `SigrokDriver` bound to it by name; a reading captures each rail in turn for
     `captureSeconds` (`capture()` then `stop()`, the driver's CSV rows) and maps the samples to
