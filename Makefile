@@ -8,20 +8,33 @@ export BENCHFARM_CACHE ?= $(HOME)/.cache/benchfarm
 APT_PACKAGES := qemu-system-x86 qemu-system-arm qemu-utils ipxe-qemu seabios busybox-static ser2net pdudaemon \
 	pax-utils python3-pyelftools iperf3 cpio e2fsprogs openssl ca-certificates
 
-.PHONY: all deps venv binaries lab-up lab-down lab-status operator demo test unit chaos crds bench bench-boot clean
+# The one-node cluster (`make cluster-up`) only: a list and a stamp of their own, so lab-up stays light.
+CLUSTER_APT_PACKAGES := containerd runc containernetworking-plugins umoci iptables
+
+.PHONY: all deps cluster-deps venv binaries lab-up lab-down lab-status cluster-up cluster-down operator demo test unit chaos crds bench bench-boot clean
 
 all: test
 
 deps: $(BENCHFARM_CACHE)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 
+cluster-deps: $(BENCHFARM_CACHE)/.apt-cluster-$(shell echo $(CLUSTER_APT_PACKAGES) | md5sum | cut -c1-8)
+
+$(BENCHFARM_CACHE)/.apt-cluster-%:
+	@$(MAKE) --no-print-directory apt-install PKGS="$(CLUSTER_APT_PACKAGES)"
+	@mkdir -p $(BENCHFARM_CACHE) && touch $@
+
 $(BENCHFARM_CACHE)/.apt-%:
-	@echo "[setup] apt packages: $(APT_PACKAGES)"
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	@$(MAKE) --no-print-directory apt-install PKGS="$(APT_PACKAGES)"
+	@mkdir -p $(BENCHFARM_CACHE) && touch $@
+
+.PHONY: apt-install
+apt-install:
+	@echo "[setup] apt packages: $(PKGS)"
+	@missing=$$(for p in $(PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
-	@mkdir -p $(BENCHFARM_CACHE) && touch $@
 
 venv: $(STAMP)
 
@@ -41,6 +54,14 @@ lab-up: deps venv binaries
 lab-down:
 	@test -x $(VENV)/bin/benchfarm && $(VENV)/bin/benchfarm lab down || true
 
+# A one-node cluster next to the lab: containerd, kubelet, kube-scheduler, kube-proxy (the node's
+# binaries are built on first use); `make lab-down` removes it too.
+cluster-up: lab-up cluster-deps
+	@$(VENV)/bin/benchfarm lab cluster-up
+
+cluster-down:
+	@test -x $(VENV)/bin/benchfarm && $(VENV)/bin/benchfarm lab cluster-down || true
+
 lab-status: venv
 	@$(VENV)/bin/benchfarm lab status
 
@@ -53,7 +74,7 @@ demo: lab-up
 unit: venv
 	@$(VENV)/bin/pytest -q -m 'not stack'
 
-test: lab-up
+test: lab-up cluster-deps
 	@$(VENV)/bin/lint-imports --config pyproject.toml
 	@$(VENV)/bin/pytest -q
 

@@ -13,8 +13,8 @@ from .config import STATE, LabError, say
 
 
 def register_lab(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("lab", help="the embedded lab: up, down, status, operator")
-    p.add_argument("action", choices=["up", "down", "status", "operator"])
+    p = sub.add_parser("lab", help="the embedded lab: up, down, status, operator, cluster-up, cluster-down")
+    p.add_argument("action", choices=["up", "down", "status", "operator", "cluster-up", "cluster-down"])
     p.set_defaults(func=lambda args: lab(args.action))
 
 
@@ -41,6 +41,14 @@ def lab(action: str) -> int:
             say("operator running; log: " + str(STATE / "logs" / "benchfarm-operator.log"))
         elif action == "down":
             lab_.down()
+        elif action == "cluster-up":
+            from . import cluster
+            cluster.up()
+            say(f"cluster up: node {cluster.NODE}; pods reach the lab at {cluster.HOST_ADDR}"
+                f" (API server {cluster.pod_addresses()['apiserver']}, via the kubernetes Service)")
+        elif action == "cluster-down":
+            from . import cluster
+            cluster.down()
         elif action == "status":
             for name, pid in lab_.status().items():
                 print(f"{name:32} {'running pid ' + str(pid) if pid else 'stopped'}")
