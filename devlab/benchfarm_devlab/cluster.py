@@ -104,6 +104,13 @@ def _run(*argv: str, check: bool = True, what: str | None = None,
     return res
 
 
+def _write(path: Path, text: str) -> Path:
+    """Write a component's file only when it changes (kube-proxy exits when its config is touched)."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
 def _ctr(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return _run("ctr", "--address", str(SOCKET), "-n", "k8s.io", *args, check=check,
                 what="containerd (ctr)")
@@ -222,7 +229,7 @@ def _network_up() -> None:
         "type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True,
         "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR, "gateway": HOST_ADDR}]],
                  "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(CNI_DIR / "ipam")}}]}
-    (CNI_DIR / "net.d" / "10-benchfarm.conflist").write_text(json.dumps(conflist, indent=2))
+    _write(CNI_DIR / "net.d" / "10-benchfarm.conflist", json.dumps(conflist, indent=2))
 
 
 def pod_addresses() -> dict[str, str]:
@@ -269,8 +276,7 @@ root = "{CTRD / 'root'}"
 state = "{CTRD / 'state'}"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
   "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
-  "io.containerd.runtime.v1.linux", "io.containerd.tracing.processor.v1.otlp",
-  "io.containerd.internal.v1.tracing"]
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
 [grpc]
   address = "{SOCKET}"
 [ttrpc]
@@ -281,6 +287,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   address = ""
 [plugins."io.containerd.internal.v1.opt"]
   path = "{CTRD / 'opt'}"
+[plugins."io.containerd.runtime.v1.linux"]
+  runtime_root = "{CTRD / 'runc-v1'}"
 [{cri}]
   sandbox_image = "{sandbox_image}"
   stream_server_address = "127.0.0.1"
@@ -304,6 +312,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     max_conf_num = 1
 """
     path = CTRD / "config.toml"
+    if path.exists() and path.read_text() != text and running_pid("containerd"):
+        say("containerd: its configuration changed; restarting it")
+        stop_process("containerd")
     path.write_text(text)
     return path
 
@@ -364,8 +375,7 @@ def _start_kubelet(bins: dict[str, Path]) -> float:
         "tlsCertFile": str(serving[0]), "tlsPrivateKeyFile": str(serving[1]),
         "containerLogMaxSize": "10Mi", "containerLogMaxFiles": 2,
     }
-    path = CLUSTER_DIR / "kubelet.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = _write(CLUSTER_DIR / "kubelet.yaml", yaml.safe_dump(config))
     kubeconfig = _kubeconfig("kubelet", f"system:node:{NODE}", "system:nodes")
     started = time.monotonic()
     start_process("kubelet", [
@@ -410,8 +420,7 @@ def _start_kube_proxy(bins: dict[str, Path]) -> None:
         "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s",
                       "tcpCloseWaitTimeout": "0s"},
     }
-    path = CLUSTER_DIR / "kube-proxy.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = _write(CLUSTER_DIR / "kube-proxy.yaml", yaml.safe_dump(config))
     start_process("kube-proxy", [str(bins["kube-proxy"]), f"--config={path}", "--v=1"],
                   ports=[PORTS.kube_proxy_healthz, PORTS.kube_proxy_metrics], timeout=60,
                   restart_on_change=True,
@@ -525,25 +534,35 @@ def up() -> dict[str, float]:
     if res.returncode != 0:
         raise LabError(f"cluster: the kubernetes EndpointSlice and RBAC binding: {res.stderr.strip()}")
     _start_scheduler(bins)
-    _start_kube_proxy(bins)
-    took("controller-manager, scheduler, kube-proxy ready")
+    took("controller-manager and scheduler ready")
     kubelet_started = _start_kubelet(bins)
     took("kubelet started")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+
+    def node_ready() -> str | None:
         res = kubectl("get", "node", NODE, "-o",
                       "jsonpath={.status.conditions[?(@.type=='Ready')].status}",
                       check=False, capture=True)
-        if res.stdout.strip() == "True":
-            break
-        time.sleep(0.2)
-    else:
-        raise LabError(f"kubelet: node {NODE} not Ready after 120 s; see "
-                       f"{STATE / 'logs' / 'kubelet.log'}")
+        return res.stdout.strip() if res.returncode == 0 else None
+    _wait(f"kubelet: node {NODE} Ready", lambda: node_ready() == "True", "kubelet")
     times["node Ready after kubelet start"] = time.monotonic() - kubelet_started
     say(f"cluster: node {NODE} Ready {times['node Ready after kubelet start']:.1f} s after the "
-        f"kubelet started; cluster up in {time.monotonic() - t0:.1f} s")
+        "kubelet started")
+    phase = time.monotonic()
+    _start_kube_proxy(bins)     # once the Node exists: kube-proxy waits 30 s for it otherwise
+    took("kube-proxy ready")
+    times["cluster up"] = time.monotonic() - t0
+    say(f"cluster: up in {times['cluster up']:.1f} s")
     return times
+
+
+def _wait(what: str, predicate, component: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise LabError(f"{what}: not after {timeout:.0f} s; see {STATE / 'logs' / (component + '.log')}")
+        if running_pid(component) is None:
+            raise LabError(f"{what}: {component} exited; see {STATE / 'logs' / (component + '.log')}")
+        time.sleep(0.2)
 
 
 def probe_image() -> str:
@@ -650,7 +669,7 @@ def _kubelet_chains() -> list[tuple[str, str]]:
     out = []
     for table in ("filter", "nat", "mangle"):
         for line in _iptables("-S", table=table, check=False).stdout.splitlines():
-            m = re.match(r"-N (KUBE-KUBELET-CANARY|KUBE-FIREWALL|KUBE-MARK-DROP|KUBE-MARK-MASQ|"
+            m = re.match(r"-N (KUBE-KUBELET-CANARY|KUBE-FIREWALL|KUBE-IPTABLES-HINT|KUBE-MARK-DROP|KUBE-MARK-MASQ|"
                          r"KUBE-POSTROUTING)$", line)
             if m:
                 out.append((table, m.group(1)))

@@ -107,7 +107,10 @@ def start_controller_manager(bins: dict[str, Path]) -> None:
         "--bind-address=127.0.0.1", f"--secure-port={PORTS.controller_manager}",
         "--controllers=" + (CLUSTER_CONTROLLERS if cluster_wanted() else LIGHT_CONTROLLERS),
         f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
-        "--leader-elect=false", "--use-service-account-credentials=false", "--v=1",
+        # with a node, each controller acts as its own ServiceAccount (system:controller:* roles):
+        # the controller-manager's own user may not patch Nodes or publish the root CA ConfigMap
+        "--leader-elect=false", f"--use-service-account-credentials={str(cluster_wanted()).lower()}",
+        "--v=1",
     ], ports=[PORTS.controller_manager], timeout=60, restart_on_change=True,
         ready=lambda: http_ok(f"https://127.0.0.1:{PORTS.controller_manager}/healthz"))
 

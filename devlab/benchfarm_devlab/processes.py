@@ -88,6 +88,9 @@ def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callab
         say(f"{name}: running (pid {pid}) but not ready; restarting")
         stop_process(name)
     for port in ports:
+        deadline = time.monotonic() + 5     # a process just stopped may hold it a moment longer
+        while not _port_free(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
         if not _port_free(port):
             raise LabError(f"{name}: port {port} on 127.0.0.1 is already taken by another program;"
                            f" stop it or set BENCHFARM_PORT_BASE (now {PORT_BASE}) to another range")

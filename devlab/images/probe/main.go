@@ -2,7 +2,8 @@
 //
 //	probe                 calls the API server through the kubernetes Service (KUBERNETES_SERVICE_HOST/
 //	                      PORT, the ServiceAccount token and CA) and prints who it is
-//	probe tcp HOST:PORT…  opens a TCP connection to each address
+//	probe tcp HOST:PORT…  opens a TCP connection to each address and checks that it stays open
+//	                      (or sends something) for 0.7 s: something answers behind the relay
 //
 // Every line starts with "ok " or "FAIL "; the exit code is 1 if any check failed. After the checks it
 // stays up until SIGTERM when PROBE_WAIT is set (so a test can also exec into it).
@@ -80,7 +81,16 @@ func main() {
 				failed = true
 				continue
 			}
+			// a relay accepts before it reaches what is behind it: a connection closed at once
+			// means nothing answers there; one held open (or sending, like a console) does
+			conn.SetReadDeadline(time.Now().Add(700 * time.Millisecond))
+			_, err = conn.Read(make([]byte, 1))
 			conn.Close()
+			if ne, ok := err.(net.Error); err != nil && !(ok && ne.Timeout()) {
+				fmt.Printf("FAIL tcp %s: connected, then closed at once: %v\n", addr, err)
+				failed = true
+				continue
+			}
 			fmt.Printf("ok tcp %s\n", addr)
 		}
 	} else if err := apiCheck(); err != nil {
