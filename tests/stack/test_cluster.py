@@ -109,11 +109,18 @@ def run_pod(name: str, args: list[str]) -> tuple[str, float]:
     t0 = time.monotonic()
     kubectl("apply", "-f", "-", input=restricted_pod(name, args))
 
+    started: list[float] = []
+
     def phase() -> str | None:
-        p = kubectl("-n", NS, "get", "pod", name, "-o", "jsonpath={.status.phase}", check=False)
-        return p.stdout if p.stdout in ("Succeeded", "Failed") else None
-    end = wait_for(f"pod {name} to finish", phase, timeout=60, every=0.2)
+        p = kubectl("-n", NS, "get", "pod", name, "-o",
+                    "jsonpath={.status.phase} {.status.containerStatuses[0].state}", check=False)
+        if not started and ('"running"' in p.stdout or '"terminated"' in p.stdout):
+            started.append(time.monotonic() - t0)
+        ph = p.stdout.split(" ")[0]
+        return ph if ph in ("Succeeded", "Failed") else None
+    end = wait_for(f"pod {name} to finish", phase, timeout=60, every=0.1)
     took = time.monotonic() - t0
+    print(f"\n{name}: container running {started[0] if started else float('nan'):.1f} s after apply")
     logs = kubectl("-n", NS, "logs", name).stdout
     assert end == "Succeeded", f"pod {name} {end}:\n{logs}"
     return logs, took
