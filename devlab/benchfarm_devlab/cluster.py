@@ -8,10 +8,19 @@ under `.benchfarm/cluster/`), a kubelet, kube-scheduler and kube-proxy (iptables
 the Go module proxy like the control plane (`hack/build-binaries.sh kubernetes_node`, first use
 only), pods on a local bridge with the CNI bridge + host-local + loopback plugins, and a local
 sandbox ("pause") image: nothing is ever pulled from a registry (`import_image` brings in an OCI
-archive, e.g. the operator image; tag it with a version, pull policy IfNotPresent).
+archive, e.g. the operator image; tag it with a version, pull policy IfNotPresent). The sandbox
+image is a static Go program (devlab/images/pause) that blocks and exits 0 on SIGTERM (busybox
+`sleep` as PID 1 ignores SIGTERM, so every pod would wait out its grace period); the tests' probe
+image (devlab/images/probe) is built the same way: umoci init/new/insert/config, tar of the OCI
+layout, `ctr images import`, tagged with the binary's digest.
+
+Order and times (warm, on 2 cores): bridge + relay, containerd (0.1 s), images, the
+controller-manager restarted with every controller, kube-scheduler, the kubelet (Node Ready in
+about 1 s), then kube-proxy, which would wait 30 s for a Node that does not exist yet; about
+5 s in all. Pods start about 1.5 s after they are applied.
 
 Addresses (all on this machine; ip_forward is left as it is, off here, so pods cannot reach past
-the host and nothing outside reaches the pods):
+the host, their packets never leave it, and nothing outside reaches the pods):
 - pods: `config.POD_CIDR` on the bridge `bf<port base>`; the bridge's own address
   `config.HOST_ADDR` is "the host" for pods, the Node's InternalIP and the kubelet's listen
   address. An INPUT rule (chain `BF<port base>-GUARD`) drops packets for HOST_ADDR that arrive
@@ -40,6 +49,10 @@ the host and nothing outside reaches the pods):
   the operator and session pods is that the exporters advertise HOST_ADDR while the cluster is up
   (exporter config host and `--hostname`, the power ports' hosts likewise), which serves local
   sessions as well, since HOST_ADDR is an address of this machine.
+- left as it is: a pod reaches, on HOST_ADDR, whatever on the host listens on all addresses
+  (ser2net does; nothing of the lab's own); and a Service whose endpoints are pods (not needed so
+  far: the operator's pods only call out) needs forwarding between pods on the bridge, i.e.
+  ip_forward=1 with a FORWARD rule that accepts bridge-to-bridge traffic only.
 
 One cluster per machine: kube-proxy and the kubelet own iptables chains of fixed names
 (`KUBE-SERVICES`, ...), so cluster-up refuses to start while another lab's cluster runs
@@ -60,6 +73,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -68,7 +82,7 @@ import yaml
 
 from .binaries import binaries
 from .config import (CACHE, CLUSTER_DIR, HOST_ADDR, K8S_VERSION, POD_CIDR, PORT_BASE, PORTS, REPO,
-                     SERVICE_CIDR, SERVICE_IP, STATE, LabError, say)
+                     STATE, LabError, say)
 from .controlplane import start_controller_manager
 from .env import kubectl
 from .pki import client_cert, write_kubeconfig
@@ -262,7 +276,7 @@ def _start_gateway() -> None:
                 if s.connect_ex((HOST_ADDR, p)) != 0:
                     return False
         return True
-    start_process("lab-gateway", [str(Path(os.sys.executable)), "-m", "benchfarm_devlab.relay",
+    start_process("lab-gateway", [sys.executable, "-m", "benchfarm_devlab.relay",
                                   HOST_ADDR, *map(str, ports)],
                   ports=[], ready=ready, timeout=20, restart_on_change=True)
 
