@@ -11,7 +11,7 @@ APT_PACKAGES := qemu-system-x86 qemu-system-arm qemu-utils ipxe-qemu seabios bus
 # The one-node cluster (`make cluster-up`) only: a list and a stamp of their own, so lab-up stays light.
 CLUSTER_APT_PACKAGES := containerd runc containernetworking-plugins umoci iptables
 
-.PHONY: all deps cluster-deps venv binaries lab-up lab-down lab-status cluster-up cluster-down operator demo test unit chaos crds bench bench-boot clean
+.PHONY: all deps cluster-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator demo test unit chaos crds bench bench-boot clean
 
 all: test
 
@@ -48,6 +48,10 @@ $(STAMP): pyproject.toml devlab/pyproject.toml
 binaries: deps
 	@bash hack/build-binaries.sh etcd kubernetes minio helm
 
+# kubelet, kube-scheduler, kube-proxy: only for the one-node cluster (cluster-up, its stack test)
+node-binaries:
+	@bash hack/build-binaries.sh kubernetes_node
+
 lab-up: deps venv binaries
 	@$(VENV)/bin/benchfarm lab up
 
@@ -56,7 +60,7 @@ lab-down:
 
 # A one-node cluster next to the lab: containerd, kubelet, kube-scheduler, kube-proxy (the node's
 # binaries are built on first use); `make lab-down` removes it too.
-cluster-up: lab-up cluster-deps
+cluster-up: lab-up cluster-deps node-binaries
 	@$(VENV)/bin/benchfarm lab cluster-up
 
 cluster-down:
@@ -74,7 +78,7 @@ demo: lab-up
 unit: venv
 	@$(VENV)/bin/pytest -q -m 'not stack'
 
-test: lab-up cluster-deps
+test: lab-up cluster-deps node-binaries
 	@$(VENV)/bin/lint-imports --config pyproject.toml
 	@$(VENV)/bin/pytest -q
 
