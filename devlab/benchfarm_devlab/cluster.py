@@ -212,7 +212,7 @@ def import_image(oci_archive_path: str | Path, ref: str) -> str:
     digest = digests.pop()
     by_digest = next(n for n, _ in found if n.endswith("@" + digest))
     _ctr("images", "tag", "--force", by_digest, ref)
-    for name in {n for n, _ in found}:
+    for name in {n for n, _ in found} - {ref}:    # the names the archive brought, unless asked for
         _ctr("images", "rm", name, check=False)
     return digest
 
