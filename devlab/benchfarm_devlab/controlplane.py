@@ -107,6 +107,9 @@ def start_controller_manager(bins: dict[str, Path]) -> None:
         "--bind-address=127.0.0.1", f"--secure-port={PORTS.controller_manager}",
         "--controllers=" + (CLUSTER_CONTROLLERS if cluster_wanted() else LIGHT_CONTROLLERS),
         f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+        # its own (empty) FlexVolume dir: the default, /usr/libexec/kubernetes/..., is created
+        # by the attach-detach controller outside the lab's directories
+        f"--flex-volume-plugin-dir={STATE / 'flexvolume'}",
         # with a node, each controller acts as its own ServiceAccount (system:controller:* roles):
         # the controller-manager's own user may not patch Nodes or publish the root CA ConfigMap
         "--leader-elect=false", f"--use-service-account-credentials={str(cluster_wanted()).lower()}",
