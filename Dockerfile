@@ -1,20 +1,32 @@
 # benchfarm operator image: the operator, the labgrid client and the MinIO SDK, nothing else.
 # Base images are pinned by version; Python packages by constraints.txt (pip freeze of a tested
 # environment). The entrypoint is the command `benchfarm lab operator` runs locally.
+#
+# Elsewhere: `docker build -t benchfarm/operator:0.1.0 .` (base: the python slim image below).
+# In the embedded lab, where no registry can be reached: `make image` builds this same file with
+# buildah, its base made from Debian packages (bookworm's python3, see
+# devlab/benchfarm_devlab/image.py) and passed as PYTHON_IMAGE. Both bases have python3, useradd
+# and groupadd. Reproducible: with SOURCE_DATE_EPOCH and buildah's --timestamp, the same inputs give
+# the same digest (no bytecode, no caches, no logs, no dated shadow entries).
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+ARG SOURCE_DATE_EPOCH
+# PIP_CONSTRAINT (not --constraint) also pins the build backend pip fetches to build benchfarm.
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1 \
+    PIP_CONSTRAINT=/src/constraints.txt
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY operator/ operator/
-RUN python -m venv /opt/benchfarm \
- && /opt/benchfarm/bin/pip install --constraint constraints.txt . \
+RUN python3 -m venv /opt/benchfarm \
+ && /opt/benchfarm/bin/pip install --no-compile . \
  && find /opt/benchfarm -name '__pycache__' -prune -exec rm -rf {} +
 
 FROM ${PYTHON_IMAGE}
+ARG SOURCE_DATE_EPOCH
 RUN groupadd --gid 10001 benchfarm \
- && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin benchfarm
+ && useradd --uid 10001 --gid 10001 --no-create-home --no-log-init --home-dir /tmp \
+      --shell /usr/sbin/nologin benchfarm
 COPY --from=build /opt/benchfarm /opt/benchfarm
 COPY exporters/device-types/ /etc/benchfarm/device-types/
 ENV PATH=/opt/benchfarm/bin:/usr/local/bin:/usr/bin:/bin \

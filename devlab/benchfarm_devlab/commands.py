@@ -13,9 +13,14 @@ from .config import STATE, LabError, say
 
 
 def register_lab(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("lab", help="the embedded lab: up, down, status, operator, cluster-up, cluster-down")
-    p.add_argument("action", choices=["up", "down", "status", "operator", "cluster-up", "cluster-down"])
-    p.set_defaults(func=lambda args: lab(args.action))
+    p = sub.add_parser("lab", help="the embedded lab: up, down, status, operator, image, "
+                                   "cluster-up, cluster-down")
+    p.add_argument("action", choices=["up", "down", "status", "operator", "image", "cluster-up",
+                                      "cluster-down"])
+    p.add_argument("--rebuild", action="store_true",
+                   help="image: build base and image again from nothing and check the digest is the one "
+                        "recorded for the same inputs")
+    p.set_defaults(func=lambda args: lab(args.action, rebuild=args.rebuild))
 
 
 def register_demo(sub: argparse._SubParsersAction) -> None:
@@ -29,9 +34,13 @@ def _demo(manifest: str | None) -> int:
     return demo(manifest)
 
 
-def lab(action: str) -> int:
-    from . import lab as lab_
+def lab(action: str, rebuild: bool = False) -> int:
     try:
+        if action == "image":      # the operator image from the Dockerfile, without a daemon
+            from .image import build
+            build(rebuild=rebuild)
+            return 0
+        from . import lab as lab_
         if action == "up":
             lab_.up()
             lab_.start_operator()
@@ -53,6 +62,6 @@ def lab(action: str) -> int:
             for name, pid in lab_.status().items():
                 print(f"{name:32} {'running pid ' + str(pid) if pid else 'stopped'}")
     except LabError as exc:
-        print(f"[lab] ERROR: {exc}", file=sys.stderr)
+        print(f"[{'image' if action == 'image' else 'lab'}] ERROR: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -85,7 +85,8 @@ def start_control_plane(bins: dict[str, Path]) -> None:
 # (Deployments, ReplicaSets, Jobs, EndpointSlices, node lifecycle, pod GC, the root CA ConfigMap
 # that ServiceAccount token volumes mount) except those that want a cloud or assign pod CIDRs.
 LIGHT_CONTROLLERS = ("namespace-controller,garbage-collector-controller,"
-                     "serviceaccount-controller,serviceaccount-token-controller")
+                     "serviceaccount-controller,serviceaccount-token-controller,job-controller,"
+                     "ttl-after-finished-controller")
 CLUSTER_CONTROLLERS = ("*,-node-ipam-controller,-service-lb-controller,"
                        "-cloud-node-lifecycle-controller,-node-route-controller")
 
@@ -110,10 +111,11 @@ def start_controller_manager(bins: dict[str, Path]) -> None:
         # its own (empty) FlexVolume dir: the default, /usr/libexec/kubernetes/..., is created
         # by the attach-detach controller outside the lab's directories
         f"--flex-volume-plugin-dir={STATE / 'flexvolume'}",
-        # with a node, each controller acts as its own ServiceAccount (system:controller:* roles):
-        # the controller-manager's own user may not patch Nodes or publish the root CA ConfigMap
-        "--leader-elect=false", f"--use-service-account-credentials={str(cluster_wanted()).lower()}",
-        "--v=1",
+        "--leader-elect=false", "--v=1",
+        # each controller acts as its own ServiceAccount (system:controller:* roles): the
+        # controller-manager's own user may not create the pods of Jobs, patch Nodes or publish
+        # the root CA ConfigMap
+        "--use-service-account-credentials=true",
     ], ports=[PORTS.controller_manager], timeout=60, restart_on_change=True,
         ready=lambda: http_ok(f"https://127.0.0.1:{PORTS.controller_manager}/healthz"))
 

@@ -13,6 +13,7 @@ Usage: build_image.py PROFILE   (amd64, arm64, amd64-gpu; prints the image direc
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -228,6 +229,16 @@ def elf_closure(tree: Path, programs: list[str], arch: str = "amd64") -> set[str
 
 
 def build(name: str) -> Path:
+    """Build (or find) the image; labs that share the cache (CI, helper sessions) take turns per
+    architecture, since they share its apt tree and work directories."""
+    lock_path = CACHE / "build" / f"image-{PROFILES[name].arch}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build(name)
+
+
+def _build(name: str) -> Path:
     profile = PROFILES[name]
     arch = profile.arch
     apt = AptRoot(arch)

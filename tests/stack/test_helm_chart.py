@@ -8,55 +8,18 @@ ConfigMap resolved as the kubelet would) and a token minted for the chart's Serv
 
 from __future__ import annotations
 
-import base64
-import os
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
 import benchfarm_devlab as devlab
+from tests.stack.chart import (CHART, helm, kubectl, lab_values, minio_secret,
+                               start_chart_operator, stop)
 from tests.stack.conftest import apply, wait_for
 
 pytestmark = pytest.mark.stack
-CHART = devlab.REPO / "helm" / "benchfarm"
 NS = "benchfarm-system"
-HELM = devlab.CACHE / "bin" / f"helm-{devlab.HELM_VERSION}" / "helm"
-
-
-def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, **devlab.lab_env(), "HELM_CACHE_HOME": str(devlab.STATE / "helm"),
-           "HELM_CONFIG_HOME": str(devlab.STATE / "helm"), "HELM_DATA_HOME": str(devlab.STATE / "helm")}
-    res = subprocess.run([str(HELM), *args], env=env, capture_output=True, text=True)
-    if check and res.returncode != 0:
-        raise AssertionError(f"helm {' '.join(args)} failed:\n{res.stdout}\n{res.stderr}")
-    return res
-
-
-def kubectl(*args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    exe = devlab.CACHE / "bin" / f"kubernetes-{devlab.K8S_VERSION}" / "kubectl"
-    res = subprocess.run([str(exe), *args], input=input, env={**os.environ, **devlab.lab_env()},
-                         capture_output=True, text=True)
-    if check and res.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} failed:\n{res.stdout}\n{res.stderr}")
-    return res
-
-
-def lab_values(tmp_path: Path) -> Path:
-    env = devlab.lab_env()
-    values = {
-        "labgrid": {"coordinator": env["LG_COORDINATOR"]},
-        "minio": {"endpoint": env["BENCHFARM_S3_ENDPOINT"], "bucket": env["BENCHFARM_S3_BUCKET"],
-                  "existingSecret": "benchfarm-minio"},
-        "probes": {"port": devlab.PORTS.chart_probes},
-        "metrics": {"port": devlab.PORTS.chart_metrics},
-        "labPolicy": {"create": False},
-    }
-    path = tmp_path / "lab-values.yaml"
-    path.write_text(yaml.safe_dump(values))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +76,14 @@ def test_pod_template_meets_restricted_pod_security_and_rbac_is_least_privilege(
            "spec": spec}
     res = kubectl("create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(pod), check=False)
     assert res.returncode == 0 and "violate" not in res.stderr, res.stderr
+    # the board sessions' pod template (a Job each) meets the same standard
+    session_cm = next(d for d in docs if d["kind"] == "ConfigMap" and
+                      d["metadata"]["name"] == "bf-benchfarm-session")
+    session = yaml.safe_load(session_cm["data"]["pod.yaml"])
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "psa-session", "namespace": NS},
+           "spec": dict(session["spec"], serviceAccountName="default", restartPolicy="Never")}
+    res = kubectl("create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(pod), check=False)
+    assert res.returncode == 0 and "violate" not in res.stderr, res.stderr
     assert dep["spec"]["replicas"] == 2    # one leads through the Lease, one stands by
     assert any(r["resources"] == ["leases"] for d in docs if d["kind"] == "ClusterRole"
                for r in d["rules"])
@@ -123,73 +94,18 @@ def test_pod_template_meets_restricted_pod_security_and_rbac_is_least_privilege(
     assert not any("*" in r["verbs"] or "*" in r["resources"] for r in rules)
 
 
-def _deployment_env(dep: dict, workdir: Path) -> tuple[list[str], dict[str, str]]:
-    """What the kubelet would give the container: env with Secrets and ConfigMaps resolved."""
-    spec = dep["spec"]["template"]["spec"]
-    container = spec["containers"][0]
-    mounts: dict[str, Path] = {}
-    for vol in spec["volumes"]:
-        mount = next(m for m in container["volumeMounts"] if m["name"] == vol["name"])
-        if "configMap" in vol:
-            cm = yaml.safe_load(kubectl("get", "configmap", "-n", NS, vol["configMap"]["name"],
-                                        "-o", "yaml").stdout)
-            local = workdir / vol["name"]
-            local.mkdir(parents=True, exist_ok=True)
-            for key, text in cm["data"].items():
-                (local / key).write_text(text)
-            mounts[mount["mountPath"]] = local
-    env: dict[str, str] = {}
-    for e in container["env"]:
-        if "value" in e:
-            value = e["value"]
-            for mount_path, local in mounts.items():
-                if value.startswith(mount_path):
-                    value = str(local) + value[len(mount_path):]
-            env[e["name"]] = value
-        elif "fieldRef" in e["valueFrom"]:
-            field = e["valueFrom"]["fieldRef"]["fieldPath"]
-            env[e["name"]] = {"metadata.namespace": NS, "metadata.name": "bf-benchfarm-0"}[field]
-        else:
-            ref = e["valueFrom"]["secretKeyRef"]
-            secret = yaml.safe_load(kubectl("get", "secret", "-n", NS, ref["name"], "-o", "yaml").stdout)
-            env[e["name"]] = base64.b64decode(secret["data"][ref["key"]]).decode()
-    return container["command"], env
-
-
-def _service_account_kubeconfig(kube, sa: str, path: Path) -> None:
-    from kubernetes import client
-    token = client.CoreV1Api(kube).create_namespaced_service_account_token(
-        sa, NS, {"spec": {"expirationSeconds": 3600}}).status.token
-    devlab.write_kubeconfig(path, token, f"system:serviceaccount:{NS}:{sa}")
-
-
 def test_installed_chart_runs_the_demo_with_its_own_rbac(restricted_namespace, kube, tmp_path):
-    env_lab = devlab.lab_env()
-    kubectl("create", "secret", "generic", "benchfarm-minio", "-n", NS,
-            f"--from-literal=accessKey={env_lab['BENCHFARM_S3_ACCESS_KEY']}",
-            f"--from-literal=secretKey={env_lab['BENCHFARM_S3_SECRET_KEY']}", check=False)
+    minio_secret(NS)
     # the chart will own the shipped TestPlans; hand them over from `kubectl apply`
     kubectl("delete", "testplans", "--all", "--wait=true")
     helm("uninstall", "bf", "-n", NS, "--wait", check=False)
     helm("install", "bf", str(CHART), "-n", NS, "-f", str(lab_values(tmp_path)), "--wait=false")
     operator = None
-    log = open(tmp_path / "chart-operator.log", "wb")
     try:
-        dep = yaml.safe_load(kubectl("get", "deployment", "-n", NS, "bf-benchfarm", "-o", "yaml").stdout)
-        command, env = _deployment_env(dep, tmp_path)
-        sa = dep["spec"]["template"]["spec"]["serviceAccountName"]
-        _service_account_kubeconfig(kube, sa, tmp_path / "sa.kubeconfig")
+        operator = start_chart_operator(kube, NS, "bf", tmp_path)
         assert kubectl("auth", "can-i", "list", "secrets", "-A",
-                       f"--as=system:serviceaccount:{NS}:{sa}", check=False).stdout.strip() == "no"
-        devlab.stop_process("benchfarm-operator")  # one operator per lab
-        exe = str(devlab.VENV_BIN / command[0])
-        operator = subprocess.Popen(
-            [exe, *command[1:]], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env={"PATH": f"{devlab.VENV_BIN}:/usr/bin:/bin", "KUBECONFIG": str(tmp_path / "sa.kubeconfig"),
-                 **env})
-        import urllib.request
-        wait_for("chart operator liveness", lambda: _ok(env["BENCHFARM_LIVENESS"].replace(
-            "0.0.0.0", "127.0.0.1")), timeout=90)
+                       f"--as=system:serviceaccount:{NS}:{operator.account}",
+                       check=False).stdout.strip() == "no"
         name = f"chart-demo-{int(time.time())}"
         apply(yaml.safe_dump({"apiVersion": "benchfarm.io/v1alpha1", "kind": "BenchmarkRun",
                               "metadata": {"name": name, "namespace": "default"},
@@ -205,24 +121,14 @@ def test_installed_chart_runs_the_demo_with_its_own_rbac(restricted_namespace, k
             return st if st.get("phase") in ("Succeeded", "Failed") else None
         st = wait_for("the demo run under the chart's RBAC", done, timeout=300, every=1)
         assert cond(st)["status"] == "True", st
+        import urllib.request
         metrics = urllib.request.urlopen(
             f"http://127.0.0.1:{devlab.PORTS.chart_metrics}/metrics").read().decode()
         assert "benchfarm_queue_depth" in metrics and "benchfarm_runs_finished_total" in metrics
-        text = (tmp_path / "chart-operator.log").read_text()
+        text = operator.log.read_text()
         assert "Forbidden" not in text and " 403" not in text, text[-3000:]
     finally:
-        if operator is not None:
-            os.killpg(operator.pid, 15)
-            operator.wait(timeout=30)
-        log.close()
+        stop(operator and operator.process)
         helm("uninstall", "bf", "-n", NS, "--wait", check=False)
         devlab.start_operator()  # also re-applies the repository's TestPlans
 
-
-def _ok(url: str) -> bool:
-    import urllib.request
-    try:
-        with urllib.request.urlopen(url, timeout=2) as r:
-            return r.status == 200
-    except Exception:
-        return False

@@ -33,7 +33,8 @@ def test_virtual_smoke_three_iterations_reports_min_and_max(custom):
     assert "(min" in suites["cyclictest-load"]["value"]
     report = _artifact(custom, name, "report.md")
     assert report.count("(min") >= 10
-    assert "| iperf3-received (Mbit/s) |" in report
+    assert "## iperf3-tcp: iperf3" in report and "CPU Load % (LOCAL_CPU_UTIL) |" in report
+    assert "## fio-randread: fio randread" in report and "| 4k |  |  | " in report
     html = _artifact(custom, name, "report.html")
     assert "data:image/png;base64" in html and "Boot timeline" in html
     rst = _artifact(custom, name, "report.rst")

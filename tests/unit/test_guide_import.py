@@ -102,7 +102,8 @@ def test_the_am64x_and_am62ax_rt_guides_import_without_error():
     assert base["cyclictest-t1-max (us)"].mean == 66
     assert base["kernel-to-prompt (s)"].mean == 21.64
     assert base["openssl-aes-128-cbc-16384B (KB/s)"].mean == 138341.03
-    assert base["icssg-udp-ingress-throughput-0-loss-1518-packets-per-second (kPPS)"].mean == 32
+    icssg = "netperf-icssg-udp-ingress-throughput-0-loss-1518"
+    assert base[f"{icssg}-packets-per-second (kPPS)"].mean == 32
     rt62a = read_guide(guide("ti_am62ax_rt_linux_performance_guide.rst"))
     assert rt62a.boards == [] and rt62a.problems == []
     assert rt62a.baseline()["cyclictest-t1-max (us)"].mean == 45
@@ -120,16 +121,19 @@ def test_one_column_per_board_and_a_board_is_picked():
     assert sk["kernel-to-prompt (s)"].mean == 18.30
     assert sk["alsa-capture-48000hz-cpu (%)"].mean == 0.16
     assert sk["openssl-aes-128-cbc-16B (KB/s)"].mean == 408.84
-    assert sk["emmc-ext4-fio-1g-4k-read-throughput (MB/s)"].mean == 59.52
-    assert sk["cpsw2g-tcp-bidirectional-throughput (Mbit/s)"].mean == 1822.62
-    assert sk["cpsw2g-tcp-bidirectional-throughput-cpu-load (%)"].mean == 66.72
+    assert sk["fio-emmc-ext4-fio-1g-4k-read-throughput (MB/s)"].mean == 59.52
+    tcp = "netperf-cpsw2g-tcp-bidirectional-throughput"
+    assert sk[f"{tcp}-throughput (Mbit/s)"].mean == 1822.62
+    assert sk[f"{tcp}-local-cpu-util (%)"].mean == 66.72
+    assert sk["netperf-cpsw2g-udp-egress-throughput-0-loss-1518-local-cpu-util (%)"].mean == 11.87
+    assert sk["dd-mmc-ext4-102400-read-cpu-load (%)"].mean == 0.71
     assert sk["rail-total-deep-sleep (mW)"].mean == 27.64        # tables naming no board count
     assert sk["rail-vdd_core-mcu-only-voltage (V)"].mean == 0.85
     assert sk["resume-latency-mcu-only (ms)"].mean == 94
     assert "gfxbench-performance-gfxbench-3.x-gl_trex_off-score ()" not in sk   # lp board only
     sip = g.baseline("am62xxsip_sk-fs")
-    assert (sip["emmc-ext4-5242880-write-throughput (MB/s)"].min,
-            sip["emmc-ext4-5242880-write-throughput (MB/s)"].max) == (32.42, 98.19)
+    assert (sip["dd-emmc-ext4-5242880-write-throughput (MB/s)"].min,
+            sip["dd-emmc-ext4-5242880-write-throughput (MB/s)"].max) == (32.42, 98.19)
 
 
 def test_captions_title_untitled_power_tables_and_percent_cells_read():

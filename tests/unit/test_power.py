@@ -7,7 +7,8 @@ import pytest
 from benchfarm.core import power
 from benchfarm.errors import InfraError
 from benchfarm.lab.rails import HwmonRailMonitor, VirtualRailMonitor
-from benchfarm.report.tables import rail_tables, rst
+from benchfarm.report.shapes import Table, shape
+from benchfarm.report.tables import rst
 
 
 def test_summaries_and_window():
@@ -53,8 +54,10 @@ def test_rail_table_in_the_guide_layout():
          "display": "0.75"},
         {"step": "lp", "name": "rail-total-deep-sleep", "unit": "mW", "values": [11.04],
          "display": "11.04"}]}
-    assert rail_tables(doc) == [("lp", "deep-sleep", [("vdd_core", "0.75", "4.88")], "11.04")]
+    assert shape(doc).tables == [Table("lp", "deep-sleep Power Performance",
+                                       ["Rail name", "Rail voltage(V)", "Power (mW)"],
+                                       [["vdd_core", "0.75", "4.88"], ["Total", "", "11.04"]])]
     text = rst(doc)
     assert '.. csv-table:: deep-sleep Power Performance' in text
     assert ':header: "Rail name","Rail voltage(V)","Power (mW)"' in text
-    assert '"vdd_core", "0.75", "4.88"' in text and '"Total"," ","11.04"' in text
+    assert '"vdd_core","0.75","4.88"' in text and '"Total","","11.04"' in text

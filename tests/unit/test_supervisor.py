@@ -25,7 +25,7 @@ class FakeRuntime:
         self.charged: list[str] = []
         self.released: list[tuple] = []
         rt = self
-        self.launcher = SimpleNamespace(launch=lambda *a: rt.launched.append(a) or "pid 1",
+        self.launcher = SimpleNamespace(launch=lambda req: rt.launched.append(req) or "pid 1",
                                         reap=lambda: None)
         self.kube = SimpleNamespace(event=lambda *a: None)
         self.coordinator = SimpleNamespace(
@@ -77,7 +77,7 @@ def test_a_dead_session_is_resumed_three_times_then_the_run_fails(sup):
         sup.launched[run.key] = now - sessions.STARTUP_GRACE - 1   # launched long ago, no Lease
         tick(sup, now)
         assert run.status["resumes"] == expected
-        assert sup.rt.launched[-1][-1] == expected                 # relaunched as resume N
+        assert sup.rt.launched[-1].resume == expected              # relaunched as resume N
         now += 100
     sup.launched[run.key] = now - sessions.STARTUP_GRACE - 1
     tick(sup, now)

@@ -30,3 +30,41 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{- /* What the operator and its sessions both need: the coordinator, the store, device types. */ -}}
+{{- define "benchfarm.labEnv" -}}
+- {name: LG_COORDINATOR, value: {{ .Values.labgrid.coordinator | quote }}}
+{{- if .Values.labgrid.proxy }}
+- {name: LG_PROXY, value: {{ .Values.labgrid.proxy | quote }}}
+{{- end }}
+- {name: BENCHFARM_S3_ENDPOINT, value: {{ .Values.minio.endpoint | quote }}}
+- {name: BENCHFARM_S3_BUCKET, value: {{ .Values.minio.bucket | quote }}}
+- {name: BENCHFARM_S3_SECURE, value: {{ .Values.minio.secure | quote }}}
+- name: BENCHFARM_S3_ACCESS_KEY
+  valueFrom: {secretKeyRef: {name: {{ .Values.minio.existingSecret }}, key: {{ .Values.minio.accessKeyKey }}}}
+- name: BENCHFARM_S3_SECRET_KEY
+  valueFrom: {secretKeyRef: {name: {{ .Values.minio.existingSecret }}, key: {{ .Values.minio.secretKeyKey }}}}
+- {name: BENCHFARM_DEVICE_TYPES, value: /etc/benchfarm/device-types}
+- {name: BENCHFARM_LOG_LEVEL, value: {{ .Values.logLevel | quote }}}
+- {name: BENCHFARM_STATE, value: /tmp/benchfarm}   # session logs and the artifact spool
+- {name: MPLCONFIGDIR, value: /tmp/matplotlib}
+- {name: HOME, value: /tmp}
+{{- end -}}
+
+{{- define "benchfarm.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+fsGroup: 10001
+seccompProfile: {type: RuntimeDefault}
+{{- end -}}
+
+{{- define "benchfarm.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities: {drop: [ALL]}
+{{- end -}}
+
+{{- define "benchfarm.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}

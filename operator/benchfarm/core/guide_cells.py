@@ -8,8 +8,15 @@ Names follow the suites where one exists, so `compare` lines a run up with the g
 `-multicore` in a two-core/multi-core table (`coremark-pro-multicore`, as suites.coremarkpro); audio
 tables give `alsa-capture-48000hz-throughput`; OpenSSL `openssl-aes-128-cbc-1024B`; rails
 `rail-vdd_core-deep-sleep` and `rail-total-deep-sleep` (core.power); cyclictest
-`cyclictest-t0-max` per core; boot tables `kernel-to-prompt` (their first row). Any other table:
-title, row labels and column label, slugged (`emmc-ext4-102400-write-throughput`).
+`cyclictest-t0-max` per core; boot tables `kernel-to-prompt` (their first row; a row labelled
+with a phase's own name keeps it). Storage tables by buffer size go to fio (a title with the word
+FIO) or dd: `fio-emmc-ext4-fio-1g-4k-read-throughput`, `dd-emmc-ext4-102400-write-cpu-load`, as
+`suites.fio` names a job called `emmc-ext4-fio-1g` and `suites.dd` a step for table `emmc-ext4`.
+Ethernet tables (`Command Used` or `Frame Size`) go to netperf:
+`netperf-cpsw2g-udp-egress-throughput-0-loss-64-local-cpu-util`, as `suites.netperf` names a run
+for that table. A title whose first word is the suite (`fio randread`, `iperf3`) names it, as
+benchfarm's own reports title their tables. Any other table: title, row labels and column label,
+slugged (`uboot-emmc-raw-2000000-write-throughput`).
 """
 
 from __future__ import annotations
@@ -81,6 +88,29 @@ def _mode(title: str) -> str:
     return slug(text)
 
 
+_STORAGE = re.compile(r"^(write|read)\b.*\b(throughput|cpu load)$", re.I)
+
+
+def _suite_table(title: str, suites: tuple[str, ...], default: str) -> tuple[str, str]:
+    """The suite a table's cells go to and the table's slug: a title whose first word is one of
+    `suites` names it (the rest is the table), any other title goes to `default` whole."""
+    words = slug(title).split("-")
+    if words[0] in suites:
+        return words[0], "-".join(words[1:])
+    return default, slug(title)
+
+
+def _network(suite: str, label: str) -> str:
+    """An Ethernet column as netperf names its keys: THROUGHPUT (iperf3: what the receiver got),
+    CPU Load % (LOCAL_CPU_UTIL) -> local-cpu-util, Packets Per Second -> packets-per-second."""
+    bare, _ = label_unit(label)
+    if bare.lower() == "throughput":
+        return "received" if suite == "iperf3" else "throughput"
+    if re.match(r"cpu load", bare, re.I):
+        return "remote-cpu-util" if "REMOTE" in label.upper() else "local-cpu-util"
+    return slug(bare)
+
+
 def _stat(label: str) -> str:
     word = label.split()[0].lower() if label.split() else ""
     return {"minimum": "min", "average": "avg", "maximum": "max"}.get(word, slug(word))
@@ -109,7 +139,18 @@ def _name(title: str, header: Sequence[str], row: Sequence[str], nkeys: int, lab
         return (f"cyclictest-t{core.group(1)}-{_stat(key)}" if core
                 else f"cyclictest-{_stat(key)}"), split_name(key)[1]
     if "boot time" in t or head0 == "boot configuration":
+        if re.fullmatch(r"[a-z][a-z0-9_-]*", key):
+            return key, "s"
         return ("kernel-to-prompt" if row_index == 0 else f"boot-{slug(key)}"), "s"
+    if head0.startswith("buffer size") and (io := _STORAGE.match(bare)):
+        fio = "fio" in slug(t).split("-")
+        suite, table = _suite_table(title, ("fio", "dd"), "fio" if fio else "dd")
+        measure = "cpu-load" if unit == "%" else "throughput"
+        return f"{suite}-{table}-{slug(key)}-{io.group(1).lower()}-{measure}", unit
+    if head0 == "command used" or head0.startswith("frame size"):
+        suite, table = _suite_table(title, ("netperf", "iperf3"), "netperf")
+        frame = f"-{slug(key)}" if head0.startswith("frame size") else ""
+        return "-".join(p for p in (suite, table) if p) + f"{frame}-{_network(suite, label)}", unit
     if t.startswith(("audio capture", "audio playback")):
         kind = "cpu" if unit == "%" else "throughput"
         return f"alsa-{t.split()[1]}-{slug(key)}hz-{kind}", unit

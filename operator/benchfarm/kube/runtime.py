@@ -79,7 +79,8 @@ class Runtime:
                                   user=os.environ.get("BENCHFARM_LABGRID_USER", "benchfarm"),
                                   host=os.environ.get("BENCHFARM_LABGRID_HOST", "operator"))
         store = ArtifactStore(StoreConfig.from_env())
-        return cls(Kube(), coordinator, store, device_types, launchers.from_env())
+        kube = Kube()
+        return cls(kube, coordinator, store, device_types, launchers.from_env(kube))
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:

@@ -20,7 +20,8 @@ from ..kubeapi.client import PreconditionFailed
 from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseObserver, list_leases, session_lease_name
 from ..lab.coordinator import SESSION_HOST, run_identity
 from . import metrics
-from .state import FAILED, PENDING, RUNNING, RunState
+from .launchers import Launch
+from .state import FAILED, PENDING, RUNNING, RunState, ts
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -76,8 +77,24 @@ class Supervisor:
             run.status.update(status)
             self.launched[run.key] = self.clock()
         metrics.QUEUE_WAIT.observe(max(0.0, time.time() - run.created))
-        handle = rt.launcher.launch(run.namespace, run.name, run.uid, attempt, 0)
+        handle = self._launch(run, attempt, 0)
         rt.kube.event(run.ref(), "Normal", "Scheduled", f"board {board} assigned; session {handle}")
+
+    def _launch(self, run: RunState, attempt: int, resume: int) -> str:
+        """Ask the launcher for a runner; a launcher that fails is a lab fault, seen as a dead
+        session (no Lease) and resumed like one, at most MAX_RESUMES times."""
+        started = run.status.get("startTime")
+        left = ts(started) + run.spec.timeoutSeconds - time.time() if started else \
+            float(run.spec.timeoutSeconds)
+        req = Launch(run.namespace, run.name, run.uid, attempt, resume, deadline_s=max(left, 10.0),
+                     reads=(run.spec.baseline,) if run.spec.baseline else ())
+        try:
+            return self.rt.launcher.launch(req)
+        except Exception as exc:
+            log.error("%s: the launcher could not start the session: %s", run.key, exc)
+            self.rt.kube.event(run.ref(), "Warning", "LaunchFailed",
+                               f"the session could not be started (a lab fault): {exc}")
+            return f"not started ({exc})"
 
     # -- supervision --------------------------------------------------------------------------
     def supervise(self, force: bool = False) -> None:
@@ -135,8 +152,7 @@ class Supervisor:
             log.warning("%s: could not record the resume; will retry", run.key, exc_info=True)
             return
         self.launched[run.key] = self.clock()
-        handle = rt.launcher.launch(run.namespace, run.name, run.uid,
-                                    int(run.status.get("attempts") or 1), resumes)
+        handle = self._launch(run, int(run.status.get("attempts") or 1), resumes)
         rt.kube.event(run.ref(), "Warning", "SessionResumed",
                       f"the session stopped renewing its Lease; resumed from its checkpoints "
                       f"({resumes}/{MAX_RESUMES}): {handle}")

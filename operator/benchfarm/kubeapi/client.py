@@ -180,6 +180,42 @@ class Kube:
             self._call("create configmap", lambda: self.core.create_namespaced_config_map(
                 namespace, body))
 
+    # -- built-in namespaced objects (the job launcher's Jobs, ServiceAccounts, Roles) ---------
+    def _typed(self, kind: str) -> tuple[Any, str]:
+        apis = {"Job": (client.BatchV1Api, "job"), "ServiceAccount": (client.CoreV1Api,
+                "service_account"), "Role": (client.RbacAuthorizationV1Api, "role"),
+                "RoleBinding": (client.RbacAuthorizationV1Api, "role_binding")}
+        api, noun = apis[kind]
+        return api(self.api), noun
+
+    def create_namespaced(self, kind: str, namespace: str, body: dict[str, Any]) -> bool:
+        """Create a Job, ServiceAccount, Role or RoleBinding; False when it already exists."""
+        api, noun = self._typed(kind)
+        create = getattr(api, f"create_namespaced_{noun}")
+        try:
+            self._call(f"create {kind}", lambda: create(namespace, body))
+            return True
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+
+    def patch_namespaced(self, kind: str, namespace: str, name: str,
+                         patch: dict[str, Any]) -> None:
+        api, noun = self._typed(kind)
+        patch_fn = getattr(api, f"patch_namespaced_{noun}")
+        self._call(f"patch {kind}", lambda: patch_fn(name, namespace, patch))
+
+    def read_namespaced(self, kind: str, namespace: str, name: str) -> Any | None:
+        api, noun = self._typed(kind)
+        read = getattr(api, f"read_namespaced_{noun}")
+        try:
+            return self._call(f"read {kind}", lambda: read(name, namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     # -- events -------------------------------------------------------------------------------
     def event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         meta = obj.get("metadata", {})

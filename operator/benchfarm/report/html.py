@@ -1,4 +1,5 @@
-"""A self-contained HTML report with plots: boot phases, cyclictest histogram, lat_mem_rd curve.
+"""A self-contained HTML report with plots: boot phases, cyclictest histogram, lat_mem_rd curve;
+its tables in the guides' shapes (report.shapes), like the Markdown and RST reports.
 
 Rendered with jinja2; plots drawn with matplotlib (Agg, no display) and embedded as PNG data, so
 the one file uploaded next to the run is all a reader needs.
@@ -10,12 +11,12 @@ import base64
 import io
 import os
 import re
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from typing import Any
 
 import jinja2
 
-from .tables import rail_tables
+from .shapes import shape
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -87,10 +88,9 @@ def lat_mem_rd_plot(doc: dict[str, Any]) -> str | None:
 
 def html(doc: dict[str, Any]) -> str:
     run = doc.get("run", {})
-    steps: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
-    for s in doc.get("series", []):
-        if not s["name"].startswith(("cyclictest-hist-", "rail-")):
-            steps.setdefault(s["step"], []).append(s)
+    shaped = shape(doc)
+    steps = {step: [s for s in series if not s["name"].startswith("cyclictest-hist-")]
+             for step, series in shaped.rest.items()}   # the histogram is plotted instead
     plots = [(title, png) for title, png in (
         ("Boot timeline", boot_plot(doc)), ("cyclictest latency histogram", cyclictest_plot(doc)),
         ("lat_mem_rd: latency against size", lat_mem_rd_plot(doc))) if png]
@@ -101,7 +101,7 @@ def html(doc: dict[str, Any]) -> str:
     env = jinja2.Environment(loader=jinja2.PackageLoader("benchfarm.report", "templates"),
                              autoescape=True)
     return env.get_template("report.html.j2").render(
-        run=run, facts=facts, boot=doc.get("bootSummary") or {}, plots=plots, steps=steps,
-        rails=rail_tables(doc), evidence=doc.get("evidence") or {},
+        run=run, facts=facts, boot=shaped.boot, plots=plots, steps=steps, tables=shaped.tables,
+        evidence=doc.get("evidence") or {},
         comparison=doc.get("comparison"),
         failures=[r for r in doc.get("records", []) if r.get("error")])

@@ -1,78 +1,15 @@
 """Tables in the layout of the vendors' performance guides: Markdown, and RST csv-tables.
 
-A metrics document (see core.results.metrics_document) in, text out. The RST follows TI's guides:
-one `.. csv-table::` per suite with `:header: "Benchmarks","<board>: perf"`.
+A metrics document (see core.results.metrics_document) in, text out. The guides' own shapes
+(report.shapes) come first in each step, the rest of a step in TI's generic layout: one
+`.. csv-table::` with `:header: "Benchmarks","<board>: perf"`.
 """
 
 from __future__ import annotations
 
-import re
-from collections import OrderedDict
 from typing import Any
 
-
-def _by_step(doc: dict[str, Any]) -> OrderedDict[str, list[dict[str, Any]]]:
-    steps: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
-    for s in doc.get("series", []):
-        steps.setdefault(s["step"], []).append(s)
-    return steps
-
-
-def rail_tables(doc: dict[str, Any]) -> list[tuple[str, str, list[tuple[str, str, str]], str]]:
-    """(step, mode, [(rail, volts, mW display)], total display) for each low-power measurement."""
-    by_name = {(s["step"], s["name"]): s for s in doc.get("series", [])}
-    out = []
-    for (step, name), total in by_name.items():
-        if not name.startswith("rail-total-"):
-            continue
-        mode = name[len("rail-total-"):]
-        rows = []
-        for (st, n), s in by_name.items():
-            m = re.match(rf"^rail-(.+)-{re.escape(mode)}$", n)
-            if st == step and m and m.group(1) != "total":
-                volts = by_name.get((step, f"{n}-voltage"))
-                v = f"{sum(volts['values']) / len(volts['values']):.2f}" if volts else ""
-                rows.append((m.group(1), v, s["display"]))
-        out.append((step, mode, rows, total["display"]))
-    return out
-
-
-_OPENSSL_SIZED = re.compile(r"^openssl-(.+)-(\d+)B$")
-_PER_CORE = re.compile(r"^cyclictest-t(\d+)-(min|avg|max)$")
-_LATENCY_ROWS = (("min", "Minimum (usec)"), ("avg", "Average (usec)"), ("max", "Maximum (usec)"))
-
-
-def _mean(s: dict[str, Any]) -> float:
-    return sum(s["values"]) / len(s["values"])
-
-
-def guide_shapes(series: list[dict[str, Any]], board: str
-                 ) -> tuple[list[dict[str, Any]], list[tuple[str, list[str], list[list[str]]]]]:
-    """The guides' own table shapes for what has one: OpenSSL by algorithm and buffer size, and
-    cyclictest per core (comma-joined per-thread figures, as the RT guides print them). Returns
-    the series left for the generic table and [(title, header, rows)]."""
-    rest, openssl, cores = [], [], {}
-    for s in series:
-        if (m := _OPENSSL_SIZED.match(s["name"])) and s["unit"] == "KB/s":
-            openssl.append([m.group(1), m.group(2), s["display"]])
-        elif m := _PER_CORE.match(s["name"]):
-            cores.setdefault(m.group(2), {})[int(m.group(1))] = s
-        else:
-            rest.append(s)
-    tables = []
-    if openssl:
-        openssl.sort(key=lambda r: (r[0], int(r[1])))
-        tables.append(("OpenSSL Performance", ["Algorithm", "Buffer Size (in bytes)",
-                                               f"{board}: throughput (KBytes/Sec)"], openssl))
-    if cores:
-        rows = [[label, ",".join(f"{_mean(cores[k][t]):.0f}" for t in sorted(cores[k]))]
-                for k, label in _LATENCY_ROWS if k in cores]
-        tables.append(("Latencies", ["Latencies", f"{board}:per-core"], rows))
-    return rest, tables
-
-
-def _is_rail_series(name: str) -> bool:
-    return name.startswith("rail-")
+from .shapes import Table, shape
 
 
 def _failures(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -89,29 +26,15 @@ def markdown(doc: dict[str, Any]) -> str:
              ("Result", run.get("result"))]
     lines += [f"- **{k}**: {v}" for k, v in facts if v not in (None, "")]
     lines.append("")
-    boot = doc.get("bootSummary", {})
-    if boot:
-        lines += ["## Boot time", "", f"| Phase | {board}: seconds |", "|---|---|"]
-        lines += [f"| {phase} | {s['display']} |" for phase, s in boot.items()]
-        lines.append("")
+    shaped = shape(doc)
+    if shaped.boot:
+        lines += ["## Boot time", ""] + _md_table(shaped.boot)
         lines += _clocks(doc.get("kernelClocks") or [])
-    for step, series in _by_step(doc).items():
-        series, shaped = guide_shapes([s for s in series if not _is_rail_series(s["name"])], board)
-        for title, header, rows in shaped:
-            lines += [f"## {step}: {title}", "", "| " + " | ".join(header) + " |",
-                      "|" + "---|" * len(header)]
-            lines += ["| " + " | ".join(r) + " |" for r in rows]
-            lines.append("")
-        if not series:
-            continue
-        lines += [f"## {step}", "", f"| Benchmarks | {board}: perf |", "|---|---|"]
-        lines += [f"| {s['name']} ({s['unit']}) | {s['display']} |" for s in series]
-        lines.append("")
-    for step, mode, rows, total in rail_tables(doc):
-        lines += [f"## {step}: {mode} power", "", "| Rail name | Rail voltage(V) | Power (mW) |",
-                  "|---|---|---|"]
-        lines += [f"| {rail} | {v} | {mw} |" for rail, v, mw in rows]
-        lines += [f"| Total |  | {total} |", ""]
+    for step, series in shaped.rest.items():
+        for table in (t for t in shaped.tables if t.section == step):
+            lines += [f"## {step}: {table.title}", ""] + _md_table(table)
+        if series:
+            lines += [f"## {step}", ""] + _md_table(_generic(step, series, board))
     lines += _repetition(doc.get("repeat"))
     failures = _failures(doc)
     if failures:
@@ -163,36 +86,34 @@ def _repetition(rep: dict[str, Any] | None) -> list[str]:
 
 def rst(doc: dict[str, Any]) -> str:
     board = doc.get("run", {}).get("board", "board")
+    shaped = shape(doc)
     out: list[str] = []
-    boot = doc.get("bootSummary", {})
-    sections: list[tuple[str, list[tuple[str, str]]]] = []
-    if boot:
-        sections.append(("Boot time", [(f"{p} (s)", s["display"]) for p, s in boot.items()]))
-    shaped_tables: list[tuple[str, str, list[str], list[list[str]]]] = []
-    for step, series in _by_step(doc).items():
-        series, shaped = guide_shapes([s for s in series if not _is_rail_series(s["name"])], board)
-        shaped_tables += [(step, title, header, rows) for title, header, rows in shaped]
-        rows = [(f"{s['name']} ({s['unit']})", s["display"]) for s in series]
-        if rows:
-            sections.append((step, rows))
-    for title, rows in sections:
-        out += [title, "^" * len(title), "", ".. csv-table::",
-                f'   :header: "Benchmarks","{board}: perf"', "   :widths: 10, 10", ""]
-        out += [f'   "{name}","{value}"' for name, value in rows]
-        out.append("")
-    for step, title, header, rows in shaped_tables:   # titled as the guides title them
-        section = f"{step}: {title}"
-        out += [section, "^" * len(section), "", f".. csv-table:: {title}",
-                "   :header: " + ",".join(f'"{h}"' for h in header), ""]
-        out += ["   " + ",".join(f'"{c}"' for c in r) for r in rows]
-        out.append("")
-    for step, mode, rails, total in rail_tables(doc):
-        title = f"{mode} Power Performance"
-        out += [f".. csv-table:: {title}", '     :header: "Rail name","Rail voltage(V)","Power (mW)"',
-                ""]
-        out += [f'     "{rail}", "{v}", "{mw}"' for rail, v, mw in rails]
-        out += [f'     "Total"," ","{total}"', ""]
+    if shaped.boot:
+        out += _rst_table("Boot time", shaped.boot)
+    for step, series in shaped.rest.items():
+        for table in (t for t in shaped.tables if t.section == step):
+            out += _rst_table(f"{step}: {table.title}", table)
+        if series:      # untitled: the section names it, as the guides' generic tables
+            out += _rst_table(step, _generic(step, series, board), titled=False)
     return "\n".join(out)
+
+
+def _generic(step: str, series: list[dict[str, Any]], board: str) -> Table:
+    return Table(step, "", ["Benchmarks", f"{board}: perf"],
+                 [[f"{s['name']} ({s['unit']})", s["display"]] for s in series])
+
+
+def _md_table(table: Table) -> list[str]:
+    return (["| " + " | ".join(table.header) + " |", "|" + "---|" * len(table.header)]
+            + ["| " + " | ".join(r) + " |" for r in table.rows] + [""])
+
+
+def _rst_table(section: str, table: Table, titled: bool = True) -> list[str]:
+    def line(cells: list[str]) -> str:
+        return ",".join(f'"{c}"' for c in cells)
+    directive = f".. csv-table:: {table.title}" if titled else ".. csv-table::"
+    return ([section, "^" * len(section), "", directive, f"   :header: {line(table.header)}", ""]
+            + [f"   {line(r)}" for r in table.rows] + [""])
 
 
 def _guide_value(mean: float, lo: float, hi: float) -> str:

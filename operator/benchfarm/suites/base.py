@@ -56,6 +56,20 @@ class Metric:
         return d
 
 
+_TABLE = re.compile(r"^[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?$")
+
+
+def table_problem(params: dict[str, str]) -> str | None:
+    """parameters.table names the guide table a step's figures go to: its title slugged (lower
+    case, digits, `_ . -`, as core.guide_cells slugs a title), so the name import-guide gives a
+    cell of that table, or of the report's, is the step's. None when absent or fine."""
+    table = params.get("table")
+    if table is None or (_TABLE.match(table) and "--" not in table):
+        return None
+    return (f"table {table!r} is not a guide table's slugged title (lower-case letters, digits, "
+            "'_', '.' and single '-', e.g. emmc-ext4)")
+
+
 def metric_key(name: str, unit: str) -> str:
     return f"{name} ({normalize_unit(unit)})"
 

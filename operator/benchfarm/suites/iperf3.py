@@ -1,5 +1,7 @@
 """iperf3: sent and received throughput (Mbit/s), retransmits for TCP; for UDP the receiver's
-jitter (ms) and lost/total datagrams.
+jitter (ms) and lost/total datagrams; from -J, the CPU load of both ends (%) as netperf names
+it: `iperf3-local-cpu-util` (this host, the guides' "CPU Load % (LOCAL_CPU_UTIL)") and
+`iperf3-remote-cpu-util`.
 
 Reads the -J JSON and the text output (its final 'sender' / 'receiver' lines; with -P N the [SUM]
 lines, which come last). The UDP figures are the receiver's: JSON end.sum, the text receiver line.
@@ -70,6 +72,10 @@ def _from_json(text: str) -> list[Metric]:
             out.append(Metric("iperf3-udp", round(udp["bits_per_second"] / 1e6, 2), "Mbit/s"))
         if "jitter_ms" in udp:
             out += _udp(float(udp["jitter_ms"]), int(udp["lost_packets"]), int(udp["packets"]))
+        cpu = end.get("cpu_utilization_percent", {})
+        for side, key in (("local", "host_total"), ("remote", "remote_total")):
+            if key in cpu:
+                out.append(Metric(f"iperf3-{side}-cpu-util", round(cpu[key], 2), "%", False))
     except KeyError as exc:
         raise ParseError(SUITE, f"JSON end section lacks {exc}") from exc
     except (TypeError, ValueError, AttributeError) as exc:

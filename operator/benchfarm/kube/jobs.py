@@ -1,0 +1,193 @@
+"""Board sessions as Kubernetes Jobs: the launcher of a cluster install (BENCHFARM_LAUNCHER=job).
+
+One Job per session attempt and per resume, from the operator's own image, running `benchfarm
+session run NS/NAME`. `backoffLimit: 0`: the Job controller never retries, the operator decides
+about resuming from the run's checkpoints (`kube.sessions`); `activeDeadlineSeconds` is what is
+left of the run's timeout plus a grace period for uploading and releasing.
+
+The Job lives in the operator's namespace, beside what the chart gives it (the MinIO Secret, the
+device types, the session pod template rendered by Helm), because a pod can read a Secret only of
+its own namespace and the run's namespace belongs to its users. What a session may do is granted
+in the run's namespace, per run: a ServiceAccount of its own (owned by its Jobs, so it goes with
+them) bound by a Role that names its run, its baseline and its Lease, and nothing else. The Role
+and RoleBinding are owned by the run: deleting the run deletes them.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..api.models import GROUP, VERSION
+from ..kubeapi.leases import session_lease_name
+from .launchers import Launch
+
+log = logging.getLogger(__name__)
+
+SESSION_LABEL = "benchfarm.io/session"
+GRACE_S = 120          # past the run's own timeout: the runner's upload, power-off and release
+TTL_S = 86400          # finished Jobs (and their logs) stay a day
+
+
+def job_name(req: Launch) -> str:
+    """`<run>-<uid>-a<attempt>r<resume>`: readable in `kubectl get jobs`, unique per launch, and
+    short enough for the pod names the Job controller derives from it."""
+    stem = re.sub(r"[^a-z0-9-]", "-", req.name.lower())[:36].strip("-") or "run"
+    return f"{stem}-{req.uid[:8]}-a{req.attempt}r{req.resume}"
+
+
+def account_name(uid: str) -> str:
+    return f"benchfarm-session-{uid}"
+
+
+def _labels(req: Launch) -> dict[str, str]:
+    def value(text: str) -> str:   # a label value: <= 63 characters, alphanumeric at both ends
+        return re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:63].strip("-_.")
+    return {"app.kubernetes.io/name": "benchfarm-session",
+            "app.kubernetes.io/managed-by": "benchfarm", SESSION_LABEL: "true",
+            "benchfarm.io/run-namespace": value(req.namespace),
+            "benchfarm.io/run-name": value(req.name), "benchfarm.io/run-uid": req.uid,
+            "benchfarm.io/attempt": str(req.attempt), "benchfarm.io/resume": str(req.resume)}
+
+
+def run_owner(req: Launch) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "BenchmarkRun", "name": req.name,
+            "uid": req.uid}
+
+
+def session_role(req: Launch) -> dict[str, Any]:
+    """In the run's namespace, owned by the run: read its run (and its baseline), patch its status,
+    hold its Lease, post events. Nothing of other runs."""
+    lease = session_lease_name(req.name)
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": account_name(req.uid), "namespace": req.namespace,
+                         "labels": _labels(req), "ownerReferences": [run_owner(req)]},
+            "rules": [
+                {"apiGroups": [GROUP], "resources": ["benchmarkruns"],
+                 "resourceNames": [req.name, *req.reads], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [GROUP], "resources": ["benchmarkruns/status"],
+                 "resourceNames": [req.name], "verbs": ["get", "patch"]},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                 "resourceNames": [lease], "verbs": ["get", "update", "delete"]},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                 "verbs": ["create"]},       # create cannot be limited to a name
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]}
+
+
+def session_binding(req: Launch, account_namespace: str) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": account_name(req.uid), "namespace": req.namespace,
+                         "labels": _labels(req), "ownerReferences": [run_owner(req)]},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                        "name": account_name(req.uid)},
+            "subjects": [{"kind": "ServiceAccount", "name": account_name(req.uid),
+                          "namespace": account_namespace}]}
+
+
+def _restricted(pod: dict[str, Any]) -> None:
+    """The `restricted` pod security standard, whatever the template left out."""
+    sc = pod.setdefault("securityContext", {})
+    sc.setdefault("runAsNonRoot", True)
+    sc.setdefault("seccompProfile", {"type": "RuntimeDefault"})
+    for container in pod["containers"]:
+        csc = container.setdefault("securityContext", {})
+        csc["allowPrivilegeEscalation"] = False
+        csc.setdefault("capabilities", {})["drop"] = ["ALL"]
+        csc.setdefault("readOnlyRootFilesystem", True)
+
+
+def job_manifest(req: Launch, template: dict[str, Any], namespace: str,
+                 ttl_s: int = TTL_S) -> dict[str, Any]:
+    """The Job of one launch. `template` is a pod template (`metadata`, `spec`) whose first
+    container runs the operator's image; the session's command, identity and deadline are set
+    here."""
+    pod = copy.deepcopy(template)
+    spec = pod.setdefault("spec", {})
+    labels = _labels(req)
+    pod.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+    spec["restartPolicy"] = "Never"
+    spec["serviceAccountName"] = account_name(req.uid)
+    spec["automountServiceAccountToken"] = True
+    container = spec["containers"][0]
+    container["command"] = ["benchfarm", "session", "run", f"{req.namespace}/{req.name}"]
+    container.pop("args", None)
+    env = [e for e in container.get("env") or [] if e.get("name") != "BENCHFARM_RUN_UID"]
+    container["env"] = [*env, {"name": "BENCHFARM_RUN_UID", "value": req.uid}]
+    _restricted(spec)
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": job_name(req), "namespace": namespace, "labels": labels,
+                         "annotations": {"benchfarm.io/run": f"{req.namespace}/{req.name}"}},
+            "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": ttl_s,
+                     "activeDeadlineSeconds": int(math.ceil(req.deadline_s)) + GRACE_S,
+                     "template": pod}}
+
+
+class JobLauncher:
+    """Starts each session as a Job; nothing to reap (finished Jobs expire by their TTL)."""
+
+    def __init__(self, kube: Any, namespace: str, template: dict[str, Any],
+                 ttl_s: int = TTL_S) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.template = template
+        self.ttl_s = ttl_s
+
+    @classmethod
+    def from_env(cls, kube: Any) -> JobLauncher:
+        path = Path(os.environ.get("BENCHFARM_SESSION_TEMPLATE",
+                                   "/etc/benchfarm/session/pod.yaml"))
+        try:
+            template = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise SystemExit(f"BENCHFARM_LAUNCHER=job needs the session pod template "
+                             f"(BENCHFARM_SESSION_TEMPLATE={path}): {exc}") from exc
+        if not isinstance(template, dict) or not (template.get("spec") or {}).get("containers"):
+            raise SystemExit(f"{path}: a pod template with spec.containers is needed")
+        if kube is None:
+            from ..kubeapi.client import Kube
+            kube = Kube()
+        return cls(kube, os.environ.get("BENCHFARM_NAMESPACE", "default"), template,
+                   int(os.environ.get("BENCHFARM_SESSION_JOB_TTL", str(TTL_S))))
+
+    def launch(self, req: Launch) -> str:
+        account = account_name(req.uid)
+        self.kube.create_namespaced("ServiceAccount", self.namespace, {
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": account, "namespace": self.namespace, "labels": _labels(req)}})
+        self.kube.create_namespaced("Role", req.namespace, session_role(req))
+        self.kube.create_namespaced("RoleBinding", req.namespace,
+                                    session_binding(req, self.namespace))
+        manifest = job_manifest(req, self.template, self.namespace, self.ttl_s)
+        name = manifest["metadata"]["name"]
+        self.kube.create_namespaced("Job", self.namespace, manifest)
+        self._owned_by_job(account, name)
+        log.info("launched the session of %s/%s (attempt %d, run %d): job %s/%s",
+                 req.namespace, req.name, req.attempt, req.resume, self.namespace, name)
+        return f"job {self.namespace}/{name}"
+
+    def _owned_by_job(self, account: str, job: str) -> None:
+        """The ServiceAccount goes when the last of the run's Jobs has gone (TTL or delete)."""
+        created = self.kube.read_namespaced("Job", self.namespace, job)
+        sa = self.kube.read_namespaced("ServiceAccount", self.namespace, account)
+        if created is None or sa is None:
+            return
+        owners = [o.to_dict() if hasattr(o, "to_dict") else o
+                  for o in (sa.metadata.owner_references or [])]
+        owners = [{"apiVersion": o.get("api_version") or o.get("apiVersion"),
+                   "kind": o["kind"], "name": o["name"], "uid": o["uid"]} for o in owners]
+        if any(o["uid"] == created.metadata.uid for o in owners):
+            return
+        owners.append({"apiVersion": "batch/v1", "kind": "Job", "name": job,
+                       "uid": created.metadata.uid})
+        self.kube.patch_namespaced("ServiceAccount", self.namespace, account,
+                                   {"metadata": {"ownerReferences": owners}})
+
+    def reap(self) -> None:
+        return None

@@ -1,0 +1,160 @@
+"""Helpers of the chart's stack tests: helm and kubectl against the lab, lab values for an install,
+and what the kubelet would hand a pod's first container (its command, env with Secrets and
+ConfigMaps resolved, volumes as local directories), so an installed chart's pods can be played by
+local processes under their own ServiceAccounts where no kubelet runs."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import benchfarm_devlab as devlab
+
+CHART = devlab.REPO / "helm" / "benchfarm"
+HELM = devlab.CACHE / "bin" / f"helm-{devlab.HELM_VERSION}" / "helm"
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    home = str(devlab.STATE / "helm")
+    env = {**os.environ, **devlab.lab_env(), "HELM_CACHE_HOME": home, "HELM_CONFIG_HOME": home,
+           "HELM_DATA_HOME": home}
+    res = subprocess.run([str(HELM), *args], env=env, capture_output=True, text=True)
+    if check and res.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{res.stdout}\n{res.stderr}")
+    return res
+
+
+def kubectl(*args: str, input: str | None = None,
+            check: bool = True) -> subprocess.CompletedProcess:
+    exe = devlab.CACHE / "bin" / f"kubernetes-{devlab.K8S_VERSION}" / "kubectl"
+    res = subprocess.run([str(exe), *args], input=input, env={**os.environ, **devlab.lab_env()},
+                         capture_output=True, text=True)
+    if check and res.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed:\n{res.stdout}\n{res.stderr}")
+    return res
+
+
+def lab_values(tmp_path: Path, **extra: Any) -> Path:
+    env = devlab.lab_env()
+    values = {
+        "labgrid": {"coordinator": env["LG_COORDINATOR"]},
+        "minio": {"endpoint": env["BENCHFARM_S3_ENDPOINT"], "bucket": env["BENCHFARM_S3_BUCKET"],
+                  "existingSecret": "benchfarm-minio"},
+        "probes": {"port": devlab.PORTS.chart_probes},
+        "metrics": {"port": devlab.PORTS.chart_metrics},
+        "labPolicy": {"create": False},
+        "sessions": {"launcher": "process"},
+        **extra,
+    }
+    path = tmp_path / "lab-values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def minio_secret(namespace: str) -> None:
+    env = devlab.lab_env()
+    kubectl("create", "secret", "generic", "benchfarm-minio", "-n", namespace,
+            f"--from-literal=accessKey={env['BENCHFARM_S3_ACCESS_KEY']}",
+            f"--from-literal=secretKey={env['BENCHFARM_S3_SECRET_KEY']}", check=False)
+
+
+def pod_command_env(spec: dict[str, Any], namespace: str, pod_name: str,
+                    workdir: Path) -> tuple[list[str], dict[str, str]]:
+    """What the kubelet would give the pod's first container: its command and its env, with
+    Secrets, ConfigMaps and field references resolved and mount paths mapped to local dirs."""
+    container = spec["containers"][0]
+    mounts: dict[str, Path] = {}
+    for vol in spec.get("volumes") or []:
+        mount = next(m for m in container["volumeMounts"] if m["name"] == vol["name"])
+        local = workdir / pod_name / vol["name"]
+        local.mkdir(parents=True, exist_ok=True)
+        if "configMap" in vol:
+            cm = yaml.safe_load(kubectl("get", "configmap", "-n", namespace,
+                                        vol["configMap"]["name"], "-o", "yaml").stdout)
+            for key, text in cm["data"].items():
+                (local / key).write_text(text)
+        mounts[mount["mountPath"]] = local
+    env: dict[str, str] = {}
+    for e in container["env"]:
+        if "value" in e:
+            value = e["value"]
+            for mount_path, local in sorted(mounts.items(), key=lambda m: -len(m[0])):
+                if value == mount_path or value.startswith(mount_path.rstrip("/") + "/"):
+                    value = str(local) + value[len(mount_path):]
+                    break
+            env[e["name"]] = value
+        elif "fieldRef" in e["valueFrom"]:
+            field = e["valueFrom"]["fieldRef"]["fieldPath"]
+            env[e["name"]] = {"metadata.namespace": namespace, "metadata.name": pod_name}[field]
+        else:
+            ref = e["valueFrom"]["secretKeyRef"]
+            secret = yaml.safe_load(kubectl("get", "secret", "-n", namespace, ref["name"], "-o",
+                                            "yaml").stdout)
+            env[e["name"]] = base64.b64decode(secret["data"][ref["key"]]).decode()
+    return container["command"], env
+
+
+def service_account_kubeconfig(kube: Any, namespace: str, sa: str, path: Path) -> None:
+    from kubernetes import client
+    token = client.CoreV1Api(kube).create_namespaced_service_account_token(
+        sa, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+    devlab.write_kubeconfig(path, token, f"system:serviceaccount:{namespace}:{sa}")
+
+
+def local_process(command: list[str], env: dict[str, str], kubeconfig: Path,
+                  log: Path) -> subprocess.Popen:
+    """A pod's container as a local process of the test's venv, with only its own env."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [str(devlab.VENV_BIN / command[0]), *command[1:]], stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True,
+            env={"PATH": f"{devlab.VENV_BIN}:/usr/bin:/bin", "KUBECONFIG": str(kubeconfig),
+                 **env})
+
+
+def alive(url: str) -> bool:
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status == 200
+    except Exception:
+        return False
+
+
+@dataclass
+class ChartOperator:
+    process: subprocess.Popen
+    env: dict[str, str]
+    account: str
+    log: Path
+
+
+def start_chart_operator(kube: Any, namespace: str, release: str, workdir: Path) -> ChartOperator:
+    """The installed Deployment's operator as a local process, with its command and env, under a
+    token of the chart's ServiceAccount; the lab's own operator is stopped (one per lab)."""
+    from tests.stack.conftest import wait_for
+    dep = yaml.safe_load(kubectl("get", "deployment", "-n", namespace, f"{release}-benchfarm",
+                                 "-o", "yaml").stdout)
+    spec = dep["spec"]["template"]["spec"]
+    command, env = pod_command_env(spec, namespace, f"{release}-operator-0", workdir)
+    kubeconfig = workdir / f"{release}-operator.kubeconfig"
+    service_account_kubeconfig(kube, namespace, spec["serviceAccountName"], kubeconfig)
+    devlab.stop_process("benchfarm-operator")
+    log = workdir / f"{release}-operator.log"
+    operator = ChartOperator(local_process(command, env, kubeconfig, log), env,
+                             spec["serviceAccountName"], log)
+    wait_for("the chart's operator", lambda: alive(env["BENCHFARM_LIVENESS"].replace(
+        "0.0.0.0", "127.0.0.1")), timeout=90)
+    return operator
+
+
+def stop(process: subprocess.Popen | None) -> None:
+    if process is not None and process.poll() is None:
+        os.killpg(process.pid, 15)
+        process.wait(timeout=30)

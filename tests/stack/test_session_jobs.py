@@ -1,0 +1,127 @@
+"""Board sessions as Kubernetes Jobs (issue 10, item 4) on the real API server and controllers.
+
+The chart is installed with `sessions.launcher: job` into a namespace under the `restricted` pod
+security standard, and its operator runs with exactly the installed Deployment's command, env and
+ServiceAccount. A run makes it create, through its own RBAC: a Job that never retries, ends with
+the run's timeout and whose pod the Job controller creates past restricted admission; a
+ServiceAccount for that run owned by the Job; a Role and RoleBinding in the run's namespace owned
+by the run. The light lab has no kubelet, so the test plays the node: it runs the Job's container
+locally under a token of the session's own ServiceAccount; the run Succeeds, which proves that
+account may do all a session needs, and `kubectl auth can-i` shows it may do nothing else.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+
+import benchfarm_devlab as devlab
+from tests.stack.chart import (CHART, helm, kubectl, lab_values, local_process, minio_secret,
+                               pod_command_env, service_account_kubeconfig, start_chart_operator,
+                               stop)
+from tests.stack.conftest import apply, wait_for
+
+pytestmark = pytest.mark.stack
+NS = "benchfarm-jobs"
+RELEASE = "bfj"
+
+
+@pytest.fixture(scope="module")
+def jobs_namespace(lab):
+    kubectl("apply", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/enforce-version": "latest"}}}))
+    minio_secret(NS)
+    return NS
+
+
+def _can(verb: str, what: str, namespace: str, account: str, *extra: str) -> bool:
+    res = kubectl("auth", "can-i", verb, what, "-n", namespace, f"--as={account}", *extra,
+                  check=False)
+    return res.stdout.strip() == "yes"
+
+
+def test_a_session_runs_as_a_job_under_an_account_of_its_own(jobs_namespace, kube, tmp_path):
+    from kubernetes import client
+    batch, core = client.BatchV1Api(kube), client.CoreV1Api(kube)
+    rbac, custom = client.RbacAuthorizationV1Api(kube), client.CustomObjectsApi(kube)
+    helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
+    helm("install", RELEASE, str(CHART), "-n", NS, "--wait=false", "-f",
+         str(lab_values(tmp_path, sessions={"launcher": "job", "jobTTLSeconds": 600},
+                        testPlans={"install": False})))
+    operator = session = None
+    try:
+        operator = start_chart_operator(kube, NS, RELEASE, tmp_path)
+        assert operator.env["BENCHFARM_LAUNCHER"] == "job"
+
+        name = f"job-demo-{int(time.time())}"
+        apply(yaml.safe_dump({"apiVersion": "benchfarm.io/v1alpha1", "kind": "BenchmarkRun",
+                              "metadata": {"name": name, "namespace": "default"},
+                              "spec": {"selector": {"deviceType": "qemu-x86"}, "plan": "demo",
+                                       "bootCycles": 1, "timeoutSeconds": 900}}))
+        run = custom.get_namespaced_custom_object("benchfarm.io", "v1alpha1", "default",
+                                                  "benchmarkruns", name)
+        uid = run["metadata"]["uid"]
+        jobs = wait_for("the session's Job", lambda: batch.list_namespaced_job(
+            NS, label_selector=f"benchfarm.io/run-uid={uid}").items, timeout=60)
+        job = jobs[0]
+        assert len(jobs) == 1 and job.metadata.name.startswith(f"{name}-{uid[:8]}-a1r0")
+        assert job.spec.backoff_limit == 0
+        assert 900 <= job.spec.active_deadline_seconds <= 900 + 120
+        assert job.spec.ttl_seconds_after_finished == 600
+
+        account = f"benchfarm-session-{uid}"
+        pods = wait_for("the Job's pod, past restricted admission", lambda: core.list_namespaced_pod(
+            NS, label_selector=f"job-name={job.metadata.name}").items, timeout=60)
+        pod_spec = pods[0].spec
+        assert pod_spec.service_account_name == account
+        assert pod_spec.containers[0].command == ["benchfarm", "session", "run", f"default/{name}"]
+        owners = core.read_namespaced_service_account(account, NS).metadata.owner_references
+        assert [(o.kind, o.uid) for o in owners] == [("Job", job.metadata.uid)]
+        role = rbac.read_namespaced_role(account, "default")
+        assert [(o.kind, o.uid) for o in role.metadata.owner_references] == [("BenchmarkRun", uid)]
+
+        who = f"system:serviceaccount:{NS}:{account}"
+        assert _can("get", f"benchmarkruns/{name}", "default", who)
+        assert _can("patch", f"benchmarkruns/{name}", "default", who, "--subresource=status")
+        assert not _can("get", "benchmarkruns/someone-elses-run", "default", who)
+        assert not _can("patch", "benchmarkruns/someone-elses-run", "default", who,
+                        "--subresource=status")
+        assert not _can("list", "benchmarkruns", "default", who)
+        assert not _can("get", "secrets", NS, who) and not _can("create", "jobs", NS, who)
+
+        # play the node: the Job's container, locally, under a token of the session's account
+        pod = kube.sanitize_for_serialization(job.spec.template.spec)
+        pcommand, penv = pod_command_env(pod, NS, "session-0", tmp_path)
+        service_account_kubeconfig(kube, NS, account, tmp_path / "session.kubeconfig")
+        session = local_process(pcommand, penv, tmp_path / "session.kubeconfig",
+                                tmp_path / "session.log")
+
+        def finished():
+            st = custom.get_namespaced_custom_object("benchfarm.io", "v1alpha1", "default",
+                                                     "benchmarkruns", name).get("status", {})
+            return st if st.get("phase") in ("Succeeded", "Failed") else None
+        st = wait_for("the run, its session a Job's container", finished, timeout=300, every=1)
+        assert st["phase"] == "Succeeded", st
+        assert session.wait(timeout=60) == 0
+        for log in (operator.log, tmp_path / "session.log"):
+            text = log.read_text()
+            assert "Forbidden" not in text and " 403" not in text, f"{log}:\n{text[-3000:]}"
+
+        kubectl("delete", "benchmarkrun", name, "-n", "default", "--wait=true")
+        wait_for("the session's Role to go with its run",
+                 lambda: not rbac.list_namespaced_role(
+                     "default", label_selector=f"benchfarm.io/run-uid={uid}").items, timeout=60)
+        batch.delete_namespaced_job(job.metadata.name, NS, propagation_policy="Background")
+        wait_for("the session's ServiceAccount to go with its Jobs",
+                 lambda: not core.list_namespaced_service_account(
+                     NS, label_selector=f"benchfarm.io/run-uid={uid}").items, timeout=60)
+    finally:
+        stop(session)
+        stop(operator and operator.process)
+        helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
+        devlab.start_operator()
+
