@@ -11,11 +11,14 @@ APT_PACKAGES := qemu-system-x86 qemu-system-arm qemu-utils ipxe-qemu seabios bus
 # The operator image without a daemon (make image): a Debian base, buildah, and umoci + runc to run it
 # read-only in its test. Kept out of APT_PACKAGES: lab-up does not need them.
 IMAGE_APT_PACKAGES := mmdebstrap buildah umoci runc
+# The one-node cluster (make cluster-up and its stack test) only, likewise.
+CLUSTER_APT_PACKAGES := containerd runc containernetworking-plugins umoci iptables
 
 APT_STAMP := $(BENCHFARM_CACHE)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 IMAGE_APT_STAMP := $(BENCHFARM_CACHE)/.apt-image-$(shell echo $(IMAGE_APT_PACKAGES) | md5sum | cut -c1-8)
+CLUSTER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-cluster-$(shell echo $(CLUSTER_APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps image-deps venv binaries lab-up lab-down lab-status operator image demo test unit chaos crds bench bench-boot clean
+.PHONY: all deps image-deps cluster-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo test unit chaos crds bench bench-boot clean
 
 all: test
 
@@ -23,9 +26,12 @@ deps: $(APT_STAMP)
 
 image-deps: $(IMAGE_APT_STAMP)
 
+cluster-deps: $(CLUSTER_APT_STAMP)
+
 $(APT_STAMP): PKGS := $(APT_PACKAGES)
 $(IMAGE_APT_STAMP): PKGS := $(IMAGE_APT_PACKAGES)
-$(APT_STAMP) $(IMAGE_APT_STAMP):
+$(CLUSTER_APT_STAMP): PKGS := $(CLUSTER_APT_PACKAGES)
+$(APT_STAMP) $(IMAGE_APT_STAMP) $(CLUSTER_APT_STAMP):
 	@echo "[setup] apt packages: $(PKGS)"
 	@missing=$$(for p in $(PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -46,11 +52,23 @@ $(STAMP): pyproject.toml devlab/pyproject.toml
 binaries: deps
 	@bash hack/build-binaries.sh etcd kubernetes minio helm
 
+# kubelet, kube-scheduler, kube-proxy: only for the one-node cluster (cluster-up, its stack test)
+node-binaries:
+	@bash hack/build-binaries.sh kubernetes_node
+
 lab-up: deps venv binaries
 	@$(VENV)/bin/benchfarm lab up
 
 lab-down:
 	@test -x $(VENV)/bin/benchfarm && $(VENV)/bin/benchfarm lab down || true
+
+# A one-node cluster next to the lab: containerd, kubelet, kube-scheduler, kube-proxy (the node's
+# binaries are built on first use); `make lab-down` removes it too.
+cluster-up: lab-up cluster-deps node-binaries
+	@$(VENV)/bin/benchfarm lab cluster-up
+
+cluster-down:
+	@test -x $(VENV)/bin/benchfarm && $(VENV)/bin/benchfarm lab cluster-down || true
 
 # benchfarm/operator:<version> from the Dockerfile with buildah, as an OCI archive under
 # $(BENCHFARM_CACHE)/images (cached by content; prints the digest). REBUILD=1: from nothing, and
@@ -70,7 +88,7 @@ demo: lab-up
 unit: venv
 	@$(VENV)/bin/pytest -q -m 'not stack'
 
-test: lab-up image-deps
+test: lab-up image-deps cluster-deps node-binaries
 	@$(VENV)/bin/lint-imports --config pyproject.toml
 	@$(VENV)/bin/pytest -q
 

@@ -58,17 +58,13 @@ GOMOD
   mv "$out.tmp" "$out"
 }
 
-build_kubernetes() {
-  local out="$CACHE/bin/kubernetes-$K8S_VERSION"
-  [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kubectl" ] && return 0
-  local mod="$CACHE/build/k8s-mod"
-  local staging="v0.${K8S_VERSION#v1.}"
-  rm -rf "$mod"; mkdir -p "$mod"
-  phase "kubernetes-$K8S_VERSION: resolving staging modules"
-  local gomod
+# go.mod of a temporary module that builds k8s.io/kubernetes commands at $K8S_VERSION: every
+# staging module (k8s.io/api, client-go, ...) replaced by its published v0.x.y.
+k8s_gomod() {
+  local mod="$1" name="$2" staging="v0.${K8S_VERSION#v1.}" gomod
   gomod=$(cd "$mod" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
   {
-    echo "module benchfarm.local/k8sbuild"
+    echo "module $name"
     echo "go 1.24"
     echo "require k8s.io/kubernetes $K8S_VERSION"
     echo "replace ("
@@ -76,12 +72,43 @@ build_kubernetes() {
       awk -v v="$staging" '{print "\t" $1 " => " $1 " " v}'
     echo ")"
   } >"$mod/go.mod"
-  printf 'package tools\nimport (\n_ "k8s.io/kubernetes/cmd/kube-apiserver"\n_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n_ "k8s.io/kubernetes/cmd/kubectl"\n)\n' >"$mod/tools.go"
+}
+
+# The version stamps (otherwise the binaries, and the Node, report v0.0.0-master+$Format:%H$).
+k8s_ldflags() {
   local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
-  local ld="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
-  ld="$ld -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  printf '%s' "-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+  printf '%s' " -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+}
+
+build_kubernetes() {
+  local out="$CACHE/bin/kubernetes-$K8S_VERSION"
+  [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kubectl" ] && return 0
+  local mod="$CACHE/build/k8s-mod"
+  rm -rf "$mod"; mkdir -p "$mod"
+  phase "kubernetes-$K8S_VERSION: resolving staging modules"
+  k8s_gomod "$mod" benchfarm.local/k8sbuild
+  printf 'package tools\nimport (\n_ "k8s.io/kubernetes/cmd/kube-apiserver"\n_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n_ "k8s.io/kubernetes/cmd/kubectl"\n)\n' >"$mod/tools.go"
+  local ld; ld=$(k8s_ldflags)
   mkdir -p "$out.tmp"
   with_progress "kubernetes-$K8S_VERSION" bash -c "cd '$mod' && go mod tidy && go build -ldflags='$ld' -o '$out.tmp/' k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl"
+  rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+# The node's binaries (kubelet, kube-scheduler, kube-proxy) for `make cluster-up`: built only when
+# a cluster is first wanted, into their own cache dir and their own temporary module, so a node
+# build never races with the control plane's (same replace-line recipe, same version stamps).
+build_kubernetes_node() {
+  local out="$CACHE/bin/kubernetes-node-$K8S_VERSION"
+  [ -x "$out/kubelet" ] && [ -x "$out/kube-scheduler" ] && [ -x "$out/kube-proxy" ] && return 0
+  local mod="$CACHE/build/k8s-node-mod"
+  rm -rf "$mod"; mkdir -p "$mod"
+  phase "kubernetes-node-$K8S_VERSION: resolving staging modules"
+  k8s_gomod "$mod" benchfarm.local/k8snodebuild
+  printf 'package tools\nimport (\n_ "k8s.io/kubernetes/cmd/kubelet"\n_ "k8s.io/kubernetes/cmd/kube-scheduler"\n_ "k8s.io/kubernetes/cmd/kube-proxy"\n)\n' >"$mod/tools.go"
+  local ld; ld=$(k8s_ldflags)
+  mkdir -p "$out.tmp"
+  with_progress "kubernetes-node-$K8S_VERSION" bash -c "cd '$mod' && go mod tidy && go build -ldflags='$ld' -o '$out.tmp/' k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy"
   rm -rf "$out"; mv "$out.tmp" "$out"
 }
 
@@ -99,5 +126,5 @@ build_minio() { go_install minio "$MINIO_VERSION" github.com/minio/minio; }
 build_helm() { go_install helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm; }
 
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(etcd kubernetes minio helm)
+[ ${#targets[@]} -eq 0 ] && targets=(etcd kubernetes minio helm)   # kubernetes_node: make cluster-up
 for t in "${targets[@]}"; do "build_$t"; done

@@ -3,8 +3,10 @@
 `benchfarm lab up` starts, in order and idempotently, etcd, kube-apiserver (token auth + RBAC),
 kube-controller-manager, MinIO, labgrid's coordinator, the virtual lab (serial brokers + PDU), one
 labgrid-exporter per exporter host of the inventory, and an iperf3 peer; then creates and tags the
-places, and starts the operator. Everything lives under `.benchfarm/` (state, logs, PIDs) and
-`lab down` stops only what its PID files name.
+places, and starts the operator. `benchfarm lab cluster-up` adds a one-node Kubernetes cluster
+(containerd, kubelet, kube-scheduler, kube-proxy; cluster.py) next to it. Everything lives under
+`.benchfarm/` (state, logs, PIDs) and `lab down` stops only what its PID files name (and removes
+the cluster's bridge, chains and mounts by name).
 
 This package is a developer's and CI's tool, installed beside `benchfarm` from the clone
 (`make venv`); the operator image does not contain it. What tests, benchmarks and the demo use is
@@ -12,13 +14,14 @@ re-exported here.
 """
 
 from .boards import load_inventory
+from .cluster import down as cluster_down, import_image, pod_addresses, up as cluster_up
 from .config import CACHE, DEVICE_TYPES, HELM_VERSION, K8S_VERSION, PORT_BASE, PORTS, REPO, STATE, VENV_BIN, LabError
 from .env import kubectl, lab_env
 from .lab import down, start_operator, status, up
 from .pki import write_kubeconfig
 from .processes import http_ok, running_pid, start_process, stop_process
 
-__all__ = ["CACHE", "DEVICE_TYPES", "HELM_VERSION", "K8S_VERSION", "PORTS", "PORT_BASE", "REPO",
+__all__ = ["CACHE", "cluster_down", "cluster_up", "import_image", "pod_addresses", "DEVICE_TYPES", "HELM_VERSION", "K8S_VERSION", "PORTS", "PORT_BASE", "REPO",
            "STATE", "VENV_BIN", "LabError", "down", "http_ok", "kubectl", "lab_env",
            "load_inventory", "running_pid", "start_operator", "start_process", "status", "stop_process", "up",
            "write_kubeconfig"]

@@ -13,8 +13,10 @@ from .config import STATE, LabError, say
 
 
 def register_lab(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("lab", help="the embedded lab: up, down, status, operator, image")
-    p.add_argument("action", choices=["up", "down", "status", "operator", "image"])
+    p = sub.add_parser("lab", help="the embedded lab: up, down, status, operator, image, "
+                                   "cluster-up, cluster-down")
+    p.add_argument("action", choices=["up", "down", "status", "operator", "image", "cluster-up",
+                                      "cluster-down"])
     p.add_argument("--rebuild", action="store_true",
                    help="image: build base and image again from nothing and check the digest is the one "
                         "recorded for the same inputs")
@@ -48,6 +50,14 @@ def lab(action: str, rebuild: bool = False) -> int:
             say("operator running; log: " + str(STATE / "logs" / "benchfarm-operator.log"))
         elif action == "down":
             lab_.down()
+        elif action == "cluster-up":
+            from . import cluster
+            cluster.up()
+            say(f"cluster up: node {cluster.NODE}; pods reach the lab at {cluster.HOST_ADDR}"
+                f" (API server {cluster.pod_addresses()['apiserver']}, via the kubernetes Service)")
+        elif action == "cluster-down":
+            from . import cluster
+            cluster.down()
         elif action == "status":
             for name, pid in lab_.status().items():
                 print(f"{name:32} {'running pid ' + str(pid) if pid else 'stopped'}")

@@ -2,7 +2,8 @@
 
 State under `.benchfarm/` of the clone (or BENCHFARM_STATE), Go-built binaries cached by version
 under `~/.cache/benchfarm` (or BENCHFARM_CACHE), all ports on 127.0.0.1 counted from
-BENCHFARM_PORT_BASE so several labs (helper sessions, CI) can share a machine.
+BENCHFARM_PORT_BASE so several labs (helper sessions, CI) can share a machine; the one-node
+cluster's addresses (a local bridge, derived from the port base too) are here as well.
 """
 
 from __future__ import annotations
@@ -50,9 +51,28 @@ class Ports:
     standby_liveness: int = PORT_BASE + 85   # a second operator replica in the chaos tests
     standby_metrics: int = PORT_BASE + 86
     serial_base: int = PORT_BASE + 100
+    # the one-node cluster of `benchfarm lab cluster-up` (cluster.py)
+    kubelet_healthz: int = PORT_BASE + 248
+    kube_proxy_metrics: int = PORT_BASE + 249
+    kubelet: int = PORT_BASE + 250                # on the pods' host address (API server -> kubelet)
+    containerd_stream: int = PORT_BASE + 251      # exec/attach/port-forward streams, kubelet -> containerd
+    kube_proxy_healthz: int = PORT_BASE + 256
+    kube_scheduler: int = PORT_BASE + 259
 
 
 PORTS = Ports()
+
+# The one-node cluster's addresses (cluster.py). Pods live on a local bridge in POD_CIDR; the
+# bridge's own address, HOST_ADDR, is where pods reach the host (the API server and the lab's
+# services, relayed to their 127.0.0.1 listeners). Derived from the port base so two labs'
+# bridges never overlap; the Service range is the API server's (the kubernetes Service is its
+# first address). No address is routed off the machine.
+_NET = (PORT_BASE // 100) % 256
+POD_CIDR = f"10.244.{_NET}.0/24"
+HOST_ADDR = f"10.244.{_NET}.1"
+SERVICE_CIDR = "10.96.0.0/24"
+SERVICE_IP = "10.96.0.1"
+CLUSTER_DIR = STATE / "cluster"
 
 
 def say(msg: str) -> None:

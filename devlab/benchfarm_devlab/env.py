@@ -56,8 +56,9 @@ def lab_env() -> dict[str, str]:
     return out
 
 
-def kubectl(*args: str, check: bool = True, capture: bool = False) -> subprocess.CompletedProcess:
+def kubectl(*args: str, check: bool = True, capture: bool = False,
+            input: str | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, **lab_env()}
     exe = CACHE / "bin" / f"kubernetes-{K8S_VERSION}" / "kubectl"
     return subprocess.run([str(exe), *args], env=env, check=check, text=True,
-                          capture_output=capture)
+                          capture_output=capture, input=input)

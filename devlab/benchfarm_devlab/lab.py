@@ -57,11 +57,14 @@ def up() -> Path:
     return env
 
 
-COMPONENTS_DOWN_ORDER = ["benchfarm-operator*", "session-*", "iperf3", "labgrid-exporter-*", "labgrid-coordinator", "pdudaemon",
+COMPONENTS_DOWN_ORDER = ["benchfarm-operator*", "session-*", "kube-scheduler", "kubelet", "kube-proxy",
+                         "containerd", "lab-gateway", "iperf3", "labgrid-exporter-*", "labgrid-coordinator", "pdudaemon",
                          "vlab", "minio", "kube-controller-manager", "kube-apiserver", "etcd"]
 
 
 def down() -> None:
+    from . import cluster
+    cluster.down(restore_controllers=False)     # first, while the API server still answers
     pids = STATE / "pids"
     if not pids.exists():
         say("nothing to stop")

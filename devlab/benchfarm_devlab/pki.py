@@ -1,4 +1,5 @@
-"""The lab's credentials: a CA and the API server's certificate, tokens, kubeconfigs, MinIO keys.
+"""The lab's credentials: a CA and the API server's certificate, tokens, kubeconfigs, MinIO keys,
+client certificates (the API server's to kubelets, the node components' of the one-node cluster).
 
 Made once under `.benchfarm/pki` (mode 0700) and reused by every later `lab up`.
 """
@@ -14,31 +15,34 @@ from pathlib import Path
 
 import yaml
 
-from .config import PORTS, STATE
+from .config import HOST_ADDR, PORTS, SERVICE_IP, STATE
 
 
 def _openssl(*args: str) -> None:
     subprocess.run(["openssl", *args], check=True, capture_output=True)
 
 
+# The API server's names: 127.0.0.1 for the lab's own clients; the kubernetes Service's address and
+# the pods' host address (config.HOST_ADDR) for pods of the one-node cluster (cluster.py).
+SAN_CNF = ("[req]\ndistinguished_name=dn\n[dn]\n[ext]\nsubjectAltName=DNS:localhost,IP:127.0.0.1,"
+           "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,"
+           f"DNS:kubernetes.default.svc.cluster.local,IP:{SERVICE_IP},IP:{HOST_ADDR}\n"
+           "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
+           "extendedKeyUsage=serverAuth\n")
+
+
 def ensure_pki() -> Path:
     pki = STATE / "pki"
     if (pki / "apiserver.crt").exists() and (pki / "tokens.csv").exists():
+        if (pki / "san.cnf").read_text() != SAN_CNF:   # a lab made before the names changed
+            _apiserver_cert(pki)                       # the API server reloads it by itself
+        client_cert("apiserver-kubelet-client", "kube-apiserver-kubelet-client")
         return pki
     pki.mkdir(parents=True, exist_ok=True)
     os.chmod(pki, 0o700)
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj",
              "/CN=benchfarm-lab-ca", "-keyout", str(pki / "ca.key"), "-out", str(pki / "ca.crt"))
-    (pki / "san.cnf").write_text(
-        "[req]\ndistinguished_name=dn\n[dn]\n[ext]\nsubjectAltName=DNS:localhost,IP:127.0.0.1,"
-        "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n"
-        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
-        "extendedKeyUsage=serverAuth\n")
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=kube-apiserver",
-             "-keyout", str(pki / "apiserver.key"), "-out", str(pki / "apiserver.csr"))
-    _openssl("x509", "-req", "-in", str(pki / "apiserver.csr"), "-CA", str(pki / "ca.crt"),
-             "-CAkey", str(pki / "ca.key"), "-CAcreateserial", "-days", "3650",
-             "-extfile", str(pki / "san.cnf"), "-extensions", "ext", "-out", str(pki / "apiserver.crt"))
+    _apiserver_cert(pki)
     _openssl("genrsa", "-out", str(pki / "sa.key"), "2048")
     _openssl("rsa", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))
     admin, kcm = secrets.token_hex(24), secrets.token_hex(24)
@@ -47,18 +51,56 @@ def ensure_pki() -> Path:
         f"{kcm},system:kube-controller-manager,uid-kcm\n")
     (pki / "admin.token").write_text(admin)
     (pki / "kcm.token").write_text(kcm)
+    client_cert("apiserver-kubelet-client", "kube-apiserver-kubelet-client")
     for f in pki.iterdir():
         os.chmod(f, 0o600)
     return pki
 
 
-def write_kubeconfig(path: Path, token: str, user: str) -> None:
+def _apiserver_cert(pki: Path) -> None:
+    (pki / "san.cnf").write_text(SAN_CNF)
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=kube-apiserver",
+             "-keyout", str(pki / "apiserver.key.new"), "-out", str(pki / "apiserver.csr"))
+    _openssl("x509", "-req", "-in", str(pki / "apiserver.csr"), "-CA", str(pki / "ca.crt"),
+             "-CAkey", str(pki / "ca.key"), "-CAcreateserial", "-days", "3650",
+             "-extfile", str(pki / "san.cnf"), "-extensions", "ext", "-out", str(pki / "apiserver.crt.new"))
+    for name in ("apiserver.key", "apiserver.crt"):   # key first: a reload never pairs a new cert
+        os.chmod(pki / f"{name}.new", 0o600)          # with the old key for long
+        os.replace(pki / f"{name}.new", pki / name)
+
+
+def client_cert(name: str, cn: str, org: str | None = None) -> tuple[Path, Path]:
+    """A client certificate of the lab's CA (`pki/<name>.crt`, `.key`), made once: the
+    identities of the node's components (system:node:<node>, system:kube-proxy, ...)."""
+    pki = STATE / "pki"
+    crt, key = pki / f"{name}.crt", pki / f"{name}.key"
+    if crt.exists() and key.exists():
+        return crt, key
+    subj = f"/CN={cn}" + (f"/O={org}" if org else "")
+    ext = pki / f"{name}.cnf"
+    ext.write_text("[ext]\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
+                   "extendedKeyUsage=clientAuth\n")
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subj, "-keyout", str(key),
+             "-out", str(pki / f"{name}.csr"))
+    _openssl("x509", "-req", "-in", str(pki / f"{name}.csr"), "-CA", str(pki / "ca.crt"),
+             "-CAkey", str(pki / "ca.key"), "-CAcreateserial", "-days", "3650",
+             "-extfile", str(ext), "-extensions", "ext", "-out", str(crt))
+    for f in (crt, key):
+        os.chmod(f, 0o600)
+    return crt, key
+
+
+def write_kubeconfig(path: Path, token: str | None, user: str,
+                     cert: tuple[Path, Path] | None = None) -> None:
+    """A kubeconfig for the lab's API server with a token, or with a client certificate (crt, key)."""
     ca = base64.b64encode((STATE / "pki" / "ca.crt").read_bytes()).decode()
+    creds = {"token": token} if cert is None else {
+        "client-certificate": str(cert[0]), "client-key": str(cert[1])}
     cfg = {
         "apiVersion": "v1", "kind": "Config", "current-context": "benchfarm-lab",
         "clusters": [{"name": "benchfarm-lab", "cluster": {
             "server": f"https://127.0.0.1:{PORTS.apiserver}", "certificate-authority-data": ca}}],
-        "users": [{"name": user, "user": {"token": token}}],
+        "users": [{"name": user, "user": creds}],
         "contexts": [{"name": "benchfarm-lab", "context": {
             "cluster": "benchfarm-lab", "user": user, "namespace": "default"}}],
     }

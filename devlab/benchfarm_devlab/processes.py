@@ -7,6 +7,7 @@ did not start. Sessions the operator launches use the same PID directory (BENCHF
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -64,16 +65,32 @@ def port_open(port: int) -> bool:
 
 def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callable[[], bool],
                   env: dict[str, str] | None = None, cwd: Path | None = None,
-                  timeout: float = 60.0) -> None:
-    """Start a component unless it already runs; wait until `ready()`; fail with its log."""
+                  timeout: float = 60.0, restart_on_change: bool = False) -> None:
+    """Start a component unless it already runs; wait until `ready()`; fail with its log.
+
+    With `restart_on_change`, a running component started with other arguments (its command line
+    is kept beside its PID file) is restarted with these."""
     log = STATE / "logs" / f"{name}.log"
     pid = running_pid(name)
+    argv_file = _pidfile(name).with_suffix(".argv")
+    if pid is not None and restart_on_change:
+        try:
+            before = json.loads(argv_file.read_text())
+        except (OSError, ValueError):
+            before = None
+        if before != argv:
+            say(f"{name}: running (pid {pid}) with other arguments; restarting")
+            stop_process(name)
+            pid = None
     if pid is not None:
         if ready():
             return
         say(f"{name}: running (pid {pid}) but not ready; restarting")
         stop_process(name)
     for port in ports:
+        deadline = time.monotonic() + 5     # a process just stopped may hold it a moment longer
+        while not _port_free(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
         if not _port_free(port):
             raise LabError(f"{name}: port {port} on 127.0.0.1 is already taken by another program;"
                            f" stop it or set BENCHFARM_PORT_BASE (now {PORT_BASE}) to another range")
@@ -85,6 +102,7 @@ def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callab
                                 start_new_session=True)
     _pidfile(name).parent.mkdir(parents=True, exist_ok=True)
     _pidfile(name).write_text(str(proc.pid))
+    argv_file.write_text(json.dumps(argv))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -99,6 +117,7 @@ def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callab
 def stop_process(name: str, timeout: float = 20.0) -> bool:
     pid = running_pid(name)
     _pidfile(name).unlink(missing_ok=True)
+    _pidfile(name).with_suffix(".argv").unlink(missing_ok=True)
     if pid is None:
         return False
     try:
