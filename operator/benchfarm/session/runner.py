@@ -50,7 +50,7 @@ log = logging.getLogger("benchfarm.session")
 T = TypeVar("T")
 
 RUNNING, SUCCEEDED, FAILED, CANCELLED = "Running", "Succeeded", "Failed", "Cancelled"
-STATUS_EVERY = 10.0         # seconds: progress writes are coalesced to at most one per period,
+STATUS_EVERY = 15.0         # seconds: progress writes are coalesced to at most one per period,
 STATUS_SHARE = 0.125        # which grows with the session's age (a 6-hour soak: ~50 writes)
 CONSOLE_RECOVERIES = 2      # power-cycles to get a lost console back before it is a board fault
 
