@@ -9,6 +9,7 @@ then raises `Outage(party="api")`: an outage is never blamed on a board.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -34,7 +35,8 @@ class Kube:
         try:
             config.load_incluster_config()
         except config.ConfigException:
-            config.load_kube_config()
+            # KUBECONFIG as it is now: the client library reads it once, when it is imported
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
         self.api = client.ApiClient()
         self.custom = client.CustomObjectsApi(self.api)
         self.core = client.CoreV1Api(self.api)
