@@ -18,7 +18,7 @@ APT_STAMP := $(BENCHFARM_CACHE)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut
 IMAGE_APT_STAMP := $(BENCHFARM_CACHE)/.apt-image-$(shell echo $(IMAGE_APT_PACKAGES) | md5sum | cut -c1-8)
 CLUSTER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-cluster-$(shell echo $(CLUSTER_APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps image-deps cluster-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo test unit chaos crds bench bench-boot clean
+.PHONY: all deps image-deps cluster-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster test unit chaos crds bench bench-boot clean
 
 all: test
 
@@ -84,6 +84,11 @@ crds: venv
 
 demo: lab-up
 	@$(VENV)/bin/benchfarm demo
+
+# The same run on the one-node cluster: the image imported into containerd, helm install (2
+# operator replicas, sessions as Jobs), kubectl apply, the results table.
+demo-cluster: cluster-up image
+	@$(VENV)/bin/benchfarm demo --cluster
 
 unit: venv
 	@$(VENV)/bin/pytest -q -m 'not stack'

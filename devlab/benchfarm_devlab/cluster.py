@@ -39,16 +39,14 @@ the host, their packets never leave it, and nothing outside reaches the pods):
   anyway; moving the API server (or all listeners) to HOST_ADDR would change every kubeconfig and
   make `lab up` need root and a network interface. One small relay serves every port alike, adds
   no rule that opens 127.0.0.1 to pods, and goes away with the cluster.
-- serial ports: a labgrid exporter advertises a resource's host and port to clients as it has
-  them. The virtual boards' consoles are `NetworkSerialPort`s whose configured host is
-  127.0.0.1 (places.exporter_config); a `RawSerialPort` (the bench board's pty) is served by a
-  ser2net the exporter starts on a free port, listening on all addresses, and advertised with
-  the exporter's `--hostname`, which the lab sets to 127.0.0.1. So today a pod gets
-  `127.0.0.1:<port>` from the coordinator, its own loopback. The ports themselves are reachable
-  from pods (serial servers through the relay, ser2net directly on HOST_ADDR); what remains for
-  the operator and session pods is that the exporters advertise HOST_ADDR while the cluster is up
-  (exporter config host and `--hostname`, the power ports' hosts likewise), which serves local
-  sessions as well, since HOST_ADDR is an address of this machine.
+- serial ports and power switches: a labgrid exporter advertises a resource's host and port to
+  clients as it has them (the virtual boards' `NetworkSerialPort`s and power ports as configured
+  in places.exporter_config; a `RawSerialPort`, the bench board's pty, through the ser2net the
+  exporter starts on a free port on all addresses, under the exporter's `--hostname`). A pod
+  told `127.0.0.1` would call its own loopback, so while the cluster is up the exporters
+  advertise HOST_ADDR instead (places.advertised_host; cluster-up and cluster-down restart the
+  exporters whose address changed). Local sessions reach HOST_ADDR as well: it is an address
+  of this machine.
 - left as it is: a pod reaches, on HOST_ADDR, whatever on the host listens on all addresses
   (ser2net does; nothing of the lab's own); and a Service whose endpoints are pods (not needed so
   far: the operator's pods only call out) needs forwarding between pods on the bridge, i.e.
@@ -86,6 +84,7 @@ from .config import (CACHE, CLUSTER_DIR, HOST_ADDR, K8S_VERSION, POD_CIDR, PORT_
 from .controlplane import start_controller_manager
 from .env import kubectl
 from .pki import client_cert, write_kubeconfig
+from .places import readvertise
 from .processes import http_ok, port_open, running_pid, start_process, stop_process
 
 NODE = f"benchfarm-{PORT_BASE}"
@@ -478,6 +477,12 @@ def is_up() -> bool:
     return running_pid("kubelet") is not None
 
 
+def serving_pods() -> bool:
+    """Pods can reach the lab: the bridge is there and the relay runs (the exporters then
+    advertise HOST_ADDR, places.advertised_host)."""
+    return Path(f"/sys/class/net/{BRIDGE}").exists() and running_pid("lab-gateway") is not None
+
+
 def _claim_machine() -> None:
     try:
         owner = OWNER.read_text().strip()
@@ -535,7 +540,8 @@ def up() -> dict[str, float]:
     took("local images built")
     _network_up()
     _start_gateway()
-    took(f"bridge {BRIDGE} ({HOST_ADDR}) and relay ready")
+    readvertise()
+    took(f"bridge {BRIDGE} ({HOST_ADDR}), relay ready, exporters advertise {HOST_ADDR}")
     _start_containerd(pause_ref)
     took("containerd ready")
     for archive, ref in ((pause_archive, pause_ref), (probe_archive, probe_ref)):
@@ -629,8 +635,10 @@ def _shim_sockets(ids: list[str]) -> list[Path]:
     return out
 
 
-def down(*, restore_controllers: bool = True) -> None:
-    """Remove everything `up` created, by name; a no-op when there is no cluster."""
+def down(*, lab_stays: bool = True) -> None:
+    """Remove everything `up` created, by name; a no-op when there is no cluster. With
+    `lab_stays` (not when `lab down` calls it), the exporters go back to 127.0.0.1 and the
+    controller-manager to the light lab's controllers."""
     if not CLUSTER_DIR.exists() and not Path(f"/sys/class/net/{BRIDGE}").exists():
         return
     t0 = time.monotonic()
@@ -667,12 +675,14 @@ def down(*, restore_controllers: bool = True) -> None:
         except ProcessLookupError:
             pass
     stop_process("lab-gateway")
+    if lab_stays:     # the lab goes on: its exporters advertise 127.0.0.1 again
+        readvertise()
     if api_up:
         kubectl("delete", "node", NODE, "--ignore-not-found", "--wait=false", check=False, capture=True)
         kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=false", input=CLUSTER_OBJECTS,
                 check=False, capture=True)
     (CLUSTER_DIR / "wanted").unlink(missing_ok=True)
-    if api_up and restore_controllers and running_pid("kube-controller-manager"):
+    if api_up and lab_stays and running_pid("kube-controller-manager"):
         start_controller_manager(binaries())
     _cleanup_host(ids)
     say(f"cluster: down ({time.monotonic() - t0:.1f} s)")

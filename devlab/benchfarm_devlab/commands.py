@@ -26,10 +26,15 @@ def register_lab(sub: argparse._SubParsersAction) -> None:
 def register_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the demo BenchmarkRun on the local lab")
     p.add_argument("--manifest", default=None)
-    p.set_defaults(func=lambda args: _demo(args.manifest))
+    p.add_argument("--cluster", action="store_true",
+                   help="on the one-node cluster: the image imported, helm install, sessions as Jobs")
+    p.set_defaults(func=lambda args: _demo(args.manifest, args.cluster))
 
 
-def _demo(manifest: str | None) -> int:
+def _demo(manifest: str | None, on_cluster: bool) -> int:
+    if on_cluster:
+        from .democluster import demo_cluster
+        return demo_cluster(manifest)
     from .demo import demo
     return demo(manifest)
 

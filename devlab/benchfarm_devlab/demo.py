@@ -28,11 +28,17 @@ def demo(manifest: str | None = None) -> int:
     lab.up()
     os.environ.update({k: v for k, v in lab_env().items() if k != "PATH"})
     lab.start_operator()
+    return 0 if run_demo(manifest, t0) else 1
+
+
+def run_demo(manifest: str | None, t0: float) -> bool:
+    """Apply the demo run, follow it, print its results table and its e2e-to-console ratio;
+    True when it Succeeded."""
     path = Path(manifest) if manifest else REPO / "testplans" / "examples" / "demo-run.yaml"
     body = yaml.safe_load(path.read_text())
     ns, name = body["metadata"].get("namespace", "default"), body["metadata"]["name"]
     kubectl("delete", "benchmarkrun", "-n", ns, name, "--ignore-not-found", "--wait=true",
-                   capture=True)
+            capture=True)
     print(f"[demo] kubectl apply -f {path.relative_to(REPO)}")
     applied_wall = time.time()
     kubectl("apply", "-f", str(path))
@@ -72,4 +78,4 @@ def demo(manifest: str | None = None) -> int:
           f"({cond.get('message', '')}); {time.monotonic() - t0:.0f} s in all")
     print(f"[demo] try: source .benchfarm/env && kubectl get br,boards && "
           f"kubectl describe br {name}")
-    return 0 if cond.get("status") == "True" else 1
+    return cond.get("status") == "True"

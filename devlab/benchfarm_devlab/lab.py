@@ -24,8 +24,14 @@ def install_crds_and_plans() -> None:
 
 
 def start_operator() -> None:
-    """The operator as a lab component: same command a cluster Deployment runs."""
+    """The operator as a lab component: same command a cluster Deployment runs. Not while the
+    one-node cluster runs the release of `make demo-cluster` (one operator per lab)."""
     install_crds_and_plans()
+    from . import cluster, democluster
+    if cluster.is_up() and democluster.ready_replicas() > 0:
+        say(f"the operator runs in the cluster (helm release {democluster.RELEASE} in "
+            f"{democluster.NAMESPACE}); `make cluster-down` to go back to the local one")
+        return
     env = lab_env()
     start_process("benchfarm-operator", [str(VENV_BIN / "benchfarm"), "operator"], env=env,
                   ports=[PORTS.operator_liveness, PORTS.operator_metrics], timeout=90,
@@ -64,7 +70,7 @@ COMPONENTS_DOWN_ORDER = ["benchfarm-operator*", "session-*", "kube-scheduler", "
 
 def down() -> None:
     from . import cluster
-    cluster.down(restore_controllers=False)     # first, while the API server still answers
+    cluster.down(lab_stays=False)     # first, while the API server still answers
     pids = STATE / "pids"
     if not pids.exists():
         say("nothing to stop")

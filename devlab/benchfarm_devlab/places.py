@@ -13,14 +13,23 @@ import yaml
 
 from benchfarm.lab.coordinator import Coordinator
 
-from .config import PORTS, STATE, VENV_BIN, LabError, say
+from .config import HOST_ADDR, PORTS, STATE, VENV_BIN, LabError, say
 from .processes import port_open, running_pid, start_process, stop_process
 
 
-def exporter_config(config: dict, exporter: str) -> dict:
+def advertised_host() -> str:
+    """The address the exporters give clients for the boards' serial ports and power switches:
+    127.0.0.1, or while the one-node cluster runs, its bridge address, which this machine's
+    processes and the cluster's pods both reach (see cluster.py)."""
+    from .cluster import serving_pods
+    return HOST_ADDR if serving_pods() else "127.0.0.1"
+
+
+def exporter_config(config: dict, exporter: str, host: str = "127.0.0.1") -> dict:
     """labgrid-exporter's YAML for one exporter host: each board's console and power, as the
     inventory says they are wired (a serial server or a tty through ser2net; the PDU's REST
-    outlets or pdudaemon), and the sigrok instrument on its rails where it has one."""
+    outlets or pdudaemon), and the sigrok instrument on its rails where it has one; clients
+    reach them at `host`."""
     groups = {}
     for b in config["boards"]:
         if b["exporter"] != exporter:
@@ -31,15 +40,15 @@ def exporter_config(config: dict, exporter: str) -> dict:
             # for as long as it runs (a restart of it changes this file and restarts the exporter)
             group["RawSerialPort"] = {"port": os.path.realpath(b["pty_link"]), "speed": 115200}
         else:
-            group["NetworkSerialPort"] = {"host": "127.0.0.1", "port": b["serial_port"],
+            group["NetworkSerialPort"] = {"host": host, "port": b["serial_port"],
                                           "speed": 115200, "protocol": "raw"}
         if b["power"] == "pdudaemon":
-            group["PDUDaemonPort"] = {"host": f"127.0.0.1:{PORTS.pdudaemon}", "pdu": plug(b),
+            group["PDUDaemonPort"] = {"host": f"{host}:{PORTS.pdudaemon}", "pdu": plug(b),
                                       "index": 1}
         else:
             group["NetworkPowerPort"] = {
                 "model": "simplerest", "index": b["index"],
-                "host": f"http://127.0.0.1:{PORTS.pdu}/outlet/{{index}}/{{value}}"}
+                "host": f"http://{host}:{PORTS.pdu}/outlet/{{index}}/{{value}}"}
         if b.get("sigrok"):  # published as it is: labgrid has no export for a non-USB sigrok
             group["SigrokDevice"] = dict(b["sigrok"])    # device (see benchfarm.lab.rails)
         groups[b["name"]] = group
@@ -87,12 +96,13 @@ def start_labgrid(config: dict, inventory: dict) -> None:
         str(VENV_BIN / "labgrid-coordinator"), "--listen", f"127.0.0.1:{PORTS.coordinator}",
     ], cwd=coord_dir, ports=[PORTS.coordinator], ready=lambda: port_open(PORTS.coordinator))
     coordinator = Coordinator(f"127.0.0.1:{PORTS.coordinator}", user="lab-admin", host="benchfarm-lab")
+    host = advertised_host()
     try:
         for exp in inventory["exporters"]:
             name = exp["name"]
             cfg = STATE / "exporters" / f"{name}.yaml"
             cfg.parent.mkdir(parents=True, exist_ok=True)
-            groups = exporter_config(config, name)
+            groups = exporter_config(config, name, host)
             text = yaml.safe_dump(groups)
             if cfg.exists() and cfg.read_text() != text and running_pid(f"labgrid-exporter-{name}"):
                 say(f"labgrid-exporter {name}: its resources changed; restarting it")
@@ -108,14 +118,23 @@ def start_labgrid(config: dict, inventory: dict) -> None:
                     return False
             start_process(f"labgrid-exporter-{name}", [
                 str(VENV_BIN / "labgrid-exporter"), "--coordinator", f"127.0.0.1:{PORTS.coordinator}",
-                "--name", name, "--hostname", "127.0.0.1", str(cfg),
-            ], ports=[], ready=exporter_ready, timeout=60)
+                "--name", name, "--hostname", host, str(cfg),
+            ], ports=[], ready=exporter_ready, timeout=60, restart_on_change=True)
         for b in config["boards"]:
             tags = {"device_type": b["device_type"], **{k: str(v) for k, v in b["labels"].items()}}
             coordinator.ensure_place(b["name"], match=f"{b['exporter']}/{b['name']}/*", tags=tags,
                                      comment=f"virtual board ({b['device_type']})")
     finally:
         coordinator.close()
+
+
+def readvertise() -> None:
+    """Restart the exporters whose advertised address changed (the cluster came up or went)."""
+    from .boards import load_inventory
+    if running_pid("labgrid-coordinator") is None:
+        return
+    config = json.loads((STATE / "vlab" / "vlab.json").read_text())
+    start_labgrid(config, load_inventory())
 
 
 def start_iperf3() -> None:

@@ -262,7 +262,8 @@ class Runner:
         """Coalesced progress: at most one write per period (see `_status_due`) unless forced;
         the lease thread flushes what waits. Progress is courtesy: when the API server is down
         the board keeps working and the next write carries it (the checkpoints in the store are
-        what a resume relies on)."""
+        what a resume relies on). Every progress line is also logged (`kubectl logs job/...`)."""
+        log.info("%s/%s: %s", self.namespace, self.name, text)
         new = dict(self.pending_status)
         new.update(extra or {})
         new["progress"] = text

@@ -1,0 +1,157 @@
+"""`make demo-cluster`: the demo run on the one-node cluster, installed the way a lab installs
+benchfarm.
+
+The operator image built here from the Dockerfile (image.py) is imported into the cluster's
+containerd under the name the chart's defaults give it (`benchfarm/operator:<appVersion>`, pull
+policy IfNotPresent: nothing is pulled); `helm install` of helm/benchfarm into a namespace that
+enforces the `restricted` pod security standard, with the chart's defaults (2 replicas, one
+leader; board sessions as Jobs) and only the lab's addresses as values: the coordinator and
+MinIO at the address pods reach the host on (cluster.HOST_ADDR, where the exporters also
+advertise the boards' serial ports and power switches while the cluster runs). Then the same run
+as `make demo`, applied with kubectl, and the same results table; it prints helm-install-to-Ready
+seconds and the run's e2e-to-console ratio. The lab's local operator is stopped (one operator
+per lab) and stays stopped while the release's operators are Ready (lab.start_operator).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from . import cluster, image, lab
+from .config import CACHE, HELM_VERSION, HOST_ADDR, PORTS, REPO, STATE, LabError, say
+from .env import kubectl, lab_env
+from .processes import stop_process
+
+NAMESPACE = "benchfarm-system"
+RELEASE = "benchfarm"
+CHART = REPO / "helm" / "benchfarm"
+DEPLOYMENT = RELEASE      # the chart's fullname: a release named after the chart keeps its name
+SECRET = "benchfarm-minio"
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    home = str(STATE / "helm")
+    env = {**os.environ, **lab_env(), "HELM_CACHE_HOME": home, "HELM_CONFIG_HOME": home,
+           "HELM_DATA_HOME": home}
+    res = subprocess.run([str(CACHE / "bin" / f"helm-{HELM_VERSION}" / "helm"), *args], env=env,
+                         capture_output=True, text=True)
+    if check and res.returncode != 0:
+        raise LabError(f"helm {' '.join(args[:2])}: {(res.stderr or res.stdout).strip()}")
+    return res
+
+
+def values() -> dict:
+    """The chart's defaults but for where this lab's services are, as a pod sees them."""
+    env = lab_env()
+    return {"labgrid": {"coordinator": f"{HOST_ADDR}:{PORTS.coordinator}"},
+            "minio": {"endpoint": f"{HOST_ADDR}:{PORTS.minio}", "bucket": env["BENCHFARM_S3_BUCKET"],
+                      "existingSecret": SECRET},
+            # the lab's own LabPolicy "default" and TestPlans (cluster-scoped) stay as they are
+            "labPolicy": {"create": False}, "testPlans": {"install": False}}
+
+
+def _namespace() -> None:
+    env = lab_env()
+    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": {
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/enforce-version": "latest"}}}
+    kubectl("apply", "-f", "-", input=json.dumps(manifest), capture=True)
+    secret = kubectl("create", "secret", "generic", SECRET, "-n", NAMESPACE,
+                     f"--from-literal=accessKey={env['BENCHFARM_S3_ACCESS_KEY']}",
+                     f"--from-literal=secretKey={env['BENCHFARM_S3_SECRET_KEY']}",
+                     "--dry-run=client", "-o", "yaml", capture=True).stdout
+    kubectl("apply", "-f", "-", input=secret, capture=True)
+
+
+def ready_replicas() -> int:
+    res = kubectl("get", "deployment", "-n", NAMESPACE, DEPLOYMENT, "-o",
+                  "jsonpath={.status.readyReplicas}", check=False, capture=True)
+    return int(res.stdout or 0) if res.returncode == 0 else 0
+
+
+def operator_pods(terminating: bool = False) -> list[str]:
+    """The release's operator pods (those being deleted only with `terminating`)."""
+    res = kubectl("get", "pods", "-n", NAMESPACE, "-l",
+                  f"app.kubernetes.io/name=benchfarm,app.kubernetes.io/instance={RELEASE}", "-o",
+                  "json", check=False, capture=True)
+    pods = json.loads(res.stdout)["items"] if res.returncode == 0 else []
+    return [p["metadata"]["name"] for p in pods
+            if terminating or not p["metadata"].get("deletionTimestamp")]
+
+
+def leader() -> str | None:
+    """The operator pod that holds the leader Lease."""
+    res = kubectl("get", "lease", "-n", NAMESPACE, "benchfarm-operator", "-o",
+                  "jsonpath={.spec.holderIdentity}", check=False, capture=True)
+    return res.stdout.strip() or None if res.returncode == 0 else None
+
+
+def install(extra: dict | None = None) -> float:
+    """Import the operator image, `helm install` the chart afresh; the seconds from helm install
+    to every replica Ready."""
+    img = image.build()
+    say(f"operator image {img.ref}: {img.digest}")
+    digest = cluster.import_image(img.archive, img.name)
+    say(f"imported into the cluster's containerd as {img.name} ({digest})")
+    stop_process("benchfarm-operator")      # one operator per lab: the release's from now on
+    if helm("status", RELEASE, "-n", NAMESPACE, check=False).returncode == 0:
+        say(f"uninstalling the previous release {RELEASE} (helm install is timed from nothing)")
+        helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "120s")
+        deadline = time.monotonic() + 120     # its pods go after it, in their grace period
+        while operator_pods(terminating=True) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    # helm removes the operators' RBAC with them, so the leader could not hand its Lease over:
+    # the new release would wait out its expiry (15 s) before leading
+    kubectl("delete", "lease", "-n", NAMESPACE, "benchfarm-operator", "--ignore-not-found",
+            capture=True, check=False)
+    _namespace()
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump({**values(), **(extra or {})}, f)
+    replicas = (extra or {}).get("replicas", 2)
+    say(f"helm install {RELEASE} helm/benchfarm -n {NAMESPACE} (image {img.name}, "
+        f"{replicas} replicas, sessions as Jobs)")
+    t0 = time.monotonic()
+    try:
+        helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "-f", f.name, "--wait",
+             "--timeout", "300s")
+    finally:
+        Path(f.name).unlink()
+    while ready_replicas() < replicas:
+        if time.monotonic() - t0 > 300:
+            raise LabError(f"{DEPLOYMENT}: not {replicas} replicas Ready after 300 s; "
+                           f"kubectl -n {NAMESPACE} describe pods")
+        time.sleep(0.2)
+    seconds = time.monotonic() - t0
+    say(f"helm install -> {replicas} operator pods Ready: {seconds:.1f} s")
+    return seconds
+
+
+def demo_cluster(manifest: str | None = None) -> int:
+    from .demo import run_demo
+    t0 = time.monotonic()
+    try:
+        lab.up()
+        os.environ.update({k: v for k, v in lab_env().items() if k != "PATH"})
+        lab.install_crds_and_plans()
+        cluster.up()
+        seconds = install()
+        deadline = time.monotonic() + 30
+        while (who := leader()) is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        say(f"leader: {who}")
+    except LabError as exc:
+        say(f"ERROR: {exc}")
+        return 1
+    ok = run_demo(manifest, t0)
+    kubectl("get", "jobs", "-n", NAMESPACE, "-l", "app.kubernetes.io/name=benchfarm-session")
+    print(f"[demo-cluster] helm install -> operator pods Ready: {seconds:.1f} s; the session ran "
+          f"as a Job (`kubectl logs -n {NAMESPACE} job/<name>`); `make cluster-down` and `make "
+          "lab-up` go back to the local operator")
+    return 0 if ok else 1

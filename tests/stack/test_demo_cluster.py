@@ -1,0 +1,91 @@
+"""Issue 10, items 3, 4 and 6 on the real kubelet: benchfarm installed as `make demo-cluster`
+installs it (the image built here from the Dockerfile and imported into containerd, `helm
+install` with the chart's defaults: 2 operator replicas, board sessions as Jobs, a namespace that
+enforces the `restricted` pod security standard), a BenchmarkRun applied with kubectl Succeeds on
+a virtual board with its session in a Job the kubelet ran; deleting the leader operator pod in the
+middle of that run hands over to the standby, the session Job keeps running (one Job, no resume)
+and no finished step is written again.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import benchfarm_devlab as devlab
+from benchfarm_devlab import cluster, democluster
+from tests.stack.conftest import apply, wait_for
+from tests.stack.runs import cond, finished, get, run_yaml, unique
+from tests.stack.test_operator import custom  # noqa: F401
+
+pytestmark = [pytest.mark.stack, pytest.mark.timeout(1800)]   # cold: the image is built first
+NS = democluster.NAMESPACE
+
+
+def kubectl(*args: str):
+    res = devlab.kubectl(*args, check=False, capture=True)
+    assert res.returncode == 0, f"kubectl {' '.join(args)}: {res.stderr}"
+    return res.stdout
+
+
+def step_objects(custom, name):  # noqa: F811
+    """key -> LastModified of the run's raw outputs and checkpoints in MinIO."""
+    from benchfarm.store.artifacts import ArtifactStore, StoreConfig
+    uid = get(custom, name)["metadata"]["uid"]
+    store = ArtifactStore(StoreConfig.from_env())
+    return {o.object_name: o.last_modified
+            for sub in ("raw/", "checkpoints/")
+            for o in store.client.list_objects(store.config.bucket,
+                                               prefix=f"default/{name}/{uid}/{sub}", recursive=True)}
+
+
+@pytest.fixture
+def release(lab):
+    started = not cluster.is_up()
+    cluster.up()
+    try:
+        yield democluster.install()
+    finally:
+        democluster.helm("uninstall", democluster.RELEASE, "-n", NS, "--wait", check=False)
+        if started:
+            cluster.down()
+        devlab.start_operator()     # the lab's local operator again, for the tests after this one
+
+
+def test_helm_install_runs_a_session_job_and_survives_the_leader_pod(release, custom):  # noqa: F811
+    assert democluster.ready_replicas() == 2
+    first = wait_for("a leader", democluster.leader, timeout=60)
+    pods = democluster.operator_pods()
+    assert first in pods and len(pods) == 2
+    name = unique("cluster")
+    apply(run_yaml(name, plan="demo", bootCycles=2, iterations=2, timeoutSeconds=600))
+    uid = wait_for("the run's uid", lambda: get(custom, name)["metadata"]["uid"])
+    before = wait_for("the first checkpoint", lambda: step_objects(custom, name), timeout=180,
+                      every=0.25)
+    kubectl("delete", "pod", "-n", NS, first, "--wait=false")
+    deleted = time.monotonic()
+    second = wait_for("the standby to lead", lambda: (democluster.leader() or first) != first
+                      and democluster.leader(), timeout=30, every=0.25)
+    takeover = time.monotonic() - deleted
+    wait_for("the deleted leader pod to go", lambda: first not in democluster.operator_pods(True),
+             timeout=60)
+    gone = time.monotonic() - deleted
+    st = finished(custom, name, timeout=400)
+    assert cond(st)["status"] == "True", st
+    assert second in pods and takeover < 15
+    jobs = kubectl("get", "jobs", "-n", NS, "-l", f"benchfarm.io/run-uid={uid}", "-o",
+                   "jsonpath={range .items[*]}{.metadata.name} {.status.succeeded}{'\\n'}{end}")
+    assert len(jobs.splitlines()) == 1, jobs            # one Job: the session was never relaunched
+    job = jobs.split()[0]
+    wait_for("the session Job Complete", lambda: kubectl(
+        "get", "job", "-n", NS, job, "-o",
+        "jsonpath={.status.conditions[?(@.type=='Complete')].status}") == "True", timeout=60)
+    assert st.get("attempts") == 1 and not st.get("resumes"), st
+    after = step_objects(custom, name)
+    assert {k: v for k, v in after.items() if k in before and before[k] != v} == {}
+    assert any("metrics.json" in a for a in st["artifacts"])
+    logs = kubectl("logs", "-n", NS, f"job/{job}")
+    assert f"default/{name}: iteration" in logs, logs
+    print(f"\nhelm install -> 2 replicas Ready {release:.1f} s; leader {first} deleted, "
+          f"{second} leads after {takeover:.1f} s, the pod gone after {gone:.1f} s; session Job {job} Complete")
