@@ -92,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     ig.add_argument("file")
     ig.add_argument("--format", choices=["json", "rst"], default="json")
     ig.add_argument("--board", default=None, help="only this board's columns")
+    sub.add_parser("check", help="check this installation: API, leader, labgrid (places and their "
+                                 "serial ports), store; what `helm test` runs")
     _plugins(sub)
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("lab", "demo") and argv[0] not in sub.choices:
@@ -104,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "operator":
         from .kube.main import run
         return run(args.liveness)
+    if args.cmd == "check":
+        from .check import main as check_main
+        return check_main()
     if args.cmd == "session":
         from .session.runner import main as session_main
         return session_main(args.run)

@@ -4,7 +4,9 @@ install` with the chart's defaults: 2 operator replicas, board sessions as Jobs,
 enforces the `restricted` pod security standard), a BenchmarkRun applied with kubectl Succeeds on
 a virtual board with its session in a Job the kubelet ran; deleting the leader operator pod in the
 middle of that run hands over to the standby, the session Job keeps running (one Job, no resume)
-and no finished step is written again.
+and no finished step is written again; `helm upgrade` to another image tag while that run runs
+and a second one waits for its board rolls both operator pods over and both runs Succeed; `helm
+test` (benchfarm check in a pod of the release) passes before and after.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import time
 import pytest
 
 import benchfarm_devlab as devlab
-from benchfarm_devlab import cluster, democluster
+from benchfarm_devlab import cluster, democluster, image
 from tests.stack.conftest import apply, wait_for
-from tests.stack.runs import cond, finished, get, run_yaml, unique
+from tests.stack.runs import cond, finished, get, run_yaml, status, unique
 from tests.stack.test_operator import custom  # noqa: F401
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(1800)]   # cold: the image is built first
@@ -59,7 +61,10 @@ def test_helm_install_runs_a_session_job_and_survives_the_leader_pod(release, cu
     pods = democluster.operator_pods()
     assert first in pods and len(pods) == 2
     name = unique("cluster")
-    apply(run_yaml(name, plan="demo", bootCycles=2, iterations=2, timeoutSeconds=600))
+    test = democluster.helm("test", democluster.RELEASE, "-n", NS, "--logs").stdout
+    assert "ok    labgrid" in test and "FAIL" not in test, test
+    apply(run_yaml(name, plan="demo", bootCycles=2, iterations=3, timeoutSeconds=600,
+                   selector={"board": "vb-x86-0"}))
     uid = wait_for("the run's uid", lambda: get(custom, name)["metadata"]["uid"])
     before = wait_for("the first checkpoint", lambda: step_objects(custom, name), timeout=180,
                       every=0.25)
@@ -71,6 +76,23 @@ def test_helm_install_runs_a_session_job_and_survives_the_leader_pod(release, cu
     wait_for("the deleted leader pod to go", lambda: first not in democluster.operator_pods(True),
              timeout=60)
     gone = time.monotonic() - deleted
+    queued = unique("queued")      # waits for the same board while the operators roll over
+    apply(run_yaml(queued, plan="stacktest-fast", bootCycles=1, timeoutSeconds=600,
+                   selector={"board": "vb-x86-0"}))
+    img = image.build()
+    cluster.import_image(img.archive, f"{img.name}-upgrade")
+    rolled = time.monotonic()
+    democluster.helm("upgrade", democluster.RELEASE, str(democluster.CHART), "-n", NS,
+                     "--reuse-values", "--set", f"image.tag={img.ref.split(':')[1]}-upgrade",
+                     "--wait", "--timeout", "300s")
+    wait_for("the old operator pods to go", lambda: not set(pods) & set(
+        democluster.operator_pods(True)), timeout=120)
+    rollout = time.monotonic() - rolled
+    assert status(custom, name).get("phase") == "Running", "the run ended before the rollout"
+    new_pods = democluster.operator_pods()
+    assert len(new_pods) == 2 and all(p.endswith(q) is False for p in new_pods for q in pods)
+    assert wait_for("a leader of the new pods", lambda: democluster.leader() in new_pods
+                    and democluster.leader(), timeout=30)
     st = finished(custom, name, timeout=400)
     assert cond(st)["status"] == "True", st
     assert second in pods and takeover < 15
@@ -87,5 +109,9 @@ def test_helm_install_runs_a_session_job_and_survives_the_leader_pod(release, cu
     assert any("metrics.json" in a for a in st["artifacts"])
     logs = kubectl("logs", "-n", NS, f"job/{job}")
     assert f"default/{name}: iteration" in logs, logs
-    print(f"\nhelm install -> 2 replicas Ready {release:.1f} s; leader {first} deleted, "
+    assert cond(finished(custom, queued, timeout=400))["status"] == "True"
+    test = democluster.helm("test", democluster.RELEASE, "-n", NS, "--logs").stdout
+    assert "FAIL" not in test and "ok    leader" in test, test
+    print(f"\nhelm install -> 2 replicas Ready {release:.1f} s; helm upgrade -> old pods gone "
+          f"{rollout:.1f} s with a run running and one queued; leader {first} deleted, "
           f"{second} leads after {takeover:.1f} s, the pod gone after {gone:.1f} s; session Job {job} Complete")

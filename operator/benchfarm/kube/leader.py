@@ -18,11 +18,10 @@ import time
 from urllib.parse import urlparse
 
 from ..kubeapi.client import Kube
-from ..kubeapi.leases import LeaseHolder, LeaseLost
+from ..kubeapi.leases import OPERATOR_LEASE, LeaseHolder, LeaseLost
 
 log = logging.getLogger("benchfarm.leader")
 
-LEASE_NAME = "benchfarm-operator"
 DURATION = 10          # seconds: a standby takes over within DURATION + RETRY of a leader's death
 RENEW = 2.0
 RETRY = 2.0
@@ -51,7 +50,7 @@ def lead(liveness: str | None) -> LeaseHolder:
     """Block until this replica holds the operator Lease; keep renewing it from a thread."""
     namespace = os.environ.get("BENCHFARM_NAMESPACE", "default")
     identity = os.environ.get("BENCHFARM_POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
-    lease = LeaseHolder(Kube(outage_budget=DURATION), namespace, LEASE_NAME, identity,
+    lease = LeaseHolder(Kube(outage_budget=DURATION), namespace, OPERATOR_LEASE, identity,
                         duration=DURATION, labels={"app.kubernetes.io/name": "benchfarm"})
     probe = None
     announced = False
@@ -62,7 +61,7 @@ def lead(liveness: str | None) -> LeaseHolder:
         except Exception as exc:  # the API server may still be starting or be down
             log.warning("cannot reach the API server for the leader Lease: %s", exc)
         if not announced:
-            log.info("standing by: another replica holds the Lease %s/%s", namespace, LEASE_NAME)
+            log.info("standing by: another replica holds the Lease %s/%s", namespace, OPERATOR_LEASE)
             announced = True
             try:
                 probe = _standby_probe(liveness)
@@ -72,7 +71,7 @@ def lead(liveness: str | None) -> LeaseHolder:
     if probe is not None:
         probe.shutdown()
         probe.server_close()
-    log.info("leading as %s (Lease %s/%s)", identity, namespace, LEASE_NAME)
+    log.info("leading as %s (Lease %s/%s)", identity, namespace, OPERATOR_LEASE)
     threading.Thread(target=_keep, args=(lease,), name="leader-lease", daemon=True).start()
     return lease
 

@@ -38,6 +38,9 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+OPERATOR_LEASE = "benchfarm-operator"    # the leader's, in the operator's namespace
+
+
 class LeaseLost(Exception):
     """Someone else holds the Lease now: stop acting on what it guards."""
 

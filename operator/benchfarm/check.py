@@ -1,0 +1,102 @@
+"""`benchfarm check`: is this installation wired up? The chart's `helm test` runs it in a pod.
+
+One line per party a board session depends on, each checked the way a session uses it and from
+where the command runs (a pod of the release, under the operator's ServiceAccount, with its
+environment): the Kubernetes API serves benchfarm's resources; an operator leads (its Lease is
+held and renewed); the labgrid coordinator answers and lists places, and the serial ports the
+exporters advertise for them accept a connection from here (an exporter that advertises an
+address this pod cannot reach fails every session on that board); the artifact bucket exists.
+Exit code 0 when every line is `ok`, 1 otherwise. Nothing is written anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from datetime import timezone
+
+from .api.models import GROUP, VERSION
+
+STALE_S = 60     # a Lease not renewed for this long has no live leader behind it
+
+
+def _api() -> str:
+    from .kubeapi.client import Kube
+    kube = Kube(outage_budget=10)
+    for plural in ("benchmarkruns", "boards", "testplans"):
+        kube.custom.list_cluster_custom_object(GROUP, VERSION, plural, limit=1)
+    return f"{GROUP}/{VERSION} benchmarkruns, boards, testplans served"
+
+
+def _leader() -> str:
+    from kubernetes import client
+
+    from .kubeapi.client import Kube
+    from .kubeapi.leases import OPERATOR_LEASE
+    namespace = os.environ.get("BENCHFARM_NAMESPACE", "default")
+    lease = client.CoordinationV1Api(Kube(outage_budget=10).api).read_namespaced_lease(
+        OPERATOR_LEASE, namespace)
+    holder, renewed = lease.spec.holder_identity, lease.spec.renew_time
+    if not holder or renewed is None:
+        raise RuntimeError(f"Lease {namespace}/{OPERATOR_LEASE} is held by nobody")
+    age = time.time() - renewed.replace(tzinfo=renewed.tzinfo or timezone.utc).timestamp()
+    if age > STALE_S:
+        raise RuntimeError(f"Lease {namespace}/{OPERATOR_LEASE}: {holder} last renewed it "
+                           f"{age:.0f} s ago")
+    return f"{holder} leads (Lease renewed {max(age, 0):.0f} s ago)"
+
+
+def _labgrid() -> str:
+    from .lab.coordinator import Coordinator
+    address = os.environ.get("LG_COORDINATOR", "")
+    coordinator = Coordinator(address, user="benchfarm-check", host=socket.gethostname())
+    try:
+        places = coordinator.places()
+    finally:
+        coordinator.close()
+    if not places:
+        raise RuntimeError(f"coordinator {address} lists no places")
+    # a port is None while its exporter does not serve it (ser2net of a tty starts on acquire)
+    ports = {name: (p.resources["NetworkSerialPort"]["host"], p.resources["NetworkSerialPort"]["port"])
+             for name, p in places.items()
+             if (p.resources.get("NetworkSerialPort") or {}).get("port") is not None}
+    unreachable = []
+    for name, (host, port) in sorted(ports.items()):
+        try:
+            socket.create_connection((host, int(port)), timeout=3).close()
+        except OSError as exc:
+            unreachable.append(f"{name} ({host}:{port}: {exc.strerror or exc})")
+    if unreachable:
+        raise RuntimeError(f"coordinator {address}: {len(places)} places, serial ports not "
+                           f"reachable from here: {', '.join(unreachable)}")
+    return (f"coordinator {address}: {len(places)} places, {len(ports)} serial ports reachable "
+            "from here")
+
+
+def _store() -> str:
+    from .store.artifacts import StoreConfig
+    from minio import Minio
+    cfg = StoreConfig.from_env()
+    found = Minio(cfg.endpoint, access_key=cfg.access_key, secret_key=cfg.secret_key,
+                  secure=cfg.secure).bucket_exists(cfg.bucket)
+    if not found:
+        raise RuntimeError(f"{cfg.endpoint}: no bucket {cfg.bucket}")
+    return f"{cfg.endpoint}: bucket {cfg.bucket} exists"
+
+
+CHECKS: list[tuple[str, Callable[[], str]]] = [
+    ("api", _api), ("leader", _leader), ("labgrid", _labgrid), ("store", _store)]
+
+
+def main() -> int:
+    failed = 0
+    for name, check in CHECKS:
+        try:
+            line = f"ok    {name}: {check()}"
+        except Exception as exc:  # every party's own error, said in one line
+            failed += 1
+            line = f"FAIL  {name}: {type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
+        print(line, flush=True)
+    return 1 if failed else 0
