@@ -57,6 +57,15 @@ def lab_values(tmp_path: Path, **extra: Any) -> Path:
     return path
 
 
+def create_restricted_namespace(namespace: str) -> str:
+    """A namespace that enforces the `restricted` pod security standard."""
+    kubectl("apply", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/enforce-version": "latest"}}}))
+    return namespace
+
+
 def minio_secret(namespace: str) -> None:
     env = devlab.lab_env()
     kubectl("create", "secret", "generic", "benchfarm-minio", "-n", namespace,

@@ -19,8 +19,8 @@ import yaml
 
 import benchfarm_devlab as devlab
 from tests.stack.chart import (CHART, helm, kubectl, lab_values, local_process, minio_secret,
-                               pod_command_env, service_account_kubeconfig, start_chart_operator,
-                               stop)
+                               pod_command_env, create_restricted_namespace, service_account_kubeconfig,
+                               start_chart_operator, stop)
 from tests.stack.conftest import apply, wait_for
 
 pytestmark = pytest.mark.stack
@@ -30,10 +30,7 @@ RELEASE = "bfj"
 
 @pytest.fixture(scope="module")
 def jobs_namespace(lab):
-    kubectl("apply", "-f", "-", input=yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {
-            "pod-security.kubernetes.io/enforce": "restricted",
-            "pod-security.kubernetes.io/enforce-version": "latest"}}}))
+    create_restricted_namespace(NS)
     minio_secret(NS)
     return NS
 
