@@ -150,6 +150,13 @@ def demo_cluster(manifest: str | None = None) -> int:
         say(f"ERROR: {exc}")
         return 1
     ok = run_demo(manifest, t0)
+    # the session writes the run's end, then powers off and exits: its Job completes just after
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and kubectl(
+            "get", "jobs", "-n", NAMESPACE, "-l", "app.kubernetes.io/name=benchfarm-session", "-o",
+            "jsonpath={.items[?(@.status.active)].metadata.name}", capture=True,
+            check=False).stdout.strip():
+        time.sleep(0.5)
     kubectl("get", "jobs", "-n", NAMESPACE, "-l", "app.kubernetes.io/name=benchfarm-session")
     print(f"[demo-cluster] helm install -> operator pods Ready: {seconds:.1f} s; the session ran "
           f"as a Job (`kubectl logs -n {NAMESPACE} job/<name>`); `make cluster-down` and `make "
