@@ -20,7 +20,7 @@ import pytest
 from benchfarm_devlab import image as img
 
 pytestmark = pytest.mark.stack
-SUBCOMMANDS = ("operator", "session", "parse", "report", "compare", "import-guide")
+SUBCOMMANDS = ("operator", "session", "parse", "report", "compare", "import-guide", "check")
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def test_runs_read_only_as_non_root(bundle):
     assert res.returncode == 0, res.stderr
     for sub in SUBCOMMANDS:
         assert sub in res.stdout
-    assert "{operator,session,parse,report,compare,import-guide}" in res.stdout   # no lab commands
+    assert "{operator,session,parse,report,compare,import-guide,check}" in res.stdout   # no lab commands
 
     res = img.run(bundle, ["benchfarm", "session", "run", "--help"])
     assert res.returncode == 0 and "NAMESPACE/NAME" in res.stdout, res.stderr
