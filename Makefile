@@ -18,7 +18,7 @@ APT_STAMP := $(BENCHFARM_CACHE)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut
 IMAGE_APT_STAMP := $(BENCHFARM_CACHE)/.apt-image-$(shell echo $(IMAGE_APT_PACKAGES) | md5sum | cut -c1-8)
 CLUSTER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-cluster-$(shell echo $(CLUSTER_APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps image-deps cluster-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster test unit chaos crds bench bench-boot clean
+.PHONY: all deps image-deps cluster-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster test unit chaos crds bench bench-scale bench-boot clean
 
 all: test
 
@@ -104,6 +104,11 @@ chaos: lab-up
 bench: venv
 	@$(PY) benchmarks/scheduler_bench.py
 	@$(PY) benchmarks/places_bench.py 100 1000
+
+# 1,000 simulated boards behind a real labgrid-exporter, 10,000 queued runs, the real control plane
+# and coordinator; prints the table and writes .benchfarm/bench-scale.json (ARGS: --runs 2000 ...).
+bench-scale: lab-up
+	@$(PY) benchmarks/scale_bench.py $(ARGS)
 
 bench-boot: lab-up
 	@$(PY) benchmarks/boot_times.py vb-x86-1 5

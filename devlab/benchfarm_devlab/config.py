@@ -51,6 +51,9 @@ class Ports:
     standby_liveness: int = PORT_BASE + 85   # a second operator replica in the chaos tests
     standby_metrics: int = PORT_BASE + 86
     serial_base: int = PORT_BASE + 100
+    # the simulated boards of the scale benchmark (scale.py): a PDU and up to 1,000 serial ports
+    sim_pdu: int = PORT_BASE + 87
+    sim_serial_base: int = PORT_BASE + 1000
     # the one-node cluster of `benchfarm lab cluster-up` (cluster.py)
     kubelet_healthz: int = PORT_BASE + 248
     kube_proxy_metrics: int = PORT_BASE + 249

@@ -204,3 +204,12 @@ def test_schedule_agrees_with_the_reference_on_random_rounds():
             assert got.assignments == want.assignments, seed
             assert [r.key for r in got.order] == [r.key for r in want.order], seed
             assert vars(fast) == vars(slow), seed
+
+
+def test_boards_go_only_to_runs_whose_session_can_start_now():
+    runs = [run(f"r{i}", created=i) for i in range(10)]
+    d = schedule(runs, boards(5), max_assignments=2)
+    assert [a.run for a in d.assignments] == ["a/r0", "a/r1"]
+    assert [r.key for r in d.order][:3] == ["a/r2", "a/r3", "a/r4"]
+    assert schedule(runs, boards(5), max_assignments=0).assignments == []
+    assert len(schedule(runs, boards(5), max_assignments=None).assignments) == 5

@@ -214,8 +214,12 @@ class _Demand:
 def schedule(runs: Sequence[QueuedRun], boards: Sequence[BoardView], *,
              running_per_namespace: Mapping[str, int] | None = None,
              max_boards: Mapping[str, int] | None = None,
-             fairness: FairnessPolicy | None = None, now: float = 0.0) -> Decision:
-    """One scheduling round: give available boards to the first runs that fit them."""
+             fairness: FairnessPolicy | None = None, now: float = 0.0,
+             max_assignments: int | None = None) -> Decision:
+    """One scheduling round: give available boards to the first runs that fit them.
+
+    `max_assignments` is how many sessions can start right now (the launcher's free slots): a
+    board is given only to a run whose session starts at once, never marked Busy to wait."""
     fairness = fairness or RoundRobinFairness()
     order = fairness.order(runs)
     running = dict(running_per_namespace or {})
@@ -225,8 +229,9 @@ def schedule(runs: Sequence[QueuedRun], boards: Sequence[BoardView], *,
     assignments: list[Assignment] = []
     remaining: list[QueuedRun] = []
     free_count = len(free.ordered)
+    slots = (1 << 30) if max_assignments is None else max(0, max_assignments)
     for run in order:
-        if free_count == len(free.taken) or \
+        if free_count == len(free.taken) or len(assignments) >= slots or \
                 running.get(run.namespace, 0) >= limits.get(run.namespace, 1 << 30):
             remaining.append(run)
             continue

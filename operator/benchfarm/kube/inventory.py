@@ -86,7 +86,9 @@ class Inventory:
         self.last_refresh = time.monotonic()
         rt = self.rt
         try:
+            t0 = time.perf_counter()
             places = rt.coordinator.places()
+            metrics.PLACES.set(time.perf_counter() - t0)
         except InfraError as exc:
             log.warning("labgrid coordinator unavailable: %s", exc)
             return

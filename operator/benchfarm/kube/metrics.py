@@ -6,6 +6,8 @@ Served on BENCHFARM_METRICS_PORT (the chart's Service scrapes it); 0 or unset tu
 from __future__ import annotations
 
 import os
+import threading
+from collections import deque
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -22,6 +24,18 @@ INFRA_FAILURES = Counter("benchfarm_infra_failures_total", "Infrastructure error
                          ["board", "reason"], registry=REGISTRY)
 FINISHED = Counter("benchfarm_runs_finished_total", "Finished runs", ["phase", "reason"],
                    registry=REGISTRY)
+RECOVERY = Gauge("benchfarm_recovery_seconds",
+                 "Reading the lab back after the operator started (runs, boards, fairness)",
+                 registry=REGISTRY)
+PLACES = Gauge("benchfarm_places_seconds", "The last read of the coordinator's places",
+               registry=REGISTRY)
+ROUNDS = Counter("benchfarm_schedule_rounds_total", "Scheduling rounds", registry=REGISTRY)
+ROUND = Gauge("benchfarm_schedule_round_seconds",
+              "Scheduling round (queue order, matching, assignment; under the lock) over the "
+              "last 10,000 rounds (quantile 1: the longest since the start)", ["quantile"], registry=REGISTRY)
+_rounds: deque[float] = deque(maxlen=10_000)
+_rounds_lock = threading.Lock()
+_count = [0, 0.0]      # rounds seen, longest round since the start
 
 
 def serve() -> int | None:
@@ -40,3 +54,19 @@ def observe_lab(queued: int, running: int, states: list[str]) -> None:
         BOARDS.labels(state).set(sum(1 for s in states if s == state))
     online = sum(1 for s in states if s not in ("Offline",))
     UTILISATION.set(running / online if online else 0.0)
+
+
+def observe_round(seconds: float) -> None:
+    """One round's duration; the quantiles of the last 10,000 are recomputed every 50 rounds
+    (and for the first ones), the maximum every round."""
+    ROUNDS.inc()
+    with _rounds_lock:
+        _rounds.append(seconds)
+        _count[0] += 1
+        ROUND.labels("1").set(max(seconds, _count[1]))
+        _count[1] = max(seconds, _count[1])
+        if _count[0] > 50 and _count[0] % 50:
+            return
+        values = sorted(_rounds)
+    for q in (0.5, 0.99):
+        ROUND.labels(str(q)).set(values[min(len(values) - 1, int(q * len(values)))])

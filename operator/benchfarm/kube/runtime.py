@@ -62,6 +62,9 @@ class Runtime:
         self.sessions = Supervisor(self)
         self.namespace = os.environ.get("BENCHFARM_NAMESPACE", "default")
         self.fairness_saved: dict[str, float] = {}
+        # sessions that may hold a board at once (the host's or the cluster's capacity); None: no
+        # limit. A board goes only to a run whose session starts right away.
+        self.max_sessions = int(os.environ.get("BENCHFARM_MAX_SESSIONS", "0") or 0) or None
 
     @property
     def boards(self) -> dict[str, Any]:
@@ -86,7 +89,9 @@ class Runtime:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.wake_event = asyncio.Event()
+        t0 = time.monotonic()
         await asyncio.to_thread(self._recover)
+        metrics.RECOVERY.set(time.monotonic() - t0)
         metrics.serve()
         self.task = asyncio.create_task(self._scheduler_loop(), name="benchfarm-scheduler")
 
@@ -196,6 +201,7 @@ class Runtime:
 
     def _schedule_round(self) -> None:
         now = time.time()
+        t0 = time.perf_counter()
         with self.lock:
             runs = list(self.runs.values())
             waiting = [r for r in runs if r.phase == PENDING and not r.starting and not r.deleting
@@ -209,14 +215,21 @@ class Runtime:
             queued = [self._queue_entry(r, self.policy.for_namespace(r.namespace).maxPriority)
                       for r in waiting]
             limits = {r.namespace: self.policy.for_namespace(r.namespace).maxBoards for r in waiting}
+            # a session counts against the limit while it holds its board (after releasing it,
+            # it only uploads and reports; the board and the slot go to the next run)
+            slots = None if self.max_sessions is None else self.max_sessions - sum(
+                1 for r in runs if r.starting or
+                (r.phase == RUNNING and not r.status.get("boardReleased")))
             decision = q.schedule(queued, boards, running_per_namespace=running_ns,
-                                  max_boards=limits, fairness=self.fairness, now=now)
+                                  max_boards=limits, fairness=self.fairness, now=now,
+                                  max_assignments=slots)
             started = []
             for a in decision.assignments:
                 run = self.runs[a.run]
                 run.starting = True
                 self.boards[a.board].run = a.run
                 started.append((run, a.board))
+        metrics.observe_round(time.perf_counter() - t0)
         for run, board in started:
             try:
                 self.sessions.launch(run, board)

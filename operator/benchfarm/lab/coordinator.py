@@ -184,9 +184,11 @@ class Coordinator:
         return self._call(_resources())
 
     # -- place management (inventory) ---------------------------------------------------------
-    def ensure_place(self, name: str, *, match: str, tags: dict[str, str], comment: str = "") -> None:
-        """Create or update a place so it matches `match` and carries exactly `tags`."""
-        current = self.places().get(name)
+    def ensure_place(self, name: str, *, match: str, tags: dict[str, str], comment: str = "",
+                     known: dict[str, PlaceInfo] | None = None) -> None:
+        """Create or update a place so it matches `match` and carries exactly `tags` (`known`:
+        the places as just read, so creating many reads them once, not once per place)."""
+        current = (self.places() if known is None else known).get(name)
         if current is None:
             self._call(self._rpc("AddPlace", pb2.AddPlaceRequest(name=name)))
             current = PlaceInfo(name=name)
@@ -198,6 +200,9 @@ class Coordinator:
         if comment and current.comment != comment:
             self._call(self._rpc("SetPlaceComment",
                                  pb2.SetPlaceCommentRequest(placename=name, comment=comment)))
+
+    def delete_place(self, name: str) -> None:
+        self._call(self._rpc("DeletePlace", pb2.DeletePlaceRequest(name=name)))
 
     # -- acquisition --------------------------------------------------------------------------
     def acquire(self, name: str) -> None:
