@@ -63,8 +63,8 @@ def observe_round(seconds: float) -> None:
     with _rounds_lock:
         _rounds.append(seconds)
         _count[0] += 1
-        ROUND.labels("1").set(max(seconds, _count[1]))
         _count[1] = max(seconds, _count[1])
+        ROUND.labels("1").set(_count[1])
         if _count[0] > 50 and _count[0] % 50:
             return
         values = sorted(_rounds)
