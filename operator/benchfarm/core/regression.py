@@ -16,8 +16,6 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scipy.stats import mannwhitneyu
-
 from .stats import seed_format
 
 LOWER_IS_BETTER_UNITS = {"us", "ns", "ms", "s", "cycles"}
@@ -105,6 +103,7 @@ def compare_metric(key: str, baseline: Sample, current: Sample, higher_is_better
         if set(baseline.values) == set(current.values) and len(set(current.values)) == 1:
             p = 1.0
         else:
+            from scipy.stats import mannwhitneyu   # lazily: 1.4 s of imports
             p = float(mannwhitneyu(baseline.values, current.values, alternative="two-sided").pvalue)
         significant = p < th.alpha
         if significant and worse > th.min_effect:

@@ -9,13 +9,14 @@ a Kubernetes Job instead (BENCHFARM_LAUNCHER=job).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -41,32 +42,77 @@ class Launcher(Protocol):
 
 
 class ProcessLauncher:
-    """A runner as a local process, detached from the operator, logging to a file per attempt."""
+    """A runner as a local process, detached from the operator, logging to a file per attempt.
+
+    A cold Python process spends about a second importing labgrid, kubernetes, minio and pydantic
+    before it can acquire its board, so `spares` processes are kept started ahead of need
+    (`benchfarm session spare`): imported, waiting on stdin for the run to serve. A launch hands
+    the request to a spare (and starts the next spare) or, when none is ready, starts a cold one.
+    A spare whose operator dies reads end-of-file and exits; a launched session never reads stdin
+    again, so it outlives the operator as a cold one does.
+    """
 
     def __init__(self, log_dir: Path, env: dict[str, str] | None = None,
-                 command: list[str] | None = None, pid_dir: Path | None = None) -> None:
+                 command: list[str] | None = None, pid_dir: Path | None = None,
+                 spares: int = 2) -> None:
         self.log_dir = log_dir
         self.pid_dir = pid_dir       # the embedded lab stops sessions by these on `lab down`
         self.env = env
-        self.command = command or [sys.executable, "-m", "benchfarm.cli", "session", "run"]
+        self.command = command or [sys.executable, "-m", "benchfarm.cli", "session"]
         self.children: dict[int, subprocess.Popen] = {}
+        self.spares = spares
+        self.ready: list[subprocess.Popen] = []     # spares waiting for a run, oldest first
 
     def launch(self, req: Launch) -> str:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         logfile = self.log_dir / (f"{req.namespace}.{req.name}.attempt-{req.attempt}"
                                   f".run-{req.resume}.log")
-        env = {**os.environ, **(self.env or {}), "BENCHFARM_RUN_UID": req.uid}
-        with logfile.open("ab") as out:
-            proc = subprocess.Popen([*self.command, f"{req.namespace}/{req.name}"], stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    start_new_session=True)
+        ref = f"{req.namespace}/{req.name}"
+        proc = self._hand_to_spare(ref, req.uid, logfile)
+        how = "a spare"
+        if proc is None:
+            how = "a cold process"
+            env = {**os.environ, **(self.env or {}), "BENCHFARM_RUN_UID": req.uid}
+            with logfile.open("ab") as out:
+                proc = self._start([*self.command, "run", ref], out, env, stdin=subprocess.DEVNULL)
+        self.top_up()
+        log.info("launched the session of %s (attempt %d, run %d) in %s: pid %d, log %s",
+                 ref, req.attempt, req.resume, how, proc.pid, logfile)
+        return f"pid {proc.pid}, log {logfile}"
+
+    def _hand_to_spare(self, ref: str, uid: str, logfile: Path) -> subprocess.Popen | None:
+        while self.ready:
+            proc = self.ready.pop(0)
+            if proc.poll() is not None or proc.stdin is None:
+                continue
+            request = {"run": ref, "log": str(logfile), "env": {"BENCHFARM_RUN_UID": uid}}
+            try:
+                proc.stdin.write((json.dumps(request) + "\n").encode())
+                proc.stdin.close()
+                return proc
+            except OSError:                  # it died meanwhile: try the next one
+                continue
+        return None
+
+    def top_up(self) -> None:
+        """Start spares until `spares` wait (called after each launch and by `reap`)."""
+        self.ready = [p for p in self.ready if p.poll() is None]
+        while len(self.ready) < self.spares:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            env = {**os.environ, **(self.env or {})}
+            with (self.log_dir / "spares.log").open("ab") as out:
+                self.ready.append(self._start([*self.command, "spare"], out, env,
+                                              stdin=subprocess.PIPE))
+
+    def _start(self, argv: list[str], out: Any, env: dict[str, str], *, stdin: int) \
+            -> subprocess.Popen:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=stdin, env=env,
+                                start_new_session=True)
         self.children[proc.pid] = proc
         if self.pid_dir is not None:
             self.pid_dir.mkdir(parents=True, exist_ok=True)
             (self.pid_dir / f"session-{proc.pid}.pid").write_text(str(proc.pid))
-        log.info("launched the session of %s/%s (attempt %d, run %d): pid %d, log %s",
-                 req.namespace, req.name, req.attempt, req.resume, proc.pid, logfile)
-        return f"pid {proc.pid}, log {logfile}"
+        return proc
 
     def reap(self) -> None:
         for pid, proc in list(self.children.items()):
@@ -74,6 +120,8 @@ class ProcessLauncher:
                 del self.children[pid]
                 if self.pid_dir is not None:
                     (self.pid_dir / f"session-{pid}.pid").unlink(missing_ok=True)
+        if self.spares:
+            self.top_up()
 
 
 def from_env(kube: object = None) -> Launcher:
@@ -87,4 +135,5 @@ def from_env(kube: object = None) -> Launcher:
     pids = os.environ.get("BENCHFARM_SESSION_PIDS")
     return ProcessLauncher(Path(os.environ.get("BENCHFARM_SESSION_LOGS",
                                                state / "logs" / "sessions")),
-                           pid_dir=Path(pids) if pids else None)
+                           pid_dir=Path(pids) if pids else None,
+                           spares=int(os.environ.get("BENCHFARM_SESSION_SPARES", "2")))

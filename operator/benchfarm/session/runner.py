@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -638,6 +639,28 @@ def _prewarm() -> None:
         from . import results  # noqa: F401  (scipy through the regression rule)
     except Exception:  # only a head start; the real import reports any problem
         log.debug("prewarm failed", exc_info=True)
+
+
+def spare() -> int:
+    """A session started ahead of need by the operator's process launcher: everything a session
+    imports is loaded now; then it reads its run as one JSON line on stdin (`run`, `log`, `env`),
+    sends its output to that log and serves the run. End-of-file (the operator went away): exit."""
+    _prewarm()
+    # the Kubernetes client builds its API and model classes on first use: a second or more
+    from kubernetes import client, watch  # noqa: F401
+    for cls in ("CoreV1Api", "CustomObjectsApi", "CoordinationV1Api", "V1Lease", "V1LeaseSpec",
+                "V1ObjectMeta", "V1DeleteOptions", "V1Preconditions"):
+        getattr(client, cls, None)
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0
+    request = json.loads(line)
+    fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.environ.update(request.get("env") or {})
+    return main(request["run"])
 
 
 def _ts(iso: str) -> float:
