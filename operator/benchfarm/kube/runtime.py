@@ -35,7 +35,8 @@ from .state import CANCELLED, FAILED, FINISHED, PENDING, RUNNING, SUCCEEDED, Run
 
 log = logging.getLogger("benchfarm")
 
-QUEUE_POSITION_LIMIT = 5     # only the head of the queue: each run gets at most ~5 position writes
+QUEUE_POSITION_LIMIT = 2     # only the head of the queue: the next two waiting runs
+QUEUE_POSITION_WRITES = 2    # and at most two position writes per run (the write budget of a run)
 QUEUE_POSITION_PERIOD = 5.0
 FAIRNESS_CONFIG_MAP = "benchfarm-fairness"   # who was served last, per namespace
 
@@ -296,7 +297,9 @@ class Runtime:
         for key in set(self.positions) | set(new):
             if self.positions.get(key) != new.get(key) and key in self.runs:
                 run = self.runs[key]
-                if run.phase == PENDING and not run.starting:
+                if run.phase == PENDING and not run.starting and \
+                        run.position_writes < QUEUE_POSITION_WRITES:
+                    run.position_writes += 1
                     self.kube.patch_run_status(run.namespace, run.name,
                                                {"queuePosition": new.get(key)})
         self.positions = new

@@ -38,6 +38,7 @@ class RunState:
     # derived once, not every scheduling round: (fingerprint, value)
     queue_entry: tuple[Any, Any] | None = None
     completed_at: tuple[str, float] | None = None
+    position_writes: int = 0        # queuePosition writes so far (capped: a run's write budget)
 
     @property
     def key(self) -> str:

@@ -140,6 +140,8 @@ class Runner:
             log.warning("another runner holds the lease of %s/%s; exiting", self.namespace,
                         self.name)
             return 3
+        log.info("%s/%s: session %s holds the run's Lease", self.namespace, self.name,
+                 self.identity)
         threading.Thread(target=self._renew_loop, name="lease", daemon=True).start()
         threading.Thread(target=self._watch_run, name="watch-run", daemon=True).start()
         try:
@@ -642,24 +644,40 @@ def _prewarm() -> None:
 
 
 def spare() -> int:
-    """A session started ahead of need by the operator's process launcher: everything a session
-    imports is loaded now; then it reads its run as one JSON line on stdin (`run`, `log`, `env`),
-    sends its output to that log and serves the run. End-of-file (the operator went away): exit."""
+    """A session started ahead of need by the operator's process launcher. It loads everything a
+    session imports while it waits for its run: one JSON line on stdin (`run`, `log`, `env`). The
+    request is taken as soon as it comes, even mid-import (a busy host imports slowly): output goes
+    to the run's log from then on, and the run is served once the imports are done. End-of-file
+    (the operator went away before handing it a run): exit."""
+    t0 = time.monotonic()
+    _logging()        # stderr: the launcher's spares.log until a run is handed over
+    handed = threading.Event()
+    request: dict[str, Any] = {}
+
+    def take() -> None:
+        line = sys.stdin.readline()
+        if line.strip():
+            request.update(json.loads(line))
+            fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.close(fd)
+            os.environ.update(request.get("env") or {})
+            log.info("spare session process %d serves %s (%.1f s after it started)", os.getpid(),
+                     request["run"], time.monotonic() - t0)
+        handed.set()
+    threading.Thread(target=take, name="spare-request", daemon=True).start()
     _prewarm()
     # the Kubernetes client builds its API and model classes on first use: a second or more
     from kubernetes import client, watch  # noqa: F401
     for cls in ("CoreV1Api", "CustomObjectsApi", "CoordinationV1Api", "V1Lease", "V1LeaseSpec",
                 "V1ObjectMeta", "V1DeleteOptions", "V1Preconditions"):
         getattr(client, cls, None)
-    line = sys.stdin.readline()
-    if not line.strip():
+    if not handed.is_set():
+        log.info("spare session process %d ready in %.1f s", os.getpid(), time.monotonic() - t0)
+    handed.wait()
+    if not request:
         return 0
-    request = json.loads(line)
-    fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    os.environ.update(request.get("env") or {})
     return main(request["run"])
 
 
@@ -667,10 +685,14 @@ def _ts(iso: str) -> float:
     return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
 
 
-def main(ref: str) -> int:
+def _logging() -> None:
     logging.basicConfig(level=os.environ.get("BENCHFARM_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
+
+
+def main(ref: str) -> int:
+    _logging()
     namespace, _, name = ref.partition("/")
     if not name:
         print("benchfarm session run: expected NAMESPACE/NAME", flush=True)

@@ -1,0 +1,135 @@
+"""Issue 12 on the real stack, smaller than `make bench-scale`: 100 places, 1,000 queued runs.
+
+The same lab the benchmark builds (simulated boards behind a real labgrid-exporter, the lab's
+API server and coordinator, the operator limited to a few sessions holding a board at once):
+while the queue drains, no board may be Busy for a run whose session is not running (its Lease
+renewed), never more sessions hold boards than the limit, and each finished run costs the API
+server at most 10 writes to its BenchmarkRun, counted from the API server's audit log.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+import benchfarm_devlab as devlab
+from benchfarm_devlab import scale
+from benchmarks import scale_bench as bench
+from tests.stack.conftest import wait_for
+
+pytestmark = pytest.mark.stack
+
+BOARDS, RUNS, SESSIONS, PROBES = 100, 1000, 4, 5
+BUDGET = 10
+
+
+@pytest.fixture(scope="module")
+def scale_lab(lab, kube):
+    import argparse
+    args = argparse.Namespace(boards=BOARDS, probes=PROBES, boot_seconds=1.0, work=1.0)
+    held = bench.setup(args)
+    person = bench.Coordinator(lab["LG_COORDINATOR"], user="alice", host="desk")
+    try:
+        for i in held:
+            person.acquire(scale.place_name(i))
+    finally:
+        person.close()
+    scale.start_operator(SESSIONS)
+    yield held
+    person = bench.Coordinator(lab["LG_COORDINATOR"], user="alice", host="desk")
+    try:
+        for i in held:
+            person.release(scale.place_name(i))
+    finally:
+        person.close()
+    bench.teardown()
+
+
+def _lease_renewed(coord, ns: str, name: str, now: float) -> bool:
+    try:
+        lease = coord.read_namespaced_lease(f"benchfarm-run-{name}", ns)
+    except Exception:
+        return False
+    renew = lease.spec.renew_time or lease.spec.acquire_time
+    return renew is not None and now - renew.timestamp() < 30
+
+
+def _session_alive(core, run: str) -> bool:
+    """The session process the operator launched for the run (its Scheduled event names the
+    pid) is alive: a spare handed the run, or a cold process."""
+    ns, _, name = run.partition("/")
+    events = core.list_namespaced_event(ns, field_selector=f"involvedObject.name={name},"
+                                                           "reason=Scheduled").items
+    pids = [int(m.group(1)) for e in events if (m := re.search(r"session pid (\d+)", e.message))]
+    if not pids:
+        return False
+    try:
+        return b"benchfarm" in Path(f"/proc/{pids[-1]}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def _busy_boards(custom) -> dict[str, str]:
+    """sim board -> the run it is Busy for (boards a person holds in labgrid left out)."""
+    busy = {}
+    for b in custom.list_cluster_custom_object("benchfarm.io", "v1alpha1", "boards")["items"]:
+        st = b.get("status") or {}
+        if b["metadata"]["name"].startswith("sim-") and st.get("state") == "Busy" and \
+                not str(st.get("run", "")).startswith("labgrid:"):
+            busy[b["metadata"]["name"]] = st.get("run")
+    return busy
+
+
+def test_a_thousand_queued_runs_on_a_hundred_places(scale_lab, kube):
+    from kubernetes import client
+    custom, coord = client.CustomObjectsApi(kube), client.CoordinationV1Api(kube)
+    core = client.CoreV1Api(kube)
+    t0 = time.time()
+    docs = bench.flood(RUNS, BOARDS, PROBES)
+    create_s = bench.create_all(docs)
+    print(f"\n{RUNS} runs created in {create_s:.1f} s")
+    busy_seen = leases_checked = samples = 0
+    first_seen: dict[tuple[str, str], float] = {}
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        busy = _busy_boards(custom)
+        assert len(busy) <= SESSIONS + 1, busy   # +1: a Board status written a moment late
+        for board, run in busy.items():
+            if not _session_alive(core, run):   # just launched, or finished meanwhile?
+                time.sleep(1)
+                assert _session_alive(core, run) or _busy_boards(custom).get(board) != run, \
+                    f"{board} Busy for {run}, whose session process is not running"
+        now = time.time()
+        for board, run in busy.items():
+            busy_seen += 1
+            since = first_seen.setdefault((board, run), now)
+            if now - since > 30:                 # long enough for any session to have started
+                ns, _, name = run.partition("/")
+                assert _lease_renewed(coord, ns, name, now), \
+                    f"{board} Busy for {run} for {now - since:.0f} s without a live session Lease"
+                leases_checked += 1
+        samples += 1
+        time.sleep(3)
+    assert busy_seen > 0, "no board was ever seen Busy: nothing ran"
+    items = bench.list_runs()
+    done = [i for i in items if i["metadata"]["namespace"] in set(bench.teams())
+            and (i.get("status") or {}).get("phase") == "Succeeded"]
+    assert len(done) >= SESSIONS, f"only {len(done)} runs finished in 90 s"
+    writes = wait_for("the audit log to show the finished runs' writes",
+                      lambda: (w := bench.api_writes(set(bench.teams()), t0)) and w, timeout=20)
+    per_run = {f"{i['metadata']['namespace']}/{i['metadata']['name']}":
+               writes[(i["metadata"]["namespace"], i["metadata"]["name"])] for i in done}
+    print(f"{len(done)} runs finished in 90 s with {SESSIONS} sessions; {samples} samples, "
+          f"{busy_seen} Busy boards checked against their session processes, {leases_checked} "
+          f"against their Leases; BenchmarkRun writes "
+          f"per finished run: max {max(per_run.values())}, mean "
+          f"{sum(per_run.values()) / len(per_run):.1f}")
+    assert max(per_run.values()) <= BUDGET, per_run
+    queued = [writes[(i["metadata"]["namespace"], i["metadata"]["name"])] for i in items
+              if i["metadata"]["namespace"] in set(bench.teams())
+              and (i.get("status") or {}).get("phase") == "Pending"]
+    assert max(queued) <= BUDGET, "a queued run cost more writes than a whole run may"
+    assert devlab.running_pid("simboards") is not None
