@@ -21,7 +21,7 @@ import yaml
 import benchfarm_devlab as devlab
 from tests.stack.conftest import apply, kube, lab, operator, wait_for  # noqa: F401 (fixtures)
 from tests.stack.runs import (GROUP, VERSION, board_index, chaos, cond, finished, get,
-                              place_acquired, run_yaml, status, unique)
+                              place_acquired, run_yaml, session_pids, status, unique)
 
 pytestmark = pytest.mark.stack
 
@@ -190,11 +190,10 @@ def test_runner_kill_9_resumes_at_the_first_unfinished_step(custom, record):
     def disrupt(name):
         wait_console(custom, name, mark(name, "end"))   # iteration 1's mark has finished
         snap = objects(custom, name)
-        out = subprocess.run(["pgrep", "-f", f"benchfarm.cli session run default/{name}"],
-                             capture_output=True, text=True).stdout.split()
-        assert out, "no runner process found"
-        for pid in out:
-            os.kill(int(pid), signal.SIGKILL)
+        pids = session_pids("default", name)
+        assert pids, "no runner process found"
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
         return snap, time.monotonic()
     st = scenario(custom, record, "runner kill -9 mid-run", unique("runner"), disrupt)
     assert st["resumes"] == 1 and st["attempts"] == 1

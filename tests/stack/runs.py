@@ -128,3 +128,18 @@ def api_writes(ns, name):
         elif ref.get("resource") == "leases" and ref.get("name") == f"benchfarm-run-{name}":
             out["lease"].append(entry)
     return out
+
+
+def session_pids(ns, name):
+    """PIDs of the session processes serving the run: a session writes to the run's log
+    (`NS.NAME.attempt-A.run-R.log`), a cold process from its start, a spare once handed the run."""
+    pids = []
+    for pidfile in (devlab.STATE / "pids").glob("session-*.pid"):
+        try:
+            pid = int(pidfile.read_text())
+            out = os.path.basename(os.readlink(f"/proc/{pid}/fd/1"))
+        except (OSError, ValueError):
+            continue
+        if out.startswith(f"{ns}.{name}.attempt-"):
+            pids.append(pid)
+    return pids
