@@ -35,6 +35,8 @@ async def startup(settings: kopf.OperatorSettings, logger: logging.Logger, **_: 
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="benchfarm.io", key="last-handled-configuration")
     settings.posting.level = logging.WARNING
+    # a line per handled event is noise at thousands of runs; failures still log as warnings
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.error_backoffs = [1, 2, 5, 10, 20]

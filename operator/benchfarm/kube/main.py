@@ -18,8 +18,10 @@ def run(liveness: str | None = None) -> int:
     from .leader import lead
     lease = lead(liveness)   # blocks while another replica leads
     try:
+        # all_at_once: both creation handlers (admission, the cancel field) in one cycle, so a
+        # new run costs one patch of kopf's bookkeeping instead of one per handler
         asyncio.run(kopf.operator(clusterwide=True, liveness_endpoint=liveness or None,
-                                  standalone=True))
+                                  standalone=True, lifecycle=kopf.lifecycles.all_at_once))
     finally:
         lease.release()      # a clean stop hands over at once, not after the Lease expires
     return 0
