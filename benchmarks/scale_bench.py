@@ -391,7 +391,8 @@ def run_phases(args: argparse.Namespace, pid: int) -> dict:
     resync = time.monotonic() - t
     recovery = metrics().get("benchfarm_recovery_seconds", float("nan"))
     _, peak2 = rss_mib(pid2)
-    window_min = (t_window_end - t_window) / 60
+    # runs finish from the first created one on: count them over creation and window together
+    window_min = (t_window_end - t_flood) / 60
     own = statistics.mean(board_time) if board_time else float("nan")
     return {
         "boards": args.boards, "queued": args.runs, "sessions": args.sessions,

@@ -130,17 +130,15 @@ def power_events() -> list[dict]:
 def down() -> None:
     """Remove the simulated boards' places and Board objects, stop them, restore the operator."""
     from .lab import start_operator as lab_operator
+    stop_process("benchfarm-operator")     # first: it would follow each place's removal
     if running_pid("labgrid-coordinator") is not None:
         coordinator = _coordinator()
         try:
-            for name in coordinator.places():
-                if name.startswith("sim-"):
-                    coordinator.delete_place(name)
+            coordinator.delete_places([n for n in coordinator.places() if n.startswith("sim-")])
         finally:
             coordinator.close()
     stop_process(f"labgrid-exporter-{EXPORTER}")
     stop_process("simboards")
-    stop_process("benchfarm-operator")
     boards = kubectl("get", "boards", "-o", "name", check=False, capture=True).stdout.split()
     sims = [b for b in boards if b.split("/")[-1].startswith("sim-")]
     for i in range(0, len(sims), 200):

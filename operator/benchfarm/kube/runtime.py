@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,8 @@ log = logging.getLogger("benchfarm")
 QUEUE_POSITION_LIMIT = 2     # only the head of the queue: the next two waiting runs
 QUEUE_POSITION_WRITES = 2    # and at most two position writes per run (the write budget of a run)
 QUEUE_POSITION_PERIOD = 5.0
-FAIRNESS_CONFIG_MAP = "benchfarm-fairness"   # who was served last, per namespace
+FAIRNESS_CONFIG_MAP = "benchfarm-fairness"
+SLOW_ITERATION = 2.0         # seconds: a scheduler iteration longer than this is logged   # who was served last, per namespace
 
 
 class Runtime:
@@ -66,6 +68,9 @@ class Runtime:
         # sessions that may hold a board at once (the host's or the cluster's capacity); None: no
         # limit. A board goes only to a run whose session starts right away.
         self.max_sessions = int(os.environ.get("BENCHFARM_MAX_SESSIONS", "0") or 0) or None
+        # the scheduler's own thread: never queued behind a flood of admissions (which run on
+        # asyncio's default executor, a few threads for the whole operator)
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scheduler")
 
     @property
     def boards(self) -> dict[str, Any]:
@@ -190,10 +195,17 @@ class Runtime:
             except asyncio.TimeoutError:
                 pass
             self.wake_event.clear()
+            loop = asyncio.get_running_loop()
             try:
-                await asyncio.to_thread(self.inventory.refresh)
-                await asyncio.to_thread(self.sessions.supervise)
-                await asyncio.to_thread(self._schedule_round)
+                t = [time.monotonic()]
+                for step in (self.inventory.refresh, self.sessions.supervise,
+                             self._schedule_round):
+                    await loop.run_in_executor(self.executor, step)
+                    t.append(time.monotonic())
+                if t[-1] - t[0] > SLOW_ITERATION:
+                    log.warning("a slow scheduler iteration: %.1f s (inventory %.1f, sessions "
+                                "%.1f, round %.1f)", t[3] - t[0], t[1] - t[0], t[2] - t[1],
+                                t[3] - t[2])
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -201,8 +201,15 @@ class Coordinator:
             self._call(self._rpc("SetPlaceComment",
                                  pb2.SetPlaceCommentRequest(placename=name, comment=comment)))
 
-    def delete_place(self, name: str) -> None:
-        self._call(self._rpc("DeletePlace", pb2.DeletePlaceRequest(name=name)))
+    def delete_places(self, names: list[str]) -> None:
+        """Delete places, all requests in flight at once and one wait for the coordinator's
+        updates (one at a time, 1,000 places took minutes)."""
+        async def _delete() -> None:
+            session = await self._ensure()
+            await asyncio.gather(*(session.stub.DeletePlace(pb2.DeletePlaceRequest(name=n))
+                                   for n in names))
+            await session.sync_with_coordinator()
+        self._call(_delete(), timeout=max(self.timeout, len(names) / 20))
 
     # -- acquisition --------------------------------------------------------------------------
     def acquire(self, name: str) -> None:
