@@ -186,6 +186,23 @@ def setup(args: argparse.Namespace) -> list[int]:
     return held
 
 
+def person_holds(boards: list[int], hold: bool) -> None:
+    """A person (alice at her desk) locks these boards in labgrid, or lets them go. One client
+    at a time: gRPC shares a process's connection and the coordinator refuses a second stream."""
+    person = Coordinator(os.environ["LG_COORDINATOR"], user="alice", host="desk")
+    try:
+        for i in boards:
+            if hold:
+                person.acquire(scale.place_name(i))
+            else:
+                try:
+                    person.release(scale.place_name(i))
+                except Exception:  # released already, or the lab went away: nothing to undo
+                    pass
+    finally:
+        person.close()
+
+
 def teardown() -> None:
     kubectl("delete", "labpolicy", "scale-bench", "--ignore-not-found")
     for ns in [*teams(), PROBE_NS]:
@@ -275,27 +292,13 @@ def main() -> int:
     args = ap.parse_args()
     t_all = time.monotonic()
     held = setup(args)
-    person = None
     try:
-
-        person = Coordinator(os.environ["LG_COORDINATOR"], user="alice", host="desk")
-        for i in held:                      # a person's lock: these boards are never free
-            person.acquire(scale.place_name(i))
-        person.close()     # the lock stays; one client per process at a time (gRPC shares the
-        person = None      # connection, and the coordinator refuses a second stream on it)
+        person_holds(held, True)            # a person's lock: these boards are never free
         pid = scale.start_operator(args.sessions)
         wait_metric("benchfarm_schedule_rounds_total", lambda v: v >= 1, 120)
         figures = run_phases(args, pid)
     finally:
-        if person is not None:
-            person.close()
-        person = Coordinator(os.environ["LG_COORDINATOR"], user="alice", host="desk")
-        for i in held:
-            try:
-                person.release(scale.place_name(i))
-            except Exception:
-                pass
-        person.close()
+        person_holds(held, False)
         if not args.keep:
             teardown()
     figures["total_s"] = round(time.monotonic() - t_all, 1)

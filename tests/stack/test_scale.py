@@ -31,20 +31,10 @@ def scale_lab(lab, kube):
     import argparse
     args = argparse.Namespace(boards=BOARDS, probes=PROBES, boot_seconds=1.0, work=1.0)
     held = bench.setup(args)
-    person = bench.Coordinator(lab["LG_COORDINATOR"], user="alice", host="desk")
-    try:
-        for i in held:
-            person.acquire(scale.place_name(i))
-    finally:
-        person.close()
+    bench.person_holds(held, True)
     scale.start_operator(SESSIONS)
     yield held
-    person = bench.Coordinator(lab["LG_COORDINATOR"], user="alice", host="desk")
-    try:
-        for i in held:
-            person.release(scale.place_name(i))
-    finally:
-        person.close()
+    bench.person_holds(held, False)
     bench.teardown()
 
 
