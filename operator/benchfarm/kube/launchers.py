@@ -44,7 +44,7 @@ class Launcher(Protocol):
 class ProcessLauncher:
     """A runner as a local process, detached from the operator, logging to a file per attempt.
 
-    A cold Python process spends about a second importing labgrid, kubernetes, minio and pydantic
+    A cold Python process spends about 2.5 s importing labgrid, kubernetes, minio and pydantic
     before it can acquire its board, so `spares` processes are kept started ahead of need
     (`benchfarm session spare`): imported, waiting on stdin for the run to serve. A launch hands
     the request to a spare (and starts the next spare) or, when none is ready, starts a cold one.
