@@ -39,8 +39,8 @@ log = logging.getLogger("benchfarm")
 QUEUE_POSITION_LIMIT = 2     # only the head of the queue: the next two waiting runs
 QUEUE_POSITION_WRITES = 2    # and at most two position writes per run (the write budget of a run)
 QUEUE_POSITION_PERIOD = 5.0
-FAIRNESS_CONFIG_MAP = "benchfarm-fairness"
-SLOW_ITERATION = 2.0         # seconds: a scheduler iteration longer than this is logged   # who was served last, per namespace
+FAIRNESS_CONFIG_MAP = "benchfarm-fairness"   # who was served last, per namespace
+SLOW_ITERATION = 2.0         # seconds: a scheduler iteration longer than this is logged
 
 
 class Runtime:
