@@ -11,12 +11,11 @@ import os
 import statistics
 import sys
 
-import yaml
 
 import benchfarm_devlab as devlab
-from benchfarm.api.devicetype import DeviceType
 from benchfarm.lab.board import Board
 from benchfarm.lab.coordinator import Coordinator
+from benchfarm.lab.environment import load_device_types
 
 
 def main() -> None:
@@ -25,12 +24,11 @@ def main() -> None:
     env = devlab.lab_env()
     c = Coordinator(env["LG_COORDINATOR"], user=os.environ.get("USER", "bench"), host="boot-times")
     info = c.places()[place]
-    dt = DeviceType(**yaml.safe_load(
-        (devlab.DEVICE_TYPES / f"{info.tags['device_type']}.yaml").read_text()))
+    dt = load_device_types(devlab.DEVICE_TYPES)[info.tags["device_type"]]
     c.acquire(place)
     phases: dict[str, list[float]] = {}
     try:
-        board = Board(place, c.places()[place].resources, dt)
+        board = Board(place, c.places()[place].resources, dt, c.session())
         for i in range(n):
             tl = board.boot()
             for k, v in {**tl.fused, **tl.phases(dt.boot.phases)}.items():

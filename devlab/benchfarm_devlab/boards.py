@@ -47,23 +47,26 @@ def qemu_argv(board: dict, dtype: dict, image: Path, serial_socket: Path, qmp_so
     if virtual.get("append"):
         cmdline += " " + virtual["append"]
     memory = board.get("memoryMiB") or virtual.get("memoryMiB") or 1024
+    # with a bootloader as firmware, the bootloader loads kernel and initramfs over TFTP (the
+    # device type's labgrid environment says how) from QEMU's user network: the image directory
+    bios = virtual.get("bios")
+    boot = ["-bios", bios] if bios else [
+        "-kernel", str(image / "vmlinuz"), "-initrd", str(image / "initramfs.cpio")]
+    net = ["-netdev", f"user,id=n0{f',tftp={image}' if bios else ''}",
+           "-device", "virtio-net-pci,netdev=n0,romfile="]
     common = [
         "-accel", "tcg", "-smp", str(board.get("cpus", 2)), "-m", str(memory),
         "-display", "none", "-nodefaults", "-no-user-config", "-no-reboot",
         "-chardev", f"socket,id=s0,path={serial_socket},reconnect=1", "-serial", "chardev:s0",
-        "-qmp", f"unix:{qmp_socket},server=on,wait=off",
-        "-kernel", str(image / "vmlinuz"), "-initrd", str(image / "initramfs.cpio"),
+        "-qmp", f"unix:{qmp_socket},server=on,wait=off", *boot,
         "-drive", f"file={scratch},if=virtio,format=raw,cache=unsafe",
-        *[str(a) for a in virtual.get("qemuArgs", [])],
+        *[str(a) for a in virtual.get("qemuArgs", [])], *net,
     ]
     if dtype["arch"] == "amd64":
         return ["qemu-system-x86_64", "-M", "pc", "-global", "PIIX4_PM.disable_s3=0",
-                "-rtc", "base=utc", *common,
-                "-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0,romfile=",
-                "-append", f"console=ttyS0 {cmdline}"]
+                "-rtc", "base=utc", *common, *([] if bios else ["-append", f"console=ttyS0 {cmdline}"])]
     return ["qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a53", *common,
-            "-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0,romfile=",
-            "-append", f"console=ttyAMA0 {cmdline}"]
+            *([] if bios else ["-append", f"console=ttyAMA0 {cmdline}"])]
 
 
 def start_virtual_lab(inventory: dict) -> dict:

@@ -267,7 +267,7 @@ class Outlet:
             qmp.unlink(missing_ok=True)
             out = (self.logdir / f"{self.board['name']}-qemu.log").open("ab")
             argv = list(self.board["qemu_argv"])
-            if self.fault == "panic":
+            if self.fault == "panic" and "-append" in argv:   # booted by QEMU, not a bootloader
                 i = argv.index("-append") + 1
                 argv[i] += " rdinit=/benchfarm-fault-no-init"
             self.proc = await asyncio.create_subprocess_exec(

@@ -18,6 +18,7 @@ import benchfarm_devlab as devlab
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.lab.board import Board
 from benchfarm.lab.coordinator import Coordinator
+from benchfarm.lab.environment import load_device_types
 from tests.stack.conftest import wait_for
 
 pytestmark = pytest.mark.stack
@@ -118,7 +119,7 @@ def test_coordinator_lists_places_with_tags(lab):
 
 
 def _device_type(name: str) -> DeviceType:
-    return DeviceType(**yaml.safe_load((devlab.DEVICE_TYPES / f"{name}.yaml").read_text()))
+    return load_device_types(devlab.DEVICE_TYPES)[name]
 
 
 @pytest.mark.parametrize("place,dtype", [("vb-x86-1", "qemu-x86"), ("vb-a53-0", "qemu-arm64-a53")])
@@ -127,12 +128,19 @@ def test_power_cycle_through_labgrid_reaches_the_shell(lab, place, dtype):
     wait_for(f"{place} free", lambda: c.places()[place].free, timeout=300)
     c.acquire(place)
     try:
-        board = Board(place, c.places()[place].resources, _device_type(dtype))
+        board = Board(place, c.places()[place].resources, _device_type(dtype), c.session())
         try:
             timeline = board.boot()
             assert timeline.reached_prompt
             # the console is read in chunks: the first byte and the kernel's banner may share one
             assert timeline.events["first-byte"] <= timeline.events["kernel"] <= timeline.events["prompt"]
+            if dtype == "qemu-arm64-a53":   # through real U-Boot, kernel and initramfs over TFTP
+                e = timeline.events
+                assert e["bootloader"] < e["bootloader-ready"] < e["starting-kernel"] < e["kernel"]
+                log = board.serial_log.bytes()
+                assert b"Bytes transferred" in log and b"Starting kernel" in log
+                assert timeline.phases(board.device_type.boot.phases)["kernel-to-prompt"] == \
+                    pytest.approx(e["prompt"] - e["starting-kernel"], abs=0.002)
             out = board.run("echo $((6*7)); cat /proc/uptime", timeout=20)
             assert out.exit_code == 0 and out.output.splitlines()[0] == "42"
             assert float(out.output.splitlines()[1].split()[0]) < 60  # a fresh boot
@@ -149,6 +157,37 @@ def test_power_cycle_through_labgrid_reaches_the_shell(lab, place, dtype):
         c.close()
 
 
+@pytest.mark.parametrize("place,dtype,state", [("vb-x86-0", "qemu-x86", "shell"),
+                                               ("vb-a53-0", "qemu-arm64-a53", "bootloader")])
+def test_a_device_types_labgrid_environment_is_a_file_labgrid_client_drives(lab, place, dtype,
+                                                                            state):
+    """The environment a session builds its board from is a labgrid user's file: labgrid's own
+    client expands its RemotePlace, and `-s shell` / `-s bootloader` / `-s off` run benchfarm's
+    strategy (the arm64 board stops in real U-Boot: its UBootDriver reached the `=> ` prompt)."""
+    env = {**os.environ, "LG_COORDINATOR": lab["LG_COORDINATOR"], "LG_PLACE": place,
+           "LG_USERNAME": "pytest", "LG_HOSTNAME": "labgrid-client"}
+    cli = [os.path.join(os.path.dirname(sys.executable), "labgrid-client"),
+           "-c", str(devlab.DEVICE_TYPES / f"{dtype}.labgrid.yaml")]
+
+    def client(*args: str) -> str:
+        res = subprocess.run([*cli, *args], env=env, capture_output=True, text=True, timeout=180)
+        assert res.returncode == 0, (args, res.stdout, res.stderr)
+        return res.stdout
+
+    c = Coordinator(lab["LG_COORDINATOR"], user="pytest", host="stacktest")
+    try:
+        wait_for(f"{place} free", lambda: c.places()[place].free, timeout=300)
+        client("acquire")
+        try:
+            out = client("-s", state, "power", "get")
+            assert f"Transitioning into state {state}" in out and out.rstrip().endswith("on"), out
+            assert client("-s", "off", "power", "get").rstrip().endswith("off")
+        finally:
+            client("release")
+    finally:
+        c.close()
+
+
 def _outlet(index: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}/outlet/{index}/") as r:
         return r.read().decode()
@@ -161,7 +200,8 @@ def test_serial_port_is_connectable_while_off_and_shows_the_next_boot_from_its_s
     wait_for("vb-x86-1 free", lambda: c.places()["vb-x86-1"].free, timeout=300)
     c.acquire("vb-x86-1")
     try:
-        board = Board("vb-x86-1", c.places()["vb-x86-1"].resources, _device_type("qemu-x86"))
+        board = Board("vb-x86-1", c.places()["vb-x86-1"].resources, _device_type("qemu-x86"),
+                      c.session())
         board.power_off()
         assert _outlet(b["index"]) == "0"
         sock = socket.create_connection(("127.0.0.1", b["serial_port"]), timeout=5)

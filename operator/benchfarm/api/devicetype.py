@@ -6,7 +6,7 @@ branches, so a lab adds a board type by adding a file.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Model(BaseModel):
@@ -64,12 +64,22 @@ class DeviceType(_Model):
     description: str = ""
     cpuClockMHz: float | None = None
     gpu: bool = False
-    console: Console
+    console: Console | None = None      # for a device type without a labgrid environment
     boot: BootSpec
     programs: list[str] | None = None   # None: unknown, any plan may be tried
     rails: list[Rail] = Field(default_factory=list)
     lowPowerModes: list[LowPowerMode] = Field(default_factory=list)
     powerMonitor: PowerMonitor | None = None
+    # the labgrid environment YAML of boards of this type (a file beside this one; without it,
+    # benchfarm derives one from each place's resources: see benchfarm.lab.environment)
+    labgrid: str | None = None
+
+    @model_validator(mode="after")
+    def _shell_known(self) -> DeviceType:
+        if self.console is None and not self.labgrid:
+            raise ValueError(f"device type {self.name}: give its labgrid environment (labgrid:) "
+                             "or its console's prompt (console.prompt)")
+        return self
 
     def mode(self, name: str) -> LowPowerMode | None:
         return next((m for m in self.lowPowerModes if m.name == name), None)

@@ -191,7 +191,8 @@ class Inventory:
             dt = rt.device_types[self.boards[name].device_type]
             rt.coordinator.acquire(name)
             try:
-                board = Board(name, rt.coordinator.places()[name].resources, dt)
+                board = Board(name, rt.coordinator.places()[name].resources, dt,
+                              rt.coordinator.session())
                 try:
                     board.boot()
                     ok = True

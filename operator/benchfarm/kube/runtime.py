@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from ..api.devicetype import DeviceType
 from ..api.models import BenchmarkRunSpec, LabPolicySpec
@@ -28,6 +27,7 @@ from ..core.conditions import now_iso, set_condition
 from ..errors import RunError
 from ..kubeapi.client import Kube, PreconditionFailed
 from ..lab.coordinator import Coordinator
+from ..lab.environment import load_device_types
 from ..store.artifacts import ArtifactStore, StoreConfig
 from . import admission, launchers, metrics
 from .inventory import Inventory
@@ -80,10 +80,7 @@ class Runtime:
     @classmethod
     def from_env(cls) -> Runtime:
         dt_dir = Path(os.environ.get("BENCHFARM_DEVICE_TYPES", "exporters/device-types"))
-        device_types = {}
-        for f in sorted(dt_dir.glob("*.yaml")):
-            dt = DeviceType(**yaml.safe_load(f.read_text()))
-            device_types[dt.name] = dt
+        device_types = load_device_types(dt_dir)
         coordinator = Coordinator(os.environ.get("LG_COORDINATOR", "127.0.0.1:20408"),
                                   user=os.environ.get("BENCHFARM_LABGRID_USER", "benchfarm"),
                                   host=os.environ.get("BENCHFARM_LABGRID_HOST", "operator"))

@@ -139,6 +139,14 @@ class Coordinator:
                              party="coordinator", reason="CoordinatorUnreachable") from exc
             raise InfraError(f"labgrid {method} failed: {exc.details()}") from exc
 
+    def session(self) -> ClientSession:
+        """The live labgrid ClientSession, for labgrid's RemotePlace to expand an acquired place
+        over (its loop runs in this coordinator's thread). labgrid checks who acquired a place
+        by LG_USERNAME/LG_HOSTNAME: they are this client's identity from here on."""
+        session = self._call(self._ensure())
+        os.environ["LG_USERNAME"], os.environ["LG_HOSTNAME"] = self.user, self.host
+        return session
+
     def close(self) -> None:
         async def _close() -> None:
             if self._session is not None:

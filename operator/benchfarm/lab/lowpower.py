@@ -61,7 +61,7 @@ def run_low_power(board: Board, monitor: RailMonitor, dtype: DeviceType, spec: S
         t_cmd = time.monotonic()
         waker = None
         if mode.wake == "serial":
-            waker = threading.Timer(settle + window_s + 0.5, lambda: board.serial.write(b"\n"))
+            waker = threading.Timer(settle + window_s + 0.5, lambda: board.console.write(b"\n"))
             waker.start()
         wake_timeout = sleep_s + settle + window_s + _param(spec, "wakeTimeoutSeconds", 60)
         try:

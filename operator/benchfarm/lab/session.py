@@ -58,7 +58,7 @@ class BoardSession:
     """Steps on one acquired place. Not thread-safe, except `stop()` from another thread."""
 
     def __init__(self, place: str, resources: dict[str, dict[str, Any]], device_type: DeviceType,
-                 *, deadline: float, serial_log: SerialLog | None = None,
+                 labgrid_session: Any, *, deadline: float, serial_log: SerialLog | None = None,
                  environment: dict[str, str] | None = None,
                  guard: Callable[[], None] | None = None) -> None:
         self.place = place
@@ -68,15 +68,15 @@ class BoardSession:
         self.environment = environment or {}
         self.guard = guard or (lambda: None)
         self.cancelled = threading.Event()
-        self.board = Board(place, resources, device_type, serial_log)
+        self.board = Board(place, resources, device_type, labgrid_session, serial_log)
         self.monitor: RailMonitor | None = None   # built by the first low-power step
 
     def stop(self) -> None:
         """Cancel from another thread: wake a blocked console read at once."""
         self.cancelled.set()
         try:
-            self.board.serial.serial.close()
-        except Exception:  # the port may not be open yet
+            self.board.console.serial.close()
+        except Exception:  # the port may not be open yet, or not be a serial port
             pass
 
     def check(self) -> None:

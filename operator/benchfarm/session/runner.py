@@ -30,7 +30,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 
 from ..api.devicetype import DeviceType
 from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
@@ -43,6 +42,7 @@ from ..kubeapi.client import Kube
 from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseHolder, LeaseLost, session_lease_name
 from ..lab.board import SerialLog
 from ..lab.coordinator import Coordinator, run_identity
+from ..lab.environment import load_device_types
 from ..lab.session import BoardSession, Cancelled
 from ..store.artifacts import ArtifactStore, StoreConfig
 from ..store.spool import Spool
@@ -338,7 +338,10 @@ class Runner:
         serial_log = SerialLog(self.spool.append_path(serial_key))
         environment = {**self.config.environment,
                        "BENCHFARM_RUN": f"{self.namespace}/{self.name}"}
-        self.session = BoardSession(self.place, info.resources, dtype, deadline=self.deadline,
+        self.session = BoardSession(self.place, info.resources, dtype,
+                                    self._wait_out("connect to the coordinator",
+                                                   self.coordinator.session),
+                                    deadline=self.deadline,
                                     serial_log=serial_log, environment=environment,
                                     guard=self._guard)
         if self.cancel.is_set():
@@ -395,14 +398,7 @@ class Runner:
             self._end(kind, exc)  # type: ignore[arg-type]
 
     def _device_type(self, name: str) -> DeviceType | None:
-        path = self.config.device_types / f"{name}.yaml"
-        if not name or not path.exists():
-            for f in sorted(self.config.device_types.glob("*.yaml")):
-                data = yaml.safe_load(f.read_text())
-                if data.get("name") == name:
-                    return DeviceType(**data)
-            return None
-        return DeviceType(**yaml.safe_load(path.read_text()))
+        return load_device_types(self.config.device_types).get(name) if name else None
 
     def _guard(self) -> None:
         """Before every power operation: still our Lease, still our place."""

@@ -1,0 +1,141 @@
+"""A place's labgrid target, built from the labgrid environment YAML of its device type.
+
+A labgrid user describes a board with an environment file: a target whose `RemotePlace` names the
+place, and the drivers that act on what the coordinator lists for it — the power driver of its
+PDU, a console driver, a shell driver, a strategy. benchfarm reads that same file, one per device
+type (`labgrid:` in the device type names it, a file beside it; `!template $LG_PLACE` stands for
+the place), so any power or console backend labgrid supports works without benchfarm code. A
+device type without one gets the environment a labgrid user would write for the place's resources
+(the power driver for its power resource, SerialDriver, ShellDriver with the device type's
+prompt). benchfarm's strategy is added when the file does not name it.
+
+The target comes from labgrid's own factory; its RemotePlace is expanded by labgrid's
+RemotePlaceManager over benchfarm's coordinator session (no second connection to the
+coordinator, no second sync of the whole lab).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from labgrid import Target, target_factory
+from labgrid.resource.remote import RemotePlaceManager
+from labgrid.util.yaml import load as load_labgrid_yaml
+from labgrid.util.yaml import resolve_templates
+
+from ..api.devicetype import DeviceType
+from ..errors import InfraError
+from .strategy import BenchfarmStrategy, first_line
+
+# Files named so beside the device types are labgrid environments, not device types.
+ENVIRONMENT_SUFFIX = ".labgrid.yaml"
+STRATEGY = BenchfarmStrategy.__name__
+
+# A place's power resource (as the coordinator lists it) -> the labgrid driver that switches it.
+POWER_DRIVERS = {
+    "NetworkPowerPort": "NetworkPowerDriver",
+    "PDUDaemonPort": "PDUDaemonDriver",
+    "NetworkYKUSHPowerPort": "YKUSHPowerDriver",
+    "NetworkUSBPowerPort": "USBPowerDriver",
+    "NetworkSiSPMPowerPort": "SiSPMPowerDriver",
+    "TasmotaPowerPort": "TasmotaPowerDriver",
+}
+
+
+# -- device types ---------------------------------------------------------------------------------
+def load_device_types(directory: Path) -> dict[str, DeviceType]:
+    """Every device type in a directory, by name; `labgrid` made a path to the environment."""
+    out = {}
+    for f in sorted(directory.glob("*.yaml")):
+        if f.name.endswith(ENVIRONMENT_SUFFIX):
+            continue
+        dt = DeviceType(**yaml.safe_load(f.read_text()))
+        if dt.labgrid:
+            dt.labgrid = str(directory / dt.labgrid)
+        out[dt.name] = dt
+    return out
+
+
+# -- the environment ------------------------------------------------------------------------------
+def derived_environment(place: str, resources: dict[str, dict[str, Any]],
+                        device_type: DeviceType) -> dict[str, Any]:
+    """The target config a labgrid user would write for these resources."""
+    assert device_type.console is not None   # a device type has a console or an environment
+    power = next((cls for cls in POWER_DRIVERS if cls in resources), None)
+    if "NetworkSerialPort" not in resources or power is None:
+        raise InfraError(f"place {place} lacks a serial port or a power port labgrid can switch "
+                         f"(has {', '.join(resources) or 'nothing'}); is its exporter running?",
+                         reason="PlaceIncomplete")
+    return {
+        "resources": [{"RemotePlace": {"name": place}}],
+        "drivers": [
+            {POWER_DRIVERS[power]: {}},
+            {"SerialDriver": {}},
+            {"ShellDriver": {"prompt": device_type.console.prompt,
+                             "login_prompt": "benchfarm-no-login-prompt", "username": "root",
+                             "login_timeout": 30, "await_login_timeout": 1}},
+            {STRATEGY: {}},
+        ],
+    }
+
+
+def environment(place: str, resources: dict[str, dict[str, Any]],
+                device_type: DeviceType) -> dict[str, Any]:
+    """The target config for a place: its device type's labgrid environment with the place
+    filled in (`$LG_PLACE`, and labgrid's own `$BASE` and `LG_*` variables), or the derived one."""
+    if not device_type.labgrid:
+        return derived_environment(place, resources, device_type)
+    path = Path(device_type.labgrid)
+    try:
+        with path.open() as f:
+            data = load_labgrid_yaml(f)
+        mapping = {k: v for k, v in os.environ.items() if k.startswith("LG_")}
+        resolve_templates(data, {**mapping, "BASE": str(path.parent.resolve()),
+                                 "LG_PLACE": place})
+    except (OSError, yaml.YAMLError, KeyError, ValueError) as exc:
+        raise InfraError(f"device type {device_type.name}: its labgrid environment {path.name} "
+                         f"cannot be read: {type(exc).__name__}: {first_line(exc)}",
+                         reason="EnvironmentInvalid") from exc
+    targets = (data or {}).get("targets") or {}
+    if len(targets) != 1:
+        raise InfraError(f"device type {device_type.name}: its labgrid environment {path.name} "
+                         f"must describe one target (has {len(targets)})",
+                         reason="EnvironmentInvalid")
+    config = dict(next(iter(targets.values())) or {})
+    drivers = config.get("drivers") or []
+    if isinstance(drivers, dict):
+        drivers = [{cls: args} for cls, args in drivers.items()]
+    if not any(STRATEGY in d for d in drivers):
+        drivers = [*drivers, {STRATEGY: {}}]
+    config["drivers"] = drivers
+    return config
+
+
+# -- the target -----------------------------------------------------------------------------------
+def build_target(place: str, config: dict[str, Any], session: Any) -> Target:
+    """labgrid's target for an acquired place, its RemotePlace expanded over `session`."""
+    manager = RemotePlaceManager.get()
+    if manager.session is not session:
+        manager.session, manager.loop = session, session.loop
+    try:
+        return target_factory.make_target(place, config)
+    except Exception as exc:   # labgrid's binding, resource and user errors alike
+        _forget(lambda r: r.target.name == place)
+        raise InfraError(f"{place}: the labgrid environment of its device type does not fit it: "
+                         f"{type(exc).__name__}: {first_line(exc)}",
+                         reason="PlaceIncomplete") from exc
+
+
+def forget_target(target: Target) -> None:
+    """Drop a closed target's resources from the RemotePlaceManager, which keeps every resource
+    it ever expanded and polls them all (the operator builds one target per health check)."""
+    _forget(lambda r: r.target is target)
+
+
+def _forget(doomed: Any) -> None:
+    manager = RemotePlaceManager.get()
+    manager.resources = [r for r in manager.resources if not doomed(r)]
+    manager.unmanaged_resources = [r for r in manager.unmanaged_resources if not doomed(r)]

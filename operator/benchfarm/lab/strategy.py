@@ -1,0 +1,276 @@
+"""benchfarm's labgrid Strategy: a board from off to its shell, with the boot timed on the way.
+
+labgrid's ShellStrategy power-cycles and waits for the shell; a benchmark lab also needs to know
+when each boot stage showed on the console (power-on, first byte, the kernel's banner, init, the
+prompt) to report boot time as the vendors' guides define it. `BenchfarmStrategy` does the same
+transitions through labgrid's protocols — whatever power and console drivers the place's
+environment names (a PDU's REST outlet, pdudaemon, a USB hub port; a serial server, ser2net) —
+and watches every byte the console driver reads on the way to the prompt.
+
+States: off → shell. Power-on is dated by the power driver's own labgrid step (`on`, done), the
+stages by the console bytes (`core.boot.BootWatcher`).
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attr
+from labgrid import target_factory
+from labgrid.step import step, steps
+from labgrid.strategy import Strategy, StrategyError
+from pexpect import TIMEOUT as PexpectTimeout
+
+from ..api.devicetype import BootSpec
+from ..core.boot import BootTimeline, BootWatcher
+from ..errors import BoardFault, InfraError
+
+
+def first_line(exc: BaseException) -> str:
+    """pexpect errors carry a multi-line dump of the expect state; people need the first line."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class _PerThreadStack:
+    """A list that is a different list in every thread.
+
+    labgrid records nested `@step`s on one process-wide stack and asserts that each step pops
+    its own entry; it expects one board per process. The operator drives boards (health checks)
+    from worker threads, so the stack must be per thread or concurrent boots trip that assertion.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def _items(self) -> list:
+        items = getattr(self._local, "items", None)
+        if items is None:
+            items = self._local.items = []
+        return items
+
+    def __getitem__(self, index: int) -> Any:
+        return self._items()[index]
+
+    def __len__(self) -> int:
+        return len(self._items())
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._items()
+
+    def __iter__(self):  # noqa: ANN204
+        return iter(self._items())
+
+    def append(self, item: Any) -> None:
+        self._items().append(item)
+
+    def pop(self, *args: int) -> Any:
+        return self._items().pop(*args)
+
+
+if not isinstance(steps._stack, _PerThreadStack):
+    steps._stack = _PerThreadStack()
+
+
+# The boot stage the strategy itself dates: the bootloader at its prompt, its init commands run.
+BOOTLOADER_READY = "bootloader-ready"
+
+
+class Status(enum.Enum):
+    unknown = 0
+    off = 1
+    bootloader = 2
+    shell = 3
+
+
+@target_factory.reg_driver
+@attr.s(eq=False)
+class BenchfarmStrategy(Strategy):
+    """Off and shell for a benchfarm session; `boot` times the way from one to the other.
+
+    Give it the device type's boot facts with `prepare()` before the first transition."""
+
+    bindings = {
+        "power": "PowerProtocol",
+        "console": "ConsoleProtocol",
+        "bootloader": {"LinuxBootProtocol", None},   # U-Boot, barebox: when the board has one
+        "shell": "ShellDriver",
+    }
+
+    status = attr.ib(default=Status.unknown)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self.place = self.target.name
+        self.boot_spec: BootSpec | None = None
+        self.sink: Callable[[float, bytes], None] | None = None
+        self.timeline: BootTimeline | None = None
+        self.power_on_wall: float | None = None
+        self._watcher: BootWatcher | None = None
+
+    def prepare(self, boot_spec: BootSpec, sink: Callable[[float, bytes], None] | None = None) -> None:
+        """The device type's boot markers, and who else sees every console byte (the run's
+        serial log). The boot ends at the ShellDriver's prompt."""
+        self.boot_spec, self.sink = boot_spec, sink
+        self._hook_console()
+
+    def _hook_console(self) -> None:
+        """See every chunk the console driver reads, whatever driver it is, whoever reads."""
+        console = self.console
+        if getattr(console, "_benchfarm_hooked", False):
+            return
+        read = console._read
+
+        def timed_read(*args: Any, **kwargs: Any) -> bytes:
+            data = read(*args, **kwargs)
+            if data:
+                self._on_console(time.monotonic(), data)
+            return data
+
+        console._read = timed_read
+        console._benchfarm_hooked = True
+
+    def _on_console(self, when: float, data: bytes) -> None:
+        if self.sink is not None:
+            self.sink(when, data)
+        if self._watcher is not None:
+            self._watcher.feed(when, data)
+
+    # -- transitions --------------------------------------------------------------------------
+    def _activate(self, driver: Any) -> None:
+        try:
+            self.target.activate(driver)
+        except Exception as exc:
+            raise InfraError(f"{self.place}: cannot activate {type(driver).__name__}: "
+                             f"{type(exc).__name__}: {first_line(exc)}",
+                             reason="LabUnreachable") from exc
+
+    @step(args=["status"])
+    def transition(self, status: Status | str, *, timeout: float | None = None) -> None:
+        if not isinstance(status, Status):
+            status = Status[status]
+        if status == Status.off:
+            self._off()
+        elif status == Status.bootloader:
+            if self.bootloader is None:
+                raise StrategyError(f"{self.place} has no bootloader driver")
+            self.boot(timeout, stop_in_bootloader=True)
+        elif status == Status.shell:
+            self.boot(timeout)
+            self.target.activate(self.shell)
+        else:
+            raise StrategyError(f"can not transition to {status}")
+
+    def force(self, status: Status | str) -> None:
+        self.status = status if isinstance(status, Status) else Status[status]
+
+    def _off(self) -> None:
+        self.target.deactivate(self.shell)   # the console stays open: the log goes on
+        if self.bootloader is not None:
+            self.target.deactivate(self.bootloader)
+        self._activate(self.power)
+        try:
+            self.power.off()
+        except Exception as exc:
+            raise InfraError(f"{self.place}: power off failed: {type(exc).__name__}: {exc}",
+                             reason="PowerFailed") from exc
+        self.status = Status.off
+
+    def _power_on(self) -> float:
+        """Switch on; when the power driver's `on` step finished (the switch confirmed it)."""
+        done: list[float] = []
+
+        def on_step(event: Any) -> None:
+            s = event.step
+            if s is not None and s.source is self.power and s.title == "on" \
+                    and s.status == "done":
+                done.append(event.ts)
+
+        steps.subscribe(on_step)
+        try:
+            self.power.on()
+        except Exception as exc:
+            raise InfraError(f"{self.place}: power on failed: {exc}", reason="PowerFailed") \
+                from exc
+        finally:
+            steps.unsubscribe(on_step)
+        self.power_on_wall = time.time()
+        return done[-1] if done else time.monotonic()
+
+    def boot(self, timeout: float | None = None, *,
+             stop_in_bootloader: bool = False) -> BootTimeline:
+        """Power-cycle and time the boot to the shell prompt; BoardFault if it never comes.
+
+        With a bootloader driver: stop autoboot, run its init commands, boot its boot command
+        (or stay at its prompt). Every byte either driver reads is watched for the stages."""
+        spec = self.boot_spec or BootSpec()   # labgrid-client -s shell: no device type at hand
+        self._hook_console()
+        self._off()
+        self._activate(self.console)
+        self.console.settle(0.05, timeout=5.0)   # what the port held from before this cycle
+        timeout = timeout or spec.timeoutSeconds
+        power_on = self._power_on()
+        watcher = self._watcher = BootWatcher(power_on, spec.markers, self.shell.prompt,
+                                              spec.failures)
+        try:
+            deadline = power_on + timeout
+            if self.bootloader is not None:
+                self._through_bootloader(watcher, power_on)
+                if stop_in_bootloader:
+                    self.status = Status.bootloader
+                    return watcher.timeline
+            while not watcher.done and time.monotonic() < deadline:
+                try:
+                    self.console.read(size=1, max_size=65536, timeout=0.2)
+                except PexpectTimeout:
+                    continue
+                except Exception as exc:
+                    raise BoardFault(f"{self.place}: serial port failed: {first_line(exc)}",
+                                     reason="SerialFailed") from exc
+        finally:
+            self._watcher = None
+        timeline = self.timeline = watcher.finish()
+        if watcher.failure is not None:
+            raise BoardFault(f"{self.place}: boot failed: {watcher.failure[:300]}",
+                             reason="BootFailed")
+        if not watcher.done:
+            seen = ", ".join(k for k in timeline.events) or "nothing"
+            if "first-byte" not in timeline.events:
+                raise BoardFault(f"{self.place}: serial console silent for {timeout:.0f} s after "
+                                 f"power-on", reason="SerialSilent")
+            raise BoardFault(f"{self.place}: no shell prompt {timeout:.0f} s after power-on "
+                             f"(saw: {seen})", reason="BootTimeout")
+        self.status = Status.shell
+        return timeline
+
+    def _through_bootloader(self, watcher: BootWatcher, power_on: float) -> None:
+        """Stop autoboot at the bootloader's prompt (its init commands run there), then boot."""
+        try:
+            self.target.activate(self.bootloader)
+        except Exception as exc:
+            if watcher.failure is None and "first-byte" not in watcher.timeline.events:
+                raise BoardFault(f"{self.place}: serial console silent after power-on",
+                                 reason="SerialSilent") from exc
+            raise BoardFault(f"{self.place}: the bootloader did not reach its prompt or an init "
+                             f"command failed: {type(exc).__name__}: {first_line(exc)}",
+                             reason="BootloaderFailed") from exc
+        watcher.timeline.events.setdefault(BOOTLOADER_READY,
+                                           round(time.monotonic() - power_on, 3))
+        self.bootloader.boot("")
+
+    # -- the shell ----------------------------------------------------------------------------
+    def interrupt(self) -> None:
+        """Stop a command that overran its timeout and get the prompt back."""
+        try:
+            for _ in range(3):
+                self.console.sendcontrol("c")
+                time.sleep(0.3)
+            self.console.sendline("")
+            self.console.expect(self.shell.prompt, timeout=10)
+        except Exception as exc:
+            raise BoardFault(f"{self.place}: shell did not come back after a timeout: "
+                             f"{first_line(exc)}", reason="ShellLost") from exc
