@@ -46,3 +46,43 @@ def test_wildcard_matches_fall_back_to_every_resource():
 
 def test_a_place_without_matches_has_no_resources():
     assert matched(Place("p")) == []
+
+
+class _Session:
+    """What _PlaceIndex reads of labgrid's session: its places, resources and touched sets."""
+
+    def __init__(self, places):
+        self.places = {p.name: p for p in places}
+        self.resources = RESOURCES
+        self.touched_places, self.touched_groups = set(), set()
+
+
+def test_the_index_rereads_only_places_an_update_touched(monkeypatch):
+    from benchfarm.lab import coordinator
+    read = []
+    real = coordinator._place_info
+    monkeypatch.setattr(coordinator, "_place_info",
+                        lambda place, res: read.append(place.name) or real(place, res))
+    session = _Session([Place("a", matches=[ResourceMatch("rack1", "b1", "*")]),
+                        Place("b", matches=[ResourceMatch("rack2", "b1", "*")]),
+                        Place("w", matches=[ResourceMatch("rack*", "b2", "*")])])
+    index = coordinator._PlaceIndex(session)
+    first = index.current()
+    assert sorted(read) == ["a", "b", "w"] and first["a"].resources.keys() == {
+        "NetworkSerialPort", "NetworkPowerPort"}
+    read.clear()
+    assert index.current() == first and read == []          # nothing changed: nothing re-read
+    session.touched_groups.add(("rack2", "b1"))              # b's group, and the wildcard place
+    index.current()
+    assert sorted(read) == ["b", "w"]
+    read.clear()
+    session.places["a"].acquired = "host/user"
+    session.touched_places.add("a")
+    assert index.current()["a"].acquired == "host/user" and read == ["a"]
+    del session.places["b"]
+    session.touched_places.add("b")
+    assert set(index.current()) == {"a", "w"}
+    read.clear()
+    session.touched_groups.add(("rack2", "b1"))              # b is gone from the group index
+    index.current()
+    assert read == ["w"]
