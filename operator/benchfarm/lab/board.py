@@ -104,7 +104,7 @@ class Board:
         self.strategy.transition("off")
 
     def run(self, command: str, timeout: float) -> CommandResult:
-        self.strategy._activate(self.shell)
+        self.strategy.activate_shell()
         start = time.monotonic()
         try:
             lines, _, code = self.shell.run(command, timeout=timeout)

@@ -21,6 +21,7 @@ from typing import Any
 
 import attr
 from labgrid import target_factory
+from labgrid.binding import BindingState
 from labgrid.step import step, steps
 from labgrid.strategy import Strategy, StrategyError
 from pexpect import TIMEOUT as PexpectTimeout
@@ -161,7 +162,7 @@ class BenchfarmStrategy(Strategy):
             self.boot(timeout, stop_in_bootloader=True)
         elif status == Status.shell:
             self.boot(timeout)
-            self.target.activate(self.shell)
+            self.activate_shell()
         else:
             raise StrategyError(f"can not transition to {status}")
 
@@ -211,7 +212,7 @@ class BenchfarmStrategy(Strategy):
         self._hook_console()
         self._off()
         self._activate(self.console)
-        self.console.settle(0.05, timeout=5.0)   # what the port held from before this cycle
+        self.console.settle(0.01, timeout=5.0)   # what the port held from before this cycle
         timeout = timeout or spec.timeoutSeconds
         power_on = self._power_on()
         watcher = self._watcher = BootWatcher(power_on, spec.markers, self.shell.prompt,
@@ -263,6 +264,15 @@ class BenchfarmStrategy(Strategy):
         self.bootloader.boot("")
 
     # -- the shell ----------------------------------------------------------------------------
+    def activate_shell(self) -> None:
+        """Activate the ShellDriver. Right after a boot the watch has read the prompt already:
+        a newline brings a fresh one, instead of the driver waiting `await_login_timeout` (1 s
+        here) in silence before it sends that newline itself."""
+        if self.shell.state == BindingState.active:
+            return
+        if self.status == Status.shell:
+            self.console.sendline("")
+        self._activate(self.shell)
     def interrupt(self) -> None:
         """Stop a command that overran its timeout and get the prompt back."""
         try:
