@@ -11,7 +11,6 @@ import os
 import statistics
 import sys
 
-
 import benchfarm_devlab as devlab
 from benchfarm.lab.board import Board
 from benchfarm.lab.coordinator import Coordinator

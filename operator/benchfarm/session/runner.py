@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kubernetes.client.rest import ApiException
 
 from ..api.devicetype import DeviceType
 from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
@@ -136,7 +137,15 @@ class Runner:
             labels={SESSION_LEASE_LABEL: "true", "benchfarm.io/run-uid": self.uid},
             owner={"apiVersion": body["apiVersion"], "kind": "BenchmarkRun", "name": self.name,
                    "uid": self.uid, "controller": True, "blockOwnerDeletion": False})
-        if not self._take_lease():
+        try:
+            took = self._take_lease()
+        except ApiException as exc:   # the run's namespace is going away with the run
+            if exc.status == 403 and "being terminated" in str(exc.body or ""):
+                log.info("run %s/%s: its namespace is being deleted; nothing to do",
+                         self.namespace, self.name)
+                return 0
+            raise
+        if not took:
             log.warning("another runner holds the lease of %s/%s; exiting", self.namespace,
                         self.name)
             return 3
