@@ -7,8 +7,9 @@ transitions through labgrid's protocols — whatever power and console drivers t
 environment names (a PDU's REST outlet, pdudaemon, a USB hub port; a serial server, ser2net) —
 and watches every byte the console driver reads on the way to the prompt.
 
-States: off → shell. Power-on is dated by the power driver's own labgrid step (`on`, done), the
-stages by the console bytes (`core.boot.BootWatcher`).
+States: off → bootloader (when the environment has a bootloader driver) → shell. Power-on is
+dated by the power driver's own labgrid step (`on`, done), the stages by the console bytes
+(`core.boot.BootWatcher`).
 """
 
 from __future__ import annotations
@@ -91,9 +92,10 @@ class Status(enum.Enum):
 @target_factory.reg_driver
 @attr.s(eq=False)
 class BenchfarmStrategy(Strategy):
-    """Off and shell for a benchfarm session; `boot` times the way from one to the other.
+    """Off, bootloader and shell for a benchfarm session; `boot` times the way to the shell.
 
-    Give it the device type's boot facts with `prepare()` before the first transition."""
+    A session gives it the device type's boot facts and the run's serial log with `prepare()`;
+    without them (`labgrid-client -s shell`) it boots to the prompt with no stage markers."""
 
     bindings = {
         "power": "PowerProtocol",
@@ -109,7 +111,6 @@ class BenchfarmStrategy(Strategy):
         self.place = self.target.name
         self.boot_spec: BootSpec | None = None
         self.sink: Callable[[float, bytes], None] | None = None
-        self.timeline: BootTimeline | None = None
         self.power_on_wall: float | None = None
         self._watcher: BootWatcher | None = None
 
@@ -234,7 +235,7 @@ class BenchfarmStrategy(Strategy):
                                      reason="SerialFailed") from exc
         finally:
             self._watcher = None
-        timeline = self.timeline = watcher.finish()
+        timeline = watcher.finish()
         if watcher.failure is not None:
             raise BoardFault(f"{self.place}: boot failed: {watcher.failure[:300]}",
                              reason="BootFailed")
