@@ -80,6 +80,18 @@ def test_kernel_stamps_fuse_with_the_host_clock_by_their_lower_envelope():
     assert (clock.median_ms, clock.p95_ms) == (50.0, 150.0)   # the held lines arrived late
 
 
+def test_an_event_is_never_dated_after_the_host_saw_it():
+    # arm64: the banner (stamped 0.000000) goes out at 6.10 s; the kernel's clock starts later,
+    # its zero at 6.17 s by the lower envelope of the stamped lines
+    chunks = [(6.10, b"[    0.000000] Linux version 6.1\r\n"),
+              (6.27, b"[    0.100000] a\r\n"), (7.00, b"[    0.800000] Run /init as init\r\n"),
+              (7.50, b"root@vb:~# ")]
+    tl = timeline_from_chunks(0.0, chunks, {"kernel": "Linux version", "init": "Run /init"},
+                              r"root@\S+:\S*# ")
+    assert tl.kernel is not None and tl.kernel.offset == pytest.approx(6.17)
+    assert tl.fused["kernel"] == 6.10 and tl.fused["init"] == pytest.approx(6.97)
+
+
 def test_no_usable_stamps_leaves_the_host_clock_alone():
     tl = timeline_from_chunks(0.0, [(1.0, b"[    0.000000] Linux version\n"), (2.0, b"# ")],
                               {"kernel": "Linux version"}, "# ")

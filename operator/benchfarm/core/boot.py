@@ -64,8 +64,12 @@ class BootTimeline:
     @property
     def fused(self) -> dict[str, float]:
         """Each event by the better-resolved clock that saw it: the kernel's where it stamped
-        the line, the host's otherwise."""
-        return {**self.events, **(self.kernel.events if self.kernel else {})}
+        the line, the host's otherwise. Never later than the host saw it: a line stamped
+        0.000000 precedes the kernel's clock, which may start after the line went out (arm64's
+        timer registers a while after the banner), so its stamp dates the clock, not the line."""
+        kernel = self.kernel.events if self.kernel else {}
+        return {**self.events, **{name: min(t, self.events.get(name, t))
+                                  for name, t in kernel.items()}}
 
     def phase(self, start: str, end: str) -> float | None:
         events = self.fused
