@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from labgrid.remote.common import Place, ResourceEntry, ResourceMatch
 
+import pytest
+
 from benchfarm.lab.coordinator import _candidates
 
 
@@ -86,3 +88,28 @@ def test_the_index_rereads_only_places_an_update_touched(monkeypatch):
     session.touched_groups.add(("rack2", "b1"))              # b is gone from the group index
     index.current()
     assert read == ["w"]
+
+
+def test_a_resource_its_exporter_deleted_is_left_out_not_a_crash():
+    from benchfarm.lab import coordinator
+    resources = {"rack1": {"b1": {"NetworkSerialPort": entry("NetworkSerialPort"),
+                                  "NetworkPowerPort": ResourceEntry({})}}}   # labgrid empties it
+    session = _Session([Place("a", matches=[ResourceMatch("rack1", "b1", "*")])])
+    session.resources = resources
+    assert set(coordinator._PlaceIndex(session).current()["a"].resources) == {"NetworkSerialPort"}
+
+
+def test_a_failed_read_leaves_every_place_it_was_reading_to_the_next(monkeypatch):
+    from benchfarm.lab import coordinator
+    session = _Session([Place("a", matches=[ResourceMatch("rack1", "b1", "*")]),
+                        Place("b", matches=[ResourceMatch("rack1", "b1", "*")])])
+    index = coordinator._PlaceIndex(session)
+    index.current()
+    real = coordinator._place_info
+    monkeypatch.setattr(coordinator, "_place_info", lambda place, res: 1 / 0)
+    session.touched_groups.add(("rack1", "b1"))
+    with pytest.raises(ZeroDivisionError):
+        index.current()
+    assert session.touched_places == {"a", "b"}
+    monkeypatch.setattr(coordinator, "_place_info", real)
+    assert set(index.current()) == {"a", "b"} and not session.touched_places

@@ -79,6 +79,8 @@ def _wildcard(match: Any) -> bool:
 def _place_info(place: Any, resources: dict[str, dict[str, dict[str, Any]]]) -> PlaceInfo:
     matched: dict[str, dict[str, Any]] = {}
     for exporter, group_name, res_name, res in _candidates(place, resources):
+        if "cls" not in res.data:   # deleted by its exporter (labgrid keeps the entry, emptied)
+            continue
         if place.getmatch((exporter, group_name, res.cls, res_name)):
             matched[res.cls] = dict(res.args)
     return PlaceInfo(name=place.name, tags=dict(place.tags), acquired=place.acquired,
@@ -130,25 +132,32 @@ class _PlaceIndex:
             self.by_group[group].discard(name)
 
     def current(self) -> dict[str, PlaceInfo]:
+        """Runs on the session's loop, like the updates: nothing touches a place meanwhile."""
         s = self.session
-        names, groups = s.touched_places, s.touched_groups
-        s.touched_places, s.touched_groups = set(), set()
+        names, groups = set(s.touched_places), set(s.touched_groups)
         for group in groups:
             names |= self.by_group.get(group, set())
         if groups:
             names |= self.wildcard
-        for name in names:
-            self._forget(name)
-            place = s.places.get(name)
-            if place is None:
-                continue
-            self.infos[name] = _place_info(place, s.resources)
-            if any(_wildcard(m) for m in place.matches):
-                self.wildcard.add(name)
-            mine = self.groups_of[name] = {(m.exporter, m.group) for m in place.matches
-                                           if not _wildcard(m)}
-            for group in mine:
-                self.by_group.setdefault(group, set()).add(name)
+        try:
+            for name in names:
+                place = s.places.get(name)
+                info = None if place is None else _place_info(place, s.resources)
+                self._forget(name)
+                if place is None or info is None:
+                    continue
+                self.infos[name] = info
+                if any(_wildcard(m) for m in place.matches):
+                    self.wildcard.add(name)
+                mine = self.groups_of[name] = {(m.exporter, m.group) for m in place.matches
+                                               if not _wildcard(m)}
+                for group in mine:
+                    self.by_group.setdefault(group, set()).add(name)
+        except Exception:
+            s.touched_places |= names    # every one of them again at the next read
+            raise
+        s.touched_places.clear()
+        s.touched_groups.clear()
         return dict(self.infos)
 
 
@@ -258,7 +267,7 @@ class Coordinator:
             session = await self._ensure()
             await session.sync_with_coordinator()
             return {exp: [f"{exp}/{g}/{r.cls}/{n}" for g, grp in groups.items()
-                          for n, r in grp.items() if r.avail]
+                          for n, r in grp.items() if r.data.get("avail")]
                     for exp, groups in session.resources.items()}
         return self._call(_resources())
 
