@@ -62,11 +62,12 @@ def qemu_argv(board: dict, dtype: dict, image: Path, serial_socket: Path, qmp_so
         "-drive", f"file={scratch},if=virtio,format=raw,cache=unsafe",
         *[str(a) for a in virtual.get("qemuArgs", [])], *net,
     ]
-    if dtype["arch"] == "amd64":
+    x86 = dtype["arch"] == "amd64"
+    append = [] if bios else ["-append", f"console={'ttyS0' if x86 else 'ttyAMA0'} {cmdline}"]
+    if x86:
         return ["qemu-system-x86_64", "-M", "pc", "-global", "PIIX4_PM.disable_s3=0",
-                "-rtc", "base=utc", *common, *([] if bios else ["-append", f"console=ttyS0 {cmdline}"])]
-    return ["qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a53", *common,
-            *([] if bios else ["-append", f"console=ttyAMA0 {cmdline}"])]
+                "-rtc", "base=utc", *common, *append]
+    return ["qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a53", *common, *append]
 
 
 def start_virtual_lab(inventory: dict) -> dict:

@@ -9,7 +9,6 @@ the demo's analog patterns. The expected levels are those patterns' rectified me
 from __future__ import annotations
 
 import pytest
-import yaml
 from labgrid import Target
 from labgrid.driver import SigrokDriver
 from labgrid.resource import SigrokDevice
@@ -17,6 +16,7 @@ from labgrid.resource import SigrokDevice
 import benchfarm_devlab as devlab
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.lab.coordinator import Coordinator
+from benchfarm.lab.environment import load_device_types
 from benchfarm.lab.rails import SigrokRailMonitor
 from tests.stack.conftest import apply
 from tests.stack.test_gpu_power import _example, _metrics
@@ -28,7 +28,7 @@ LEVELS = {"A0": 10.0, "A1": 6.31, "A2": 5.0, "A3": 5.0}   # rectified means of t
 
 
 def _device_type() -> DeviceType:
-    return DeviceType(**yaml.safe_load((devlab.DEVICE_TYPES / f"{DTYPE}.yaml").read_text()))
+    return load_device_types(devlab.DEVICE_TYPES)[DTYPE]
 
 
 def _expected_mw(dtype: DeviceType) -> dict[str, float]:

@@ -20,7 +20,7 @@ from pexpect import TIMEOUT as PexpectTimeout
 
 from ..api.devicetype import DeviceType
 from ..core.boot import BootTimeline
-from ..errors import BoardFault, InfraError
+from ..errors import BoardFault
 from .environment import build_target, environment, forget_target
 from .strategy import BenchfarmStrategy, first_line
 
@@ -83,12 +83,9 @@ class Board:
         self.place = place
         self.device_type = device_type
         self.serial_log = serial_log or SerialLog()
+        # environment() always names the strategy, and build_target bound it or raised
         self.target = build_target(place, environment(place, resources, device_type), session)
-        try:
-            self.strategy = self.target.get_driver(BenchfarmStrategy)
-        except Exception as exc:
-            forget_target(self.target)
-            raise InfraError(f"{place}: {first_line(exc)}", reason="PlaceIncomplete") from exc
+        self.strategy = self.target.get_driver(BenchfarmStrategy)
         self.strategy.prepare(device_type.boot, self.serial_log.add)
         self.power, self.console, self.shell = (self.strategy.power, self.strategy.console,
                                                 self.strategy.shell)

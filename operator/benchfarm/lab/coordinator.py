@@ -144,7 +144,7 @@ class _PlaceIndex:
                 place = s.places.get(name)
                 info = None if place is None else _place_info(place, s.resources)
                 self._forget(name)
-                if place is None or info is None:
+                if info is None:
                     continue
                 self.infos[name] = info
                 if any(_wildcard(m) for m in place.matches):
