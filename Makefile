@@ -6,6 +6,7 @@ STAMP := $(VENV)/.installed
 export BENCHFARM_CACHE ?= $(HOME)/.cache/benchfarm
 
 APT_PACKAGES := qemu-system-x86 qemu-system-arm qemu-utils ipxe-qemu seabios busybox-static ser2net pdudaemon u-boot-qemu \
+	openssh-server openssh-client rsync \
 	sigrok-cli \
 	pax-utils python3-pyelftools iperf3 cpio e2fsprogs openssl ca-certificates
 # The operator image without a daemon (make image): a Debian base, buildah, and umoci + runc to run it

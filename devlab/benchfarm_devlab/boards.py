@@ -40,19 +40,34 @@ def build_images(profiles: set[str]) -> dict[str, Path]:
     return out
 
 
+def tftp_root(board: dict, image: Path) -> Path:
+    """The board's TFTP directory on its exporter host (a place's TFTPProvider): the image's
+    kernel and initramfs, and what runs stage there (lab.deploy) beside them."""
+    root = STATE / "tftp" / board["name"]
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("vmlinuz", "initramfs.cpio"):
+        link = root / name
+        if link.is_symlink() and link.readlink() == image / name:
+            continue
+        link.unlink(missing_ok=True)
+        link.symlink_to(image / name)
+    return root
+
+
 def qemu_argv(board: dict, dtype: dict, image: Path, serial_socket: Path, qmp_socket: Path,
-              scratch: Path) -> list[str]:
+              scratch: Path, tftp: Path | None = None) -> list[str]:
     virtual = dtype.get("virtual") or {}
     cmdline = f"printk.time=1 panic=-1 benchfarm.board={board['name']}"
     if virtual.get("append"):
         cmdline += " " + virtual["append"]
     memory = board.get("memoryMiB") or virtual.get("memoryMiB") or 1024
     # with a bootloader as firmware, the bootloader loads kernel and initramfs over TFTP (the
-    # device type's labgrid environment says how) from QEMU's user network: the image directory
+    # device type's labgrid environment says how) from QEMU's user network: the board's TFTP
+    # directory on its exporter host
     bios = virtual.get("bios")
     boot = ["-bios", bios] if bios else [
         "-kernel", str(image / "vmlinuz"), "-initrd", str(image / "initramfs.cpio")]
-    net = ["-netdev", f"user,id=n0{f',tftp={image}' if bios else ''}",
+    net = ["-netdev", f"user,id=n0{f',tftp={tftp}' if bios else ''}",
            "-device", "virtio-net-pci,netdev=n0,romfile="]
     common = [
         "-accel", "tcg", "-smp", str(board.get("cpus", 2)), "-m", str(memory),
@@ -87,6 +102,8 @@ def start_virtual_lab(inventory: dict) -> dict:
                 f.truncate(256 * 1024 * 1024)
         serial_socket, qmp_socket = bdir / "serial.sock", bdir / "qmp.sock"
         console = board.get("console", "tcp")     # tcp: a serial server; ser2net: a tty device
+        image = images[image_profile(dtype)]
+        tftp = tftp_root(board, image) if (dtype.get("virtual") or {}).get("bios") else None
         config_boards.append({
             "name": board["name"], "index": index, "exporter": board["exporter"],
             "device_type": board["deviceType"], "labels": board.get("labels", {}),
@@ -96,8 +113,8 @@ def start_virtual_lab(inventory: dict) -> dict:
             **({"pty_link": str(bdir / "ttyBF0")} if console == "ser2net" else
                {"serial_port": PORTS.serial_base + index}),
             "serial_socket": str(serial_socket), "qmp_socket": str(qmp_socket),
-            "qemu_argv": qemu_argv(board, dtype, images[image_profile(dtype)], serial_socket,
-                                   qmp_socket, scratch),
+            **({"tftp_dir": str(tftp)} if tftp else {}),
+            "qemu_argv": qemu_argv(board, dtype, image, serial_socket, qmp_socket, scratch, tftp),
         })
     code = (REPO / "exporters/virtual/vlab.py").read_bytes()
     config = {"logdir": str(STATE / "logs"), "pdu_port": PORTS.pdu, "boards": config_boards,
@@ -111,4 +128,5 @@ def start_virtual_lab(inventory: dict) -> dict:
     start_process("vlab", [sys.executable, str(REPO / "exporters/virtual/vlab.py"), str(cfg_path)],
                   ports=[PORTS.pdu] + [b["serial_port"] for b in config_boards if "serial_port" in b],
                   ready=lambda: port_open(PORTS.pdu))
+    config["images"] = {k: str(v) for k, v in images.items()}
     return config

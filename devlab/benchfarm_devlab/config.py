@@ -44,6 +44,7 @@ class Ports:
     pdu: int = PORT_BASE + 80
     pdudaemon: int = PORT_BASE + 90
     iperf3: int = PORT_BASE + 201
+    sshd: int = PORT_BASE + 22                  # the exporter hosts' SSH (sshd.py)
     operator_liveness: int = PORT_BASE + 81
     operator_metrics: int = PORT_BASE + 82
     chart_probes: int = PORT_BASE + 83       # the chart-installed operator in tests

@@ -33,6 +33,7 @@ def write_env() -> Path:
         "BENCHFARM_METRICS_PORT": str(PORTS.operator_metrics),
         "BENCHFARM_METRICS_ADDR": "127.0.0.1",
         "BENCHFARM_SESSION_PIDS": str(STATE / "pids"),
+        "BENCHFARM_SSH_CONFIG": str(STATE / "ssh" / "config"),   # exporters' SSH (sshd.py)
     }
     lines = [f"export {k}='{v}'" for k, v in env.items()]
     helm_dir = CACHE / "bin" / f"helm-{HELM_VERSION}"

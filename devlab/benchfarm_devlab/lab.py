@@ -10,11 +10,13 @@ from pathlib import Path
 
 from .binaries import binaries
 from .boards import load_inventory, start_virtual_lab
+from .builds import publish
 from .config import PORTS, REPO, STATE, VENV_BIN, say
 from .controlplane import start_control_plane, start_minio
 from .env import kubectl, lab_env, write_env
 from .places import start_iperf3, start_labgrid, start_pdudaemon
 from .processes import http_ok, running_pid, start_process, stop_process
+from .sshd import start_sshd
 
 
 def install_crds_and_plans() -> None:
@@ -55,16 +57,21 @@ def up() -> Path:
     say(f"virtual boards ready: {len(config['boards'])} ({time.monotonic() - phase:.1f} s)")
     phase = time.monotonic()
     start_pdudaemon(config)
+    start_sshd(["127.0.0.1", "localhost"])
     start_labgrid(config, inventory)
     start_iperf3()
     say(f"labgrid coordinator, exporters and places ready ({time.monotonic() - phase:.1f} s)")
+    if "arm64" in config["images"]:
+        phase = time.monotonic()
+        publish(Path(config["images"]["arm64"]))
+        say(f"kernel builds in the store under builds/ ({time.monotonic() - phase:.1f} s)")
     env = write_env()
     say(f"lab up in {time.monotonic() - t0:.1f} s; `source {env}` to use it")
     return env
 
 
 COMPONENTS_DOWN_ORDER = ["benchfarm-operator*", "session-*", "kube-scheduler", "kubelet", "kube-proxy",
-                         "containerd", "lab-gateway", "iperf3", "labgrid-exporter-*", "labgrid-coordinator", "pdudaemon",
+                         "containerd", "lab-gateway", "iperf3", "labgrid-exporter-*", "labgrid-coordinator", "sshd", "pdudaemon",
                          "vlab", "minio", "kube-controller-manager", "kube-apiserver", "etcd"]
 
 

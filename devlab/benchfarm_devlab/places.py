@@ -49,6 +49,8 @@ def exporter_config(config: dict, exporter: str, host: str = "127.0.0.1") -> dic
             group["NetworkPowerPort"] = {
                 "model": "simplerest", "index": b["index"],
                 "host": f"http://{host}:{PORTS.pdu}/outlet/{{index}}/{{value}}"}
+        if b.get("tftp_dir"):  # its bootloader's files: staged here by runs over SSH (sshd.py)
+            group["TFTPProvider"] = {"internal": b["tftp_dir"] + "/", "external": ""}
         if b.get("sigrok"):  # published as it is: labgrid has no export for a non-USB sigrok
             group["SigrokDevice"] = dict(b["sigrok"])    # device (see benchfarm.lab.rails)
         groups[b["name"]] = group
@@ -58,7 +60,8 @@ def exporter_config(config: dict, exporter: str, host: str = "127.0.0.1") -> dic
 def _published(group: dict) -> set[str]:
     """`<class>/<name>` of what the coordinator lists for an exporter group (a local serial
     device is published as the NetworkSerialPort its ser2net serves)."""
-    return {f"{'NetworkSerialPort' if name == 'RawSerialPort' else name}/{name}" for name in group}
+    published = {"RawSerialPort": "NetworkSerialPort", "TFTPProvider": "RemoteTFTPProvider"}
+    return {f"{published.get(name, name)}/{name}" for name in group}
 
 
 def plug(board: dict) -> str:

@@ -9,6 +9,8 @@ The result is cached under ~/.cache/benchfarm/images/<profile>-<digest>/, keyed 
 goes into it, so it is rebuilt only when its inputs change.
 
 Usage: build_image.py PROFILE   (amd64, arm64, amd64-gpu; prints the image directory)
+       build_image.py --kernel ARCH PACKAGE   (another kernel build to deploy on the boards, e.g.
+                                               arm64 linux-image-cloud-arm64; prints its vmlinuz)
 """
 
 from __future__ import annotations
@@ -345,7 +347,36 @@ def _build(name: str) -> Path:
     return out
 
 
+def kernel(arch: str, meta: str) -> Path:
+    """The vmlinuz of a Debian kernel package (the versioned one `meta` depends on), cached by
+    package version: software a run can deploy on a board instead of its image's own kernel."""
+    lock_path = CACHE / "build" / f"image-{arch}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        apt = AptRoot(arch)
+        apt.update()
+        package = apt.depends_on(meta)
+        out = CACHE / "kernels" / f"{package}_{apt.candidate(package)}" / "vmlinuz"
+        if out.exists():
+            return out
+        work = CACHE / "build" / f"kernel-{package}"
+        shutil.rmtree(work, ignore_errors=True)
+        deb = next(d for d in apt.download([package]) if d.name.startswith(f"{package}_"))
+        run(["dpkg-deb", "-x", str(deb), str(work)])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(work / "boot" / f"vmlinuz-{package.removeprefix('linux-image-')}",
+                    out.with_suffix(".tmp"))
+        out.with_suffix(".tmp").rename(out)
+        shutil.rmtree(work, ignore_errors=True)
+        log(f"{arch}: kernel {package} ready: {out}")
+        return out
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--kernel"] and len(sys.argv) == 4:
+        print(kernel(sys.argv[2], sys.argv[3]))
+        return
     name = sys.argv[1] if len(sys.argv) > 1 else "amd64"
     if name not in PROFILES:
         raise SystemExit(f"unknown image profile {name!r}; known: {', '.join(PROFILES)}")

@@ -84,6 +84,60 @@ class RepeatSpec(Model):
     maxIterations: int = Field(30, ge=2, le=1000)
 
 
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+ArtifactUrl = Annotated[str, Field(max_length=2048, pattern=r"^(s3|https?)://[^\s]+$")]
+
+
+class Artifact(Model):
+    """One file of the software under test, and the digest it must have."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", json_schema_extra={
+        "x-kubernetes-validations": [{
+            "rule": "has(self.sha256) != has(self.sha256Url)",
+            "message": "give exactly one of sha256 (64 hex digits) or sha256Url (a SHA256SUMS "
+                       "file published with the artifact)"}]})
+
+    url: ArtifactUrl = Field(description=(
+        "s3://BUCKET/KEY in the lab's artifact store, or an http(s):// URL."))
+    sha256: Sha256 | None = Field(None, description="The file's SHA-256, lower-case hex.")
+    sha256Url: ArtifactUrl | None = Field(None, description=(
+        "A sha256sum-format file (s3:// or http(s)://) that lists this file's digest by its "
+        "name, as a build publishes it beside its outputs."))
+
+
+SOFTWARE_PARTS = ("kernel", "initrd", "dtb", "modules", "bootArgs")
+
+
+class SoftwareSet(Model):
+    """The software a run boots instead of what the board has: staged on the board's exporter
+    through labgrid's TFTP provider and loaded by the board's bootloader."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", json_schema_extra={
+        "x-kubernetes-validations": [
+            {"rule": "has(self.kernel) || has(self.initrd) || has(self.dtb) || "
+                     "has(self.bootArgs)",
+             "message": "name at least one of kernel, initrd, dtb or bootArgs"},
+            {"rule": "!has(self.modules) || has(self.initrd)",
+             "message": "modules are laid over the initrd: give an initrd with them"}]})
+
+    name: Annotated[str, Field(max_length=63, pattern=r"^[A-Za-z0-9._-]*$")] = Field(
+        "", description="A label for this set in reports (default: A, or B for softwareB).")
+    kernel: Artifact | None = Field(None, description="The kernel image (arm64 Image, zImage).")
+    initrd: Artifact | None = Field(None, description="An initramfs (cpio, optionally "
+                                    "compressed).")
+    dtb: Artifact | None = Field(None, description="The device tree blob.")
+    modules: Artifact | None = Field(None, description=(
+        "A cpio archive of /lib/modules, appended to the initrd (the kernel unpacks "
+        "concatenated archives in order)."))
+    bootArgs: Annotated[str, Field(max_length=1024, pattern=r"^[A-Za-z0-9 ._,:=/+@-]*$")] | None = Field(
+        None, description=("Kernel command line added to the board's own (letters, digits, "
+                           "space and . _ , : = / + @ -: it passes through the bootloader's "
+                           "shell)."))
+
+    def parts(self) -> list[str]:
+        return [p for p in SOFTWARE_PARTS if getattr(self, p) is not None]
+
+
 class BenchmarkRunSpec(Model):
     selector: BoardSelector = Field(json_schema_extra=_immutable("selector is immutable"))
     plan: Name | None = Field(None, description="Name of a TestPlan object.",
@@ -106,6 +160,21 @@ class BenchmarkRunSpec(Model):
     artifactPrefix: Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z0-9._/-]*$")] = ""
     baseline: Name | None = Field(None, description="A finished run in the same namespace to compare with.")
     ttlSecondsAfterFinished: int | None = Field(None, ge=0, le=365 * 86400)
+    software: SoftwareSet | None = Field(
+        None, description="Software under test to deploy and boot instead of the board's own.",
+        json_schema_extra=_immutable("software is immutable"))
+    softwareB: SoftwareSet | None = Field(
+        None, description=("A second software set: iterations alternate A (software) and B on "
+                           "the same board, and B is judged against A."),
+        json_schema_extra=_immutable("softwareB is immutable"))
+
+    def software_sets(self) -> list[tuple[str, SoftwareSet | None]]:
+        """(label, set) of each side: one side without A/B (its set may be None)."""
+        if self.softwareB is None:
+            return [(self.software.name or "A" if self.software else "", self.software)]
+        assert self.software is not None
+        return [(self.software.name or "A", self.software),
+                (self.softwareB.name or "B", self.softwareB)]
 
 
 BENCHMARKRUN_SPEC_RULES = [
@@ -119,6 +188,11 @@ BENCHMARKRUN_SPEC_RULES = [
                 "maxIterations); leave iterations unset"},
     {"rule": "!has(self.repeat) || self.repeat.minIterations <= self.repeat.maxIterations",
      "message": "repeat.minIterations must not exceed repeat.maxIterations"},
+    {"rule": "!has(self.softwareB) || has(self.software)",
+     "message": "softwareB is the B side of an A/B run: give software (the A side) too"},
+    {"rule": "!has(self.softwareB) || (self.bootCycles == 1 && !has(self.repeat))",
+     "message": "an A/B run boots each side before each of its iterations (those are its timed "
+                "boots): leave bootCycles and repeat unset"},
     {"rule": "!has(self.suites) || self.suites.map(s, size(s.command) + "
              "(has(s.background) ? size(s.background) : 0)).sum() <= 65536",
      "message": "inline suites may hold at most 64 KiB of commands; put larger plans in a TestPlan"},

@@ -1,7 +1,10 @@
 """The steps of a board session, in order, each with a name that is also its checkpoint key.
 
 A session is a fixed list: the timed boots, the provenance probes, then every suite of the plan in
-every iteration. Each finished step is checkpointed under its name; a session that restarts skips
+every iteration. An A/B run (two software sets, sides `a` and `b`) alternates the sides on one
+board: each iteration boots side a (a timed boot), runs every suite, then does the same for side b,
+so slow drift of the board or the room falls on both sides alike; each side's provenance is
+probed after its first boot. Each finished step is checkpointed under its name; a session that restarts skips
 the names already checkpointed and goes on with the first one missing. Pure: no I/O.
 
 Checkpoints live per attempt (one attempt = one board): results from two boards are never mixed,
@@ -29,6 +32,7 @@ class Step:
     iteration: int = 0         # suites: 1-based, warm-ups included
     warmup: bool = False
     suite_index: int = 0       # suites: index into the plan's suites
+    side: str = ""             # A/B runs: "a" or "b", the software set the board runs
 
     @property
     def label(self) -> str:
@@ -39,8 +43,15 @@ def safe_name(name: str) -> bool:
     return bool(_SAFE.match(name)) and ".." not in name
 
 
+def side_keys(sides: int) -> list[str]:
+    """The sides' keys: "" for a run of one software set (or none), "a" and "b" for A/B."""
+    return [""] if sides < 2 else ["a", "b"]
+
+
 def plan_steps(boot_cycles: int, suite_names: list[str], iterations: int,
-               warmup_iterations: int) -> list[Step]:
+               warmup_iterations: int, sides: int = 1) -> list[Step]:
+    if sides >= 2:
+        return _ab_steps(suite_names, iterations, warmup_iterations)
     steps = [Step(BOOT, f"boot-{c:03d}", cycle=c) for c in range(1, boot_cycles + 1)]
     steps.append(Step(PROVENANCE, PROVENANCE))
     total = warmup_iterations + iterations
@@ -48,6 +59,20 @@ def plan_steps(boot_cycles: int, suite_names: list[str], iterations: int,
         for index, name in enumerate(suite_names):
             steps.append(Step(SUITE, f"it-{it:03d}-{name}", iteration=it,
                               warmup=it <= warmup_iterations, suite_index=index))
+    return steps
+
+
+def _ab_steps(suite_names: list[str], iterations: int, warmup_iterations: int) -> list[Step]:
+    steps = []
+    for it in range(1, warmup_iterations + iterations + 1):
+        warmup = it <= warmup_iterations
+        for side in side_keys(2):
+            steps.append(Step(BOOT, f"it-{it:03d}-{side}-boot", cycle=it, side=side))
+            if it == 1:
+                steps.append(Step(PROVENANCE, f"{PROVENANCE}-{side}", side=side))
+            for index, name in enumerate(suite_names):
+                steps.append(Step(SUITE, f"it-{it:03d}-{side}-{name}", iteration=it,
+                                  warmup=warmup, suite_index=index, side=side))
     return steps
 
 
@@ -59,8 +84,8 @@ def checkpoint_key(run_prefix: str, attempt: int, step: Step) -> str:
     return f"{checkpoint_prefix(run_prefix, attempt)}{step.name}.json"
 
 
-def raw_key(run_prefix: str, step_name: str, iteration: int) -> str:
-    return f"{run_prefix}/raw/{step_name}/iteration-{iteration:03d}.txt"
+def raw_key(run_prefix: str, step_name: str, iteration: int, side: str = "") -> str:
+    return f"{run_prefix}/raw/{step_name}/{f'{side}/' if side else ''}iteration-{iteration:03d}.txt"
 
 
 def remaining(steps: list[Step], done: Iterable[str]) -> list[Step]:

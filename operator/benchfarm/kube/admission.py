@@ -65,10 +65,29 @@ def resolve_suites(rt: Runtime, namespace: str, spec: BenchmarkRunSpec) -> list[
     return suites
 
 
-def check_capabilities(rt: Runtime, suites: list[SuiteSpec], device_types: set[str]) -> None:
-    """Refuse a plan no matching board can run: a GPU, low-power modes, programs."""
+def check_software(spec: BenchmarkRunSpec, known: list[Any]) -> None:
+    """Refuse software no matching board can boot (a device type lists the parts it deploys)."""
+    sides = [s for _, s in spec.software_sets() if s is not None]
+    if not sides:
+        return
+    labels = [label for label, _ in spec.software_sets()]
+    if len(set(labels)) != len(labels):
+        raise RunError(f"software and softwareB need different names (both are {labels[0]!r})",
+                       reason="InvalidSoftware")
+    wanted = sorted({p for s in sides for p in s.parts()})
+    if known and not any(set(wanted) <= set(dt.deploy) for dt in known):
+        can = "; ".join(f"{dt.name} deploys {', '.join(dt.deploy) or 'nothing'}" for dt in known)
+        raise RunError(f"no matching board can boot the software this run deploys "
+                       f"({', '.join(wanted)}): {can}", reason="SoftwareUnsupported")
+
+
+def check_capabilities(rt: Runtime, suites: list[SuiteSpec], device_types: set[str],
+                       spec: BenchmarkRunSpec | None = None) -> None:
+    """Refuse a plan no matching board can run: a GPU, low-power modes, programs, software."""
     kinds = [rt.device_types.get(n) for n in sorted(device_types)]
     known = [dt for dt in kinds if dt is not None]
+    if spec is not None:
+        check_software(spec, known)
     if needs_gpu(suites) and known and not any(dt.gpu for dt in known):
         raise RunError(f"this plan runs GPU suites ({', '.join(s.name for s in suites if s.suite in GPU_SUITES)}) "
                        f"but no matching board has a GPU ({', '.join(dt.name for dt in known)})",
@@ -109,7 +128,8 @@ def admit(rt: Runtime, body: dict[str, Any]) -> None:
                 raise RunError(f"no board in the lab matches the selector "
                                f"{spec.selector.model_dump(exclude_none=True)}",
                                reason="NoMatchingBoard")
-            check_capabilities(rt, suites, {b.device_type for b in boards if q.matches(sel, b)})
+            check_capabilities(rt, suites, {b.device_type for b in boards if q.matches(sel, b)},
+                               spec)
     except RunError as exc:
         rt.kube.patch_run_status(ns, name, {
             "phase": FAILED, "completionTime": now_iso(), "observedGeneration": gen,

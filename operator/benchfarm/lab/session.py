@@ -101,6 +101,7 @@ class BoardSession:
     def provenance(self, suites: list[SuiteSpec]) -> dict[str, Any]:
         probes = {
             "uname": "uname -a",
+            "kernelRelease": "uname -r",
             "cmdline": "cat /proc/cmdline",
             "governor": "cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null "
                         "|| echo none",

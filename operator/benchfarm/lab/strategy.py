@@ -29,7 +29,7 @@ from pexpect import TIMEOUT as PexpectTimeout
 
 from ..api.devicetype import BootSpec
 from ..core.boot import BootTimeline, BootWatcher
-from ..errors import BoardFault, InfraError
+from ..errors import BoardFault, InfraError, RunError
 
 
 def first_line(exc: BaseException) -> str:
@@ -113,6 +113,23 @@ class BenchfarmStrategy(Strategy):
         self.sink: Callable[[float, bytes], None] | None = None
         self.power_on_wall: float | None = None
         self._watcher: BootWatcher | None = None
+        self.software: dict[str, str] = {}   # bootloader variables naming staged software
+
+    def deploy(self, variables: dict[str, str]) -> None:
+        """Boot staged software from now on: the bootloader gets these variables (the names
+        `lab.deploy` staged) before its boot command runs; {} boots the board's own again."""
+        if variables and self.bootloader is None:
+            raise InfraError(f"{self.place}: software can only be deployed through a bootloader "
+                             f"driver, and its environment has none", reason="StagingFailed")
+        self.software = dict(variables)
+
+    def _fault(self, timeline: BootTimeline, message: str, reason: str) -> Exception:
+        """A boot that failed after the bootloader had loaded the run's own software is the
+        software's failure (a run error: the board is not charged); otherwise the board's."""
+        if self.software and BOOTLOADER_READY in timeline.events:
+            return RunError(f"{message}; the board reached its bootloader, so the deployed "
+                            f"software is to blame", reason="SoftwareBootFailed")
+        return BoardFault(message, reason=reason)
 
     def prepare(self, boot_spec: BootSpec, sink: Callable[[float, bytes], None] | None = None) -> None:
         """The device type's boot markers, and who else sees every console byte (the run's
@@ -237,15 +254,15 @@ class BenchfarmStrategy(Strategy):
             self._watcher = None
         timeline = watcher.finish()
         if watcher.failure is not None:
-            raise BoardFault(f"{self.place}: boot failed: {watcher.failure[:300]}",
-                             reason="BootFailed")
+            raise self._fault(timeline, f"{self.place}: boot failed: {watcher.failure[:300]}",
+                              "BootFailed")
         if not watcher.done:
             seen = ", ".join(k for k in timeline.events) or "nothing"
             if "first-byte" not in timeline.events:
                 raise BoardFault(f"{self.place}: serial console silent for {timeout:.0f} s after "
                                  f"power-on", reason="SerialSilent")
-            raise BoardFault(f"{self.place}: no shell prompt {timeout:.0f} s after power-on "
-                             f"(saw: {seen})", reason="BootTimeout")
+            raise self._fault(timeline, f"{self.place}: no shell prompt {timeout:.0f} s after "
+                              f"power-on (saw: {seen})", "BootTimeout")
         self.status = Status.shell
         return timeline
 
@@ -262,6 +279,13 @@ class BenchfarmStrategy(Strategy):
                              reason="BootloaderFailed") from exc
         watcher.timeline.events.setdefault(BOOTLOADER_READY,
                                            round(time.monotonic() - power_on, 3))
+        for name, value in self.software.items():
+            try:
+                self.bootloader.run_check(f"setenv {name} {value}")
+            except Exception as exc:
+                raise BoardFault(f"{self.place}: the bootloader refused `setenv {name}`: "
+                                 f"{type(exc).__name__}: {first_line(exc)}",
+                                 reason="BootloaderFailed") from exc
         self.bootloader.boot("")
 
     # -- the shell ----------------------------------------------------------------------------

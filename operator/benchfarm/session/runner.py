@@ -46,6 +46,7 @@ from ..lab.coordinator import Coordinator, run_identity
 from ..lab.environment import load_device_types
 from ..lab.session import BoardSession, Cancelled
 from ..store.artifacts import ArtifactStore, StoreConfig
+from ..store.software import Fetched, SoftwareCache
 from ..store.spool import Spool
 
 log = logging.getLogger("benchfarm.session")
@@ -63,6 +64,7 @@ class Config:
     device_types: Path
     spool: Path
     environment: dict[str, str]
+    software_cache: Path = Path("/tmp/benchfarm/software")
     lease_seconds: int = 15
     renew_seconds: float = 3.0
 
@@ -79,6 +81,8 @@ class Config:
                                                     "exporters/device-types")),
                    spool=Path(os.environ.get("BENCHFARM_SPOOL", state / "spool")),
                    environment=env,
+                   software_cache=Path(os.environ.get("BENCHFARM_SOFTWARE_CACHE",
+                                                      state / "software")),
                    lease_seconds=int(os.environ.get("BENCHFARM_SESSION_LEASE_SECONDS", "15")))
 
 
@@ -100,6 +104,9 @@ class Runner:
         self.pending_status: dict[str, Any] = {}
         self.status_lock = threading.Lock()
         self.conditions: list[dict[str, Any]] = []
+        self.session: BoardSession | None = None
+        self.software: dict[str, dict[str, Fetched]] = {}   # side -> part -> verified file
+        self.variables: dict[str, dict[str, str]] = {}      # side -> bootloader variables
 
     # -- entry --------------------------------------------------------------------------------
     def run(self) -> int:
@@ -310,7 +317,25 @@ class Runner:
             self.coordinator.close()
             self.spool.stop()
 
+    def _fetch_software(self) -> dict[str, dict[str, Fetched]]:
+        """Every software set of the run, downloaded and verified before the board is touched:
+        by side (`st.side_keys`), part -> file. A bad digest or URL is the run's error."""
+        cache = SoftwareCache(self.config.software_cache, self.spool.store)
+        out = {}
+        for key, (label, software) in zip(st.side_keys(len(self.spec.software_sets())),
+                                           self.spec.software_sets()):
+            if software is not None and software.parts() != ["bootArgs"]:
+                self._progress(f"fetching software{f' {label}' if label else ''}", "Booting")
+                out[key] = self._wait_out("fetch the software",
+                                          lambda s=software: cache.fetch_set(s))
+        return out
+
     def _acquire_and_run(self) -> None:
+        try:
+            self.software = self._fetch_software()
+        except RunError as exc:
+            self._finish(FAILED, exc.reason, exc.message)
+            return
         try:
             self._wait_out("acquire the place", lambda: self.coordinator.acquire(self.place))
         except BoardBusy as exc:
@@ -329,8 +354,7 @@ class Runner:
             return
         first = not self.status.get("startTime")
         extra: dict[str, Any] = {"startTime": now_iso()} if first else {}
-        steps = st.plan_steps(self.spec.bootCycles, [s.name for s in self.suites],
-                              self._iterations(), self.spec.warmupIterations)
+        steps = self._plan()
         ckpt_prefix = st.checkpoint_prefix(self.prefix, self.attempt)
         done = self._wait_out("read the checkpoints",
                               lambda: st.done_names(self.spool.keys(ckpt_prefix), ckpt_prefix))
@@ -426,8 +450,9 @@ class Runner:
     def _steps(self, todo: list[st.Step], dtype: DeviceType, resumed: bool) -> None:
         session = self.session
         assert session is not None
+        self._stage()
         if todo and todo[0].kind != st.BOOT:
-            session.boot()        # resuming mid-plan: the board's state is unknown
+            self._boot(todo[0].side)   # resuming mid-plan: the board's state is unknown
         recoveries = 0
         for step in todo:
             if self._enough(step):
@@ -442,9 +467,42 @@ class Runner:
                 log.warning("console lost during %s (%s); power-cycling (%d/%d)", step.name, exc,
                             recoveries, CONSOLE_RECOVERIES)
                 session.board.close()
-                session.boot()
+                self._boot(step.side)
                 checkpoint = self._run_step(step, dtype)
             self._checkpoint(step, checkpoint, dtype)
+
+    def _plan(self) -> list[st.Step]:
+        return st.plan_steps(self.spec.bootCycles, [s.name for s in self.suites],
+                             self._iterations(), self.spec.warmupIterations,
+                             sides=len(self.spec.software_sets()))
+
+    def _stage(self) -> None:
+        """Stage every side's software on the board's exporter: side -> bootloader variables."""
+        from ..lab.deploy import stage, with_modules
+        assert self.session is not None
+        for key, (_, software) in zip(st.side_keys(len(self.spec.software_sets())),
+                                      self.spec.software_sets()):
+            if software is None:
+                continue
+            files = {part: f.path for part, f in self.software.get(key, {}).items()}
+            if "modules" in files:
+                files["initrd"] = with_modules(files["initrd"], files.pop("modules"))
+            self.variables[key] = stage(self.session.board.target, files, software.bootArgs)
+
+    def _boot(self, side: str) -> Any:
+        """A power cycle into the side's software (or the board's own)."""
+        assert self.session is not None
+        self.session.board.strategy.deploy(self.variables.get(side, {}))
+        return self.session.boot()
+
+    def _software_provenance(self, side: str) -> dict[str, Any]:
+        label, software = dict(zip(st.side_keys(len(self.spec.software_sets())),
+                                   self.spec.software_sets()))[side]
+        if software is None:
+            return {}
+        files = {part: f.provenance() for part, f in self.software.get(side, {}).items()}
+        return {"software": {"name": label, **files,
+                             **({"bootArgs": software.bootArgs} if software.bootArgs else {})}}
 
     def _iterations(self) -> int:
         """Measured iterations planned: fixed, or at most repeat.maxIterations."""
@@ -472,21 +530,25 @@ class Runner:
         assert session is not None
         label = f"step {self.steps_done + 1}/{self.steps_total}: {step.name}"
         if step.kind == st.BOOT:
-            self._progress(f"boot {step.cycle}/{self.spec.bootCycles}", "Booting")
-            boot = session.boot()
-            return {"kind": st.BOOT, "cycle": step.cycle, "phases": boot.phases,
-                    "events": boot.events, "powerOnWall": boot.power_on_wall,
-                    "kernelClock": boot.kernel_clock}
+            self._progress(f"boot {step.cycle}/{self.spec.bootCycles}" if not step.side else
+                           f"boot into {step.side.upper()}, iteration {step.cycle}", "Booting")
+            boot = self._boot(step.side)
+            return {"kind": st.BOOT, "cycle": step.cycle, "side": step.side,
+                    "phases": boot.phases, "events": boot.events,
+                    "powerOnWall": boot.power_on_wall, "kernelClock": boot.kernel_clock}
         if step.kind == st.PROVENANCE:
-            return {"kind": st.PROVENANCE, "provenance": session.provenance(self.suites)}
+            return {"kind": st.PROVENANCE, "side": step.side,
+                    "provenance": {**session.provenance(self.suites),
+                                   **self._software_provenance(step.side)}}
         spec = self.suites[step.suite_index]
         self._progress(f"iteration {step.iteration}/{self.spec.warmupIterations + self._iterations()}"
                        f"{' (warm-up)' if step.warmup else ''}, suite {spec.name} ({label})",
                        "Running")
         record, output, evidence = session.suite(spec, step.iteration, step.warmup)
-        key = st.raw_key(self.prefix, spec.name, step.iteration)
+        key = st.raw_key(self.prefix, spec.name, step.iteration, step.side)
         record.artifact = self.spool.put(key, output.encode(), "text/plain")
-        return {"kind": st.SUITE, "record": record.as_dict(), "evidence": evidence}
+        return {"kind": st.SUITE, "side": step.side, "record": record.as_dict(),
+                "evidence": evidence}
 
     def _checkpoint(self, step: st.Step, checkpoint: dict[str, Any], dtype: DeviceType) -> None:
         key = st.checkpoint_key(self.prefix, self.attempt, step)
@@ -512,8 +574,7 @@ class Runner:
         prefix = st.checkpoint_prefix(self.prefix, self.attempt)
         names = self._wait_out("read the checkpoints",
                                lambda: st.done_names(self.spool.keys(prefix), prefix))
-        steps = st.plan_steps(self.spec.bootCycles, [s.name for s in self.suites],
-                              self._iterations(), self.spec.warmupIterations)
+        steps = self._plan()
         return [json.loads(self._wait_out("read a checkpoint", lambda s=s: self.spool.get(
             st.checkpoint_key(self.prefix, self.attempt, s)))) for s in steps if s.name in names]
 

@@ -65,8 +65,8 @@ class ArtifactStore:
             try:
                 return fn()
             except (S3Error, urllib3.exceptions.HTTPError, OSError) as exc:
-                if isinstance(exc, S3Error) and exc.code in ("NoSuchKey", "AccessDenied",
-                                                              "InvalidAccessKeyId"):
+                if isinstance(exc, S3Error) and exc.code in ("NoSuchKey", "NoSuchBucket",
+                                                              "AccessDenied", "InvalidAccessKeyId"):
                     raise InfraError(f"artifact store: {what}: {exc.code}",
                                      reason="StoreError") from exc
                 if attempt == self.attempts:

@@ -1,0 +1,68 @@
+"""The exporter hosts' SSH, as labgrid expects it of a lab: a client stages boot files on an
+exporter (labgrid's `ManagedFile`: rsync over SSH, or only a link when the exporter sees the same
+file) and links them into its TFTP directory.
+
+The dev lab's exporter hosts are this machine, so it runs one OpenSSH server (Debian's
+openssh-server) on 127.0.0.1 only, with keys of its own and no password, and writes the ssh_config
+its clients use (`BENCHFARM_SSH_CONFIG`): nothing of the user's own ssh setup is read or changed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from .config import PORTS, STATE, LabError
+from .processes import port_open, start_process
+
+DIR = STATE / "ssh"
+CLIENT_CONFIG = DIR / "config"
+
+
+def _keygen(path: Path) -> None:
+    if not path.exists():
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "benchfarm-lab",
+                        "-f", str(path)], check=True)
+
+
+def start_sshd(hosts: list[str]) -> Path:
+    """sshd on 127.0.0.1 for the exporter hosts' addresses `hosts`; the clients' ssh_config."""
+    sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+    if not Path(sshd).exists():
+        raise LabError("sshd is not installed (Debian package openssh-server; `make deps`)")
+    DIR.mkdir(parents=True, exist_ok=True)
+    DIR.chmod(0o700)
+    host_key, client_key = DIR / "host_ed25519", DIR / "id_ed25519"
+    _keygen(host_key)
+    _keygen(client_key)
+    (DIR / "authorized_keys").write_text(client_key.with_suffix(".pub").read_text())
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)   # its privilege separation directory
+    (DIR / "sshd_config").write_text("\n".join([
+        f"ListenAddress 127.0.0.1:{PORTS.sshd}",
+        f"HostKey {host_key}",
+        f"PidFile {DIR / 'sshd.pid'}",
+        f"AuthorizedKeysFile {DIR / 'authorized_keys'}",
+        "PermitRootLogin prohibit-password",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "UsePAM no",
+        "StrictModes no",
+        "X11Forwarding no",
+        "AllowTcpForwarding yes",     # labgrid forwards ports through its SSH connections
+        "MaxSessions 64",
+        "MaxStartups 64:30:128",
+        "Subsystem sftp internal-sftp",
+        "LogLevel ERROR",
+    ]) + "\n")
+    host_pub = host_key.with_suffix(".pub").read_text().split()
+    (DIR / "known_hosts").write_text("".join(
+        f"[{h}]:{PORTS.sshd} {host_pub[0]} {host_pub[1]}\n" for h in hosts))
+    CLIENT_CONFIG.write_text("".join(
+        f"Host {h}\n  Port {PORTS.sshd}\n  User root\n  IdentityFile {client_key}\n"
+        f"  IdentitiesOnly yes\n  UserKnownHostsFile {DIR / 'known_hosts'}\n"
+        f"  StrictHostKeyChecking yes\n  BatchMode yes\n" for h in hosts))
+    start_process("sshd", [sshd, "-D", "-e", "-f", str(DIR / "sshd_config")],
+                  ports=[PORTS.sshd], ready=lambda: port_open(PORTS.sshd),
+                  restart_on_change=True)
+    return CLIENT_CONFIG

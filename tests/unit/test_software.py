@@ -1,0 +1,104 @@
+"""The software under test: the A/B step plan, the spec's sides, and fetching with verification
+from a real HTTP server on loopback (digest given, digest published, wrong digest, 404, a host
+that does not answer), and modules laid over an initrd."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from benchfarm.api.models import Artifact, BenchmarkRunSpec, SoftwareSet
+from benchfarm.core import steps as st
+from benchfarm.errors import RunError
+from benchfarm.lab.deploy import with_modules
+from benchfarm.store.software import SoftwareCache
+
+
+def test_an_ab_plan_alternates_the_sides_and_boots_each_before_its_iteration():
+    steps = st.plan_steps(1, ["x", "y"], iterations=2, warmup_iterations=1, sides=2)
+    assert [s.name for s in steps] == [
+        "it-001-a-boot", "provenance-a", "it-001-a-x", "it-001-a-y",
+        "it-001-b-boot", "provenance-b", "it-001-b-x", "it-001-b-y",
+        "it-002-a-boot", "it-002-a-x", "it-002-a-y", "it-002-b-boot", "it-002-b-x", "it-002-b-y",
+        "it-003-a-boot", "it-003-a-x", "it-003-a-y", "it-003-b-boot", "it-003-b-x", "it-003-b-y"]
+    assert {s.side for s in steps} == {"a", "b"}
+    assert [s.warmup for s in steps if s.kind == st.SUITE][:4] == [True] * 4
+    assert not any(s.warmup for s in steps if s.kind == st.SUITE and s.iteration > 1)
+    assert st.raw_key("p", "x", 2, "b") == "p/raw/x/b/iteration-002.txt"
+    # one side, with or without software: the plan of old
+    assert st.plan_steps(2, ["x"], 1, 0, sides=1) == st.plan_steps(2, ["x"], 1, 0)
+
+
+def test_the_spec_names_its_sides():
+    kernel = {"url": "s3://b/k", "sha256": "0" * 64}
+    one = BenchmarkRunSpec(selector={"deviceType": "t"}, plan="p", software={"kernel": kernel})
+    assert [label for label, _ in one.software_sets()] == ["A"]
+    ab = BenchmarkRunSpec(selector={"deviceType": "t"}, plan="p", software={"kernel": kernel},
+                          softwareB={"name": "next", "kernel": kernel, "bootArgs": "a=1 b.c=x,y"})
+    assert [label for label, _ in ab.software_sets()] == ["A", "next"]
+    assert ab.softwareB.parts() == ["kernel", "bootArgs"]
+    plain = BenchmarkRunSpec(selector={"deviceType": "t"}, plan="p")
+    assert plain.software_sets() == [("", None)]
+    with pytest.raises(ValueError):   # it goes through U-Boot's shell: no ; or $
+        SoftwareSet(bootArgs="a=1; reset")
+    with pytest.raises(ValueError):
+        Artifact(url="ftp://host/k", sha256="0" * 64)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("www")
+    (root / "Image").write_bytes(b"kernel-bytes" * 1000)
+    digest = hashlib.sha256((root / "Image").read_bytes()).hexdigest()
+    (root / "SHA256SUMS").write_text(f"{'1' * 64}  other.bin\n{digest}  build/Image\n")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", digest
+    httpd.shutdown()
+
+
+def test_a_file_is_fetched_verified_and_cached_by_its_digest(server, tmp_path):
+    base, digest = server
+    cache = SoftwareCache(tmp_path, None)
+    got = cache.fetch("kernel", Artifact(url=f"{base}/Image", sha256=digest))
+    assert got.sha256 == digest and got.size == 12000
+    assert got.path.read_bytes() == b"kernel-bytes" * 1000
+    assert got.path.name == f"{digest[:12]}-Image"    # unique beside the board's own files
+    published = cache.fetch("kernel", Artifact(url=f"{base}/Image",
+                                               sha256Url=f"{base}/SHA256SUMS"))
+    assert published.path == got.path and published.provenance()["sha256"] == digest
+
+
+@pytest.mark.parametrize("artifact, reason", [
+    (lambda b: Artifact(url=f"{b}/Image", sha256="2" * 64), "DigestMismatch"),
+    (lambda b: Artifact(url=f"{b}/missing", sha256="2" * 64), "ArtifactNotFound"),
+    (lambda b: Artifact(url=f"{b}/Image", sha256Url=f"{b}/Image"), "DigestMissing"),
+    (lambda b: Artifact(url=f"http://127.0.0.1:{_closed_port()}/Image", sha256="2" * 64),
+     "ArtifactUnreachable"),
+])
+def test_a_bad_artifact_is_the_runs_error_with_a_reason(server, tmp_path, artifact, reason):
+    with pytest.raises(RunError) as err:
+        SoftwareCache(tmp_path, None).fetch("kernel", artifact(server[0]))
+    assert err.value.reason == reason and "kernel" in err.value.message
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]   # nothing unverified is kept
+
+
+def test_modules_are_appended_to_the_initrd_four_byte_aligned(tmp_path):
+    (tmp_path / "initrd").write_bytes(b"12345")
+    (tmp_path / "modules").write_bytes(b"MOD")
+    out = with_modules(tmp_path / "initrd", tmp_path / "modules")
+    assert out.read_bytes() == b"12345\0\0\0MOD"
+    assert with_modules(tmp_path / "initrd", tmp_path / "modules") == out
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
