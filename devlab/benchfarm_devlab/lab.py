@@ -11,7 +11,7 @@ from pathlib import Path
 from .binaries import binaries
 from .boards import load_inventory, start_virtual_lab
 from .builds import publish
-from .config import PORTS, REPO, STATE, VENV_BIN, say
+from .config import HOST_ADDR, PORTS, REPO, STATE, VENV_BIN, say
 from .controlplane import start_control_plane, start_minio
 from .env import kubectl, lab_env, write_env
 from .places import start_iperf3, start_labgrid, start_pdudaemon
@@ -57,7 +57,7 @@ def up() -> Path:
     say(f"virtual boards ready: {len(config['boards'])} ({time.monotonic() - phase:.1f} s)")
     phase = time.monotonic()
     start_pdudaemon(config)
-    start_sshd(["127.0.0.1", "localhost"])
+    start_sshd(["127.0.0.1", "localhost", HOST_ADDR])
     start_labgrid(config, inventory)
     start_iperf3()
     say(f"labgrid coordinator, exporters and places ready ({time.monotonic() - phase:.1f} s)")

@@ -27,7 +27,9 @@ def _keygen(path: Path) -> None:
 
 
 def start_sshd(hosts: list[str]) -> Path:
-    """sshd on 127.0.0.1 for the exporter hosts' addresses `hosts`; the clients' ssh_config."""
+    """sshd on 127.0.0.1 for the exporter hosts' addresses `hosts` (what the exporters advertise:
+    127.0.0.1, or the cluster bridge's address while it runs: all this machine); the clients'
+    ssh_config, which leads each of them to that sshd."""
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     if not Path(sshd).exists():
         raise LabError("sshd is not installed (Debian package openssh-server; `make deps`)")
@@ -56,10 +58,10 @@ def start_sshd(hosts: list[str]) -> Path:
         "LogLevel ERROR",
     ]) + "\n")
     host_pub = host_key.with_suffix(".pub").read_text().split()
-    (DIR / "known_hosts").write_text("".join(
-        f"[{h}]:{PORTS.sshd} {host_pub[0]} {host_pub[1]}\n" for h in hosts))
+    (DIR / "known_hosts").write_text(f"[127.0.0.1]:{PORTS.sshd} {host_pub[0]} {host_pub[1]}\n")
     CLIENT_CONFIG.write_text("".join(
-        f"Host {h}\n  Port {PORTS.sshd}\n  User root\n  IdentityFile {client_key}\n"
+        f"Host {h}\n  HostName 127.0.0.1\n  Port {PORTS.sshd}\n  User root\n"
+        f"  IdentityFile {client_key}\n"
         f"  IdentitiesOnly yes\n  UserKnownHostsFile {DIR / 'known_hosts'}\n"
         f"  StrictHostKeyChecking yes\n  BatchMode yes\n" for h in hosts))
     start_process("sshd", [sshd, "-D", "-e", "-f", str(DIR / "sshd_config")],

@@ -76,7 +76,7 @@ def compare(run: str, baseline: str, board: str | None = None) -> tuple[str, boo
     rows = compare_samples(base, current, direction, policy)
     if not rows:
         raise NotFound(f"{run} and {baseline} have no metric in common", reason="NothingInCommon")
-    return (comparison_markdown(rows, policy.describe(), baseline),
+    return (comparison_markdown(rows, policy.describe(), f"Comparison with {baseline}"),
             any(r.verdict == "regressed" for r in rows))
 
 

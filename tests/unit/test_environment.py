@@ -33,16 +33,23 @@ def test_every_shipped_device_type_names_a_labgrid_environment_for_its_place():
         drivers = _drivers(config)
         assert STRATEGY in drivers and "ShellDriver" in drivers
         power = "PDUDaemonDriver" if dt.name == "qemu-x86-bench" else "NetworkPowerDriver"
-        bootloader = {"UBootDriver"} if dt.name == "qemu-arm64-a53" else set()
+        bootloader = {"UBootDriver", "TFTPProviderDriver"} if dt.name == "qemu-arm64-a53" \
+            else set()   # U-Boot loads its files from the place's TFTP provider
         assert set(drivers) == {power, "SerialDriver", "ShellDriver", STRATEGY, *bootloader}
+        assert bool(dt.deploy) == bool(bootloader), dt.name   # only a bootloader deploys
 
 
 def test_the_arm64_boot_command_names_the_place_and_keeps_uboots_variables():
     dt = load_device_types(SHIPPED)["qemu-arm64-a53"]
     uboot = _drivers(environment("vb-a53-7", {}, dt))["UBootDriver"]
-    assert "benchfarm.board=vb-a53-7;" in uboot["boot_command"]
-    assert "booti ${kernel_addr_r} ${ramdisk_addr_r}:${filesize} ${fdtcontroladdr}" \
+    assert "benchfarm.board=vb-a53-7 ${bf_args};" in uboot["boot_command"]
+    assert "booti ${kernel_addr_r} ${ramdisk_addr_r}:${filesize} ${bf_fdt}" \
         in uboot["boot_command"]
+    # what a run stages (lab.deploy's variables) defaults to the board's own image
+    init = "\n".join(uboot["init_commands"])
+    assert "setenv bf_kernel vmlinuz" in init and "setenv bf_fdt ${fdtcontroladdr}" in init
+    from benchfarm.lab.deploy import VARIABLES
+    assert all("${" + v + "}" in uboot["boot_command"] for v in VARIABLES.values())
     assert dt.boot.phases["kernel-to-prompt"] == ("starting-kernel", "prompt")
 
 

@@ -102,3 +102,43 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _checkpoints(side: str, latencies: list[float], boot: float) -> list[dict]:
+    from benchfarm.core.results import SuiteRecord
+    from benchfarm.suites.base import Metric
+    out = []
+    for it, value in enumerate(latencies, start=1):
+        out.append({"kind": st.BOOT, "side": side, "cycle": it, "phases": {"kernel-to-prompt": boot},
+                    "events": {"first-byte": 0.1, "prompt": boot}, "powerOnWall": 0.0})
+        if it == 1:
+            out.append({"kind": st.PROVENANCE, "side": side,
+                        "provenance": {"kernelRelease": f"6.1-{side}"}})
+        record = SuiteRecord(step="lat", suite="cyclictest", iteration=it, warmup=False,
+                             exit_code=0, seconds=1.0,
+                             metrics=[Metric("cyclictest-avg", value, "us", False)])
+        out.append({"kind": st.SUITE, "side": side, "record": record.as_dict()})
+    return out
+
+
+def test_an_ab_run_judges_b_against_a_and_reports_both_sides():
+    from benchfarm.api.devicetype import BootSpec, DeviceType
+    from benchfarm.api.models import SuiteSpec
+    from benchfarm.session import results as res
+    got = res.Collected()
+    for a, b in zip(_checkpoints("a", [10, 11, 10, 11, 10], 2.0),
+                    _checkpoints("b", [14, 15, 14, 15, 14], 2.5)):
+        got.add(a)
+        got.add(b)
+    dtype = DeviceType(name="t", labgrid="t.labgrid.yaml", boot=BootSpec())
+    suites = [SuiteSpec(name="lat", suite="cyclictest", command="cyclictest")]
+    run = {"namespace": "ns", "name": "ab", "board": "vb-a53-0", "deviceType": "t"}
+    docs = res.build_ab(run, dtype, suites, got, {"a": "v1", "b": "v2"})
+    status, reason, message = docs.regression
+    assert (status, reason) == ("True", "MetricsRegressed")
+    assert "B (v2)" in message and "A (v1)" in message
+    assert set(docs.results) == {"v1", "v2"}
+    assert docs.doc["sides"]["v2"]["provenance"] == {"kernelRelease": "6.1-b"}
+    report = docs.files["report.md"][0].decode()
+    assert "## A/B: B (v2) against A (v1)" in report and "| Metric | A (v1) | B (v2) |" in report
+    assert "regressed" in report and set(docs.files) >= {"report.html", "report-b.html"}

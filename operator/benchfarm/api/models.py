@@ -190,9 +190,11 @@ BENCHMARKRUN_SPEC_RULES = [
      "message": "repeat.minIterations must not exceed repeat.maxIterations"},
     {"rule": "!has(self.softwareB) || has(self.software)",
      "message": "softwareB is the B side of an A/B run: give software (the A side) too"},
-    {"rule": "!has(self.softwareB) || (self.bootCycles == 1 && !has(self.repeat))",
+    {"rule": "!has(self.softwareB) || (self.bootCycles == 1 && !has(self.repeat) && "
+             "!has(self.baseline))",
      "message": "an A/B run boots each side before each of its iterations (those are its timed "
-                "boots): leave bootCycles and repeat unset"},
+                "boots) and is its own baseline (B is judged against A): leave bootCycles, "
+                "repeat and baseline unset"},
     {"rule": "!has(self.suites) || self.suites.map(s, size(s.command) + "
              "(has(s.background) ? size(s.background) : 0)).sum() <= 65536",
      "message": "inline suites may hold at most 64 KiB of commands; put larger plans in a TestPlan"},

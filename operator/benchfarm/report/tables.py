@@ -17,12 +17,18 @@ def _failures(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def markdown(doc: dict[str, Any]) -> str:
+    if doc.get("sides"):
+        return _ab_markdown(doc)
     run = doc.get("run", {})
     board = run.get("board", "board")
     lines = [f"# Benchmark report: {run.get('namespace', '')}/{run.get('name', '')}", ""]
+    software = (doc.get("provenance") or {}).get("software") or {}
+    deployed = ", ".join(f"{part} sha256 {f['sha256'][:16]}…" for part, f in software.items()
+                         if isinstance(f, dict) and "sha256" in f)
     facts = [("Board", board), ("Device type", run.get("deviceType")),
              ("Plan", run.get("plan")), ("Iterations", run.get("iterations")),
              ("Boot cycles", run.get("bootCycles")), ("Kernel", run.get("uname")),
+             ("Software", f"{software.get('name', '')}: {deployed}" if deployed else None),
              ("Result", run.get("result"))]
     lines += [f"- **{k}**: {v}" for k, v in facts if v not in (None, "")]
     lines.append("")
@@ -84,7 +90,28 @@ def _repetition(rep: dict[str, Any] | None) -> list[str]:
     return lines + [""]
 
 
+def _ab_markdown(doc: dict[str, Any]) -> str:
+    """An A/B run: the verdict's table, then each side's report."""
+    run, sides = doc.get("run", {}), doc["sides"]
+    ab = run.get("ab") or {}
+    a, b = f"A ({ab.get('a')})", f"B ({ab.get('b')})"
+    lines = [f"# A/B run: {run.get('namespace', '')}/{run.get('name', '')}", "",
+             f"Iterations alternated {a} and {b} on {run.get('board')}; each iteration booted "
+             f"its side.", ""]
+    comparison = doc.get("comparison") or {}
+    if comparison:
+        lines += [f"## A/B: {b} against {a}", "", comparison.get("rule", ""), "",
+                  f"| Metric | {a} | {b} | Change | Verdict | Evidence |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {r['key']} | {r['baseline']} | {r['current']} | {r['change']:+.1%} | "
+                  f"{r['verdict']} | {r['evidence']} |" for r in comparison.get("rows", [])]
+        lines.append("")
+    return "\n".join(lines) + "\n" + "\n".join(markdown(d) for d in sides.values())
+
+
 def rst(doc: dict[str, Any]) -> str:
+    if doc.get("sides"):
+        return "\n".join(rst(d) for d in doc["sides"].values())
     board = doc.get("run", {}).get("board", "board")
     shaped = shape(doc)
     out: list[str] = []
@@ -136,9 +163,10 @@ def guide_rst(tables: list[Any]) -> str:
     return "\n".join(out)
 
 
-def comparison_markdown(comparisons: list[Any], rule: str, baseline_name: str) -> str:
-    lines = [f"## Comparison with {baseline_name}", "", rule, "",
-             "| Metric | Baseline | This run | Change | Verdict | Evidence |",
+def comparison_markdown(comparisons: list[Any], rule: str, title: str,
+                        columns: tuple[str, str] = ("Baseline", "This run")) -> str:
+    lines = [f"## {title}", "", rule, "",
+             f"| Metric | {columns[0]} | {columns[1]} | Change | Verdict | Evidence |",
              "|---|---|---|---|---|---|"]
     for c in comparisons:
         lines.append(f"| {c.key} | {c.baseline.display} | {c.current.display} | {c.change:+.1%} | "

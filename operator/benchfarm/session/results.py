@@ -32,8 +32,13 @@ class Collected:
     records: list[SuiteRecord] = field(default_factory=list)
     provenance: dict[str, Any] = field(default_factory=dict)
     evidence: dict[str, Any] = field(default_factory=dict)
+    sides: dict[str, Collected] = field(default_factory=dict)   # A/B runs: "a", "b"
 
     def add(self, checkpoint: dict[str, Any]) -> None:
+        side = checkpoint.get("side") or ""
+        if side:   # an A/B run: each side on its own, and nothing mixed across sides
+            self.sides.setdefault(side, Collected()).add({**checkpoint, "side": ""})
+            return
         kind = checkpoint["kind"]
         if kind == BOOT:
             self.boots.append(checkpoint["phases"])
@@ -90,7 +95,9 @@ def regression_policy(policy: LabPolicySpec) -> RegressionPolicy:
 
 
 def compare_with(doc: dict[str, Any], baseline_name: str, baseline_doc: dict[str, Any] | None,
-                 policy: RegressionPolicy) -> tuple[str, tuple[str, str, str]]:
+                 policy: RegressionPolicy, *, title: str | None = None,
+                 columns: tuple[str, str] = ("Baseline", "This run"),
+                 ) -> tuple[str, tuple[str, str, str]]:
     """The comparison table and the Regressed condition (status, reason, message)."""
     from ..core.results import samples_from_document
     if baseline_doc is None:
@@ -103,7 +110,8 @@ def compare_with(doc: dict[str, Any], baseline_name: str, baseline_doc: dict[str
                          "rows": [{"key": c.key, "verdict": c.verdict, "change": c.change,
                                    "baseline": c.baseline.display, "current": c.current.display,
                                    "evidence": c.evidence} for c in comparisons]}
-    table = comparison_markdown(comparisons, policy.describe(), f"run {baseline_name}")
+    table = comparison_markdown(comparisons, policy.describe(),
+                                title or f"Comparison with run {baseline_name}", columns)
     bad = [c for c in comparisons if c.verdict == "regressed"]
     if bad:
         return table, ("True", "MetricsRegressed",
@@ -120,6 +128,37 @@ class Documents:
     failed: list[str]
     files: dict[str, tuple[bytes, str]]       # artifact name -> (bytes, content type)
     regression: tuple[str, str, str] | None
+
+
+def build_ab(run_info: dict[str, Any], dtype: DeviceType, suites: list[SuiteSpec],
+             got: Collected, labels: dict[str, str], *, policy: LabPolicySpec | None = None
+             ) -> Documents:
+    """An A/B run's documents: each side's own (as a one-sided run's), and B judged against A
+    by the regression rule — the Regressed condition and the A/B table."""
+    sides = {}
+    for key in ("a", "b"):
+        label = f"{key.upper()} ({labels[key]})"
+        info = {**run_info, "name": f"{run_info['name']} {label}", "software": labels[key]}
+        sides[key] = build(info, dtype, suites, got.sides.get(key) or Collected())
+    a, b = sides["a"], sides["b"]
+    name_a, name_b = f"A ({labels['a']})", f"B ({labels['b']})"
+    _, regression = compare_with(b.doc, name_a, a.doc,
+                                     regression_policy(policy or LabPolicySpec()),
+                                     title=f"A/B: {name_b} against {name_a}",
+                                     columns=(name_a, name_b))
+    status, reason, message = regression
+    regression = (status, reason, message.replace(f"than {name_a}", f"on {name_b} than on "
+                                                  f"{name_a}"))
+    doc = {"run": {**run_info, "ab": {"a": labels["a"], "b": labels["b"]}},
+           "sides": {labels["a"]: a.doc, labels["b"]: b.doc},
+           "comparison": b.doc.pop("comparison", None)}
+    files = {"metrics.json": (json.dumps(doc, indent=2).encode(), "application/json"),
+             "report.md": (markdown(doc).encode(), "text/markdown"),
+             "report.rst": (rst(doc).encode(), "text/x-rst"),
+             "report.html": a.files["report.html"],
+             "report-b.html": b.files["report.html"]}
+    results = {labels["a"]: a.results, labels["b"]: b.results}
+    return Documents(doc, results, sorted(set(a.failed) | set(b.failed)), files, regression)
 
 
 def build(run_info: dict[str, Any], dtype: DeviceType, suites: list[SuiteSpec], got: Collected,

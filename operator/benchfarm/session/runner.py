@@ -618,8 +618,16 @@ class Runner:
                     "bootCycles": self.spec.bootCycles, "attempt": self.attempt,
                     "warmupIterations": self.spec.warmupIterations,
                     "resumes": self.resume}
-        docs = res.build(run_info, dtype, self.suites, got, baseline=self.spec.baseline,
-                         baseline_doc=baseline_doc, policy=policy, repeat=self.spec.repeat)
+        sides = self.spec.software_sets()
+        if len(sides) == 2:
+            labels = dict(zip(st.side_keys(2), (label for label, _ in sides)))
+            docs = res.build_ab(run_info, dtype, self.suites, got, labels, policy=policy)
+            got.provenance = {labels[k]: c.provenance for k, c in got.sides.items()}
+            got.boots = [b for c in got.sides.values() for b in c.boots]
+            got.records = [r for c in got.sides.values() for r in c.records]
+        else:
+            docs = res.build(run_info, dtype, self.suites, got, baseline=self.spec.baseline,
+                             baseline_doc=baseline_doc, policy=policy, repeat=self.spec.repeat)
         urls = [self._serial_log(serial_key)]
         for name, (data, ctype) in docs.files.items():
             urls.append(self.spool.put(f"{self.prefix}/{name}", data, ctype))
