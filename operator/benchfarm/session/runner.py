@@ -322,8 +322,7 @@ class Runner:
         by side (`st.side_keys`), part -> file. A bad digest or URL is the run's error."""
         cache = SoftwareCache(self.config.software_cache, self.spool.store)
         out = {}
-        for key, (label, software) in zip(st.side_keys(len(self.spec.software_sets())),
-                                           self.spec.software_sets()):
+        for key, label, software in self._sides():
             if software is not None and software.parts() != ["bootArgs"]:
                 self._progress(f"fetching software{f' {label}' if label else ''}", "Booting")
                 out[key] = self._wait_out("fetch the software",
@@ -471,6 +470,12 @@ class Runner:
                 checkpoint = self._run_step(step, dtype)
             self._checkpoint(step, checkpoint, dtype)
 
+    def _sides(self) -> list[tuple[str, str, Any]]:
+        """(key, label, software set or None) of each side: key "" for a one-sided run."""
+        sets = self.spec.software_sets()
+        return [(key, label, software)
+                for key, (label, software) in zip(st.side_keys(len(sets)), sets)]
+
     def _plan(self) -> list[st.Step]:
         return st.plan_steps(self.spec.bootCycles, [s.name for s in self.suites],
                              self._iterations(), self.spec.warmupIterations,
@@ -480,8 +485,7 @@ class Runner:
         """Stage every side's software on the board's exporter: side -> bootloader variables."""
         from ..lab.deploy import stage, with_modules
         assert self.session is not None
-        for key, (_, software) in zip(st.side_keys(len(self.spec.software_sets())),
-                                      self.spec.software_sets()):
+        for key, _, software in self._sides():
             if software is None:
                 continue
             files = {part: f.path for part, f in self.software.get(key, {}).items()}
@@ -496,8 +500,7 @@ class Runner:
         return self.session.boot()
 
     def _software_provenance(self, side: str) -> dict[str, Any]:
-        label, software = dict(zip(st.side_keys(len(self.spec.software_sets())),
-                                   self.spec.software_sets()))[side]
+        label, software = next((lbl, sw) for key, lbl, sw in self._sides() if key == side)
         if software is None:
             return {}
         files = {part: f.provenance() for part, f in self.software.get(side, {}).items()}
@@ -618,9 +621,9 @@ class Runner:
                     "bootCycles": self.spec.bootCycles, "attempt": self.attempt,
                     "warmupIterations": self.spec.warmupIterations,
                     "resumes": self.resume}
-        sides = self.spec.software_sets()
+        sides = self._sides()
         if len(sides) == 2:
-            labels = dict(zip(st.side_keys(2), (label for label, _ in sides)))
+            labels = {key: label for key, label, _ in sides}
             docs = res.build_ab(run_info, dtype, self.suites, got, labels, policy=policy)
             got.provenance = {labels[k]: c.provenance for k, c in got.sides.items()}
             got.boots = [b for c in got.sides.values() for b in c.boots]
