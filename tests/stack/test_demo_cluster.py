@@ -63,8 +63,11 @@ def test_helm_install_runs_a_session_job_and_survives_the_leader_pod(release, cu
     name = unique("cluster")
     test = democluster.helm("test", democluster.RELEASE, "-n", NS, "--logs").stdout
     assert "ok    labgrid" in test and "FAIL" not in test, test
-    apply(run_yaml(name, plan="demo", bootCycles=2, iterations=3, timeoutSeconds=600,
+    # Long enough to be running through the takeover, the image import and the rollout (about
+    # 67 s from apply here; this run lasts ~140 s): the demo plan's 3 iterations ended first.
+    apply(run_yaml(name, plan="stacktest-slow", bootCycles=2, iterations=5, timeoutSeconds=600,
                    selector={"board": "vb-x86-0"}))
+    applied = time.monotonic()
     uid = wait_for("the run's uid", lambda: get(custom, name)["metadata"]["uid"])
     before = wait_for("the first checkpoint", lambda: step_objects(custom, name), timeout=180,
                       every=0.25)
@@ -88,6 +91,7 @@ def test_helm_install_runs_a_session_job_and_survives_the_leader_pod(release, cu
     wait_for("the old operator pods to go", lambda: not set(pods) & set(
         democluster.operator_pods(True)), timeout=120)
     rollout = time.monotonic() - rolled
+    print(f"\nrollout done {time.monotonic() - applied:.1f} s after the run was applied")
     assert status(custom, name).get("phase") == "Running", "the run ended before the rollout"
     new_pods = democluster.operator_pods()
     assert len(new_pods) == 2 and all(p.endswith(q) is False for p in new_pods for q in pods)
