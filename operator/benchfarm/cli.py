@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     sess_sub = sess.add_subparsers(dest="session_cmd", required=True)
     sess_run = sess_sub.add_parser("run", help="run (or resume) the session of a scheduled run")
     sess_run.add_argument("run", help="NAMESPACE/NAME")
-    sess_sub.add_parser("spare", help="import everything, then serve the run named on stdin "
-                                      "(the operator keeps one ready)")
+    sess_sub.add_parser("server", help="import everything once, then fork a session for each run "
+                                       "named on stdin (the operator keeps one running)")
     p = sub.add_parser("parse", help="parse a suite's output file into metrics (JSON)")
     p.add_argument("suite")
     p.add_argument("file")
@@ -112,8 +112,11 @@ def main(argv: list[str] | None = None) -> int:
         from .check import main as check_main
         return check_main()
     if args.cmd == "session":
+        if args.session_cmd == "server":
+            from .session import server
+            return server.serve()
         from .session import runner
-        return runner.main(args.run) if args.session_cmd == "run" else runner.spare()
+        return runner.main(args.run)
     if args.cmd == "parse":
         return _parse(args)
     if args.cmd == "report":

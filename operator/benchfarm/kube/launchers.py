@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -45,83 +47,155 @@ class ProcessLauncher:
     """A runner as a local process, detached from the operator, logging to a file per attempt.
 
     A cold Python process spends about 2.5 s importing labgrid, kubernetes, minio and pydantic
-    before it can acquire its board, so `spares` processes are kept started ahead of need
-    (`benchfarm session spare`): imported, waiting on stdin for the run to serve. A launch hands
-    the request to a spare (and starts the next spare) or, when none is ready, starts a cold one.
-    A spare whose operator dies reads end-of-file and exits; a launched session never reads stdin
-    again, so it outlives the operator as a cold one does.
+    before it can acquire its board (ten on a busy host), so the launcher keeps a session server
+    (`benchfarm session server`, `session.server`): imported once, it forks each session in a few
+    milliseconds and replies with its pid. Until the server says it is ready, or if it fails,
+    a launch starts a cold process instead. Sessions belong to neither the server nor the
+    operator, so killing either kills no session.
     """
+
+    REPLY_TIMEOUT = 10.0     # seconds for the server to report a forked session's pid
 
     def __init__(self, log_dir: Path, env: dict[str, str] | None = None,
                  command: list[str] | None = None, pid_dir: Path | None = None,
-                 spares: int = 2) -> None:
+                 server: bool = True) -> None:
         self.log_dir = log_dir
         self.pid_dir = pid_dir       # the embedded lab stops sessions by these on `lab down`
         self.env = env
         self.command = command or [sys.executable, "-m", "benchfarm.cli", "session"]
-        self.children: dict[int, subprocess.Popen] = {}
-        self.spares = spares
-        self.ready: list[subprocess.Popen] = []     # spares waiting for a run, oldest first
+        self.children: dict[int, subprocess.Popen] = {}   # cold sessions and the server
+        self.forked: set[int] = set()                     # sessions the server forked
+        self.use_server = server
+        self.server: subprocess.Popen | None = None
+        self.server_ready = False
+        self._buffer = b""
 
     def launch(self, req: Launch) -> str:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         logfile = self.log_dir / (f"{req.namespace}.{req.name}.attempt-{req.attempt}"
                                   f".run-{req.resume}.log")
         ref = f"{req.namespace}/{req.name}"
-        proc = self._hand_to_spare(ref, req.uid, logfile)
-        how = "a spare"
-        if proc is None:
+        how, pid = "the session server", self._fork(ref, req.uid, logfile)
+        if pid is None:
             how = "a cold process"
             env = {**os.environ, **(self.env or {}), "BENCHFARM_RUN_UID": req.uid}
             with logfile.open("ab") as out:
-                proc = self._start([*self.command, "run", ref], out, env, stdin=subprocess.DEVNULL)
+                pid = self._start([*self.command, "run", ref], out, env,
+                                  stdin=subprocess.DEVNULL).pid
         self.top_up()
-        log.info("launched the session of %s (attempt %d, run %d) in %s: pid %d, log %s",
-                 ref, req.attempt, req.resume, how, proc.pid, logfile)
-        return f"pid {proc.pid}, log {logfile}"
+        log.info("launched the session of %s (attempt %d, run %d) from %s: pid %s, log %s",
+                 ref, req.attempt, req.resume, how, pid or "not reported", logfile)
+        return f"pid {pid}, log {logfile}" if pid else f"log {logfile}"
 
-    def _hand_to_spare(self, ref: str, uid: str, logfile: Path) -> subprocess.Popen | None:
-        while self.ready:
-            proc = self.ready.pop(0)
-            if proc.poll() is not None or proc.stdin is None:
-                continue
-            request = {"run": ref, "log": str(logfile), "env": {"BENCHFARM_RUN_UID": uid}}
+    def _fork(self, ref: str, uid: str, logfile: Path) -> int | None:
+        """The pid of a session the server forked; None: start a cold one; 0: the server took
+        the request but did not report a pid (the run's Lease tells whether its session lives)."""
+        srv = self.server
+        if srv is None or srv.poll() is not None or srv.stdin is None:
+            return None
+        if not self.server_ready:
+            line = self._reply(0)
+            self.server_ready = bool(line and "ready" in line)
+            if not self.server_ready:
+                return None
+        request = {"run": ref, "log": str(logfile), "env": {"BENCHFARM_RUN_UID": uid}}
+        try:
+            srv.stdin.write((json.dumps(request) + "\n").encode())
+            srv.stdin.flush()
+        except OSError:                      # it died meanwhile
+            self._drop_server()
+            return None
+        reply = self._reply(self.REPLY_TIMEOUT)
+        if reply is None:
+            log.warning("the session server %d did not report the session of %s in %.0f s; "
+                        "replacing it", srv.pid, ref, self.REPLY_TIMEOUT)
+            self._drop_server()
+            return 0
+        if "pid" not in reply:
+            log.warning("the session server could not fork the session of %s: %s", ref,
+                        reply.get("error"))
+            return None
+        pid = int(reply["pid"])
+        self.forked.add(pid)
+        self._pidfile(pid)
+        return pid
+
+    def _reply(self, timeout: float) -> dict[str, Any] | None:
+        """The server's next reply line, or None if none came within `timeout` seconds."""
+        assert self.server is not None and self.server.stdout is not None
+        fd = self.server.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:                    # the server exited
+                return None
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        try:
+            return json.loads(line)
+        except ValueError:
+            return {"error": line.decode(errors="replace")[:200]}
+
+    def _drop_server(self) -> None:
+        if self.server is not None:
             try:
-                proc.stdin.write((json.dumps(request) + "\n").encode())
-                proc.stdin.close()
-                return proc
-            except OSError:                  # it died meanwhile: try the next one
-                continue
-        return None
+                self.server.kill()        # its sessions live on: they called setsid
+            except OSError:
+                pass
+        self.server, self.server_ready, self._buffer = None, False, b""
 
     def top_up(self) -> None:
-        """Start spares until `spares` wait (called after each launch and by `reap`)."""
-        self.ready = [p for p in self.ready if p.poll() is None]
-        while len(self.ready) < self.spares:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            env = {**os.environ, **(self.env or {})}
-            with (self.log_dir / "spares.log").open("ab") as out:
-                self.ready.append(self._start([*self.command, "spare"], out, env,
-                                              stdin=subprocess.PIPE))
+        """Start the session server if it is not running (after each launch and by `reap`)."""
+        if not self.use_server or (self.server is not None and self.server.poll() is None):
+            return
+        self._drop_server()
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        # no OpenBLAS thread pool in a process that forks
+        env = {**os.environ, **(self.env or {}), "OPENBLAS_NUM_THREADS": "1"}
+        with (self.log_dir / "session-server.log").open("ab") as out:
+            self.server = self._start([*self.command, "server"], out, env,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
-    def _start(self, argv: list[str], out: Any, env: dict[str, str], *, stdin: int) \
-            -> subprocess.Popen:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=stdin, env=env,
+    def _start(self, argv: list[str], out: Any, env: dict[str, str], *, stdin: int,
+               stdout: Any = None) -> subprocess.Popen:
+        proc = subprocess.Popen(argv, stdout=stdout or out, stderr=out, stdin=stdin, env=env,
                                 start_new_session=True)
         self.children[proc.pid] = proc
-        if self.pid_dir is not None:
-            self.pid_dir.mkdir(parents=True, exist_ok=True)
-            (self.pid_dir / f"session-{proc.pid}.pid").write_text(str(proc.pid))
+        self._pidfile(proc.pid)
         return proc
+
+    def _pidfile(self, pid: int, remove: bool = False) -> None:
+        if self.pid_dir is None:
+            return
+        path = self.pid_dir / f"session-{pid}.pid"
+        if remove:
+            path.unlink(missing_ok=True)
+        else:
+            self.pid_dir.mkdir(parents=True, exist_ok=True)
+            path.write_text(str(pid))
 
     def reap(self) -> None:
         for pid, proc in list(self.children.items()):
             if proc.poll() is not None:
                 del self.children[pid]
-                if self.pid_dir is not None:
-                    (self.pid_dir / f"session-{pid}.pid").unlink(missing_ok=True)
-        if self.spares:
-            self.top_up()
+                self._pidfile(pid, remove=True)
+        for pid in list(self.forked):       # not our children: init reaps them
+            if not _alive(pid):
+                self.forked.discard(pid)
+                self._pidfile(pid, remove=True)
+        self.top_up()
+
+
+def _alive(pid: int) -> bool:
+    """A process that exists and has not exited (a zombie whose reaper is slow has)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def from_env(kube: object = None) -> Launcher:
@@ -136,4 +210,4 @@ def from_env(kube: object = None) -> Launcher:
     return ProcessLauncher(Path(os.environ.get("BENCHFARM_SESSION_LOGS",
                                                state / "logs" / "sessions")),
                            pid_dir=Path(pids) if pids else None,
-                           spares=int(os.environ.get("BENCHFARM_SESSION_SPARES", "2")))
+                           server=os.environ.get("BENCHFARM_SESSION_SERVER", "1") != "0")

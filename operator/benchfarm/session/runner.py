@@ -720,44 +720,6 @@ def _prewarm() -> None:
         log.debug("prewarm failed", exc_info=True)
 
 
-def spare() -> int:
-    """A session started ahead of need by the operator's process launcher. It loads everything a
-    session imports while it waits for its run: one JSON line on stdin (`run`, `log`, `env`). The
-    request is taken as soon as it comes, even mid-import (a busy host imports slowly): output goes
-    to the run's log from then on, and the run is served once the imports are done. End-of-file
-    (the operator went away before handing it a run): exit."""
-    t0 = time.monotonic()
-    _logging()        # stderr: the launcher's spares.log until a run is handed over
-    handed = threading.Event()
-    request: dict[str, Any] = {}
-
-    def take() -> None:
-        line = sys.stdin.readline()
-        if line.strip():
-            request.update(json.loads(line))
-            fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            os.dup2(fd, 1)
-            os.dup2(fd, 2)
-            os.close(fd)
-            os.environ.update(request.get("env") or {})
-            log.info("spare session process %d serves %s (%.1f s after it started)", os.getpid(),
-                     request["run"], time.monotonic() - t0)
-        handed.set()
-    threading.Thread(target=take, name="spare-request", daemon=True).start()
-    _prewarm()
-    # the Kubernetes client builds its API and model classes on first use: a second or more
-    from kubernetes import client, watch  # noqa: F401
-    for cls in ("CoreV1Api", "CustomObjectsApi", "CoordinationV1Api", "V1Lease", "V1LeaseSpec",
-                "V1ObjectMeta", "V1DeleteOptions", "V1Preconditions"):
-        getattr(client, cls, None)
-    if not handed.is_set():
-        log.info("spare session process %d ready in %.1f s", os.getpid(), time.monotonic() - t0)
-    handed.wait()
-    if not request:
-        return 0
-    return main(request["run"])
-
-
 def _ts(iso: str) -> float:
     return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
 

@@ -1,0 +1,133 @@
+"""`benchfarm session server`: a warm parent that forks one board session per request.
+
+A cold session process spends seconds importing labgrid, grpc, kubernetes, minio, pydantic,
+scipy and matplotlib before it can acquire its board (2.5 s alone; ten on a host busy with a
+thousand-board lab), and a process that has served a run cannot serve another: labgrid fixes a
+client's identity (the run's) when it connects. So the operator's process launcher keeps this
+server: it imports all of it once, then reads one JSON request per line on stdin (`run`, `log`,
+`env`) and forks a session for each (a few milliseconds), replying with the session's pid on
+stdout. The session is forked twice and calls setsid, so it belongs to neither the server nor the
+operator: killing either (even with SIGKILL) kills no session, as with a cold process.
+
+Forking is safe because the server never starts a thread, a grpc channel or an API client: it only
+imports (and asks OpenBLAS for no thread pool); it says when the imports are done (`ready`), so
+the operator hands it runs only from then on and starts a cold process before that. End-of-file
+on stdin (the operator went away): the server exits; its sessions go on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+log = logging.getLogger("benchfarm.session")
+
+
+def _import_everything() -> None:
+    from . import runner
+    runner._prewarm()              # statistics and plotting, the end of a session
+    # the Kubernetes client builds its API and model classes on first use: a second or more
+    from kubernetes import client, watch  # noqa: F401
+    for cls in ("CoreV1Api", "CustomObjectsApi", "CoordinationV1Api", "V1Lease", "V1LeaseSpec",
+                "V1ObjectMeta", "V1DeleteOptions", "V1Preconditions"):
+        getattr(client, cls, None)
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def _session(request: dict[str, Any], report: int, server: int) -> None:
+    """In the first child: leave the server's session, fork the runner, report its pid, exit."""
+    os.setsid()
+    pid = os.fork()
+    if pid:
+        os.write(report, f"{pid}\n".encode())
+        os._exit(0)
+    code = 1
+    try:
+        os.close(report)
+        fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        os.close(null)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)    # not the server's reply pipe
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        os.environ.update(request.get("env") or {})
+        log.info("session process %d forked by the session server %d for %s", os.getpid(),
+                 server, request["run"])
+        from . import runner
+        code = runner.main(request["run"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # the log file is gone; nothing left to tell
+                pass
+        os._exit(code)
+
+
+def fork_session(request: dict[str, Any]) -> int:
+    """Start a session for the request; its pid (the session is nobody's child here)."""
+    r, w = os.pipe()
+    me = os.getpid()
+    child = os.fork()
+    if child == 0:
+        os.close(r)
+        try:
+            _session(request, w, me)
+        finally:
+            os._exit(1)
+    os.close(w)
+    with os.fdopen(r, "rb") as pipe:
+        line = pipe.readline()
+    os.waitpid(child, 0)
+    if not line.strip():
+        raise OSError(f"the session for {request.get('run')} could not be forked")
+    return int(line)
+
+
+def reply(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def serve() -> int:
+    t0 = time.monotonic()
+    logging.basicConfig(level=os.environ.get("BENCHFARM_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    _import_everything()
+    if _threads() > 1:
+        log.warning("the session server has %d threads after its imports; forking may copy a "
+                    "lock someone holds", _threads())
+    log.info("session server %d ready in %.1f s", os.getpid(), time.monotonic() - t0)
+    reply({"ready": os.getpid()})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            pid = fork_session(request)
+        except (OSError, ValueError, KeyError) as exc:
+            log.error("could not start a session for %r: %s", line.strip()[:200], exc)
+            reply({"error": str(exc)})
+            continue
+        log.info("forked session %d for %s", pid, request["run"])
+        reply({"pid": pid})
+    return 0

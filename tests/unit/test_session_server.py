@@ -1,0 +1,75 @@
+"""The session server forks sessions that belong to nobody, and the process launcher hands it runs
+once it is ready (a cold process before that)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from benchfarm.kube.launchers import Launch, ProcessLauncher, _alive
+from benchfarm.session import runner, server
+
+
+def wait_gone(pid: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while _alive(pid):
+        assert time.monotonic() < deadline, f"process {pid} still runs"
+        time.sleep(0.05)
+
+
+def test_a_forked_session_runs_in_its_own_session_with_its_log_and_env(tmp_path, monkeypatch):
+    def fake_main(ref: str) -> int:     # what runs in the fork: the real runner needs a cluster
+        print(f"{ref} uid={os.environ['BENCHFARM_RUN_UID']} pid={os.getpid()} "
+              f"sid={os.getsid(0)} parent={os.getppid()}", flush=True)
+        return 0
+    monkeypatch.setattr(runner, "main", fake_main)
+    log = tmp_path / "team-a.r1.attempt-1.run-0.log"
+    pid = server.fork_session({"run": "team-a/r1", "log": str(log),
+                               "env": {"BENCHFARM_RUN_UID": "u-1"}})
+    wait_gone(pid)
+    text = log.read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("team-a/r1 "))
+    fields = dict(f.split("=") for f in line.split()[1:])
+    assert fields["uid"] == "u-1" and int(fields["pid"]) == pid
+    assert int(fields["sid"]) not in (os.getsid(0), os.getpid())   # not our session
+    assert int(fields["parent"]) != os.getpid()                    # nor our child
+    assert "BENCHFARM_RUN_UID" not in os.environ or os.environ["BENCHFARM_RUN_UID"] != "u-1"
+
+
+def req(name: str) -> Launch:
+    return Launch(namespace="team-a", name=name, uid=f"uid-{name}", attempt=1, resume=0)
+
+
+def test_the_launcher_starts_cold_until_its_server_is_ready_then_forks(tmp_path):
+    pids = tmp_path / "pids"
+    launcher = ProcessLauncher(tmp_path / "logs", pid_dir=pids,
+                               env={"KUBECONFIG": str(tmp_path / "none")})
+    try:
+        launcher.top_up()
+        srv = launcher.server
+        assert srv is not None and (pids / f"session-{srv.pid}.pid").exists()
+        cold = launcher.launch(req("early"))          # the server is still importing
+        assert launcher.forked == set() and cold.startswith("pid ")
+        deadline = time.monotonic() + 60
+        server_log = tmp_path / "logs" / "session-server.log"
+        while "ready in" not in (server_log.read_text() if server_log.exists() else ""):
+            assert time.monotonic() < deadline, "the session server never got ready"
+            time.sleep(0.1)
+        handle = launcher.launch(req("warm"))
+        pid = int(handle.split()[1].rstrip(","))
+        assert launcher.forked == {pid} and (pids / f"session-{pid}.pid").exists()
+        assert launcher.server is srv                 # the same server serves the next run
+        wait_gone(pid)
+        log = Path(handle.split("log ")[1]).read_text()
+        assert f"session process {pid} forked by the session server {srv.pid}" in log
+        assert "Invalid kube-config file" in log      # the real runner ran, and found no cluster
+        launcher.reap()
+        assert launcher.forked == set() and not (pids / f"session-{pid}.pid").exists()
+        assert srv.poll() is None                     # the server outlives its sessions
+    finally:
+        if launcher.server is not None:
+            launcher.server.kill()
+            launcher.server.wait()
+        for proc in launcher.children.values():
+            proc.wait(timeout=30)
