@@ -408,6 +408,8 @@ def run_phases(args: argparse.Namespace, pid: int) -> dict:
         "round_p50_ms": round(m.get('benchfarm_schedule_round_seconds{quantile="0.5"}', 0) * 1000, 2),
         "round_p99_ms": round(m.get('benchfarm_schedule_round_seconds{quantile="0.99"}', 0) * 1000, 2),
         "round_max_ms": round(m.get('benchfarm_schedule_round_seconds{quantile="1"}', 0) * 1000, 2),
+        "round_cpu_p99_ms": round(m.get('benchfarm_schedule_round_cpu_seconds{quantile="0.99"}', 0) * 1000, 2),
+        "round_cpu_max_ms": round(m.get('benchfarm_schedule_round_cpu_seconds{quantile="1"}', 0) * 1000, 2),
         "rounds": int(m.get("benchfarm_schedule_rounds_total", 0)),
         "apply_to_power_on_p50_s": round(percentile(latencies, 0.5), 3),
         "apply_to_power_on_p99_s": round(percentile(latencies, 0.99), 3),
@@ -440,6 +442,8 @@ def print_table(f: dict, args: argparse.Namespace) -> None:
          f"queued run max {f['writes_per_queued_run_max']})", "writes_per_run"),
         ("scheduling round p50/p99/max", f"{f['round_p50_ms']:.1f} / {f['round_p99_ms']:.1f} / "
          f"{f['round_max_ms']:.1f} ms ({f['rounds']} rounds)", "round_max_ms"),
+        ("  its own CPU p99/max", f"{f['round_cpu_p99_ms']:.1f} / {f['round_cpu_max_ms']:.1f} ms "
+         f"(the rest: waiting for the lock, the GIL, a CPU)", None),
         ("apply -> power-on, free board p50/p99", f"{f['apply_to_power_on_p50_s']:.2f} / "
          f"{f['apply_to_power_on_p99_s']:.2f} s", "apply_to_power_on_p99_s"),
         ("board freed -> next powered p50/p99", f"{f['freed_to_next_p50_s']:.2f} / "

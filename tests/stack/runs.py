@@ -132,7 +132,7 @@ def api_writes(ns, name):
 
 def session_pids(ns, name):
     """PIDs of the session processes serving the run: a session writes to the run's log
-    (`NS.NAME.attempt-A.run-R.log`), a cold process from its start, a spare once handed the run."""
+    (`NS.NAME.attempt-A.run-R.log`), a cold process or one the session server forked, from its start."""
     pids = []
     for pidfile in (devlab.STATE / "pids").glob("session-*.pid"):
         try:

@@ -49,7 +49,7 @@ def _lease_renewed(coord, ns: str, name: str, now: float) -> bool:
 
 def _session_alive(core, run: str) -> bool:
     """The session process the operator launched for the run (its Scheduled event names the
-    pid) is alive: a spare handed the run, or a cold process."""
+    pid) is alive: forked by the session server, or a cold process."""
     ns, _, name = run.partition("/")
     events = core.list_namespaced_event(ns, field_selector=f"involvedObject.name={name},"
                                                            "reason=Scheduled").items

@@ -210,7 +210,7 @@ class Runtime:
 
     def _schedule_round(self) -> None:
         now = time.time()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         with self.lock:
             runs = list(self.runs.values())
             waiting = [r for r in runs if r.phase == PENDING and not r.starting and not r.deleting
@@ -238,7 +238,7 @@ class Runtime:
                 run.starting = True
                 self.boards[a.board].run = a.run
                 started.append((run, a.board))
-        metrics.observe_round(time.perf_counter() - t0)
+        metrics.observe_round(time.perf_counter() - t0, time.thread_time() - c0)
         for run, board in started:
             try:
                 self.sessions.launch(run, board)
