@@ -161,6 +161,9 @@ class Runtime:
                              if c.get("type") == "Succeeded"), {})
                 if run.phase == SUCCEEDED or cond.get("reason") == "SuitesFailed":
                     self.inventory.board_ok(board)
+        if run.phase == PENDING:
+            with self.lock:
+                self._queue_entry(run)
         self.wake()
 
     def observe_board(self, body: dict[str, Any]) -> None:
@@ -211,6 +214,9 @@ class Runtime:
     def _schedule_round(self) -> None:
         now = time.time()
         t0, c0 = time.perf_counter(), time.thread_time()
+        positions_due = time.monotonic() - self.last_positions_at >= QUEUE_POSITION_PERIOD
+        order: list[q.QueuedRun] | None = None
+        started = []
         with self.lock:
             runs = list(self.runs.values())
             waiting = [r for r in runs if r.phase == PENDING and not r.starting and not r.deleting
@@ -219,25 +225,29 @@ class Runtime:
             for r in runs:
                 if r.phase == RUNNING or r.starting:
                     running_ns[r.namespace] = running_ns.get(r.namespace, 0) + 1
-            boards = [self.inventory.view(b) for b in self.boards.values() if b.device_type]
-            # the namespace's ceiling applies every round (priority is mutable)
-            queued = [self._queue_entry(r, self.policy.for_namespace(r.namespace).maxPriority)
-                      for r in waiting]
-            limits = {r.namespace: self.policy.for_namespace(r.namespace).maxBoards for r in waiting}
             # a session counts against the limit while it holds its board (after releasing it,
             # it only uploads and reports; the board and the slot go to the next run)
             slots = None if self.max_sessions is None else self.max_sessions - sum(
                 1 for r in runs if r.starting or
                 (r.phase == RUNNING and not r.status.get("boardReleased")))
-            decision = q.schedule(queued, boards, running_per_namespace=running_ns,
-                                  max_boards=limits, fairness=self.fairness, now=now,
-                                  max_assignments=slots)
-            started = []
-            for a in decision.assignments:
-                run = self.runs[a.run]
-                run.starting = True
-                self.boards[a.board].run = a.run
-                started.append((run, a.board))
+            idle = any(b.device_type and b.state == "Idle" for b in self.boards.values())
+            # nothing can start (no free board, no free session slot): order the queue only when
+            # its positions are due, not every round of a flood
+            if waiting and ((idle and slots != 0) or positions_due):
+                boards = [self.inventory.view(b) for b in self.boards.values() if b.device_type]
+                # the namespace's ceiling applies every round (priority is mutable)
+                queued = [self._queue_entry(r) for r in waiting]
+                limits = {r.namespace: self.policy.for_namespace(r.namespace).maxBoards
+                          for r in waiting}
+                decision = q.schedule(queued, boards, running_per_namespace=running_ns,
+                                      max_boards=limits, fairness=self.fairness, now=now,
+                                      max_assignments=slots if idle else 0)
+                order = decision.order
+                for a in decision.assignments:
+                    run = self.runs[a.run]
+                    run.starting = True
+                    self.boards[a.board].run = a.run
+                    started.append((run, a.board))
         metrics.observe_round(time.perf_counter() - t0, time.thread_time() - c0)
         for run, board in started:
             try:
@@ -248,15 +258,18 @@ class Runtime:
                     run.starting = False
                 self.inventory.free(board, run.key)
         self._save_fairness()
-        metrics.observe_lab(len(decision.order), len(started) + sum(running_ns.values()),
+        metrics.observe_lab(len(waiting) - len(started), len(started) + sum(running_ns.values()),
                             [b.state for b in self.boards.values()])
         self._expire(waiting, now)
-        self._publish_positions(decision.order)
+        if positions_due and order is not None:
+            self._publish_positions(order)
         self.inventory.health_checks()
         self._ttl(runs, now)
 
-    def _queue_entry(self, r: RunState, ceiling: int) -> q.QueuedRun:
-        """The run as the scheduler sees it, rebuilt only when what it is made of changes."""
+    def _queue_entry(self, r: RunState) -> q.QueuedRun:
+        """The run as the scheduler sees it, rebuilt only when what it is made of changes (built
+        when the run is observed, so a flood of new runs costs the rounds nothing)."""
+        ceiling = self.policy.for_namespace(r.namespace).maxPriority
         avoid = tuple(r.status.get("avoidBoards") or ())
         suites = r.status.get("resolvedSuites") or []
         fingerprint = (r.generation, ceiling, avoid, len(suites))
@@ -298,8 +311,6 @@ class Runtime:
                             f"no matching board became free within {limit} s")
 
     def _publish_positions(self, order: list[q.QueuedRun]) -> None:
-        if time.monotonic() - self.last_positions_at < QUEUE_POSITION_PERIOD:
-            return
         self.last_positions_at = time.monotonic()
         new = q.queue_positions(order, QUEUE_POSITION_LIMIT)
         for key in set(self.positions) | set(new):
