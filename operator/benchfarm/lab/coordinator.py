@@ -177,6 +177,7 @@ class Coordinator:
         self._session: ClientSession | None = None
         self._index: _PlaceIndex | None = None
         self._lock = threading.Lock()
+        self._connecting: asyncio.Lock | None = None    # one connection attempt at a time
 
     @property
     def identity(self) -> str:
@@ -198,9 +199,23 @@ class Coordinator:
             raise Outage(f"labgrid coordinator at {self.address} did not answer in time",
                          party="coordinator", reason="CoordinatorUnreachable") from exc
 
+    def connect_soon(self) -> None:
+        """Start connecting now, while the caller does other work: labgrid's first sync reads
+        every place and resource (a second at 1,000 places on a busy host). The first query
+        waits for it; a failed attempt is retried by that query."""
+        asyncio.run_coroutine_threadsafe(self._ensure(), self._loop)
+
     async def _ensure(self) -> ClientSession:
         if self._session is not None and not self._session.stopping.is_set():
             return self._session
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
+            if self._session is not None and not self._session.stopping.is_set():
+                return self._session
+            return await self._connect()
+
+    async def _connect(self) -> ClientSession:
         os.environ["LG_USERNAME"] = self.user
         os.environ["LG_HOSTNAME"] = self.host
         address = proxymanager.get_grpc_address(self.address, default_port=20408)

@@ -138,6 +138,15 @@ class Runner:
         self.deadline = time.monotonic() + (start_wall + self.spec.timeoutSeconds - time.time())
         self.kube.outage_budget = max(10.0, self.deadline - time.monotonic())
 
+        host, user = run_identity(self.uid)
+        self.coordinator = Coordinator(self.config.coordinator, host=host, user=user)
+        self.coordinator.connect_soon()     # labgrid's first sync overlaps the Lease and set-up
+        try:
+            return self._leased(body)
+        finally:
+            self.coordinator.close()
+
+    def _leased(self, body: dict[str, Any]) -> int:
         self.lease = LeaseHolder(
             self.kube, self.namespace, session_lease_name(self.name), self.identity,
             duration=self.config.lease_seconds,
@@ -309,12 +318,9 @@ class Runner:
         self.prefix = store.run_prefix(self.namespace, self.name, self.uid,
                                        self.spec.artifactPrefix)
         self.suites = [SuiteSpec(**s) for s in self.status.get("resolvedSuites") or []]
-        host, user = run_identity(self.uid)
-        self.coordinator = Coordinator(self.config.coordinator, host=host, user=user)
         try:
             self._acquire_and_run()
         finally:
-            self.coordinator.close()
             self.spool.stop()
 
     def _fetch_software(self) -> dict[str, dict[str, Fetched]]:
