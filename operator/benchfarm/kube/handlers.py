@@ -13,9 +13,11 @@ import kopf
 
 from ..api.models import GROUP, VERSION
 from ..errors import InfraError, RunError
+from ..kubeapi.leases import LeaseHolder
 from .runtime import Runtime
 
 RUNTIME: Runtime | None = None
+LEASE: LeaseHolder | None = None      # the leader Lease (kube.main), given up at cleanup
 
 
 def runtime() -> Runtime:
@@ -56,6 +58,8 @@ async def startup(settings: kopf.OperatorSettings, logger: logging.Logger, **_: 
 async def cleanup(**_: Any) -> None:
     if RUNTIME is not None:
         await RUNTIME.stop()
+    if LEASE is not None:    # nothing schedules any more: hand over now, not when kopf is done
+        await asyncio.to_thread(LEASE.release)
 
 
 @kopf.on.probe(id="scheduler")

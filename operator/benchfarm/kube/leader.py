@@ -79,9 +79,13 @@ def lead(liveness: str | None) -> LeaseHolder:
 def _keep(lease: LeaseHolder) -> None:
     while True:
         time.sleep(RENEW)
+        if lease.released:          # a clean stop gave it up: nothing to renew
+            return
         try:
             lease.renew()
         except LeaseLost as exc:
+            if lease.released:
+                return
             log.error("lost the leadership (%s); exiting so that only one operator acts", exc)
             logging.shutdown()
             os._exit(3)

@@ -13,10 +13,11 @@ def run(liveness: str | None = None) -> int:
     logging.basicConfig(level=os.environ.get("BENCHFARM_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
-    from . import handlers  # noqa: F401  (registers the handlers)
+    from . import handlers  # registers the handlers; gives the leader Lease up at cleanup
     liveness = liveness or os.environ.get("BENCHFARM_LIVENESS", "http://127.0.0.1:8080/healthz")
     from .leader import lead
     lease = lead(liveness)   # blocks while another replica leads
+    handlers.LEASE = lease
     try:
         # all_at_once: both creation handlers (admission, the cancel field) in one cycle, so a
         # new run costs one patch of kopf's bookkeeping instead of one per handler

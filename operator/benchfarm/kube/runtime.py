@@ -104,6 +104,8 @@ class Runtime:
     async def stop(self) -> None:
         if self.task:
             self.task.cancel()
+        # the step the scheduler thread is in (a launch, a round) ends before the operator does
+        await asyncio.to_thread(self.executor.shutdown, True)
         await asyncio.to_thread(self.coordinator.close)
 
     def wake(self) -> None:

@@ -61,6 +61,7 @@ class LeaseHolder:
         self.api = client.CoordinationV1Api(self.kube.api)
         self._version: str | None = None
         self.last_renewed: float | None = None   # monotonic, of the last successful renewal
+        self.released = False                    # given up: renewals stop
 
     def _body(self, transitions: int = 0) -> client.V1Lease:
         meta = client.V1ObjectMeta(name=self.name, namespace=self.namespace, labels=self.labels,
@@ -136,16 +137,25 @@ class LeaseHolder:
             time.monotonic() - self.last_renewed < self.duration
 
     def release(self) -> None:
-        """Give the Lease up (delete it) if it is still ours; best effort."""
-        try:
-            lease = self._read()
-            if lease is not None and lease.spec.holder_identity == self.identity:
+        """Give the Lease up (delete it) if it is still ours; best effort. A renewal racing the
+        delete (its precondition) is retried, so a clean stop hands over at once."""
+        self.released = True
+        for _ in range(3):
+            try:
+                lease = self._read()
+                if lease is None or lease.spec.holder_identity != self.identity:
+                    return
                 self.kube._call("release lease", lambda: self.api.delete_namespaced_lease(
                     self.name, self.namespace, body=client.V1DeleteOptions(
                         preconditions=client.V1Preconditions(
                             resource_version=lease.metadata.resource_version))))
-        except Exception:  # an expired Lease says the same thing a little later
-            log.debug("lease release failed", exc_info=True)
+                return
+            except ApiException as exc:
+                if exc.status != 409:
+                    break
+            except Exception:  # an expired Lease says the same thing a little later
+                break
+        log.debug("lease release failed", exc_info=True)
 
 
 @dataclass
