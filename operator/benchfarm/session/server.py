@@ -109,9 +109,8 @@ def reply(message: dict[str, Any]) -> None:
 
 def serve() -> int:
     t0 = time.monotonic()
-    logging.basicConfig(level=os.environ.get("BENCHFARM_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    from . import runner
+    runner._logging()
     _import_everything()
     if _threads() > 1:
         log.warning("the session server has %d threads after its imports; forking may copy a "
