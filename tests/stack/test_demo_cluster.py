@@ -31,6 +31,19 @@ def kubectl(*args: str):
     return res.stdout
 
 
+def helm_test() -> str:
+    """`helm test` of the release; on failure, what the check pod printed and how it ended."""
+    res = democluster.helm("test", democluster.RELEASE, "-n", NS, "--logs", check=False)
+    if res.returncode != 0:
+        pod = devlab.kubectl("logs", "-n", NS, "benchfarm-check", check=False, capture=True)
+        state = devlab.kubectl("get", "pod", "-n", NS, "benchfarm-check", "-o",
+                               "jsonpath={.status.containerStatuses[0].state}", check=False,
+                               capture=True)
+        pytest.fail(f"helm test: {res.stderr.strip()}\n{res.stdout}\ncheck pod logs:\n"
+                    f"{pod.stdout}{pod.stderr}\nstate: {state.stdout}")
+    return res.stdout
+
+
 def step_objects(custom, name):  # noqa: F811
     """key -> LastModified of the run's raw outputs and checkpoints in MinIO."""
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
@@ -61,7 +74,7 @@ def test_helm_install_runs_a_session_job_and_survives_the_leader_pod(release, cu
     pods = democluster.operator_pods()
     assert first in pods and len(pods) == 2
     name = unique("cluster")
-    test = democluster.helm("test", democluster.RELEASE, "-n", NS, "--logs").stdout
+    test = helm_test()
     assert "ok    labgrid" in test and "FAIL" not in test, test
     # Long enough to be running through the takeover, the image import and the rollout (about
     # 67 s from apply here; this run lasts ~140 s): the demo plan's 3 iterations ended first.
@@ -125,7 +138,7 @@ def test_helm_install_runs_a_session_job_and_survives_the_leader_pod(release, cu
     logs = kubectl("logs", "-n", NS, f"job/{job}")
     assert f"default/{name}: iteration" in logs, logs
     assert cond(finished(custom, queued, timeout=400))["status"] == "True"
-    test = democluster.helm("test", democluster.RELEASE, "-n", NS, "--logs").stdout
+    test = helm_test()
     assert "FAIL" not in test and "ok    leader" in test, test
     print(f"\nhelm install -> 2 replicas Ready {release:.1f} s; helm upgrade -> old pods gone "
           f"{rollout:.1f} s with a run running and one queued, {led} leads {handover:.1f} s later; leader {first} deleted, "
