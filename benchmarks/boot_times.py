@@ -34,10 +34,12 @@ def main() -> None:
                 phases.setdefault(k, []).append(v)
             host = {k: round(v - tl.events.get("kernel", 0.0), 3) for k, v in tl.events.items()}
             clock = tl.kernel
-            agree = (f"kernel clock: time zero {clock.offset:.3f} s after power-on, host - fused "
-                     f"median {clock.median_ms} ms, p95 {clock.p95_ms} ms over {clock.lines} lines; "
-                     f"kernel-to-prompt by the host alone {host.get('prompt')} s"
-                     if clock else "no printk stamps")
+            agree = (f"kernel clock: time zero {clock.offset:.3f} s after power-on, rate "
+                     f"{clock.rate:.4f}; host - fused median {clock.median_ms} ms, p95 "
+                     f"{clock.p95_ms} ms over {clock.lines} lines; after a pause median "
+                     f"{clock.quiet_median_ms} ms, p95 {clock.quiet_p95_ms} ms over "
+                     f"{clock.quiet_lines} lines; kernel-to-prompt by the host alone "
+                     f"{host.get('prompt')} s" if clock else "no printk stamps")
             print(f"boot {i + 1}/{n}: kernel-to-prompt {tl.phase('kernel', 'prompt')} s, "
                   f"power-to-prompt {tl.phase('power-on', 'prompt')} s; {agree}", flush=True)
         board.power_off()

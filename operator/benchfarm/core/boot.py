@@ -6,15 +6,19 @@ the events of a boot (first byte, kernel start, init, prompt …) and the phases
 
 Two clocks see a boot: the host's, when each chunk arrived (milliseconds, and late by however
 long the kernel held its log before the console was up), and the kernel's printk stamps
-(`[    1.234567]`, microseconds from kernel start). Lines carrying a stamp pair the two; the
-kernel clock's offset from power-on is the lower envelope of host minus kernel time (a line is
-never received before it is printed). Events on a stamped line are dated by the kernel clock
-plus that offset, the others by the host; phases come from that fused timeline, and how far the
-host saw lines after the fused clock says (the disagreement) is reported with it.
+(`[    1.234567]`, microseconds from kernel start). Lines carrying a stamp pair the two (the
+host's time of the line's first byte); the kernel's clock is placed on the host's by the line
+that no pair lies below (a line is never received before it is printed): its zero after
+power-on and its rate (an emulated or miscalibrated timer runs a percent fast or slow, 30 ms
+over a 3 s boot). Events on a stamped line are dated by that line, the others by the host;
+phases come from that fused timeline, and how far after the fused time the host saw each line
+(the disagreement) is reported with it: over all lines, and over the lines after a pause, where
+no burst queued ahead of them and what remains is the two clocks' own disagreement.
 """
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -24,34 +28,107 @@ FIRST_BYTE = "first-byte"
 PROMPT = "prompt"
 _STAMP = re.compile(r"\r?\[\s*(\d+\.\d+)\]")
 MAX_PAIRS = 4000        # stamped lines kept per boot (memory stays bounded)
+MIN_RATE_PAIRS = 20     # a rate is fitted to at least this many stamped lines
+MIN_RATE_SPAN_S = 1.0   # spanning at least this much kernel time
+MAX_SKEW = 0.05        # a kernel clock off by more than 5 % is not a clock to fit a rate to
+QUIET_S = 0.020         # a log pause after which a line reaches the host at once
+MAX_LINE = 4096         # of a line without an end (serial noise), the tail is kept for matching
 
 
 @dataclass
 class KernelClock:
-    """The kernel's printk clock placed on the host's: offset and how well the two agree."""
+    """The kernel's printk clock placed on the host's: offset, rate and how well the two agree."""
 
     offset: float                      # seconds from power-on to the kernel's time zero
+    rate: float                        # host seconds per kernel second (an emulated or
+    #                                    miscalibrated timer runs fast or slow)
     events: dict[str, float]           # events on stamped lines, in seconds since power-on
     lines: int
     median_ms: float                   # host arrival minus fused time, over stamped lines
     p95_ms: float
+    quiet_lines: int = 0               # lines after a pause of the log, on both clocks
+    quiet_median_ms: float | None = None
+    quiet_p95_ms: float | None = None
+
+    def at(self, kernel_s: float) -> float:
+        """A printk time in seconds since power-on."""
+        return self.offset + self.rate * kernel_s
 
     def as_dict(self) -> dict[str, object]:
-        return {"offset": round(self.offset, 6), "events": self.events, "lines": self.lines,
-                "disagreementMs": {"median": self.median_ms, "p95": self.p95_ms}}
+        return {"offset": round(self.offset, 6), "rate": round(self.rate, 6),
+                "events": self.events, "lines": self.lines,
+                "disagreementMs": {"median": self.median_ms, "p95": self.p95_ms},
+                "quiet": {"lines": self.quiet_lines, "medianMs": self.quiet_median_ms,
+                          "p95Ms": self.quiet_p95_ms}}
+
+
+def _lower_hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The lower convex hull of (kernel, host) points, by increasing kernel time."""
+    hull: list[tuple[float, float]] = []
+    for p in sorted(points):
+        while len(hull) >= 2:
+            (x1, y1), (x2, y2) = hull[-2], hull[-1]
+            if (x2 - x1) * (p[1] - y1) - (y2 - y1) * (p[0] - x1) > 0:
+                break
+            hull.pop()
+        hull.append(p)
+    return hull
+
+
+def fit_clock(pairs: list[tuple[float, float]]) -> tuple[float, float]:
+    """(offset, rate) of the line host = offset + rate * kernel that no pair lies below (a line
+    is never received before it is printed) and that lies closest to them all: the lower hull's
+    edge over the pairs' mean kernel time minimizes the sum of the lateness of every pair under
+    that constraint (the linear programme of Moon, Skelly and Towsley, 1999, for clock skew from
+    one-way delays). Too few pairs, or too short a stretch of kernel time, for a rate that
+    means anything: rate 1. A rate further than MAX_SKEW from 1 says the pairs are not one clock's
+    (a clocksource switch, a log replayed at once): then the rate is 1 and the offset their
+    lower envelope."""
+    by_kernel: dict[float, float] = {}
+    for h, k in pairs:
+        by_kernel[k] = min(h, by_kernel.get(k, h))
+    hull = _lower_hull([(k, h) for k, h in by_kernel.items()])
+    offset = min(h - k for h, k in pairs)
+    if len(hull) < 2 or len(pairs) < MIN_RATE_PAIRS or hull[-1][0] - hull[0][0] < MIN_RATE_SPAN_S:
+        return offset, 1.0
+    mean_k = sum(k for _, k in pairs) / len(pairs)
+    (k1, h1), (k2, h2) = next(((a, b) for a, b in zip(hull, hull[1:]) if b[0] >= mean_k),
+                              (hull[-2], hull[-1]))
+    rate = (h2 - h1) / (k2 - k1)
+    if abs(rate - 1.0) > MAX_SKEW:
+        return offset, 1.0
+    return h1 - rate * k1, rate
+
+
+def _median_p95(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return (round(ordered[len(ordered) // 2], 3),
+            round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 3))
 
 
 def kernel_clock(pairs: list[tuple[float, float]], stamped: Mapping[str, float]) -> KernelClock | None:
     """From (host seconds since power-on, printk seconds) pairs; None without usable stamps.
-    Stamps of 0.000000 come before the kernel's clock runs and say nothing about it."""
+    Stamps of 0.000000 come before the kernel's clock runs and say nothing about it.
+
+    The disagreement is host arrival minus fused time. Over all lines it is mostly how long a
+    line waited behind the ones before it (a console drains a burst slower than the kernel logs
+    it, and holds what was logged before it was up). A line printed after a pause of the log
+    (QUIET_S without a stamp) that also reached the host after a pause (at least half as long:
+    not part of a replayed burst) had nothing ahead of it: there the disagreement is the two
+    clocks' (and the console's own transit)."""
     usable = [(h, k) for h, k in pairs if k > 0]
     if not usable:
         return None
-    offset = min(h - k for h, k in usable)
-    residuals = sorted((h - (k + offset)) * 1000 for h, k in usable)
-    return KernelClock(offset, {name: round(k + offset, 6) for name, k in stamped.items()},
-                       len(usable), round(residuals[len(residuals) // 2], 3),
-                       round(residuals[min(len(residuals) - 1, int(len(residuals) * 0.95))], 3))
+    offset, rate = fit_clock(usable)
+    late = [(h - (offset + rate * k)) * 1000 for h, k in usable]
+    quiet = [late[i] for i in range(1, len(usable))
+             if (pause := usable[i][1] - usable[i - 1][1]) >= QUIET_S
+             and usable[i][0] - usable[i - 1][0] >= pause / 2]
+    median, p95 = _median_p95(late)
+    q_median, q_p95 = _median_p95(quiet) if quiet else (None, None)
+    return KernelClock(offset, rate, {name: round(offset + rate * k, 6)
+                                      for name, k in stamped.items()},
+                       len(usable), median, p95, len(quiet), q_median, q_p95)
 
 
 @dataclass
@@ -104,37 +181,46 @@ class BootWatcher:
         self.failure: str | None = None
         self.pending = {name: re.compile(rx) for name, rx in markers.items()}
         self.prompt = re.compile(prompt)
-        self.text = ""
         self.timeline = BootTimeline({POWER_ON: 0.0})
-        self.pairs: list[tuple[float, float]] = []     # (host, kernel) of stamped lines
+        # (host, kernel) of stamped lines. A line is dated by the read that brought its first
+        # byte (the stamp), not its last: a UART takes as long to send a line as it is long
+        # (8.7 ms for 100 characters at 115200 baud), and the stamp was taken before it began.
+        self.pairs: list[tuple[float, float]] = []
         self.stamped: dict[str, float] = {}            # marker -> printk time of its line
-        self._scanned = 0                              # text before this is split into lines
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._line = ""                                # the line not yet ended by a newline
+        self._line_began = 0.0                         # when its first byte was read
 
     def feed(self, when: float, chunk: bytes) -> None:
+        """One chunk as read. Markers, failures and the prompt match within a line: each chunk
+        is searched together with the line it continues, never the whole log again (a boot log
+        is tens of kilobytes; a console may hand it over a few bytes at a time)."""
         if not chunk:
             return
         if FIRST_BYTE not in self.timeline.events:
             self.timeline.events[FIRST_BYTE] = round(max(0.0, when - self.power_on), 3)
-        self.text += chunk.decode("utf-8", errors="replace")
-        while (end := self.text.find("\n", self._scanned)) >= 0:
-            stamp = _STAMP.match(self.text, self._scanned, end)
+        text = self._line + self._decoder.decode(chunk)
+        start, began = 0, self._line_began if self._line else when
+        while (end := text.find("\n", start)) >= 0:
+            stamp = _STAMP.match(text, start, end)
             if stamp and len(self.pairs) < MAX_PAIRS:
-                self.pairs.append((when - self.power_on, float(stamp[1])))
-            self._scanned = end + 1
+                self.pairs.append((began - self.power_on, float(stamp[1])))
+            start, began = end + 1, when
+        self._line, self._line_began = text[start:][-MAX_LINE:], began
         for name, rx in list(self.pending.items()):
-            if m := rx.search(self.text):
+            if m := rx.search(text):
                 self.timeline.events[name] = round(when - self.power_on, 3)
-                stamp = _STAMP.match(self.text, self.text.rfind("\n", 0, m.start()) + 1)
+                stamp = _STAMP.match(text, text.rfind("\n", 0, m.start()) + 1)
                 if stamp:
                     self.stamped[name] = float(stamp[1])
                 del self.pending[name]
-        # The prompt counts only after every other marker (a shell prompt cannot precede init).
         for rx in self.failure_patterns:
-            if self.failure is None and (m := rx.search(self.text)):
-                line_start = self.text.rfind("\n", 0, m.start()) + 1
-                line_end = self.text.find("\n", m.end())
-                self.failure = self.text[line_start: line_end if line_end >= 0 else None].strip()
-        if not self.pending and PROMPT not in self.timeline.events and self.prompt.search(self.text):
+            if self.failure is None and (m := rx.search(text)):
+                line_start = text.rfind("\n", 0, m.start()) + 1
+                line_end = text.find("\n", m.end())
+                self.failure = text[line_start: line_end if line_end >= 0 else None].strip()
+        # The prompt counts only after every other marker (a shell prompt cannot precede init).
+        if not self.pending and PROMPT not in self.timeline.events and self.prompt.search(text):
             self.timeline.events[PROMPT] = round(when - self.power_on, 3)
 
     @property

@@ -30,6 +30,7 @@ from pexpect import TIMEOUT as PexpectTimeout
 from ..api.devicetype import BootSpec
 from ..core.boot import BootTimeline, BootWatcher
 from ..errors import BoardFault, InfraError, RunError
+from .serialport import read_in_chunks
 
 
 def first_line(exc: BaseException) -> str:
@@ -142,6 +143,7 @@ class BenchfarmStrategy(Strategy):
         console = self.console
         if getattr(console, "_benchfarm_hooked", False):
             return
+        read_in_chunks(console)
         read = console._read
 
         def timed_read(*args: Any, **kwargs: Any) -> bytes:

@@ -58,15 +58,25 @@ def _clocks(clocks: list[dict[str, Any] | None]) -> list[str]:
     if not seen:
         return []
     lines = ["Phases use the kernel's printk clock for events on stamped lines and the host's "
-             "clock for the others. Host arrival minus fused time, per boot:", "",
-             "| Boot | Kernel time zero after power-on (s) | Stamped lines | Disagreement median "
-             "(ms) | p95 (ms) |", "|---|---|---|---|---|"]
+             "clock for the others. The kernel's clock is placed on the host's by the line no "
+             "stamped line arrived before (its zero after power-on, and its rate: host seconds "
+             "per kernel second). Host arrival minus fused time, per boot, over all stamped lines "
+             "(mostly lines queued behind a burst) and over the lines printed and received after "
+             "a pause (the two clocks' own disagreement):", "",
+             "| Boot | Kernel time zero after power-on (s) | Rate | Stamped lines | Median (ms) | "
+             "p95 (ms) | After a pause | Median (ms) | p95 (ms) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for i, c in enumerate(clocks, 1):
         if c:
-            d = c["disagreementMs"]
-            lines.append(f"| {i} | {c['offset']:.3f} | {c['lines']} | {d['median']:g} | "
-                         f"{d['p95']:g} |")
+            d, q = c["disagreementMs"], c.get("quiet") or {}
+            lines.append(f"| {i} | {c['offset']:.3f} | {c.get('rate', 1.0):.4f} | {c['lines']} | "
+                         f"{d['median']:g} | {d['p95']:g} | {q.get('lines', '')} | "
+                         f"{_ms(q.get('medianMs'))} | {_ms(q.get('p95Ms'))} |")
     return lines + [""]
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:g}"
 
 
 def _repetition(rep: dict[str, Any] | None) -> list[str]:
