@@ -7,7 +7,8 @@ dies with it), so this process owns, per board, a TCP port for clients and a UNI
 connects to, and serves an HTTP PDU in the `simplerest` dialect that labgrid's NetworkPowerPort
 drives: GET /outlet/<index>/1 powers on (starts a fresh QEMU), /0 powers off (kills the QEMU
 process and waits for it), /outlet/<index>/ answers "1" or "0". For tests, /fault/<index>/panic
-makes that board's next boots die in the kernel (as a bricked board would), /fault/<index>/no-wake
+makes that board's next boots die in the kernel (as a bricked board would), panic-once only its
+next boot (as a board that fails a boot now and then), /fault/<index>/no-wake
 makes it never come back from a suspend; /fault/<index>/none heals it. One-shot chaos for the
 resilience tests: /chaos/<index>/disconnect drops every serial client (a USB-UART unplugged and
 replugged), /chaos/<index>/garbage sends line noise to them, /chaos/<index>/hang freezes the board
@@ -267,9 +268,11 @@ class Outlet:
             qmp.unlink(missing_ok=True)
             out = (self.logdir / f"{self.board['name']}-qemu.log").open("ab")
             argv = list(self.board["qemu_argv"])
-            if self.fault == "panic" and "-append" in argv:   # booted by QEMU, not a bootloader
+            if self.fault in ("panic", "panic-once") and "-append" in argv:   # not a bootloader
                 i = argv.index("-append") + 1
                 argv[i] += " rdinit=/benchfarm-fault-no-init"
+                if self.fault == "panic-once":     # a boot that fails once, then boots again
+                    self.fault = "none"
             self.proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
                 start_new_session=True)
@@ -337,8 +340,9 @@ class PDU:
             return "200 OK", json.dumps(reading)
         if len(parts) == 3 and parts[0] == "fault" and parts[1].isdigit():
             # test hook: /fault/<index>/<none|panic> makes the board's next boots fail
-            if parts[2] not in ("none", "panic", "no-wake") or int(parts[1]) >= len(self.outlets):
-                return "400 Bad Request", "use /fault/<index>/none|panic|no-wake\n"
+            if parts[2] not in ("none", "panic", "panic-once", "no-wake") \
+                    or int(parts[1]) >= len(self.outlets):
+                return "400 Bad Request", "use /fault/<index>/none|panic|panic-once|no-wake\n"
             self.outlets[int(parts[1])].fault = parts[2]
             return "200 OK", parts[2]
         if len(parts) == 3 and parts[0] == "chaos" and parts[1].isdigit():

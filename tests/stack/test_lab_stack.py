@@ -134,6 +134,16 @@ def test_power_cycle_through_labgrid_reaches_the_shell(lab, place, dtype):
             assert timeline.reached_prompt
             # the console is read in chunks: the first byte and the kernel's banner may share one
             assert timeline.events["first-byte"] <= timeline.events["kernel"] <= timeline.events["prompt"]
+            # the fused timeline: printk's clock placed on the host's by offset and rate, the
+            # disagreement measured on lines printed and received after a pause (issue 13's
+            # goal, 5 ms; measured: arm64 0.4-0.5 ms median, its timer exact; x86 1.5-4.9 ms,
+            # its clock 0.3-0.7 % slow under TCG)
+            clock = timeline.kernel
+            assert clock is not None and 0.95 < clock.rate < 1.05 and clock.held > 10, clock
+            assert clock.quiet_lines >= 5 and clock.quiet_median_ms is not None
+            assert clock.quiet_median_ms <= (5.0 if dtype == "qemu-arm64-a53" else 10.0), clock
+            assert clock.median_ms <= 20.0, clock     # live lines: one was 34-50 ms per byte read
+            assert timeline.fused["kernel"] <= timeline.events["kernel"]
             if dtype == "qemu-arm64-a53":   # through real U-Boot, kernel and initramfs over TFTP
                 e = timeline.events
                 assert e["bootloader"] < e["bootloader-ready"] < e["starting-kernel"] < e["kernel"]

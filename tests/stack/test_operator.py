@@ -232,6 +232,40 @@ def test_a_board_that_never_boots_is_quarantined_and_the_run_moves_on(custom):
     custom.delete_cluster_custom_object(GROUP, VERSION, "labpolicies", "default")
 
 
+def test_a_boot_that_fails_once_is_power_cycled_again_and_the_board_is_not_charged(custom):
+    """A board that fails one boot (TCG guests hang now and then, real boards miss a TFTP
+    transfer): the session power-cycles it again (device type boot.retries: 1), the run keeps
+    its board and Succeeds on its first attempt, and the failed boot is an event and a line of
+    the report, not a fault of the board."""
+    name = unique("retry")
+    board = "vb-x86-1"
+    wait_for(f"{board} Idle", lambda: custom.get_cluster_custom_object(
+        GROUP, VERSION, "boards", board)["status"]["state"] == "Idle", timeout=300, every=1)
+    fault(1, "panic-once")    # vb-x86-1's next boot dies in the kernel, the one after boots
+    try:
+        apply(run_yaml(name, bootCycles=1, selector={"board": board}))
+        st = finished(custom, name, timeout=300)
+    finally:
+        fault(1, "none")
+    assert cond(st)["status"] == "True", st
+    assert st["board"] == board and st["attempts"] == 1 and not st.get("avoidBoards"), st
+    b = custom.get_cluster_custom_object(GROUP, VERSION, "boards", board)["status"]
+    assert b["state"] in ("Idle", "Busy") and not b.get("consecutiveInfraFailures"), b
+    from kubernetes import client
+    events = client.CoreV1Api(custom.api_client).list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={name}").items
+    retried = [e.message for e in events if e.reason == "BootRetried"]
+    assert len(retried) == 1 and "2 power cycles" in retried[0] and "BootFailed" in retried[0], \
+        retried
+    from benchfarm.store.artifacts import ArtifactStore, StoreConfig
+    store = ArtifactStore(StoreConfig.from_env())
+    uid = get(custom, name)["metadata"]["uid"]
+    doc = json.loads(store.get(f"default/{name}/{uid}/metrics.json"))
+    assert list(doc["bootRetries"]) == ["1"] and "Kernel panic" in doc["bootRetries"]["1"][0]
+    report = store.get(f"default/{name}/{uid}/report.md").decode()
+    assert "Boot 1 took 2 power cycles" in report
+
+
 def test_operator_killed_mid_run_loses_nothing_and_never_double_books(custom):
     """kill -9 of the operator while a suite runs: the session goes on in its own process, the
     run Succeeds on its first attempt, the next run waits for the board."""

@@ -20,6 +20,11 @@ class Console(_Model):
 
 class BootSpec(_Model):
     timeoutSeconds: float = 60
+    # A boot that fails on the board's side (no prompt in time, a failure pattern, a silent
+    # console, a bootloader that does not answer) is power-cycled again this many times before
+    # the board is charged, as LAVA's `failure_retry`: the run keeps its board and its queue
+    # turn, and the failed attempts are recorded with the boot. 0: the first failure counts.
+    retries: int = Field(default=1, ge=0, le=5)
     headline: str = "kernel-to-prompt"
     markers: dict[str, str] = Field(default_factory=dict)
     failures: list[str] = Field(default_factory=list)  # regexes that mean the boot failed

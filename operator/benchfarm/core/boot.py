@@ -44,11 +44,12 @@ class KernelClock:
     #                                    miscalibrated timer runs fast or slow)
     events: dict[str, float]           # events on stamped lines, in seconds since power-on
     lines: int
-    median_ms: float                   # host arrival minus fused time, over stamped lines
+    median_ms: float                   # host arrival minus fused time, over the live lines
     p95_ms: float
     quiet_lines: int = 0               # lines after a pause of the log, on both clocks
     quiet_median_ms: float | None = None
     quiet_p95_ms: float | None = None
+    held: int = 0                      # lines printed before the first one reached the host
 
     def at(self, kernel_s: float) -> float:
         """A printk time in seconds since power-on."""
@@ -56,7 +57,7 @@ class KernelClock:
 
     def as_dict(self) -> dict[str, object]:
         return {"offset": round(self.offset, 6), "rate": round(self.rate, 6),
-                "events": self.events, "lines": self.lines,
+                "events": self.events, "lines": self.lines, "held": self.held,
                 "disagreementMs": {"median": self.median_ms, "p95": self.p95_ms},
                 "quiet": {"lines": self.quiet_lines, "medianMs": self.quiet_median_ms,
                           "p95Ms": self.quiet_p95_ms}}
@@ -110,9 +111,11 @@ def kernel_clock(pairs: list[tuple[float, float]], stamped: Mapping[str, float])
     """From (host seconds since power-on, printk seconds) pairs; None without usable stamps.
     Stamps of 0.000000 come before the kernel's clock runs and say nothing about it.
 
-    The disagreement is host arrival minus fused time. Over all lines it is mostly how long a
-    line waited behind the ones before it (a console drains a burst slower than the kernel logs
-    it, and holds what was logged before it was up). A line printed after a pause of the log
+    The disagreement is host arrival minus fused time. Lines printed before the first stamped
+    line reached the host were held (the kernel's log from before its console was up, replayed
+    at once): they are counted, not measured. Over the other, live, lines it is mostly how long
+    a line waited behind the ones before it (a console drains a burst slower than the kernel
+    logs it). A line printed after a pause of the log
     (QUIET_S without a stamp) that also reached the host after a pause (at least half as long:
     not part of a replayed burst) had nothing ahead of it: there the disagreement is the two
     clocks' (and the console's own transit)."""
@@ -120,15 +123,18 @@ def kernel_clock(pairs: list[tuple[float, float]], stamped: Mapping[str, float])
     if not usable:
         return None
     offset, rate = fit_clock(usable)
-    late = [(h - (offset + rate * k)) * 1000 for h, k in usable]
-    quiet = [late[i] for i in range(1, len(usable))
-             if (pause := usable[i][1] - usable[i - 1][1]) >= QUIET_S
-             and usable[i][0] - usable[i - 1][0] >= pause / 2]
-    median, p95 = _median_p95(late)
+    first = min(h for h, _ in usable)
+    live = [(h, k) for h, k in usable if offset + rate * k >= first]
+    late = [(h - (offset + rate * k)) * 1000 for h, k in live]
+    quiet = [late[i] for i in range(1, len(live))
+             if (pause := live[i][1] - live[i - 1][1]) >= QUIET_S
+             and live[i][0] - live[i - 1][0] >= pause / 2]
+    median, p95 = _median_p95(late) if late else (0.0, 0.0)
     q_median, q_p95 = _median_p95(quiet) if quiet else (None, None)
     return KernelClock(offset, rate, {name: round(offset + rate * k, 6)
                                       for name, k in stamped.items()},
-                       len(usable), median, p95, len(quiet), q_median, q_p95)
+                       len(usable), median, p95, len(quiet), q_median, q_p95,
+                       held=len(usable) - len(live))
 
 
 @dataclass

@@ -15,13 +15,13 @@ import shlex
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..api.devicetype import DeviceType
 from ..api.models import SuiteSpec
 from ..core.results import SuiteRecord
-from ..errors import BenchfarmError, RunError, SuiteFailure
+from ..errors import BenchfarmError, BoardFault, RunError, SuiteFailure
 from ..suites.registry import parse
 from .board import Board, SerialLog
 from .rails import RailMonitor, monitor_for
@@ -52,6 +52,7 @@ class BootResult:
     phases: dict[str, float]
     power_on_wall: float
     kernel_clock: dict[str, Any] | None = None     # KernelClock.as_dict(): printk fused in
+    failed_attempts: list[str] = field(default_factory=list)   # "Reason: message" of each retried
 
 
 class BoardSession:
@@ -90,13 +91,31 @@ class BoardSession:
 
     # -- steps --------------------------------------------------------------------------------
     def boot(self) -> BootResult:
-        self.check()
-        self.guard()
+        """A timed power cycle to the shell. A boot that fails on the board's side is tried
+        again, up to the device type's `boot.retries` times; the board is charged only when the
+        last attempt fails too, and that error names the earlier ones."""
         dt = self.device_type
-        timeline = self.board.boot(self._remaining(dt.boot.timeoutSeconds))
+        failed: list[str] = []
+        while True:
+            self.check()
+            self.guard()
+            try:
+                timeline = self.board.boot(self._remaining(dt.boot.timeoutSeconds))
+                break
+            except BoardFault as exc:
+                failed.append(f"{exc.reason}: {exc}")
+                if len(failed) > dt.boot.retries or self.cancelled.is_set():
+                    if len(failed) == 1:
+                        raise
+                    raise BoardFault(f"{exc} (boot attempt {len(failed)} of {len(failed)}; "
+                                     f"earlier: {'; '.join(failed[:-1])})"[:1000],
+                                     reason=exc.reason) from exc
+                log.warning("%s: boot attempt %d failed (%s); power-cycling it again (%d of %d "
+                            "retries)", self.place, len(failed), failed[-1], len(failed),
+                            dt.boot.retries)
         return BootResult(dict(timeline.events), timeline.phases(dt.boot.phases),
                           self.board.last_power_on_wall or time.time(),
-                          timeline.kernel.as_dict() if timeline.kernel else None)
+                          timeline.kernel.as_dict() if timeline.kernel else None, failed)
 
     def provenance(self, suites: list[SuiteSpec]) -> dict[str, Any]:
         probes = {

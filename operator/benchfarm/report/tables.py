@@ -36,6 +36,9 @@ def markdown(doc: dict[str, Any]) -> str:
     if shaped.boot:
         lines += ["## Boot time", ""] + _md_table(shaped.boot)
         lines += _clocks(doc.get("kernelClocks") or [])
+        for n, failed in (doc.get("bootRetries") or {}).items():
+            lines += [f"Boot {n} took {len(failed) + 1} power cycles; the failed attempts: "
+                      f"{'; '.join(failed)}", ""]
     for step, series in shaped.rest.items():
         for table in (t for t in shaped.tables if t.section == step):
             lines += [f"## {step}: {table.title}", ""] + _md_table(table)
@@ -60,18 +63,20 @@ def _clocks(clocks: list[dict[str, Any] | None]) -> list[str]:
     lines = ["Phases use the kernel's printk clock for events on stamped lines and the host's "
              "clock for the others. The kernel's clock is placed on the host's by the line no "
              "stamped line arrived before (its zero after power-on, and its rate: host seconds "
-             "per kernel second). Host arrival minus fused time, per boot, over all stamped lines "
-             "(mostly lines queued behind a burst) and over the lines printed and received after "
-             "a pause (the two clocks' own disagreement):", "",
-             "| Boot | Kernel time zero after power-on (s) | Rate | Stamped lines | Median (ms) | "
-             "p95 (ms) | After a pause | Median (ms) | p95 (ms) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "per kernel second). Held lines were printed before the console was up and arrived "
+             "together; over the others, host arrival minus fused time per boot: all of them "
+             "(mostly lines queued behind a burst), and those printed and received after a pause "
+             "(the two clocks' own disagreement):", "",
+             "| Boot | Kernel time zero after power-on (s) | Rate | Stamped lines | Held | "
+             "Median (ms) | p95 (ms) | After a pause | Median (ms) | p95 (ms) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for i, c in enumerate(clocks, 1):
         if c:
             d, q = c["disagreementMs"], c.get("quiet") or {}
             lines.append(f"| {i} | {c['offset']:.3f} | {c.get('rate', 1.0):.4f} | {c['lines']} | "
-                         f"{d['median']:g} | {d['p95']:g} | {q.get('lines', '')} | "
-                         f"{_ms(q.get('medianMs'))} | {_ms(q.get('p95Ms'))} |")
+                         f"{c.get('held', '')} | {d['median']:g} | {d['p95']:g} | "
+                         f"{q.get('lines', '')} | {_ms(q.get('medianMs'))} | "
+                         f"{_ms(q.get('p95Ms'))} |")
     return lines + [""]
 
 

@@ -29,6 +29,7 @@ class Collected:
     boot_events: list[dict[str, float]] = field(default_factory=list)
     power_on_times: list[float] = field(default_factory=list)
     kernel_clocks: list[dict[str, Any] | None] = field(default_factory=list)
+    boot_retries: dict[int, list[str]] = field(default_factory=dict)   # boot number -> failed
     records: list[SuiteRecord] = field(default_factory=list)
     provenance: dict[str, Any] = field(default_factory=dict)
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -45,6 +46,8 @@ class Collected:
             self.boot_events.append(checkpoint["events"])
             self.power_on_times.append(checkpoint["powerOnWall"])
             self.kernel_clocks.append(checkpoint.get("kernelClock"))
+            if checkpoint.get("failedAttempts"):
+                self.boot_retries[len(self.boots)] = checkpoint["failedAttempts"]
         elif kind == PROVENANCE:
             self.provenance = checkpoint["provenance"]
         elif kind == SUITE:
@@ -174,6 +177,8 @@ def build(run_info: dict[str, Any], dtype: DeviceType, suites: list[SuiteSpec], 
     doc["bootEvents"] = got.boot_events
     doc["powerOnTimes"] = got.power_on_times
     doc["kernelClocks"] = got.kernel_clocks
+    if got.boot_retries:
+        doc["bootRetries"] = {str(n): failed for n, failed in got.boot_retries.items()}
     if got.evidence:
         doc["evidence"] = got.evidence
     if repeat is not None:

@@ -541,9 +541,15 @@ class Runner:
             self._progress(f"boot {step.cycle}/{self.spec.bootCycles}" if not step.side else
                            f"boot into {step.side.upper()}, iteration {step.cycle}", "Booting")
             boot = self._boot(step.side)
+            if boot.failed_attempts:
+                self.kube.event(self._ref(), "Warning", "BootRetried",
+                                f"{self.session.place}: boot {step.cycle} took "
+                                f"{len(boot.failed_attempts) + 1} power cycles; the failed: "
+                                f"{'; '.join(boot.failed_attempts)}"[:1000])
             return {"kind": st.BOOT, "cycle": step.cycle, "side": step.side,
                     "phases": boot.phases, "events": boot.events,
-                    "powerOnWall": boot.power_on_wall, "kernelClock": boot.kernel_clock}
+                    "powerOnWall": boot.power_on_wall, "kernelClock": boot.kernel_clock,
+                    **({"failedAttempts": boot.failed_attempts} if boot.failed_attempts else {})}
         if step.kind == st.PROVENANCE:
             return {"kind": st.PROVENANCE, "side": step.side,
                     "provenance": {**session.provenance(self.suites),
