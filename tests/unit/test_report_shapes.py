@@ -202,3 +202,24 @@ def test_compare_with_a_real_guide_lines_up_every_family_the_run_measured(name, 
                 f"netperf-{EGRESS}-1518-throughput (Mbit/s)"} <= keys
     if "cyclictest" in families:
         assert {"cyclictest-t0-max (us)", "cyclictest-t1-avg (us)"} <= keys
+
+
+def test_the_boot_section_shows_the_kernel_clock_and_retried_boots():
+    from benchfarm.core.boot import timeline_from_chunks
+    chunks = [(10.551, b"[    0.000000] Linux version 6.1\r\n[    0.100000] a\r\n"),
+              (10.701, b"[    0.400000] c\r\n"), (11.203, b"[    0.900000] Run /init as init\r\n"),
+              (11.500, b"root@vb:~# ")]
+    tl = timeline_from_chunks(10.0, chunks, {"kernel": "Linux version", "init": "Run /init"},
+                              r"root@\S+:\S*# ")
+    phases = tl.phases({"kernel-to-prompt": ("kernel", "prompt")})
+    doc = metrics_document({"board": "vb-x86-0", "namespace": "d", "name": "r"},
+                           [phases, phases], [])
+    doc["kernelClocks"] = [tl.kernel.as_dict(), None]
+    doc["bootRetries"] = {"2": ["BootFailed: vb-x86-0: boot failed: Kernel panic - not syncing"]}
+    md = markdown(doc)
+    row = next(line for line in md.splitlines() if line.startswith("| 1 | 0.301 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # boot, zero, rate, stamped lines, held, live median/p95, after a pause: lines, median, p95
+    assert cells == ["1", "0.301", "1.0000", "3", "1", "2", "2", "1", "2", "2"], cells
+    assert "Boot 2 took 2 power cycles; the failed attempts: BootFailed: vb-x86-0: boot failed: " \
+           "Kernel panic" in md
