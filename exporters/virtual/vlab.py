@@ -136,9 +136,14 @@ class SerialBroker:
 class QmpWatcher:
     """Follows one QEMU's run state over QMP: `query-status` and the SUSPEND/WAKEUP events."""
 
-    def __init__(self, path: Path, stop_on_suspend: bool = False) -> None:
+    def __init__(self, path: Path, freeze_pid: int | None = None) -> None:
         self.path = path
-        self.stop_on_suspend = stop_on_suspend   # fault: the board hangs resuming from a suspend
+        # fault: the board never comes back from a suspend. QEMU ignores `stop` while the guest
+        # is suspended and a `stop` after WAKEUP races the resume (a console read fast enough
+        # saw the shell come back first), so the QEMU process itself is frozen (SIGSTOP) the
+        # moment the guest is suspended: its RTC alarm never fires, its console stays silent;
+        # the next power-off kills it.
+        self.freeze_pid = freeze_pid
         self.status = "starting"
         self.events: list[dict] = []
         self.task: asyncio.Task | None = None
@@ -164,7 +169,6 @@ class QmpWatcher:
         try:
             await reader.readline()  # greeting
             writer.write(b'{"execute": "qmp_capabilities"}\n')
-            woke = False
             while True:
                 writer.write(b'{"execute": "query-status"}\n')
                 await writer.drain()
@@ -181,15 +185,13 @@ class QmpWatcher:
                     if "event" in msg:
                         self.events.append({"event": msg["event"], "at": time.time()})
                         self.events = self.events[-100:]
-                        # QEMU ignores `stop` while suspended, so the fault freezes the VM the
-                        # moment it resumes: a board that hangs on its way out of suspend.
-                        if msg["event"] == "WAKEUP" and self.stop_on_suspend:
-                            woke = True
-                            writer.write(b'{"execute": "stop"}\n')
+                        if msg["event"] == "SUSPEND" and self.freeze_pid is not None:
+                            os.kill(self.freeze_pid, signal.SIGSTOP)
+                            self.status = "suspended"
+                            log.info("%s: frozen in suspend (fault no-wake)", self.path.name)
+                            return
                     elif isinstance(msg.get("return"), dict) and "status" in msg["return"]:
                         self.status = msg["return"]["status"]
-                        if woke and self.status == "running":  # lost the race with the resume
-                            writer.write(b'{"execute": "stop"}\n')
                     elif "error" in msg:
                         log.warning("%s: QMP error: %s", self.path, msg["error"])
                 await asyncio.sleep(0.2)
@@ -278,7 +280,8 @@ class Outlet:
                 start_new_session=True)
             out.close()
             self.started_at = time.monotonic()
-            self.qmp = QmpWatcher(qmp, stop_on_suspend=self.fault == "no-wake")
+            self.qmp = QmpWatcher(qmp, freeze_pid=self.proc.pid if self.fault == "no-wake"
+                                  else None)
             self.qmp.start()
             log.info("%s: power on (qemu pid %d)", self.board["name"], self.proc.pid)
 
