@@ -188,7 +188,7 @@ class QmpWatcher:
                         if msg["event"] == "SUSPEND" and self.freeze_pid is not None:
                             os.kill(self.freeze_pid, signal.SIGSTOP)
                             self.status = "suspended"
-                            log.info("%s: frozen in suspend (fault no-wake)", self.path.name)
+                            log.info("%s: frozen in suspend (fault no-wake)", self.path)
                             return
                     elif isinstance(msg.get("return"), dict) and "status" in msg["return"]:
                         self.status = msg["return"]["status"]
