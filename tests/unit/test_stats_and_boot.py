@@ -111,7 +111,7 @@ def test_byte_at_a_time_finds_what_whole_chunks_find():
     assert single.timeline.events == whole.timeline.events
     assert set(whole.timeline.events) == {"power-on", "first-byte", "kernel", "init", "prompt"}
     assert single.pairs == whole.pairs and single.stamped == whole.stamped == {
-        "kernel": 0.0, "init": 0.5}
+        "kernel": (0.0, 0), "init": (0.5, 0)}
 
 
 def test_a_line_that_never_ends_keeps_the_watch_small():
@@ -175,3 +175,29 @@ def test_a_stamped_line_is_dated_by_its_first_byte():
     w.feed(1.0000, b"[    0.500000] " + b"x" * 40)
     w.feed(1.0087, b"y" * 45 + b"\r\n[    0.600000] z\r\n")
     assert w.pairs == [(1.0, 0.5), (1.0087, 0.6)]
+
+
+def test_a_kernel_clock_that_starts_over_is_placed_by_its_last_epoch():
+    # measured on vb-x86-0 under load: "tsc: Fast TSC calibration failed", the early lines are
+    # stamped by jiffies (0.000000, then 0.036000), then the TSC clock starts from a new zero
+    log = [(0.90, "[    0.000000] Linux version 6.1"), (0.91, "[    0.000000] tsc: Fast TSC "
+           "calibration failed"), (0.92, "[    0.036000] tsc: using HPET reference calibration"),
+           (0.93, "[    0.036000] console up")]
+    zero = 0.95                                   # the new epoch's zero, 0.95 s after power-on
+    k = 0.000816
+    while k < 1.6:
+        log.append((zero + k + 0.0005, f"[{k:12.6f}] line"))
+        k += 0.05
+    log.append((zero + 1.7 + 0.0005, "[    1.700000] Run /init as init process"))
+    w = BootWatcher(0.0, {"kernel": "Linux version", "console": "console up", "init": "Run /init"},
+                    "# ")
+    for when, line in log:
+        w.feed(when, (line + "\r\n").encode())
+    w.feed(2.8, b"# ")
+    tl = w.finish()
+    clock = tl.kernel
+    assert clock is not None and clock.restarts == 1
+    assert clock.offset == pytest.approx(zero, abs=0.001) and clock.rate == pytest.approx(1.0, abs=1e-3)
+    assert clock.median_ms < 1.0              # not the 36 ms of the old epoch
+    assert tl.fused["init"] == pytest.approx(zero + 1.7, abs=0.001)
+    assert tl.fused["console"] == 0.93            # stamped in the old epoch: the host's time

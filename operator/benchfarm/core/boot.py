@@ -31,6 +31,7 @@ MAX_PAIRS = 4000        # stamped lines kept per boot (memory stays bounded)
 MIN_RATE_PAIRS = 20     # a rate is fitted to at least this many stamped lines
 MIN_RATE_SPAN_S = 1.0   # spanning at least this much kernel time
 MAX_SKEW = 0.05        # a kernel clock off by more than 5 % is not a clock to fit a rate to
+CLOCK_RESTART_S = 0.005  # a stamp this far below the one before: the clock started over
 QUIET_S = 0.020         # a log pause after which a line reaches the host at once
 MAX_LINE = 4096         # of a line without an end (serial noise), the tail is kept for matching
 
@@ -50,6 +51,7 @@ class KernelClock:
     quiet_median_ms: float | None = None
     quiet_p95_ms: float | None = None
     held: int = 0                      # lines printed before the first one reached the host
+    restarts: int = 0                  # times the kernel's clock started over (the last counts)
 
     def at(self, kernel_s: float) -> float:
         """A printk time in seconds since power-on."""
@@ -58,6 +60,7 @@ class KernelClock:
     def as_dict(self) -> dict[str, object]:
         return {"offset": round(self.offset, 6), "rate": round(self.rate, 6),
                 "events": self.events, "lines": self.lines, "held": self.held,
+                "restarts": self.restarts,
                 "disagreementMs": {"median": self.median_ms, "p95": self.p95_ms},
                 "quiet": {"lines": self.quiet_lines, "medianMs": self.quiet_median_ms,
                           "p95Ms": self.quiet_p95_ms}}
@@ -107,7 +110,8 @@ def _median_p95(values: list[float]) -> tuple[float, float]:
             round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 3))
 
 
-def kernel_clock(pairs: list[tuple[float, float]], stamped: Mapping[str, float]) -> KernelClock | None:
+def kernel_clock(pairs: list[tuple[float, float]], stamped: Mapping[str, float], *,
+                 restarts: int = 0) -> KernelClock | None:
     """From (host seconds since power-on, printk seconds) pairs; None without usable stamps.
     Stamps of 0.000000 come before the kernel's clock runs and say nothing about it.
 
@@ -134,7 +138,7 @@ def kernel_clock(pairs: list[tuple[float, float]], stamped: Mapping[str, float])
     return KernelClock(offset, rate, {name: round(offset + rate * k, 6)
                                       for name, k in stamped.items()},
                        len(usable), median, p95, len(quiet), q_median, q_p95,
-                       held=len(usable) - len(live))
+                       held=len(usable) - len(live), restarts=restarts)
 
 
 @dataclass
@@ -192,7 +196,14 @@ class BootWatcher:
         # byte (the stamp), not its last: a UART takes as long to send a line as it is long
         # (8.7 ms for 100 characters at 115200 baud), and the stamp was taken before it began.
         self.pairs: list[tuple[float, float]] = []
-        self.stamped: dict[str, float] = {}            # marker -> printk time of its line
+        # marker -> (printk time of its line, the kernel clock's epoch it was stamped in)
+        self.stamped: dict[str, tuple[float, int]] = {}
+        # The kernel's clock can start over: an x86 kernel whose fast TSC calibration failed
+        # (a loaded host) stamps its early lines by jiffies, then by the TSC from a new zero
+        # ([0.036000] ... [0.000816]). Only the last epoch's pairs place its clock; events
+        # stamped in an earlier one keep the host's time.
+        self.epoch = 0
+        self._last_k = 0.0
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._line = ""                                # the line not yet ended by a newline
         self._line_began = 0.0                         # when its first byte was read
@@ -207,18 +218,27 @@ class BootWatcher:
             self.timeline.events[FIRST_BYTE] = round(max(0.0, when - self.power_on), 3)
         text = self._line + self._decoder.decode(chunk)
         start, began = 0, self._line_began if self._line else when
+        restarts: list[int] = []                       # where in `text` the clock started over
         while (end := text.find("\n", start)) >= 0:
-            stamp = _STAMP.match(text, start, end)
-            if stamp and len(self.pairs) < MAX_PAIRS:
-                self.pairs.append((began - self.power_on, float(stamp[1])))
+            if stamp := _STAMP.match(text, start, end):
+                k = float(stamp[1])
+                if k < self._last_k - CLOCK_RESTART_S:
+                    self.epoch += 1
+                    self.pairs.clear()
+                    restarts.append(start)
+                if k > 0:
+                    self._last_k = k
+                if len(self.pairs) < MAX_PAIRS:
+                    self.pairs.append((began - self.power_on, k))
             start, began = end + 1, when
         self._line, self._line_began = text[start:][-MAX_LINE:], began
         for name, rx in list(self.pending.items()):
             if m := rx.search(text):
                 self.timeline.events[name] = round(when - self.power_on, 3)
-                stamp = _STAMP.match(text, text.rfind("\n", 0, m.start()) + 1)
-                if stamp:
-                    self.stamped[name] = float(stamp[1])
+                line_start = text.rfind("\n", 0, m.start()) + 1
+                if stamp := _STAMP.match(text, line_start):
+                    epoch = self.epoch - sum(1 for at in restarts if at > line_start)
+                    self.stamped[name] = (float(stamp[1]), epoch)
                 del self.pending[name]
         for rx in self.failure_patterns:
             if self.failure is None and (m := rx.search(text)):
@@ -235,7 +255,9 @@ class BootWatcher:
 
     def finish(self) -> BootTimeline:
         """The timeline, with the kernel clock fused in."""
-        self.timeline.kernel = kernel_clock(self.pairs, self.stamped)
+        self.timeline.kernel = kernel_clock(
+            self.pairs, {name: k for name, (k, epoch) in self.stamped.items()
+                         if epoch == self.epoch}, restarts=self.epoch)
         return self.timeline
 
 

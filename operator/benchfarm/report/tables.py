@@ -77,6 +77,12 @@ def _clocks(clocks: list[dict[str, Any] | None]) -> list[str]:
                          f"{c.get('held', '')} | {d['median']:g} | {d['p95']:g} | "
                          f"{q.get('lines', '')} | {_ms(q.get('medianMs'))} | "
                          f"{_ms(q.get('p95Ms'))} |")
+    for i, c in enumerate(clocks, 1):
+        if c and c.get("restarts"):
+            lines += ["", f"Boot {i}: the kernel's clock started over {c['restarts']} time(s) (an "
+                      "x86 kernel whose fast TSC calibration failed stamps its early lines by "
+                      "jiffies); it is placed by its last epoch, and events stamped before keep "
+                      "the host's time."]
     return lines + [""]
 
 
