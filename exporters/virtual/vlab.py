@@ -169,21 +169,23 @@ class QmpWatcher:
         try:
             await reader.readline()  # greeting
             writer.write(b'{"execute": "qmp_capabilities"}\n')
-            while True:
+            while True:      # polls the run state every 0.2 s and reads events as they come
                 writer.write(b'{"execute": "query-status"}\n')
                 await writer.drain()
-                deadline = time.monotonic() + 0.25
-                while time.monotonic() < deadline:
+                deadline = time.monotonic() + 0.2
+                while (left := deadline - time.monotonic()) > 0:
                     try:
-                        line = await asyncio.wait_for(reader.readline(), 0.25)
+                        line = await asyncio.wait_for(reader.readline(), left)
                     except asyncio.TimeoutError:
                         break
                     if not line:
                         self.status = "off"
                         return
                     msg = json.loads(line)
-                    if "event" in msg:
-                        self.events.append({"event": msg["event"], "at": time.time()})
+                    if "event" in msg:     # dated by QEMU, not by when this read it
+                        stamp = msg.get("timestamp") or {}
+                        at = stamp.get("seconds", 0) + stamp.get("microseconds", 0) / 1e6
+                        self.events.append({"event": msg["event"], "at": at or time.time()})
                         self.events = self.events[-100:]
                         if msg["event"] == "SUSPEND" and self.freeze_pid is not None:
                             os.kill(self.freeze_pid, signal.SIGSTOP)
@@ -194,7 +196,6 @@ class QmpWatcher:
                         self.status = msg["return"]["status"]
                     elif "error" in msg:
                         log.warning("%s: QMP error: %s", self.path, msg["error"])
-                await asyncio.sleep(0.2)
         except (ConnectionError, json.JSONDecodeError, OSError):
             self.status = "off"
 
