@@ -37,8 +37,9 @@ def main() -> None:
             agree = (f"kernel clock: time zero {clock.offset:.3f} s after power-on, rate "
                      f"{clock.rate:.4f}; host - fused median {clock.median_ms} ms, p95 "
                      f"{clock.p95_ms} ms over {clock.lines - clock.held} live lines "
-                     f"({clock.held} held); after a pause median {clock.quiet_median_ms} ms, p95 {clock.quiet_p95_ms} ms over "
-                     f"{clock.quiet_lines} lines; kernel-to-prompt by the host alone "
+                     f"({clock.held} held); after a pause median {clock.quiet_median_ms} ms, "
+                     f"p95 {clock.quiet_p95_ms} ms over {clock.quiet_lines} lines; "
+                     f"kernel-to-prompt by the host alone "
                      f"{host.get('prompt')} s" if clock else "no printk stamps")
             if clock:
                 for k, v in {"clock rate": clock.rate, "live median (ms)": clock.median_ms,
@@ -57,9 +58,8 @@ def main() -> None:
     print(f"\n{place} ({dt.name}), {n} boots, seconds from power-on confirmed by the PDU:")
     print(f"{'event/phase':26} {'min':>7} {'median':>7} {'max':>7}")
     for k, v in phases.items():
-        print(f"{k:26} {min(v):7.{4 if k == 'clock rate' else 2}f} "
-              f"{statistics.median(v):7.{4 if k == 'clock rate' else 2}f} "
-              f"{max(v):7.{4 if k == 'clock rate' else 2}f}")
+        d = 4 if k == "clock rate" else 2
+        print(f"{k:26} {min(v):7.{d}f} {statistics.median(v):7.{d}f} {max(v):7.{d}f}")
 
 
 if __name__ == "__main__":

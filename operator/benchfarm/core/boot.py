@@ -53,10 +53,6 @@ class KernelClock:
     held: int = 0                      # lines printed before the first one reached the host
     restarts: int = 0                  # times the kernel's clock started over (the last counts)
 
-    def at(self, kernel_s: float) -> float:
-        """A printk time in seconds since power-on."""
-        return self.offset + self.rate * kernel_s
-
     def as_dict(self) -> dict[str, object]:
         return {"offset": round(self.offset, 6), "rate": round(self.rate, 6),
                 "events": self.events, "lines": self.lines, "held": self.held,

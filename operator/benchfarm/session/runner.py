@@ -543,7 +543,7 @@ class Runner:
             boot = self._boot(step.side)
             if boot.failed_attempts:
                 self.kube.event(self._ref(), "Warning", "BootRetried",
-                                f"{self.session.place}: boot {step.cycle} took "
+                                f"{session.place}: boot {step.cycle} took "
                                 f"{len(boot.failed_attempts) + 1} power cycles; the failed: "
                                 f"{'; '.join(boot.failed_attempts)}"[:1000])
             return {"kind": st.BOOT, "cycle": step.cycle, "side": step.side,
