@@ -139,7 +139,11 @@ def test_power_cycle_through_labgrid_reaches_the_shell(lab, place, dtype):
             # goal, 5 ms; measured: arm64 0.4-0.5 ms median, its timer exact; x86 1.5-4.9 ms,
             # its clock 0.3-0.7 % slow under TCG)
             clock = timeline.kernel
-            assert clock is not None and 0.95 < clock.rate < 1.05 and clock.held > 10, clock
+            assert clock is not None and 0.95 < clock.rate < 1.05, clock
+            # the log from before the console was up is replayed at once (held, not measured);
+            # an x86 clock that started over (fast TSC calibration failed under load) is placed
+            # by its last epoch, whose lines all came after the replay
+            assert clock.held > 10 or clock.restarts >= 1, clock
             assert clock.quiet_lines >= 5 and clock.quiet_median_ms is not None
             assert clock.quiet_median_ms <= (5.0 if dtype == "qemu-arm64-a53" else 10.0), clock
             assert clock.median_ms <= 20.0, clock     # live lines: one was 34-50 ms per byte read
