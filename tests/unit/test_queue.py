@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import random
 
+from dataclasses import replace
+
 from benchfarm.core.queue import (Assignment, BoardView, Decision, QueuedRun, RoundRobinFairness,
-                                  Selector, StrictOrder, could_ever_match, matches, queue_positions,
-                                  schedule)
+                                  Selector, StrictOrder, WaitingQueue, could_ever_match, matches,
+                                  queue_positions, schedule)
 
 X86 = Selector.of("qemu-x86")
 
@@ -213,3 +215,62 @@ def test_boards_go_only_to_runs_whose_session_can_start_now():
     assert [r.key for r in d.order][:3] == ["a/r2", "a/r3", "a/r4"]
     assert schedule(runs, boards(5), max_assignments=0).assignments == []
     assert len(schedule(runs, boards(5), max_assignments=None).assignments) == 5
+
+
+def test_a_queue_kept_between_rounds_decides_as_one_built_afresh():
+    """The operator keeps its WaitingQueue across rounds (runs arrive, change priority or avoided
+    boards, leave) and asks only for the head of what still waits: same boards to the same runs,
+    and the head is the full order's head."""
+    for seed in range(300):
+        rnd = random.Random(seed)
+        runs, bs, running, limits, served = random_round(rnd)
+        kept = WaitingQueue()
+        for r in runs:                                  # arrivals, with changes and departures
+            kept.put(replace(r, priority=r.priority + 1))
+            if rnd.random() < 0.2:
+                kept.discard(r.key)
+            kept.put(r)
+        gone = {r.key for r in runs if rnd.random() < 0.2}
+        for key in gone:
+            kept.discard(key)
+        left = [r for r in runs if r.key not in gone]
+        assert len(kept) == len(left) and set(kept.keys()) == {r.key for r in left}
+        for make_fairness in (RoundRobinFairness, StrictOrder):
+            a, b = make_fairness(), make_fairness()
+            if isinstance(a, RoundRobinFairness):
+                a.last_served.update(served)
+                b.last_served.update(served)
+            slots = rnd.choice([None, 0, 1, 3])
+            full = schedule(left, bs, running_per_namespace=running, max_boards=limits,
+                            fairness=a, now=3.0, max_assignments=slots)
+            head = schedule(kept, bs, running_per_namespace=running, max_boards=limits,
+                            fairness=b, now=3.0, max_assignments=slots, head=2)
+            assert head.assignments == full.assignments, seed
+            assert [r.key for r in head.order] == [r.key for r in full.order][:2], seed
+            assert vars(a) == vars(b), seed
+        assert len(kept) == len(left)                   # a round never changes the queue
+
+
+def test_a_round_stops_where_nothing_more_can_start():
+    """Ten thousand waiting runs, one free board: the round reads the queue's head, not all of it."""
+    read = []
+
+    class Counting(StrictOrder):
+        def walk(self, queue):
+            for r in super().walk(queue):
+                read.append(r.key)
+                yield r
+
+    q = WaitingQueue(run(f"r{i:05d}", created=i) for i in range(10_000))
+    d = schedule(q, boards(1), fairness=Counting(), head=2)
+    assert [a.run for a in d.assignments] == ["a/r00000"]
+    assert [r.key for r in d.order] == ["a/r00001", "a/r00002"] and len(read) == 3
+    read.clear()                       # runs that fit no free board: one look at each kind
+    q.put(run("late-fit", created=20_000, sel=Selector.of("am62x")))
+    d = schedule(q, [BoardView("b0", "qemu-x86", available=False), BoardView("m0", "am62x")],
+                 fairness=Counting(), head=2)
+    assert [a.run for a in d.assignments] == ["a/late-fit"] and len(read) == 10_001
+    read.clear()
+    q.discard("a/late-fit")
+    d = schedule(q, [BoardView("m0", "am62x")], fairness=Counting(), head=2)
+    assert d.assignments == [] and len(read) == 2      # no waiting run fits: the head only

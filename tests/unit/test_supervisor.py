@@ -34,6 +34,12 @@ class FakeRuntime:
             free=lambda board, key: None, held=lambda board, by: None,
             board_failed=lambda board, exc: rt.charged.append(board) or False)
 
+    def active_runs(self):
+        return [r for r in self.runs.values() if r.active]
+
+    def reindex(self, run):
+        pass
+
     def patch(self, run, status):
         run.status.update(status)
 

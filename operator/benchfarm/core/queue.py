@@ -6,16 +6,21 @@ fairness policy among runs of equal priority (round-robin across namespaces by d
 first within a namespace). A run goes only to an available board matching its selector; a
 namespace over its board limit waits.
 
-A round costs O(runs + boards) beyond ordering the queue, plus one pass per distinct selector
-over the shortest index list it names: free boards are indexed by board, device type, label and
-GPU, and runs asking for the same thing share that pass. A run that fits no free board costs O(1);
-a run with boards to avoid, one step more per avoided board it passes.
+The waiting runs are kept sorted between rounds (`WaitingQueue`: a run costs O(log n) when it
+arrives or leaves, not a sort of the whole queue every round), and a round walks them in order
+from the front, lazily, and stops as soon as nothing more can start: no free board, no session
+slot, or no kind of run left that fits a free board. Free boards are indexed by board, device
+type, label and GPU; runs asking for the same thing share one pass over the shortest index list
+it names. So a round costs what it assigns plus the runs it passes that fit nothing free (O(1)
+each), never a pass over the whole queue to order it.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
-from collections.abc import Iterable, Mapping, Sequence
+import bisect
+import heapq
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -65,8 +70,85 @@ def could_ever_match(selector: Selector, boards: Iterable[BoardView]) -> bool:
     return any(matches(selector, b) for b in boards)
 
 
+class WaitingQueue:
+    """The waiting runs, sorted between rounds: by priority, then namespace, then age.
+
+    Each (priority, namespace) holds its runs oldest first; a run costs O(log n) plus a short
+    memmove when it arrives, changes or leaves. It also counts the runs asking for each kind of
+    board (selector and GPU need), so a round knows when no waiting run can fit what is free.
+    """
+
+    def __init__(self, runs: Iterable[QueuedRun] = ()) -> None:
+        self._lists: dict[int, dict[str, list[tuple[float, str, QueuedRun]]]] = {}
+        self._runs: dict[str, QueuedRun] = {}
+        self._demand: Counter[tuple[Selector, bool]] = Counter()
+        for run in runs:
+            self.put(run)
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._runs
+
+    def get(self, key: str) -> QueuedRun | None:
+        return self._runs.get(key)
+
+    def put(self, run: QueuedRun) -> None:
+        """Add the run, or replace what the queue knew of it."""
+        old = self._runs.get(run.key)
+        if old == run:
+            return
+        if old is not None:
+            self.discard(run.key)
+        self._runs[run.key] = run
+        per_ns = self._lists.setdefault(run.priority, {})
+        bisect.insort(per_ns.setdefault(run.namespace, []), (run.created, run.key, run))
+        self._demand[(run.selector, run.needs_gpu)] += 1
+
+    def discard(self, key: str) -> None:
+        run = self._runs.pop(key, None)
+        if run is None:
+            return
+        per_ns = self._lists[run.priority]
+        runs = per_ns[run.namespace]
+        del runs[bisect.bisect_left(runs, (run.created, run.key))]
+        if not runs:
+            del per_ns[run.namespace]
+            if not per_ns:
+                del self._lists[run.priority]
+        demand = (run.selector, run.needs_gpu)
+        self._demand[demand] -= 1
+        if not self._demand[demand]:
+            del self._demand[demand]
+
+    def keys(self) -> Iterable[str]:
+        return self._runs.keys()
+
+    def namespaces(self) -> set[str]:
+        return {ns for per_ns in self._lists.values() for ns in per_ns}
+
+    def demands(self) -> Iterable[tuple[Selector, bool]]:
+        """Each kind of board some waiting run asks for, once."""
+        return self._demand.keys()
+
+    def priorities(self) -> list[int]:
+        """Highest first."""
+        return sorted(self._lists, reverse=True)
+
+    def by_namespace(self, priority: int) -> Mapping[str, Sequence[tuple[float, str, QueuedRun]]]:
+        """The runs of one priority per namespace, oldest first, as (created, key, run)."""
+        return self._lists.get(priority, {})
+
+
 class FairnessPolicy(Protocol):
-    def order(self, runs: Sequence[QueuedRun]) -> list[QueuedRun]: ...
+    def walk(self, queue: WaitingQueue) -> Iterator[QueuedRun]:
+        """The waiting runs in the order they get boards, lazily: a round reads only as far as
+        it needs. The order is fixed when the walk starts (`served` during it changes the next
+        round's order, not this one's)."""
+        ...
+
+    def order(self, runs: Iterable[QueuedRun]) -> list[QueuedRun]: ...
 
     def served(self, run: QueuedRun, now: float) -> None: ...
 
@@ -80,25 +162,25 @@ class RoundRobinFairness:
     def served(self, run: QueuedRun, now: float) -> None:
         self.last_served[run.namespace] = now
 
-    def order(self, runs: Sequence[QueuedRun]) -> list[QueuedRun]:
-        by_priority: dict[int, dict[str, list[QueuedRun]]] = defaultdict(lambda: defaultdict(list))
-        for run in runs:
-            by_priority[run.priority][run.namespace].append(run)
-        out: list[QueuedRun] = []
-        for priority in sorted(by_priority, reverse=True):
-            per_ns = by_priority[priority]
-            queues = {ns: deque(sorted(rs, key=lambda r: (r.created, r.key)))
-                      for ns, rs in per_ns.items()}
-            turn = sorted(queues, key=lambda ns: (self.last_served.get(ns, float("-inf")),
-                                                  queues[ns][0].created, ns))
+    def walk(self, queue: WaitingQueue) -> Iterator[QueuedRun]:
+        last_served = dict(self.last_served)
+        for priority in queue.priorities():
+            per_ns = queue.by_namespace(priority)
+            turn = sorted(per_ns, key=lambda ns: (last_served.get(ns, float("-inf")),
+                                                  per_ns[ns][0][0], ns))
+            depth = 0
             while turn:
                 next_turn = []
                 for ns in turn:
-                    out.append(queues[ns].popleft())
-                    if queues[ns]:
+                    runs = per_ns[ns]
+                    yield runs[depth][2]
+                    if len(runs) > depth + 1:
                         next_turn.append(ns)
                 turn = next_turn
-        return out
+                depth += 1
+
+    def order(self, runs: Iterable[QueuedRun]) -> list[QueuedRun]:
+        return list(self.walk(WaitingQueue(runs)))
 
 
 class StrictOrder:
@@ -107,8 +189,13 @@ class StrictOrder:
     def served(self, run: QueuedRun, now: float) -> None:
         return None
 
-    def order(self, runs: Sequence[QueuedRun]) -> list[QueuedRun]:
-        return sorted(runs, key=lambda r: (-r.priority, r.created, r.key))
+    def walk(self, queue: WaitingQueue) -> Iterator[QueuedRun]:
+        for priority in queue.priorities():
+            for _, _, run in heapq.merge(*queue.by_namespace(priority).values()):
+                yield run
+
+    def order(self, runs: Iterable[QueuedRun]) -> list[QueuedRun]:
+        return list(self.walk(WaitingQueue(runs)))
 
 
 @dataclass(frozen=True)
@@ -120,7 +207,9 @@ class Assignment:
 @dataclass
 class Decision:
     assignments: list[Assignment]
-    order: list[QueuedRun]        # the queue as it stands after this round (assigned runs removed)
+    # the queue as it stands after this round (assigned runs removed): all of it, or its first
+    # `head` runs when the round was asked for only those
+    order: list[QueuedRun]
 
 
 class _FreeBoards:
@@ -203,6 +292,10 @@ class _Demand:
             self.skip[p] = i
         return i
 
+    def has_any(self) -> bool:
+        """Whether any board fits at all (before the round takes any)."""
+        return self._has(0)
+
     def pick(self, avoid: frozenset[str], taken: set[str]) -> BoardView | None:
         i = self._free_from(0, taken)
         self.exhausted = i == len(self.fits)
@@ -211,35 +304,46 @@ class _Demand:
         return self.fits[i] if i < len(self.fits) else None
 
 
-def schedule(runs: Sequence[QueuedRun], boards: Sequence[BoardView], *,
+def schedule(runs: Iterable[QueuedRun] | WaitingQueue, boards: Sequence[BoardView], *,
              running_per_namespace: Mapping[str, int] | None = None,
              max_boards: Mapping[str, int] | None = None,
              fairness: FairnessPolicy | None = None, now: float = 0.0,
-             max_assignments: int | None = None) -> Decision:
+             max_assignments: int | None = None, head: int | None = None) -> Decision:
     """One scheduling round: give available boards to the first runs that fit them.
 
     `max_assignments` is how many sessions can start right now (the launcher's free slots): a
-    board is given only to a run whose session starts at once, never marked Busy to wait."""
+    board is given only to a run whose session starts at once, never marked Busy to wait.
+    `head`: return only the first `head` runs still waiting (what queue positions need); the
+    walk then stops as soon as nothing more can start. The queue itself is not changed."""
     fairness = fairness or RoundRobinFairness()
-    order = fairness.order(runs)
+    queue = runs if isinstance(runs, WaitingQueue) else WaitingQueue(runs)
     running = dict(running_per_namespace or {})
     limits = max_boards or {}
     free = _FreeBoards(boards)
     demands: dict[tuple[Selector, bool], _Demand] = {}
+    live = 0      # kinds of run that may still fit a free board
+    if free.ordered:
+        for selector, needs_gpu in queue.demands():
+            demand = demands[(selector, needs_gpu)] = _Demand(
+                selector, needs_gpu, free.candidates(selector, needs_gpu))
+            demand.exhausted = not demand.has_any()
+            live += not demand.exhausted
     assignments: list[Assignment] = []
     remaining: list[QueuedRun] = []
     free_count = len(free.ordered)
     slots = (1 << 30) if max_assignments is None else max(0, max_assignments)
-    for run in order:
-        if free_count == len(free.taken) or len(assignments) >= slots or \
+    walk = fairness.walk(queue)
+    for run in walk:
+        if free_count == len(free.taken) or len(assignments) >= slots or live == 0:
+            remaining.append(run)
+            break
+        demand = demands[(run.selector, run.needs_gpu)]
+        if demand.exhausted or \
                 running.get(run.namespace, 0) >= limits.get(run.namespace, 1 << 30):
             remaining.append(run)
             continue
-        demand = demands.get((run.selector, run.needs_gpu))
-        if demand is None:
-            demand = demands[(run.selector, run.needs_gpu)] = _Demand(
-                run.selector, run.needs_gpu, free.candidates(run.selector, run.needs_gpu))
-        chosen = None if demand.exhausted else demand.pick(run.avoid, free.taken)
+        chosen = demand.pick(run.avoid, free.taken)
+        live -= demand.exhausted
         if chosen is None:
             remaining.append(run)
             continue
@@ -247,7 +351,12 @@ def schedule(runs: Sequence[QueuedRun], boards: Sequence[BoardView], *,
         running[run.namespace] = running.get(run.namespace, 0) + 1
         fairness.served(run, now)
         assignments.append(Assignment(run.key, chosen.name))
-    return Decision(assignments, remaining)
+    # nothing more can start: the rest waits as it stands (all of it, or up to the head)
+    while head is None or len(remaining) < head:
+        if (run := next(walk, None)) is None:
+            break
+        remaining.append(run)
+    return Decision(assignments, remaining if head is None else remaining[:head])
 
 
 def queue_positions(order: Sequence[QueuedRun], limit: int = 50) -> dict[str, int]:

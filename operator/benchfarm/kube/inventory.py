@@ -92,9 +92,7 @@ class Inventory:
         except InfraError as exc:
             log.warning("labgrid coordinator unavailable: %s", exc)
             return
-        with rt.lock:
-            running_uids = {r.uid: r for r in rt.runs.values()
-                            if r.phase == RUNNING or r.starting}
+        running_uids = {r.uid: r for r in rt.active_runs()}
         orphans = {}
         for name, place in places.items():
             with rt.lock:

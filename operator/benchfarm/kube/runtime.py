@@ -32,7 +32,7 @@ from ..store.artifacts import ArtifactStore, StoreConfig
 from . import admission, launchers, metrics
 from .inventory import Inventory
 from .sessions import Supervisor
-from .state import CANCELLED, FAILED, FINISHED, PENDING, RUNNING, SUCCEEDED, RunState, ts
+from .state import CANCELLED, FAILED, FINISHED, PENDING, RUNNING, SUCCEEDED, RunIndex, RunState, ts
 
 log = logging.getLogger("benchfarm")
 
@@ -54,6 +54,7 @@ class Runtime:
         self.device_types = device_types
         self.launcher = launcher
         self.runs: dict[str, RunState] = {}
+        self.index = RunIndex()        # what a round reads; kept current by `reindex`
         self.policy = LabPolicySpec()
         self.fairness = q.RoundRobinFairness()
         self.lock = threading.RLock()
@@ -134,6 +135,7 @@ class Runtime:
         if event_type == "DELETED":
             with self.lock:
                 run = self.runs.pop(key, None)
+                self.index.forget(key)
             if run is not None:
                 self.inventory.free(run.status.get("board"), key)
             return
@@ -167,9 +169,8 @@ class Runtime:
                              if c.get("type") == "Succeeded"), {})
                 if run.phase == SUCCEEDED or cond.get("reason") == "SuitesFailed":
                     self.inventory.board_ok(board)
-        if run.phase == PENDING:
-            with self.lock:
-                self._queue_entry(run)
+        with self.lock:
+            self.reindex(run)
         self.wake()
 
     def observe_board(self, body: dict[str, Any]) -> None:
@@ -181,7 +182,12 @@ class Runtime:
         self.wake()
 
     def observe_policy(self, body: dict[str, Any] | None) -> None:
-        self.policy = LabPolicySpec(**(body or {}).get("spec") or {}) if body else LabPolicySpec()
+        policy = LabPolicySpec(**(body or {}).get("spec") or {}) if body else LabPolicySpec()
+        with self.lock:
+            changed, self.policy = policy != self.policy, policy
+            if changed:   # priority ceilings: every waiting run's place in the queue may move
+                for key in list(self.index.queue.keys()):
+                    self.reindex(self.runs[key])
         self.wake()
 
     def admit(self, body: dict[str, Any]) -> None:
@@ -241,36 +247,37 @@ class Runtime:
         order: list[q.QueuedRun] | None = None
         started = []
         with self.lock:
-            runs = list(self.runs.values())
-            waiting = [r for r in runs if r.phase == PENDING and not r.starting and not r.deleting
-                       and not r.spec.cancel]
+            queue = self.index.queue
             running_ns: dict[str, int] = {}
-            for r in runs:
-                if r.phase == RUNNING or r.starting:
-                    running_ns[r.namespace] = running_ns.get(r.namespace, 0) + 1
-            # a session counts against the limit while it holds its board (after releasing it,
-            # it only uploads and reports; the board and the slot go to the next run)
-            slots = None if self.max_sessions is None else self.max_sessions - sum(
-                1 for r in runs if r.starting or
-                (r.phase == RUNNING and not r.status.get("boardReleased")))
+            holding = 0
+            for r in self.index.active.values():
+                running_ns[r.namespace] = running_ns.get(r.namespace, 0) + 1
+                # a session counts against the limit while it holds its board (after releasing
+                # it, it only uploads and reports; the board and the slot go to the next run)
+                holding += r.starting or not r.status.get("boardReleased")
+            slots = None if self.max_sessions is None else self.max_sessions - holding
             idle = any(b.device_type and b.state == "Idle" for b in self.boards.values())
-            # nothing can start (no free board, no free session slot): order the queue only when
-            # its positions are due, not every round of a flood
-            if waiting and ((idle and slots != 0) or positions_due):
+            # nothing can start (no free board, no free session slot): read the queue's head
+            # only when its positions are due, not every round of a flood
+            if len(queue) and ((idle and slots != 0) or positions_due):
                 boards = [self.inventory.view(b) for b in self.boards.values() if b.device_type]
                 # the namespace's ceiling applies every round (priority is mutable)
-                queued = [self._queue_entry(r) for r in waiting]
-                limits = {r.namespace: self.policy.for_namespace(r.namespace).maxBoards
-                          for r in waiting}
-                decision = q.schedule(queued, boards, running_per_namespace=running_ns,
+                limits = {ns: self.policy.for_namespace(ns).maxBoards
+                          for ns in queue.namespaces()}
+                decision = q.schedule(queue, boards, running_per_namespace=running_ns,
                                       max_boards=limits, fairness=self.fairness, now=now,
-                                      max_assignments=slots if idle else 0)
+                                      max_assignments=slots if idle else 0,
+                                      head=QUEUE_POSITION_LIMIT)
                 order = decision.order
                 for a in decision.assignments:
                     run = self.runs[a.run]
                     run.starting = True
+                    self.reindex(run)
                     self.boards[a.board].run = a.run
                     started.append((run, a.board))
+            waiting, active = len(queue), len(self.index.active)
+            timeouts = list(self.index.queue_timeouts.values())
+            ttl = list(self.index.ttl.values())
         metrics.observe_round(time.perf_counter() - t0, time.thread_time() - c0)
         for run, board in started:
             try:
@@ -279,15 +286,25 @@ class Runtime:
                 log.exception("%s: launching its session failed", run.key)
                 with self.lock:
                     run.starting = False
+                    self.reindex(run)
                 self.inventory.free(board, run.key)
         self._save_fairness()
-        metrics.observe_lab(len(waiting) - len(started), len(started) + sum(running_ns.values()),
-                            [b.state for b in self.boards.values()])
-        self._expire(waiting, now)
+        metrics.observe_lab(waiting, active, [b.state for b in self.boards.values()])
+        self._expire(timeouts, now)
         if positions_due and order is not None:
             self._publish_positions(order)
         self.inventory.health_checks()
-        self._ttl(runs, now)
+        self._ttl(ttl, now)
+
+    def reindex(self, run: RunState) -> None:
+        """After any change to a run (under the lock): its place in what the rounds read."""
+        if self.runs.get(run.key) is not run:     # deleted meanwhile
+            return
+        self.index.update(run, self._queue_entry(run) if run.waiting else None)
+
+    def active_runs(self) -> list[RunState]:
+        with self.lock:
+            return list(self.index.active.values())
 
     def _queue_entry(self, r: RunState) -> q.QueuedRun:
         """The run as the scheduler sees it, rebuilt only when what it is made of changes (built
@@ -329,7 +346,7 @@ class Runtime:
     def _expire(self, waiting: list[RunState], now: float) -> None:
         for r in waiting:
             limit = r.spec.queueTimeoutSeconds
-            if limit and now - r.created > limit:
+            if limit and now - r.created > limit and r.waiting:
                 self.finish(r, FAILED, "QueueTimeout",
                             f"no matching board became free within {limit} s")
 
@@ -364,6 +381,7 @@ class Runtime:
             raise RunError("run deleted", reason="Deleted")
         with self.lock:
             run.status.update(status)
+            self.reindex(run)
 
     def finish(self, run: RunState, phase: str, reason: str, message: str) -> None:
         ok = "True" if phase == SUCCEEDED else "False"
@@ -417,6 +435,7 @@ class Runtime:
             run = self.runs.get(key)
             if run is not None and deleting:
                 run.deleting = True
+                self.reindex(run)
         if run is None:
             return
         if run.phase in (PENDING, None) and not deleting:
@@ -429,6 +448,7 @@ class Runtime:
                                                   status):
                     with self.lock:
                         run.status.update(status)
+                        self.reindex(run)
                     self.kube.event(run.ref(), "Normal", "Cancelled", "cancelled before it started")
             except PreconditionFailed:
                 log.info("%s started meanwhile; its session will see the cancel", key)

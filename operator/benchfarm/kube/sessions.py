@@ -71,11 +71,13 @@ class Supervisor:
             log.info("%s changed while being scheduled (cancelled?); not launching", run.key)
         with rt.lock:
             run.starting = False
+            if ok:
+                run.status.update(status)
+                self.launched[run.key] = self.clock()
+            rt.reindex(run)
             if not ok:
                 rt.inventory.free(board, run.key)
                 return
-            run.status.update(status)
-            self.launched[run.key] = self.clock()
         metrics.QUEUE_WAIT.observe(max(0.0, time.time() - run.created))
         handle = self._launch(run, attempt, 0)
         rt.kube.event(run.ref(), "Normal", "Scheduled", f"board {board} assigned; session {handle}")
@@ -111,8 +113,7 @@ class Supervisor:
             self.observer.forget()
             return
         now = self.clock()
-        with rt.lock:
-            running = [r for r in rt.runs.values() if r.phase == RUNNING and not r.starting]
+        running = [r for r in rt.active_runs() if r.phase == RUNNING and not r.starting]
         for run in running:
             end = run.status.get("sessionEnd")
             if end and int(end.get("attempt") or 0) == int(run.status.get("attempts") or 0):

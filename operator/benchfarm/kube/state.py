@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..api.models import BenchmarkRunSpec
+from ..core.queue import QueuedRun, WaitingQueue
 
 PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = "Pending", "Running", "Succeeded", "Failed", "Cancelled"
 FINISHED = {SUCCEEDED, FAILED, CANCELLED}
@@ -48,9 +49,60 @@ class RunState:
     def phase(self) -> str | None:
         return self.status.get("phase")
 
+    @property
+    def waiting(self) -> bool:
+        """In the queue: Pending, not being started, deleted or cancelled."""
+        return self.phase == PENDING and not self.starting and not self.deleting and \
+            not self.spec.cancel
+
+    @property
+    def active(self) -> bool:
+        """Being started, or running (holding its board, or uploading after releasing it)."""
+        return self.phase == RUNNING or self.starting
+
     def ref(self) -> dict[str, Any]:
         return {"apiVersion": "benchfarm.io/v1alpha1", "kind": "BenchmarkRun",
                 "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid}}
+
+
+class RunIndex:
+    """What the scheduler's loop reads, kept current as runs change, so no step of a round walks
+    every run the operator knows (10,000 queued, and every finished one): the waiting queue in
+    order, the active runs, waiting runs with a queue timeout, finished runs with a TTL.
+
+    The runtime calls `update` under its lock after every change to a run (a watch event, a
+    status it wrote, starting, cancel), and `forget` when the run is deleted."""
+
+    def __init__(self) -> None:
+        self.queue = WaitingQueue()
+        self.active: dict[str, RunState] = {}
+        self.queue_timeouts: dict[str, RunState] = {}
+        self.ttl: dict[str, RunState] = {}
+
+    def update(self, run: RunState, entry: QueuedRun | None) -> None:
+        """`entry`: the run as the queue sees it, when it waits."""
+        key = run.key
+        if entry is not None:
+            self.queue.put(entry)
+        else:
+            self.queue.discard(key)
+        _keep(self.active, key, run, run.active)
+        _keep(self.queue_timeouts, key, run, entry is not None and
+              bool(run.spec.queueTimeoutSeconds))
+        _keep(self.ttl, key, run, run.phase in FINISHED and
+              run.spec.ttlSecondsAfterFinished is not None)
+
+    def forget(self, key: str) -> None:
+        self.queue.discard(key)
+        for d in (self.active, self.queue_timeouts, self.ttl):
+            d.pop(key, None)
+
+
+def _keep(d: dict[str, RunState], key: str, run: RunState, present: bool) -> None:
+    if present:
+        d[key] = run
+    else:
+        d.pop(key, None)
 
 
 @dataclass
