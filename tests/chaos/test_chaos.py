@@ -199,6 +199,43 @@ def test_runner_kill_9_resumes_at_the_first_unfinished_step(custom, record):
     assert st["resumes"] == 1 and st["attempts"] == 1
 
 
+# -- the session server dies ---------------------------------------------------------------------
+def session_server_pid():
+    """The operator's session server, from the launcher's pid files: the sessions it forks share
+    its command line (`benchfarm session server`), but only it answers on a pipe."""
+    for pidfile in (devlab.STATE / "pids").glob("session-*.pid"):
+        try:
+            pid = int(pidfile.read_text())
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            out = os.readlink(f"/proc/{pid}/fd/1")
+        except (OSError, ValueError):
+            continue
+        if argv[-2:] == [b"server", b""] and out.startswith("pipe:"):
+            return pid
+    return None
+
+
+def test_session_server_kill_9_leaves_its_sessions_alone_and_the_next_run_starts(custom, record):
+    """The server that forks sessions dies mid-run: the session it forked runs on (it is in its
+    own session), nothing resumes, and the next run still gets a session."""
+    killed = []
+
+    def disrupt(name):
+        wait_console(custom, name, mark(name))
+        snap = objects(custom, name)
+        pid = wait_for("the session server", session_server_pid, timeout=30)
+        assert session_pids("default", name), "the run has no session"
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+        return snap, time.monotonic()
+    st = scenario(custom, record, "session server kill -9 mid-run", unique("server"), disrupt)
+    assert st["attempts"] == 1 and st.get("resumes", 0) == 0
+    name = unique("after-server")
+    apply(run_yaml(name, plan="chaos", bootCycles=1, iterations=1))
+    assert finished(custom, name, timeout=300)["phase"] == "Succeeded"
+    assert wait_for("a new session server", session_server_pid, timeout=60) != killed[0]
+
+
 # -- two operators ---------------------------------------------------------------------------------
 def start_second_operator():
     env = {**devlab.lab_env(),
