@@ -321,8 +321,9 @@ def schedule(runs: Iterable[QueuedRun] | WaitingQueue, boards: Sequence[BoardVie
     limits = max_boards or {}
     free = _FreeBoards(boards)
     demands: dict[tuple[Selector, bool], _Demand] = {}
+    slots = (1 << 30) if max_assignments is None else max(0, max_assignments)
     live = 0      # kinds of run that may still fit a free board
-    if free.ordered:
+    if free.ordered and slots:
         for selector, needs_gpu in queue.demands():
             demand = demands[(selector, needs_gpu)] = _Demand(
                 selector, needs_gpu, free.candidates(selector, needs_gpu))
@@ -331,7 +332,6 @@ def schedule(runs: Iterable[QueuedRun] | WaitingQueue, boards: Sequence[BoardVie
     assignments: list[Assignment] = []
     remaining: list[QueuedRun] = []
     free_count = len(free.ordered)
-    slots = (1 << 30) if max_assignments is None else max(0, max_assignments)
     walk = fairness.walk(queue)
     for run in walk:
         if free_count == len(free.taken) or len(assignments) >= slots or live == 0:

@@ -4,6 +4,10 @@ Places come from the coordinator (who holds what, tags, resources); Board object
 benchfarm adds (maintenance, consecutive board faults, quarantine). Only board faults reach
 `board_failed`: outages and busy boards never count. A place still held by the session of a run
 that is no longer running on it (its runner died) is released here, so no board is lost.
+
+Board status is written to the API by a thread of its own, the latest state per board, so the
+scheduler never waits on those writes (at a thousand boards turning over, a refresh wrote a few a
+second, each 50-200 ms under load, before the round could give a freed board to the next run).
 """
 
 from __future__ import annotations
@@ -36,6 +40,12 @@ class Inventory:
         self.checking: set[str] = set()     # boards whose health check runs
         self.orphans: dict[str, str] = {}          # place -> holder seen orphaned last refresh
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="health")
+        self.publisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="board-status")
+        self.unpublished: dict[str, dict] = {}      # board -> the status to write next
+
+    def close(self) -> None:
+        """The last statuses are written before the operator exits."""
+        self.publisher.shutdown(wait=True)
 
     def load(self) -> None:
         for board in self.rt.kube.list_cluster("boards"):
@@ -136,7 +146,24 @@ class Inventory:
             if status == rec.last_status:
                 return
             rec.last_status = status
-        self.rt.kube.patch_board_status(name, status)
+            queued = name in self.unpublished
+            self.unpublished[name] = status
+        if not queued:
+            self.publisher.submit(self._publish, name)
+
+    def _publish(self, name: str) -> None:
+        with self.rt.lock:
+            status = self.unpublished.pop(name, None)
+        if status is None:
+            return
+        try:
+            self.rt.kube.patch_board_status(name, status)
+        except Exception as exc:  # the API's outage: written again at the next refresh
+            log.warning("could not write the status of board %s: %s", name, exc)
+            with self.rt.lock:
+                rec = self.boards.get(name)
+                if rec is not None and rec.last_status == status:
+                    rec.last_status = None
 
     # -- faults and quarantine ----------------------------------------------------------------
     def board_ok(self, board: str) -> None:

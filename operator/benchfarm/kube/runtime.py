@@ -107,6 +107,7 @@ class Runtime:
             self.task.cancel()
         # the step the scheduler thread is in (a launch, a round) ends before the operator does
         await asyncio.to_thread(self.executor.shutdown, True)
+        await asyncio.to_thread(self.inventory.close)
         await asyncio.to_thread(self.coordinator.close)
 
     def wake(self) -> None:
