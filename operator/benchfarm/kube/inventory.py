@@ -23,7 +23,7 @@ from ..errors import InfraError
 from ..lab.board import Board
 from . import metrics
 from .sessions import run_uid_of
-from .state import RUNNING, BoardRecord, ts
+from .state import BoardRecord, ts
 
 if TYPE_CHECKING:
     from .runtime import Runtime
