@@ -16,7 +16,7 @@ from .controlplane import start_control_plane, start_minio
 from .env import kubectl, lab_env, write_env
 from .places import start_iperf3, start_labgrid, start_pdudaemon
 from .processes import http_ok, running_pid, start_process, stop_process
-from .sshd import start_sshd
+from .sshd import start_sshd, stop_masters
 
 
 def install_crds_and_plans() -> None:
@@ -91,6 +91,8 @@ def down() -> None:
     for name in ordered:
         if stop_process(name):
             say(f"stopped {name}")
+    if stopped := stop_masters():
+        say(f"stopped {stopped} ssh connection(s) labgrid kept open to the exporters")
 
 
 def status() -> dict[str, int | None]:

@@ -9,7 +9,9 @@ its clients use (`BENCHFARM_SSH_CONFIG`): nothing of the user's own ssh setup is
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -68,3 +70,25 @@ def start_sshd(hosts: list[str]) -> Path:
                   ports=[PORTS.sshd], ready=lambda: port_open(PORTS.sshd),
                   restart_on_change=True)
     return CLIENT_CONFIG
+
+
+def stop_masters() -> int:
+    """Stop the ssh ControlMasters labgrid's clients opened with this lab's ssh_config: they
+    persist (`ControlPersist=300`) for minutes after the session that staged its files ended.
+    Another lab's (another state directory's) are left alone. How many were stopped."""
+    config = str(CLIENT_CONFIG).encode()
+    stopped = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"ssh") and config in argv and b"ControlMaster=yes" in argv:
+            try:
+                os.kill(int(proc.name), signal.SIGTERM)
+                stopped += 1
+            except ProcessLookupError:
+                pass
+    return stopped
