@@ -85,7 +85,8 @@ from .controlplane import start_controller_manager
 from .env import kubectl
 from .pki import client_cert, write_kubeconfig
 from .places import readvertise
-from .processes import http_ok, port_open, running_pid, start_process, stop_process
+from .processes import (http_ok, pids_where, port_open, running_pid, start_process,
+                        stop_process)
 
 NODE = f"benchfarm-{PORT_BASE}"
 BRIDGE = f"bf{PORT_BASE}"
@@ -611,17 +612,8 @@ def _unmount_all(root: Path) -> None:
 
 def _our_shims() -> list[int]:
     """containerd shims serving our containerd (they run in their own process groups)."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if cmd and cmd[0].endswith(b"containerd-shim-runc-v2") and str(SOCKET).encode() in cmd:
-            pids.append(int(proc.name))
-    return pids
+    socket = str(SOCKET).encode()
+    return pids_where(lambda cmd: cmd[0].endswith(b"containerd-shim-runc-v2") and socket in cmd)
 
 
 def _shim_sockets(ids: list[str]) -> list[Path]:

@@ -39,6 +39,22 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def pids_where(argv_matches: Callable[[list[bytes]], bool]) -> list[int]:
+    """Processes whose command line (as /proc gives it: NUL-separated bytes) matches: for what
+    the lab's own processes start and leave behind without a pid file."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv_matches(argv):
+            pids.append(int(proc.name))
+    return pids
+
+
 def running_pid(name: str) -> int | None:
     try:
         pid = int(_pidfile(name).read_text())

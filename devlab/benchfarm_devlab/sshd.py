@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 from .config import PORTS, STATE, LabError
-from .processes import port_open, start_process
+from .processes import pids_where, port_open, start_process
 
 DIR = STATE / "ssh"
 CLIENT_CONFIG = DIR / "config"
@@ -78,17 +78,11 @@ def stop_masters() -> int:
     Another lab's (another state directory's) are left alone. How many were stopped."""
     config = str(CLIENT_CONFIG).encode()
     stopped = 0
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for pid in pids_where(lambda argv: argv[0].endswith(b"ssh") and config in argv
+                          and b"ControlMaster=yes" in argv):
         try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv[0].endswith(b"ssh") and config in argv and b"ControlMaster=yes" in argv:
-            try:
-                os.kill(int(proc.name), signal.SIGTERM)
-                stopped += 1
-            except ProcessLookupError:
-                pass
+            os.kill(pid, signal.SIGTERM)
+            stopped += 1
+        except ProcessLookupError:
+            pass
     return stopped
