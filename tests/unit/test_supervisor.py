@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchfarm.api.models import BenchmarkRunSpec
+from benchfarm.api.models import BenchmarkRunSpec, LabPolicySpec
 from benchfarm.kube import sessions
 from benchfarm.kube.state import RunState
 
@@ -28,6 +28,7 @@ class FakeRuntime:
         self.launcher = SimpleNamespace(launch=lambda req: rt.launched.append(req) or "pid 1",
                                         reap=lambda: None)
         self.kube = SimpleNamespace(event=lambda *a: None)
+        self.policy = LabPolicySpec(maxBusyRequeues=2)
         self.coordinator = SimpleNamespace(
             release=lambda board, holder: rt.released.append((board, holder)) or True)
         self.inventory = SimpleNamespace(
@@ -47,7 +48,8 @@ class FakeRuntime:
         run.status["phase"] = phase
         self.finished.append((run.key, phase, reason))
 
-    def requeue(self, run, message, avoid):
+    def requeue(self, run, message, avoid, extra=None):
+        run.status.update(extra or {})
         self.requeued.append((run.key, avoid))
 
     def retry_elsewhere(self, run, board, reason, message, quarantined, party):
@@ -121,3 +123,25 @@ def test_only_a_board_fault_charges_the_board(sup, outcome, charged, retried, re
     if retried:    # the message names whose fault it was
         assert sup.rt.retried[0][3] == ("board" if outcome == "BoardFault" else "lab")
     assert sup.rt.launched == []
+
+
+def test_a_run_whose_board_is_taken_again_and_again_fails_after_the_bound(sup):
+    """Busy hand-backs re-queue the run, counted in status; past LabPolicy maxBusyRequeues
+    the run fails BoardTaken instead of circling the queue forever. The board is never charged."""
+    run = running()
+    sup.rt.runs[run.key] = run
+    for taken in (1, 2, 3):
+        run.status.update(phase="Running", sessionEnd={
+            "attempt": 1, "outcome": "Busy", "reason": "BoardBusy", "message": "held by a/b"})
+        tick(sup, 5.0 * taken)
+        if taken <= 2:
+            assert run.status["busyRequeues"] == taken and len(sup.rt.requeued) == taken
+    assert sup.rt.finished == [(run.key, "Failed", "BoardTaken")]
+    assert len(sup.rt.requeued) == 2 and sup.rt.charged == []
+
+
+def test_a_session_end_that_is_not_one_is_ignored(sup):
+    run = running(sessionEnd={"attempt": 1, "outcome": "Whatever"})
+    sup.rt.runs[run.key] = run
+    tick(sup, 5.0)
+    assert sup.rt.charged == [] and sup.rt.requeued == [] and sup.rt.retried == []

@@ -279,6 +279,9 @@ class LabPolicySpec(Model):
     quarantineAfterFailures: int = Field(2, ge=1, le=100)
     quarantineCooldownSeconds: int = Field(60, ge=0, le=86400)
     maxInfraRetries: int = Field(2, ge=0, le=20)
+    maxBusyRequeues: int = Field(5, ge=0, le=100, description=(
+        "How often a run may be sent back to the queue because someone else took its board "
+        "(a person's lock) before it fails with BoardTaken."))
     regression: RegressionRules = Field(default_factory=RegressionRules)
 
     @cached_property

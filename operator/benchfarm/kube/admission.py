@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..api.models import BenchmarkRunSpec, SuiteSpec, TestPlanSpec
+from ..api.outcomes import Phase
 from ..api.suites import GPU_SUITES
 from ..core import queue as q
 from ..core.conditions import now_iso, set_condition
@@ -16,7 +17,6 @@ from ..core.steps import safe_name
 from ..errors import RunError
 from ..lab.session import plan_digest
 from ..suites.registry import check_parameters
-from .state import FAILED, PENDING
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -132,13 +132,13 @@ def admit(rt: Runtime, body: dict[str, Any]) -> None:
                                spec)
     except RunError as exc:
         rt.kube.patch_run_status(ns, name, {
-            "phase": FAILED, "completionTime": now_iso(), "observedGeneration": gen,
+            "phase": Phase.failed, "completionTime": now_iso(), "observedGeneration": gen,
             "conditions": set_condition(status.get("conditions"), "Succeeded", "False",
                                         exc.reason, exc.message, gen)})
         rt.kube.event(body, "Warning", exc.reason, exc.message)
         return
     rt.kube.patch_run_status(ns, name, {
-        "phase": PENDING, "observedGeneration": gen, "progress": "queued",
+        "phase": Phase.pending, "observedGeneration": gen, "progress": "queued",
         "planDigest": plan_digest(suites),
         "resolvedSuites": [s.model_dump(exclude_none=True) for s in suites],
         "conditions": set_condition(status.get("conditions"), "Succeeded", "Unknown",

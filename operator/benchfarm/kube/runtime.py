@@ -22,6 +22,7 @@ from typing import Any
 
 from ..api.devicetype import DeviceType
 from ..api.models import BenchmarkRunSpec, LabPolicySpec
+from ..api.outcomes import FINISHED, Phase, Reason
 from ..core import queue as q
 from ..core.conditions import now_iso, set_condition
 from ..errors import RunError
@@ -32,7 +33,7 @@ from ..store.artifacts import ArtifactStore, StoreConfig
 from . import admission, launchers, metrics
 from .inventory import Inventory
 from .sessions import Supervisor
-from .state import CANCELLED, FAILED, FINISHED, PENDING, RUNNING, SUCCEEDED, RunIndex, RunState, ts
+from .state import RunIndex, RunState, ts
 
 log = logging.getLogger("benchfarm")
 
@@ -43,6 +44,9 @@ FAIRNESS_CONFIG_MAP = "benchfarm-fairness"   # who was served last, per namespac
 SLOW_ITERATION = 2.0         # seconds: a scheduler iteration longer than this is logged
 FREEZE_EVERY = 60.0          # seconds: what survived this long is frozen (never scanned by the
 COLLECT_EVERY = 600.0        # collections Python triggers itself) until the full collection
+
+
+_BOARD_IS_FINE = frozenset(r.value for r in Reason if r.board_is_fine)
 
 
 class Runtime:
@@ -124,7 +128,7 @@ class Runtime:
         adopted = 0
         for body in self.kube.list_runs_paged():
             self.observe_run("ADDED", body)
-            adopted += (body.get("status") or {}).get("phase") == RUNNING
+            adopted += (body.get("status") or {}).get("phase") == Phase.running
         if adopted:
             log.info("adopted %d running session(s); their Leases say whether they live", adopted)
         self.inventory.refresh(force=True)
@@ -152,7 +156,7 @@ class Runtime:
                 current.generation = meta.get("generation", 1)
                 current.deleting = bool(meta.get("deletionTimestamp"))
                 # our own in-flight transitions win over an older watch event
-                if not (current.starting and status.get("phase") == PENDING):
+                if not (current.starting and status.get("phase") == Phase.pending):
                     current.status = status
                 run = current
             else:
@@ -162,13 +166,13 @@ class Runtime:
                                                 deleting=bool(meta.get("deletionTimestamp")))
         board = status.get("board")
         if board:
-            if run.phase == RUNNING and not status.get("boardReleased"):
+            if run.phase == Phase.running and not status.get("boardReleased"):
                 self.inventory.claim(board, key)          # adopted after a restart, too
             else:
                 self.inventory.free(board, key)
                 cond = next((c for c in status.get("conditions") or []
                              if c.get("type") == "Succeeded"), {})
-                if run.phase == SUCCEEDED or cond.get("reason") == "SuitesFailed":
+                if run.phase == Phase.succeeded or cond.get("reason") in _BOARD_IS_FINE:
                     self.inventory.board_ok(board)
         with self.lock:
             self.reindex(run)
@@ -348,7 +352,7 @@ class Runtime:
         for r in waiting:
             limit = r.spec.queueTimeoutSeconds
             if limit and now - r.created > limit and r.waiting:
-                self.finish(r, FAILED, "QueueTimeout",
+                self.finish(r, Phase.failed, "QueueTimeout",
                             f"no matching board became free within {limit} s")
 
     def _publish_positions(self, order: list[q.QueuedRun]) -> None:
@@ -357,7 +361,7 @@ class Runtime:
         for key in set(self.positions) | set(new):
             if self.positions.get(key) != new.get(key) and key in self.runs:
                 run = self.runs[key]
-                if run.phase == PENDING and not run.starting and \
+                if run.phase == Phase.pending and not run.starting and \
                         run.position_writes < QUEUE_POSITION_WRITES:
                     run.position_writes += 1
                     self.kube.patch_run_status(run.namespace, run.name,
@@ -385,7 +389,7 @@ class Runtime:
             self.reindex(run)
 
     def finish(self, run: RunState, phase: str, reason: str, message: str) -> None:
-        ok = "True" if phase == SUCCEEDED else "False"
+        ok = "True" if phase == Phase.succeeded else "False"
         metrics.FINISHED.labels(phase, reason).inc()
         try:
             self.patch(run, {
@@ -397,12 +401,14 @@ class Runtime:
             return
         self.kube.event(run.ref(), "Normal" if ok == "True" else "Warning", reason, message)
 
-    def requeue(self, run: RunState, message: str, avoid: str | None) -> None:
+    def requeue(self, run: RunState, message: str, avoid: str | None,
+                extra: dict[str, Any] | None = None) -> None:
         avoid_list = list(run.status.get("avoidBoards") or [])
         if avoid and avoid not in avoid_list:
             avoid_list.append(avoid)
         try:
-            self.patch(run, {"phase": PENDING, "board": None, "progress": "re-queued",
+            self.patch(run, {**(extra or {}), "phase": Phase.pending, "board": None,
+                             "progress": "re-queued",
                              "avoidBoards": avoid_list, "sessionEnd": None,
                              "conditions": set_condition(
                                  set_condition(run.status.get("conditions"), "Scheduled", "False",
@@ -425,7 +431,7 @@ class Runtime:
                               f"retrying on another board", avoid=board)
         else:
             why = "" if elsewhere else "; no other matching board to retry on"
-            self.finish(run, FAILED, reason, f"{party} fault on {board}: {message} "
+            self.finish(run, Phase.failed, reason, f"{party} fault on {board}: {message} "
                                              f"(after {attempts} attempt(s){why})")
 
     # -- cancel and delete --------------------------------------------------------------------
@@ -439,13 +445,13 @@ class Runtime:
                 self.reindex(run)
         if run is None:
             return
-        if run.phase in (PENDING, None) and not deleting:
-            status = {"phase": CANCELLED, "completionTime": now_iso(), "queuePosition": None,
+        if run.phase in (Phase.pending, None) and not deleting:
+            status = {"phase": Phase.cancelled, "completionTime": now_iso(), "queuePosition": None,
                       "conditions": set_condition(run.status.get("conditions"), "Succeeded",
                                                   "False", "Cancelled",
                                                   "cancelled before it started", run.generation)}
             try:
-                if self.kube.guarded_status_write(run.namespace, run.name, {"phase": PENDING},
+                if self.kube.guarded_status_write(run.namespace, run.name, {"phase": Phase.pending},
                                                   status):
                     with self.lock:
                         run.status.update(status)
@@ -453,6 +459,6 @@ class Runtime:
                     self.kube.event(run.ref(), "Normal", "Cancelled", "cancelled before it started")
             except PreconditionFailed:
                 log.info("%s started meanwhile; its session will see the cancel", key)
-        elif run.phase == RUNNING and deleting:
+        elif run.phase == Phase.running and deleting:
             self.sessions.wait_gone(run)
             self.inventory.free(run.status.get("board"), key)

@@ -14,6 +14,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..api.outcomes import HandBack, Phase, Reason, SessionEnd
 from ..core.conditions import set_condition
 from ..errors import InfraError
 from ..kubeapi.client import PreconditionFailed
@@ -21,7 +22,7 @@ from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseObserver, list_leases, se
 from ..lab.coordinator import SESSION_HOST, run_identity
 from . import metrics
 from .launchers import Launch
-from .state import FAILED, PENDING, RUNNING, RunState, ts
+from .state import RunState, ts
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -44,6 +45,17 @@ def run_uid_of(holder: str | None) -> str | None:
     return holder[len(prefix):] if holder and holder.startswith(prefix) else None
 
 
+def _session_end(raw: Any) -> SessionEnd | None:
+    """`status.sessionEnd` as written by a session; None when absent or not one (logged)."""
+    if not raw:
+        return None
+    try:
+        return SessionEnd.model_validate(raw)
+    except ValueError as exc:
+        log.warning("ignoring a sessionEnd that is not one: %s", exc)
+        return None
+
+
 class Supervisor:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
@@ -56,7 +68,7 @@ class Supervisor:
     def launch(self, run: RunState, board: str) -> None:
         rt = self.rt
         attempt = int(run.status.get("attempts") or 0) + 1
-        status = {"phase": RUNNING, "board": board, "attempts": attempt, "resumes": 0,
+        status = {"phase": Phase.running, "board": board, "attempts": attempt, "resumes": 0,
                   "queuePosition": None, "sessionEnd": None, "boardReleased": False,
                   "progress": "starting the session",
                   "conditions": set_condition(
@@ -65,7 +77,7 @@ class Supervisor:
                       "Succeeded", "Unknown", "Booting", f"starting the session on {board}",
                       run.generation)}
         try:
-            ok = rt.kube.guarded_status_write(run.namespace, run.name, {"phase": PENDING}, status)
+            ok = rt.kube.guarded_status_write(run.namespace, run.name, {"phase": Phase.pending}, status)
         except PreconditionFailed:
             ok = False
             log.info("%s changed while being scheduled (cancelled?); not launching", run.key)
@@ -113,10 +125,10 @@ class Supervisor:
             self.observer.forget()
             return
         now = self.clock()
-        running = [r for r in rt.active_runs() if r.phase == RUNNING and not r.starting]
+        running = [r for r in rt.active_runs() if r.phase == Phase.running and not r.starting]
         for run in running:
-            end = run.status.get("sessionEnd")
-            if end and int(end.get("attempt") or 0) == int(run.status.get("attempts") or 0):
+            end = _session_end(run.status.get("sessionEnd"))
+            if end is not None and end.attempt == int(run.status.get("attempts") or 0):
                 self._ended(run, end)
                 continue
             if self.observer.alive(f"{run.namespace}/{session_lease_name(run.name)}", now):
@@ -132,13 +144,13 @@ class Supervisor:
         if run.spec.cancel or run.deleting:
             self._release(board, run.uid)
             if not run.deleting:
-                rt.finish(run, "Cancelled", "Cancelled", "cancelled (its session had ended)")
+                rt.finish(run, Phase.cancelled, Reason.cancelled, "cancelled (its session had ended)")
             rt.inventory.free(board, run.key)
             return
         resumes = int(run.status.get("resumes") or 0) + 1
         if resumes > MAX_RESUMES:
             self._release(board, run.uid)
-            rt.finish(run, FAILED, "TooManyResumes",
+            rt.finish(run, Phase.failed, Reason.too_many_resumes,
                       f"the session on {board} died {resumes} times (no Lease renewal for "
                       f"{self.observer.grace + 15:.0f} s each time); giving up after "
                       f"{MAX_RESUMES} resumes. See the session logs.")
@@ -158,21 +170,29 @@ class Supervisor:
                       f"the session stopped renewing its Lease; resumed from its checkpoints "
                       f"({resumes}/{MAX_RESUMES}): {handle}")
 
-    def _ended(self, run: RunState, end: dict[str, Any]) -> None:
+    def _ended(self, run: RunState, end: SessionEnd) -> None:
         """A runner handed the run back: charge the board only for a board fault."""
         rt = self.rt
         board = run.status.get("board") or ""
-        outcome, reason, message = end.get("outcome"), end.get("reason", ""), end.get("message", "")
         self._release(board, run.uid)
         self.launched.pop(run.key, None)
-        if outcome == "Busy":
-            rt.inventory.held(board, message)
-            rt.requeue(run, f"board {board} was taken by someone else: {message}", avoid=None)
-        elif outcome == "BoardFault":
-            quarantined = rt.inventory.board_failed(board, InfraError(message, reason=reason))
-            rt.retry_elsewhere(run, board, reason, message, quarantined, "board")
+        if end.outcome == HandBack.busy:
+            rt.inventory.held(board, end.message)
+            taken = int(run.status.get("busyRequeues") or 0) + 1
+            if taken > rt.policy.maxBusyRequeues:
+                rt.finish(run, Phase.failed, Reason.board_taken,
+                          f"the board was taken by someone else {taken} times (last {board}: "
+                          f"{end.message}); giving up after {rt.policy.maxBusyRequeues} "
+                          f"re-queues (LabPolicy maxBusyRequeues)")
+            else:
+                rt.requeue(run, f"board {board} was taken by someone else: {end.message}",
+                           avoid=None, extra={"busyRequeues": taken})
+        elif end.outcome == HandBack.board_fault:
+            quarantined = rt.inventory.board_failed(board, InfraError(end.message,
+                                                                      reason=end.reason))
+            rt.retry_elsewhere(run, board, end.reason, end.message, quarantined, "board")
         else:  # a lab fault (PDU, exporter): not the board's, but try another one
-            rt.retry_elsewhere(run, board, reason, message, False, end.get("party") or "lab")
+            rt.retry_elsewhere(run, board, end.reason, end.message, False, end.party or "lab")
         rt.inventory.free(board, run.key)
 
     def _release(self, board: str | None, uid: str) -> None:

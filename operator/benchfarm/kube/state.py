@@ -13,10 +13,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..api.models import BenchmarkRunSpec
+from ..api.outcomes import FINISHED, Phase
 from ..core.queue import QueuedRun, WaitingQueue
 
-PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = "Pending", "Running", "Succeeded", "Failed", "Cancelled"
-FINISHED = {SUCCEEDED, FAILED, CANCELLED}
 
 
 def ts(iso: str | None) -> float:
@@ -52,13 +51,13 @@ class RunState:
     @property
     def waiting(self) -> bool:
         """In the queue: Pending, not being started, deleted or cancelled."""
-        return self.phase == PENDING and not self.starting and not self.deleting and \
+        return self.phase == Phase.pending and not self.starting and not self.deleting and \
             not self.spec.cancel
 
     @property
     def active(self) -> bool:
         """Being started, or running (holding its board, or uploading after releasing it)."""
-        return self.phase == RUNNING or self.starting
+        return self.phase == Phase.running or self.starting
 
     def ref(self) -> dict[str, Any]:
         return {"apiVersion": "benchfarm.io/v1alpha1", "kind": "BenchmarkRun",

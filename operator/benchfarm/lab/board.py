@@ -107,6 +107,8 @@ class Board:
         try:
             lines, _, code = self.shell.run(command, timeout=timeout)
             return CommandResult(command, "\n".join(lines), code, time.monotonic() - start)
+        except BoardFault:   # the strategy saw the board go down (its failure markers)
+            raise
         except Exception as exc:
             # pexpect's TIMEOUT, or a labgrid timeout error: the command overran, not the shell
             if isinstance(exc, PexpectTimeout) or "TIMEOUT" in type(exc).__name__.upper():

@@ -15,6 +15,7 @@ dated by the power driver's own labgrid step (`on`, done), the stages by the con
 from __future__ import annotations
 
 import enum
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -81,6 +82,7 @@ if not isinstance(steps._stack, _PerThreadStack):
 
 # The boot stage the strategy itself dates: the bootloader at its prompt, its init commands run.
 BOOTLOADER_READY = "bootloader-ready"
+CRASH_CARRY = 256         # characters of the previous console chunk searched with the next
 
 
 class Status(enum.Enum):
@@ -114,6 +116,8 @@ class BenchfarmStrategy(Strategy):
         self.sink: Callable[[float, bytes], None] | None = None
         self.power_on_wall: float | None = None
         self._watcher: BootWatcher | None = None
+        self._crash_patterns: list[re.Pattern[str]] = []
+        self._crash_carry = ""   # the end of the last chunk: a marker may span two reads
         self.software: dict[str, str] = {}   # bootloader variables naming staged software
 
     def deploy(self, variables: dict[str, str]) -> None:
@@ -136,6 +140,7 @@ class BenchfarmStrategy(Strategy):
         """The device type's boot markers, and who else sees every console byte (the run's
         serial log). The boot ends at the ShellDriver's prompt."""
         self.boot_spec, self.sink = boot_spec, sink
+        self._crash_patterns = [re.compile(rx) for rx in boot_spec.failures]
         self._hook_console()
 
     def _hook_console(self) -> None:
@@ -160,11 +165,31 @@ class BenchfarmStrategy(Strategy):
             self.sink(when, data)
         if self._watcher is not None:
             self._watcher.feed(when, data)
+        elif self.status == Status.shell and self._crash_patterns:
+            self._crash_watch(data)
+
+    def _crash_watch(self, data: bytes) -> None:
+        """At the shell (a command running): the device type's failure markers (a kernel panic)
+        mean the board went down under the command. Raised into whoever reads the console, so
+        the command stops at once instead of waiting out its timeout; who is to blame is the
+        session's decision (`session.blame`), not this one's."""
+        text = self._crash_carry + data.decode("utf-8", "replace")
+        self._crash_carry = text[-CRASH_CARRY:]
+        for rx in self._crash_patterns:
+            if m := rx.search(text):
+                start = text.rfind("\n", 0, m.start()) + 1
+                end = text.find("\n", m.end())
+                line = text[start: end if end >= 0 else None].strip()
+                self.status, self._crash_carry = Status.unknown, ""
+                raise BoardFault(f"{self.place}: the board went down while a command ran: "
+                                 f"{line[:300]}", reason="BoardCrashed")
 
     # -- transitions --------------------------------------------------------------------------
     def _activate(self, driver: Any) -> None:
         try:
             self.target.activate(driver)
+        except BoardFault:   # the board went down as the driver started (`_crash_watch`)
+            raise
         except Exception as exc:
             raise InfraError(f"{self.place}: cannot activate {type(driver).__name__}: "
                              f"{type(exc).__name__}: {first_line(exc)}",

@@ -1,0 +1,68 @@
+"""What the operator and a board session agree on about a run's course: one typed definition each.
+
+The session writes these into the run's status and the operator reads them back (and the other
+way round); both import them from here, so a phase, a hand-back or a reason is never a string
+spelled on one side and compared on the other. `StrEnum`s: they serialise as their value and
+compare equal to it, so a status read from the API server needs no conversion.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Phase(StrEnum):
+    """`status.phase` of a BenchmarkRun."""
+
+    pending = "Pending"
+    running = "Running"
+    succeeded = "Succeeded"
+    failed = "Failed"
+    cancelled = "Cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (Phase.succeeded, Phase.failed, Phase.cancelled)
+
+
+FINISHED = frozenset({Phase.succeeded, Phase.failed, Phase.cancelled})
+
+
+class HandBack(StrEnum):
+    """How a session gave its run back to the operator (`status.sessionEnd.outcome`): the
+    operator decides what follows. Only `board_fault` ever counts against the board."""
+
+    board_fault = "BoardFault"   # the board itself failed (its own image too): charge, move
+    busy = "Busy"                # someone else holds the place: back to the queue, bounded
+    lab_fault = "LabFault"       # a PDU, exporter, staging: not the board's; try another
+
+
+class Reason(StrEnum):
+    """Reasons of the `Succeeded` condition that the operator acts on."""
+
+    completed = "Completed"
+    suites_failed = "SuitesFailed"      # suites failed on a healthy board: the board is fine
+    run_crashed_board = "RunCrashedBoard"   # the run's own suite took the board down, and the
+    #                                         board's own image booted again: the board is fine
+    cancelled = "Cancelled"
+    too_many_resumes = "TooManyResumes"
+    board_taken = "BoardTaken"          # sent back to the queue (Busy) more times than allowed
+
+    @property
+    def board_is_fine(self) -> bool:
+        """A run that ended so proves its board healthy: its failure count starts over."""
+        return self in (Reason.completed, Reason.suites_failed, Reason.run_crashed_board)
+
+
+class SessionEnd(BaseModel):
+    """`status.sessionEnd`: a session's hand-back, for the attempt it ran."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    attempt: int
+    outcome: HandBack
+    reason: str = ""
+    message: str = ""
+    party: str = "lab"

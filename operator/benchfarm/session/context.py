@@ -1,0 +1,93 @@
+"""What every part of one session shares: its configuration and the run it serves.
+
+The runner builds one `RunContext` from the run as the operator launched it; the step runner
+(`session.steps`), the blame decision (`session.blame`) and the results (`session.reporting`)
+read it. Nothing here is taken from a run's status that the tenant could have written: the
+spec is immutable after admission and the prefix is computed from it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..api.models import BenchmarkRunSpec, SoftwareSet, SuiteSpec
+from ..core import steps as st
+from ..kubeapi.client import Kube
+from ..store.spool import Spool
+from .lifeline import Lifeline
+from .status import StatusWriter
+
+
+@dataclass
+class Config:
+    coordinator: str
+    device_types: Path
+    spool: Path
+    environment: dict[str, str]
+    software_cache: Path = Path("/tmp/benchfarm/software")
+    lease_seconds: int = 15
+    renew_seconds: float = 3.0
+
+    @classmethod
+    def from_env(cls) -> Config:
+        env = {}
+        peer = os.environ.get("BENCHFARM_IPERF3_PEER")
+        if peer:
+            host, _, port = peer.partition(":")
+            env = {"BENCHFARM_IPERF3_HOST": host, "BENCHFARM_IPERF3_PORT": port or "5201"}
+        state = Path(os.environ.get("BENCHFARM_STATE", "/tmp/benchfarm"))
+        return cls(coordinator=os.environ.get("LG_COORDINATOR", "127.0.0.1:20408"),
+                   device_types=Path(os.environ.get("BENCHFARM_DEVICE_TYPES",
+                                                    "exporters/device-types")),
+                   spool=Path(os.environ.get("BENCHFARM_SPOOL", state / "spool")),
+                   environment=env,
+                   software_cache=Path(os.environ.get("BENCHFARM_SOFTWARE_CACHE",
+                                                      state / "software")),
+                   lease_seconds=int(os.environ.get("BENCHFARM_SESSION_LEASE_SECONDS", "15")))
+
+
+@dataclass
+class RunContext:
+    """One run as this session serves it (one attempt = one board)."""
+
+    namespace: str
+    name: str
+    uid: str
+    spec: BenchmarkRunSpec
+    suites: list[SuiteSpec]
+    place: str
+    attempt: int
+    resume: int
+    deadline: float                 # monotonic: the run's timeout
+    prefix: str                     # the run's keys in the store
+    config: Config
+    kube: Kube
+    lifeline: Lifeline
+    status: StatusWriter
+    spool: Spool
+
+    def sides(self) -> list[tuple[str, str, SoftwareSet | None]]:
+        """(key, label, software set or None) of each side: key "" for a one-sided run."""
+        sets = self.spec.software_sets()
+        return [(key, label, software)
+                for key, (label, software) in zip(st.side_keys(len(sets)), sets)]
+
+    def iterations(self) -> int:
+        """Measured iterations planned: fixed, or at most repeat.maxIterations."""
+        return self.spec.repeat.maxIterations if self.spec.repeat else self.spec.iterations
+
+    def plan(self) -> list[st.Step]:
+        return st.plan_steps(self.spec.bootCycles, [s.name for s in self.suites],
+                             self.iterations(), self.spec.warmupIterations,
+                             sides=len(self.spec.software_sets()))
+
+    def done_steps(self) -> set[str]:
+        """Names of the steps this attempt has checkpointed (in the spool or the store)."""
+        prefix = st.checkpoint_prefix(self.prefix, self.attempt)
+        return self.lifeline.wait_out("read the checkpoints",
+                                      lambda: st.done_names(self.spool.keys(prefix), prefix))
+
+    def serial_key(self) -> str:
+        return f"{self.prefix}/serial/attempt-{self.attempt:03d}-run-{self.resume:02d}.log"

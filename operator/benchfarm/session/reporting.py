@@ -1,0 +1,94 @@
+"""The end of a session that ran every step: results, reports and the serial log, from checkpoints.
+
+This needs no board: it reads what the steps checkpointed in this attempt, so a session resumed
+after it had released its board (or with no step left) comes straight here and never touches the
+board again. It ends the run (`Succeeded`, or `SuitesFailed`), with the regression verdict
+against a baseline or between the A/B sides.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from ..api.devicetype import DeviceType
+from ..api.models import LabPolicySpec
+from ..api.outcomes import Phase, Reason
+from ..errors import InfraError, RunError
+from ..store.artifacts import ArtifactStore
+from .context import RunContext
+from .steps import read_checkpoints
+
+log = logging.getLogger("benchfarm.session")
+
+
+def complete(ctx: RunContext, dtype: DeviceType) -> None:
+    from . import results as res
+    got = res.Collected()
+    for c in read_checkpoints(ctx):
+        got.add(c)
+    spec = ctx.spec
+    baseline_doc = _baseline_doc(ctx, spec.baseline) if spec.baseline else None
+    policy_body = ctx.kube.get_cluster("labpolicies", "default")
+    policy = LabPolicySpec(**(policy_body or {}).get("spec") or {}) if policy_body else None
+    run_info = {"namespace": ctx.namespace, "name": ctx.name, "uid": ctx.uid,
+                "board": ctx.place, "deviceType": dtype.name,
+                "plan": spec.plan or "(inline)", "iterations": ctx.iterations(),
+                "bootCycles": spec.bootCycles, "attempt": ctx.attempt,
+                "warmupIterations": spec.warmupIterations, "resumes": ctx.resume}
+    sides = ctx.sides()
+    if len(sides) == 2:
+        labels = {key: label for key, label, _ in sides}
+        docs = res.build_ab(run_info, dtype, ctx.suites, got, labels, policy=policy)
+        got.provenance = {labels[k]: c.provenance for k, c in got.sides.items()}
+        got.boots = [b for c in got.sides.values() for b in c.boots]
+        got.records = [r for c in got.sides.values() for r in c.records]
+    else:
+        docs = res.build(run_info, dtype, ctx.suites, got, baseline=spec.baseline,
+                         baseline_doc=baseline_doc, policy=policy, repeat=spec.repeat)
+    urls = [serial_log(ctx)]
+    for name, (data, ctype) in docs.files.items():
+        urls.append(ctx.spool.put(f"{ctx.prefix}/{name}", data, ctype))
+    urls.append(ctx.spool.store.url(f"{ctx.prefix}/raw/"))
+    if not ctx.spool.drain(ctx.deadline):
+        raise RunError(f"the run's timeout ran out while uploading artifacts: "
+                       f"{ctx.spool.last_error}", reason="RunTimeout")
+    status: dict[str, Any] = {"results": docs.results, "artifacts": urls,
+                              "provenance": got.provenance,
+                              "progress": f"done ({len(got.records)} suite runs)"}
+    if docs.regression is not None:
+        ctx.status.condition("Regressed", *docs.regression)
+    if docs.failed:
+        ctx.status.finish(Phase.failed, Reason.suites_failed,
+                          f"{len(docs.failed)} suite(s) failed: {', '.join(docs.failed)}; see "
+                          f"report.md", status)
+    else:
+        ctx.status.finish(Phase.succeeded, Reason.completed,
+                          f"{len(got.boots)} boot(s) timed and {len(got.records)} suite runs on "
+                          f"{ctx.place}", status)
+    if docs.regression is not None and docs.regression[0] == "True":
+        ctx.status.event("Warning", "Regressed", docs.regression[2])
+
+
+def serial_log(ctx: RunContext) -> str:
+    """serial.log: every console byte of this attempt, across resumes, in order."""
+    parts = sorted(k for k in ctx.lifeline.wait_out("list serial logs", lambda: ctx.spool.keys(
+        f"{ctx.prefix}/serial/attempt-{ctx.attempt:03d}-")))
+    data = b"".join(ctx.lifeline.wait_out("read a serial log", lambda k=k: ctx.spool.get(k))
+                    for k in parts)
+    return ctx.spool.put(f"{ctx.prefix}/serial.log", data, "text/plain")
+
+
+def _baseline_doc(ctx: RunContext, baseline: str) -> dict[str, Any] | None:
+    base = ctx.kube.get_run(ctx.namespace, baseline)
+    if base is None or (base.get("status") or {}).get("phase") not in (Phase.succeeded,
+                                                                        Phase.failed):
+        return None
+    prefix = ArtifactStore.run_prefix(ctx.namespace, baseline, base["metadata"]["uid"],
+                                      base["spec"].get("artifactPrefix", ""))
+    try:
+        return json.loads(ctx.lifeline.wait_out("read the baseline", lambda: ctx.spool.store.get(
+            f"{prefix}/metrics.json")))
+    except InfraError:
+        return None

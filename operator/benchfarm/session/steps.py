@@ -1,0 +1,194 @@
+"""The steps of a session on its board, each checkpointed before the next one starts.
+
+Fetch and verify the software under test (before the board is touched), stage it on the board's
+exporter, then the plan's steps (`core.steps`): timed boots, provenance probes, every suite of
+every iteration. Each finished step goes to the spool and the store under its name, so a session
+that dies and is launched again skips what is there and goes on with the first missing step.
+A step that fails on the board is not judged here: `session.blame` decides who is to blame.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from ..api.devicetype import DeviceType
+from ..core import steps as st
+from ..core.repeat import decide
+from ..core.stats import seed_format
+from ..errors import BoardFault
+from ..lab.session import BoardSession, BootResult
+from ..store.software import Fetched, SoftwareCache
+from .blame import Blame
+from .context import RunContext
+
+log = logging.getLogger("benchfarm.session")
+
+CONSOLE_RECOVERIES = 2      # power-cycles to get a dropped console back before it is a fault
+
+
+class StepRunner:
+    def __init__(self, ctx: RunContext, dtype: DeviceType) -> None:
+        self.ctx, self.dtype = ctx, dtype
+        self.session: BoardSession | None = None
+        self.software: dict[str, dict[str, Fetched]] = {}   # side -> part -> verified file
+        self.variables: dict[str, dict[str, str]] = {}      # side -> bootloader variables
+        self.steps_total = self.steps_done = 0
+        self.boot_values: list[float] | None = None
+
+    # -- before the board ---------------------------------------------------------------------
+    @staticmethod
+    def fetch_software(ctx: RunContext, cache: SoftwareCache) -> dict[str, dict[str, Fetched]]:
+        """Every software set of the run, downloaded and verified before the board is touched:
+        by side (`st.side_keys`), part -> file. A bad digest or URL is the run's error."""
+        out = {}
+        for key, label, software in ctx.sides():
+            if software is not None and software.parts() != ["bootArgs"]:
+                ctx.status.progress(f"fetching software{f' {label}' if label else ''}", "Booting")
+                out[key] = ctx.lifeline.wait_out("fetch the software",
+                                                 lambda s=software: cache.fetch_set(s))
+        return out
+
+    # -- on the board -------------------------------------------------------------------------
+    def stage(self) -> None:
+        """Stage every side's software on the board's exporter: side -> bootloader variables."""
+        from ..lab.deploy import stage, with_modules
+        assert self.session is not None
+        for key, _, software in self.ctx.sides():
+            if software is None:
+                continue
+            files = {part: f.path for part, f in self.software.get(key, {}).items()}
+            if "modules" in files:
+                files["initrd"] = with_modules(files["initrd"], files.pop("modules"))
+            self.variables[key] = stage(self.session.board.target, files, software.bootArgs)
+
+    def boot(self, side: str) -> BootResult:
+        """A power cycle into the side's software (or the board's own)."""
+        assert self.session is not None
+        self.session.board.strategy.deploy(self.variables.get(side, {}))
+        return self.session.boot()
+
+    def boot_own(self) -> BootResult:
+        """A power cycle into the board's own image, whatever the run deploys."""
+        assert self.session is not None
+        self.session.board.strategy.deploy({})
+        return self.session.boot()
+
+    def run(self, todo: list[st.Step]) -> None:
+        """The steps still to do, each checkpointed; faults go to the blame decision."""
+        session = self.session
+        assert session is not None
+        blame = Blame(self.ctx, self.boot_own)
+        self.stage()
+        if todo and todo[0].kind != st.BOOT:
+            self.boot(todo[0].side)   # resuming mid-plan: the board's state is unknown
+        recoveries = 0
+        for step in todo:
+            if self.enough(step):
+                break
+            try:
+                checkpoint = self.run_step(step)
+            except BoardFault as exc:
+                if session.cancelled.is_set():
+                    raise
+                if exc.reason == "SerialFailed" and recoveries < CONSOLE_RECOVERIES:
+                    recoveries += 1     # the console's connection dropped: not the run's doing
+                    log.warning("console lost during %s (%s); power-cycling (%d/%d)", step.name,
+                                exc, recoveries, CONSOLE_RECOVERIES)
+                    session.board.close()
+                    self.boot(step.side)
+                    checkpoint = self.run_step(step)
+                else:
+                    raise blame.step_failed(step, exc) from exc
+            self.checkpoint(step, checkpoint)
+
+    def enough(self, step: st.Step) -> bool:
+        """With spec.repeat, before each new iteration: do the checkpoints already say enough?"""
+        ctx = self.ctx
+        rule = ctx.spec.repeat
+        if rule is None or step.kind != st.SUITE or step.suite_index != 0 or step.warmup:
+            return False
+        from . import results as res
+        got = res.Collected()
+        for c in self.checkpoints():
+            got.add(c)
+        measured = step.iteration - 1 - ctx.spec.warmupIterations
+        verdict = decide(res.headline_values(got.records, ctx.suites), rule.relativeCI95,
+                         measured, rule.minIterations, rule.maxIterations)
+        if verdict is not None:
+            log.info("%s/%s: %s after %d iteration(s); not starting iteration %d",
+                     ctx.namespace, ctx.name, verdict, measured, step.iteration)
+        return verdict is not None
+
+    def run_step(self, step: st.Step) -> dict[str, Any]:
+        ctx, session = self.ctx, self.session
+        assert session is not None
+        label = f"step {self.steps_done + 1}/{self.steps_total}: {step.name}"
+        if step.kind == st.BOOT:
+            ctx.status.progress(f"boot {step.cycle}/{ctx.spec.bootCycles}" if not step.side else
+                                f"boot into {step.side.upper()}, iteration {step.cycle}",
+                                "Booting")
+            boot = self.boot(step.side)
+            if boot.failed_attempts:
+                ctx.status.event("Warning", "BootRetried",
+                                 f"{session.place}: boot {step.cycle} took "
+                                 f"{len(boot.failed_attempts) + 1} power cycles; the failed: "
+                                 f"{'; '.join(boot.failed_attempts)}"[:1000])
+            return {"kind": st.BOOT, "cycle": step.cycle, "side": step.side,
+                    "phases": boot.phases, "events": boot.events,
+                    "powerOnWall": boot.power_on_wall, "kernelClock": boot.kernel_clock,
+                    **({"failedAttempts": boot.failed_attempts} if boot.failed_attempts else {})}
+        if step.kind == st.PROVENANCE:
+            return {"kind": st.PROVENANCE, "side": step.side,
+                    "provenance": {**session.provenance(ctx.suites),
+                                   **self.software_provenance(step.side)}}
+        spec = ctx.suites[step.suite_index]
+        ctx.status.progress(f"iteration {step.iteration}/"
+                            f"{ctx.spec.warmupIterations + ctx.iterations()}"
+                            f"{' (warm-up)' if step.warmup else ''}, suite {spec.name} ({label})",
+                            "Running")
+        record, output, evidence = session.suite(spec, step.iteration, step.warmup)
+        key = st.raw_key(ctx.prefix, spec.name, step.iteration, step.side)
+        record.artifact = ctx.spool.put(key, output.encode(), "text/plain")
+        return {"kind": st.SUITE, "side": step.side, "record": record.as_dict(),
+                "evidence": evidence}
+
+    def software_provenance(self, side: str) -> dict[str, Any]:
+        label, software = next((lbl, sw) for key, lbl, sw in self.ctx.sides() if key == side)
+        if software is None:
+            return {}
+        files = {part: f.provenance() for part, f in self.software.get(side, {}).items()}
+        return {"software": {"name": label, **files,
+                             **({"bootArgs": software.bootArgs} if software.bootArgs else {})}}
+
+    def checkpoint(self, step: st.Step, checkpoint: dict[str, Any]) -> None:
+        ctx = self.ctx
+        key = st.checkpoint_key(ctx.prefix, ctx.attempt, step)
+        ctx.spool.put(key, json.dumps(checkpoint).encode(), "application/json")
+        self.steps_done += 1
+        extra: dict[str, Any] = {"checkpoint": {"attempt": ctx.attempt, "done": self.steps_done,
+                                                "total": self.steps_total, "last": step.name}}
+        if step.kind == st.BOOT:
+            if self.boot_values is None:   # boots checkpointed before a resume count too
+                self.boot_values = [c["phases"][self.dtype.boot.headline]
+                                    for c in self.checkpoints() if c["kind"] == st.BOOT and
+                                    self.dtype.boot.headline in c["phases"]]
+            else:
+                value = checkpoint["phases"].get(self.dtype.boot.headline)
+                if value is not None:
+                    self.boot_values.append(value)
+            if self.boot_values:
+                extra["bootSeconds"] = seed_format(self.boot_values)
+        ctx.status.progress(f"{step.name} done",
+                            "Booting" if step.kind == st.BOOT else "Running", extra=extra)
+
+    def checkpoints(self) -> list[dict[str, Any]]:
+        return read_checkpoints(self.ctx)
+
+
+def read_checkpoints(ctx: RunContext) -> list[dict[str, Any]]:
+    """This attempt's checkpoints, in the plan's order."""
+    names = ctx.done_steps()
+    return [json.loads(ctx.lifeline.wait_out("read a checkpoint", lambda s=s: ctx.spool.get(
+        st.checkpoint_key(ctx.prefix, ctx.attempt, s)))) for s in ctx.plan() if s.name in names]
