@@ -389,3 +389,43 @@ def test_a_thousand_invalid_runs_at_admission(custom, record):
     assert rejected >= 900, res.stderr[-2000:]
     assert refused == 100
     assert ok_st["phase"] == "Succeeded"
+
+
+# -- the session dies after it released its board ---------------------------------------------------
+def test_a_session_killed_after_releasing_its_board_builds_its_results_without_it(custom, record):
+    """Frozen the moment its status says `boardReleased` (it is building the reports), another
+    run takes the board, then it is killed: the resumed session builds the results from its
+    checkpoints. It never re-acquires the board, starts no new attempt, redoes no step and
+    leaves the other run alone."""
+    taker = unique("taker")
+    frozen = []
+
+    def disrupt(name):
+        wait_for(f"{name} to release its board", lambda: status(custom, name).get("boardReleased")
+                 or status(custom, name).get("phase") in ("Succeeded", "Failed"),
+                 timeout=400, every=0.05)
+        pids = session_pids("default", name)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        frozen.extend(pids)
+        st = status(custom, name)
+        assert st.get("phase") == "Running" and pids, f"the moment was missed: {st.get('phase')}"
+        snap = objects(custom, name)
+        apply(run_yaml(taker, plan="chaos", selector={"board": st["board"]}, iterations=1))
+        wait_console(custom, taker, mark(taker))
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        return snap, time.monotonic()
+    try:
+        st = scenario(custom, record, "session killed after releasing its board",
+                      unique("released"), disrupt)
+    finally:
+        for pid in frozen:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert st["attempts"] == 1 and st["resumes"] == 1
+    other = finished(custom, taker, timeout=400)
+    assert other["phase"] == "Succeeded" and other["attempts"] == 1 and \
+        other.get("resumes", 0) == 0, other

@@ -1,0 +1,186 @@
+"""Issue 22 on the real stack: what a tenant can try against a shared lab, and what it gets.
+
+Each test is one attempt (or one kind of attempt over every board type): a real BenchmarkRun on
+the embedded lab, and checks of what a lab engineer cares about — nothing of another namespace
+leaked or reached, no finished step redone and no evidence lost, no healthy board charged or
+quarantined. `make misuse` prints the table (tests/misuse/conftest.py); any breach fails.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import yaml
+
+import benchfarm_devlab as devlab
+from tests.stack.conftest import apply, kube, lab, operator, wait_for  # noqa: F401 (fixtures)
+from tests.stack.runs import GROUP, VERSION, cond, finished, get, run_yaml, status, unique
+
+pytestmark = pytest.mark.stack
+
+PANIC_PLAN = """
+apiVersion: benchfarm.io/v1alpha1
+kind: TestPlan
+metadata: {name: misuse-panic}
+spec:
+  suites:
+    - {name: hello, suite: shell, command: 'echo bf-hello', timeoutSeconds: 30}
+    - name: crash
+      suite: shell
+      command: 'echo bf-crash; echo c > /proc/sysrq-trigger; sleep 120'
+      timeoutSeconds: 180
+"""
+DEVICE_TYPES = ["qemu-x86", "qemu-arm64-a53", "qemu-x86-gpu", "qemu-x86-bench",
+                "qemu-x86-sigrok"]
+
+
+@pytest.fixture(scope="module")
+def custom(kube, operator):  # noqa: F811
+    from kubernetes import client
+    apply(PANIC_PLAN)
+    return client.CustomObjectsApi(kube)
+
+
+def boards(custom):
+    items = custom.list_cluster_custom_object(GROUP, VERSION, "boards")["items"]
+    return {b["metadata"]["name"]: b.get("status") or {} for b in items}
+
+
+def charged(before, after):
+    return sum(max(0, (after[b].get("consecutiveInfraFailures") or 0) -
+                   (s.get("consecutiveInfraFailures") or 0)) for b, s in before.items()
+               if b in after)
+
+
+def store():
+    from benchfarm.store.artifacts import ArtifactStore, StoreConfig
+    return ArtifactStore(StoreConfig.from_env())
+
+
+def test_a_plan_that_panics_the_kernel_is_the_runs_fault_on_every_board_type(custom, attempt):
+    """`echo c > /proc/sysrq-trigger` in a suite: the command stops at the panic, the board's own
+    image boots again, and the run fails RunCrashedBoard on its first board; no board is charged,
+    quarantined or tried after it."""
+    before = boards(custom)
+    names = {dt: unique(f"panic-{dt.split('-', 1)[-1]}") for dt in DEVICE_TYPES}
+    for dt, name in names.items():
+        apply(run_yaml(name, plan="misuse-panic", selector={"deviceType": dt}))
+    results = {dt: finished(custom, name, timeout=600) for dt, name in names.items()}
+    after = boards(custom)
+    n_charged = charged(before, after)
+    quarantined = [b for b, s in after.items() if s.get("state") == "Quarantined"
+                   and before.get(b, {}).get("state") != "Quarantined"]
+    for dt, st in results.items():
+        reason = cond(st).get("reason")
+        attempt(f"a suite panics the kernel ({dt})",
+                f"{st.get('phase')}/{reason} after {st.get('attempts')} board(s)",
+                charged=n_charged if dt == DEVICE_TYPES[0] else 0)
+    assert n_charged == 0 and not quarantined, (n_charged, quarantined)
+    for dt, st in results.items():
+        assert st["phase"] == "Failed" and cond(st)["reason"] == "RunCrashedBoard", (dt, st)
+        assert st["attempts"] == 1, (dt, st)
+        assert "booted to its prompt" in cond(st)["message"], cond(st)
+
+
+def test_minio_down_when_a_run_fails_loses_nothing(custom, attempt):
+    """The store is down when the run fails (its suite panics the board): the run ends at once,
+    and its serial log and checkpoints reach the store when it is back."""
+    name = unique("fail-nostore")
+    apply(run_yaml(name, plan="misuse-panic", selector={"deviceType": "qemu-x86"}))
+    wait_for(f"{name} to boot", lambda: (status(custom, name).get("checkpoint") or {})
+             .get("done", 0) >= 1, timeout=300, every=0.2)
+    devlab.stop_process("minio")
+    try:
+        st = finished(custom, name, timeout=300)
+        time.sleep(3)
+    finally:
+        devlab.up()
+    uid = get(custom, name)["metadata"]["uid"]
+    prefix = f"default/{name}/{uid}/"
+    want = {f"{prefix}serial/attempt-001-run-00.log",
+            f"{prefix}checkpoints/attempt-001/boot-001.json",
+            f"{prefix}checkpoints/attempt-001/provenance.json"}
+
+    def uploaded():
+        return want <= set(store().list(prefix))
+    got = wait_for("the spooled artifacts in the store", uploaded, timeout=120, every=1)
+    attempt("the store is down when the run fails",
+            f"{st['phase']}/{cond(st).get('reason')}; spool uploaded when the store was back",
+            lost=not got)
+    assert cond(st)["reason"] == "RunCrashedBoard"
+
+
+def test_a_thousand_runs_from_one_namespace_against_max_boards_one(custom, attempt):
+    """One namespace floods the queue with 1,000 runs under `maxBoards: 1`: it never holds more
+    than one board, another namespace's run still starts and finishes, and the operator's
+    memory stays bounded."""
+    from kubernetes import client
+    core = client.CoreV1Api()
+    flood, other_ns = "misuse-flood", "misuse-other"
+    for ns in (flood, other_ns):
+        try:
+            core.create_namespace({"metadata": {"name": ns}})
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+    old = None
+    try:
+        old = custom.get_cluster_custom_object(GROUP, VERSION, "labpolicies", "default")
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+    spec = (old or {}).get("spec") or {}
+    entries = [e for e in spec.get("namespaces", []) if e.get("namespace") != flood]
+    policy = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LabPolicy",
+              "metadata": {"name": "default"},
+              "spec": {**spec, "namespaces": [{"namespace": flood, "maxBoards": 1}, *entries]}}
+    apply(yaml.safe_dump(policy))
+    rss_before = _operator_rss()
+    try:
+        t0 = time.monotonic()
+        body = yaml.safe_load(run_yaml("x", ns=flood))
+        for i in range(1000):
+            body["metadata"]["name"] = f"flood-{i:04d}"
+            custom.create_namespaced_custom_object(GROUP, VERSION, flood, "benchmarkruns", body)
+        created = time.monotonic() - t0
+        other = unique("other")
+        apply(run_yaml(other, ns=other_ns))
+        most = 0
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            runs = custom.list_namespaced_custom_object(GROUP, VERSION, flood,
+                                                        "benchmarkruns")["items"]
+            holding = sum(1 for r in runs if (r.get("status") or {}).get("phase") == "Running"
+                          and not (r.get("status") or {}).get("boardReleased"))
+            most = max(most, holding)
+            if status(custom, other, other_ns).get("phase") in ("Succeeded", "Failed"):
+                break
+            time.sleep(1)
+        st = status(custom, other, other_ns)
+        rss_after = _operator_rss()
+        grown = (rss_after - rss_before) / 1024
+        ok = most <= 1 and st.get("phase") == "Succeeded"
+        attempt("1,000 runs from one namespace, maxBoards: 1",
+                f"at most {most} board held; the other namespace's run {st.get('phase')}; "
+                f"operator RSS +{grown:.0f} MiB", leaked=not ok)
+        assert most <= 1
+        assert st.get("phase") == "Succeeded", st
+        assert grown < 200, f"operator RSS grew {grown:.0f} MiB (created in {created:.0f} s)"
+    finally:
+        custom.delete_collection_namespaced_custom_object(GROUP, VERSION, flood, "benchmarkruns")
+        if old is not None:
+            old["metadata"] = {"name": "default"}
+            apply(yaml.safe_dump(old))
+        else:
+            custom.delete_cluster_custom_object(GROUP, VERSION, "labpolicies", "default")
+
+
+def _operator_rss() -> int:
+    """The local operator's resident memory, KiB."""
+    pid = devlab.running_pid("benchfarm-operator")
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
