@@ -204,7 +204,7 @@ def person_holds(boards: list[int], hold: bool) -> None:
 
 
 def teardown() -> None:
-    kubectl("delete", "labpolicy", "scale-bench", "--ignore-not-found")
+    devlab.apply_lab_policy()   # the lab's own LabPolicy again
     for ns in [*teams(), PROBE_NS]:
         devlab.kubectl("delete", "namespace", ns, "--wait=false", check=False, capture=True)
     scale.down()
@@ -325,7 +325,7 @@ def run_phases(args: argparse.Namespace, pid: int) -> dict:
               flush=True)
     t_window_end = time.time()
     # -- probes: the teams paused, a free board for each probe run
-    policy = {"apiVersion": GROUP_VERSION, "kind": "LabPolicy", "metadata": {"name": "scale-bench"},
+    policy = {"apiVersion": GROUP_VERSION, "kind": "LabPolicy", "metadata": {"name": "default"},
               "spec": {"namespaces": [{"namespace": ns, "maxBoards": 0} for ns in teams()]}}
     kubectl("apply", "-f", "-", input=yaml.safe_dump(policy))
     wait_metric("benchfarm_runs_running", lambda v: v == 0, 180)

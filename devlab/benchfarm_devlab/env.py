@@ -5,12 +5,24 @@ settings, PATH) written once the lab is up, read back by tests and the demo, and
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
 import subprocess
 from pathlib import Path
 
-from .config import BUCKET, CACHE, DEVICE_TYPES, HELM_VERSION, K8S_VERSION, PORTS, STATE, VENV_BIN
+from .config import (BUCKET, CACHE, DEVICE_TYPES, HELM_VERSION, HOST_ADDR, K8S_VERSION, POD_CIDR, PORTS,
+                     SERVICE_CIDR, STATE, VENV_BIN)
 from .pki import minio_credentials, write_kubeconfig
+
+
+def signing_key() -> str:
+    """The key the operator signs its sessions' suites with (benchfarm.core.trust): made once per
+    state directory, readable by its owner only."""
+    path = STATE / "signing-key"
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(36))
+    return path.read_text().strip()
 
 
 def write_env() -> Path:
@@ -34,6 +46,10 @@ def write_env() -> Path:
         "BENCHFARM_METRICS_ADDR": "127.0.0.1",
         "BENCHFARM_SESSION_PIDS": str(STATE / "pids"),
         "BENCHFARM_SSH_CONFIG": str(STATE / "ssh" / "config"),   # exporters' SSH (sshd.py)
+        "BENCHFARM_SIGNING_KEY": signing_key(),
+        # no software from the one-node cluster's pods and Services or the host's bridge address
+        # (the lab's own services are on 127.0.0.1, refused anyway)
+        "BENCHFARM_INTERNAL_CIDRS": f"{POD_CIDR},{SERVICE_CIDR},{HOST_ADDR}/32",
     }
     lines = [f"export {k}='{v}'" for k, v in env.items()]
     helm_dir = CACHE / "bin" / f"helm-{HELM_VERSION}"

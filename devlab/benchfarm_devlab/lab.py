@@ -5,6 +5,7 @@ cluster Deployment runs.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -19,10 +20,27 @@ from .processes import http_ok, running_pid, start_process, stop_process
 from .sshd import start_sshd, stop_masters
 
 
+# The lab's LabPolicy: namespace `default` (the examples', the demo's) may boot software from its
+# own folder and the kernel builds the lab publishes under builds/ (builds.py); others may not.
+LAB_POLICY = {
+    "apiVersion": "benchfarm.io/v1alpha1", "kind": "LabPolicy", "metadata": {"name": "default"},
+    "spec": {"namespaces": [{"namespace": "default", "allowSoftware": True,
+                             "softwareSources": ["builds/"]}]}}
+
+
+def apply_lab_policy() -> None:
+    """The lab's LabPolicy `default` as above, and nothing else (stack tests that change it put
+    it back: fields another apply set must not linger)."""
+    kubectl("delete", "labpolicy", "default", "--ignore-not-found", capture=True)
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", capture=True,
+            input=json.dumps(LAB_POLICY))
+
+
 def install_crds_and_plans() -> None:
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"), capture=True)
     kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all", capture=True)
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "testplans"), capture=True)
+    apply_lab_policy()
 
 
 def start_operator() -> None:

@@ -27,14 +27,13 @@ def _split(run: str) -> tuple[str, str]:
 def metrics(run: str) -> dict[str, Any]:
     """The metrics document of a finished run NAMESPACE/NAME (or NAME in `default`)."""
     from .kubeapi.client import Kube
-    from .store.artifacts import ArtifactStore, StoreConfig
+    from .store.artifacts import ArtifactStore, StoreConfig, run_prefix
     ns, name = _split(run)
     body = Kube(outage_budget=10).get_run(ns, name)
     if body is None:
         raise NotFound(f"run {ns}/{name} not found", reason="RunNotFound")
     store = ArtifactStore(StoreConfig.from_env(), attempts=2)
-    prefix = store.run_prefix(ns, name, body["metadata"]["uid"],
-                              body["spec"].get("artifactPrefix", ""))
+    prefix = run_prefix(ns, name, body["metadata"]["uid"], body["spec"].get("artifactPrefix", ""))
     key = f"{prefix}/metrics.json"
     if store.sha256(key) is None:
         phase = (body.get("status") or {}).get("phase", "Pending")

@@ -229,7 +229,7 @@ def test_a_board_that_never_boots_is_quarantined_and_the_run_moves_on(custom):
         fault(0, "none")
     wait_for("health check returns vb-x86-0 to Idle", lambda: custom.get_cluster_custom_object(
         GROUP, VERSION, "boards", "vb-x86-0")["status"]["state"] == "Idle", timeout=120, every=1)
-    custom.delete_cluster_custom_object(GROUP, VERSION, "labpolicies", "default")
+    devlab.apply_lab_policy()   # the lab's own again
 
 
 def test_a_boot_that_fails_once_is_power_cycled_again_and_the_board_is_not_charged(custom):

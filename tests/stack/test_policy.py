@@ -8,6 +8,8 @@ import time
 import pytest
 import yaml
 
+import benchfarm_devlab as devlab
+
 from tests.stack.conftest import apply, wait_for
 from tests.stack.test_operator import (GROUP, VERSION, PersonLock, cond, custom, finished,  # noqa: F401
                                        run_yaml, status, unique)
@@ -44,7 +46,7 @@ def policy(custom):
     apply(yaml.safe_dump(body))
     time.sleep(2)
     yield
-    custom.delete_cluster_custom_object(GROUP, VERSION, "labpolicies", "default")
+    devlab.apply_lab_policy()   # the lab's own again
     time.sleep(2)
 
 

@@ -34,6 +34,7 @@ spec:
 def custom(kube, operator):
     from kubernetes import client
     apply(PLAN)
+    devlab.apply_lab_policy()   # namespace default may boot the kernels published under builds/
     return client.CustomObjectsApi(kube)
 
 

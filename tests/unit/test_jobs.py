@@ -22,7 +22,7 @@ TEMPLATE = {"metadata": {"labels": {"app.kubernetes.io/component": "session"}},
 
 def req(**kw) -> Launch:
     base = dict(namespace="team-a", name="Nightly.AM62x_boot", uid=UID, attempt=2, resume=1,
-                deadline_s=599.2, reads=("last-week",))
+                deadline_s=599.2, reads=("last-week",), board="am62x-0")
     return Launch(**{**base, **kw})
 
 
@@ -51,7 +51,8 @@ def test_pod_runs_the_session_of_its_run_under_its_own_account():
     assert c["command"] == ["benchfarm", "session", "run", "team-a/Nightly.AM62x_boot"]
     assert "args" not in c
     env = {e["name"]: e["value"] for e in c["env"]}
-    assert env == {"LG_COORDINATOR": "c:20408", "BENCHFARM_RUN_UID": UID}
+    assert env == {"LG_COORDINATOR": "c:20408", "BENCHFARM_RUN_UID": UID,
+                   "BENCHFARM_RUN_BOARD": "am62x-0"}
     assert spec["restartPolicy"] == "Never"
     assert spec["serviceAccountName"] == f"benchfarm-session-{UID}"
     labels = pod["metadata"]["labels"]

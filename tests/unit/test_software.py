@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchfarm.api.models import Artifact, BenchmarkRunSpec, SoftwareSet
+from benchfarm.api.models import Artifact, BenchmarkRunSpec, NamespacePolicy, SoftwareSet
 from benchfarm.core import steps as st
 from benchfarm.errors import RunError
 from benchfarm.lab.deploy import with_modules
@@ -51,6 +51,19 @@ def test_the_spec_names_its_sides():
         Artifact(url="ftp://host/k", sha256="0" * 64)
 
 
+@pytest.fixture
+def internet(monkeypatch):
+    """The loopback server stands for a host on the internet: its address is allowed here only
+    (test_isolation checks that loopback is refused)."""
+    import benchfarm.store.software as sw
+    monkeypatch.setattr(sw, "address_problem", lambda address, internal=(): None)
+
+
+def cache_in(root: Path) -> SoftwareCache:
+    policy = NamespacePolicy(namespace="team-a", allowSoftware=True, softwareHosts=["localhost"])
+    return SoftwareCache(root, None, policy=policy, namespace="team-a")
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("www")
@@ -60,13 +73,13 @@ def server(tmp_path_factory):
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", digest
+    yield f"http://localhost:{httpd.server_address[1]}", digest
     httpd.shutdown()
 
 
-def test_a_file_is_fetched_verified_and_cached_by_its_digest(server, tmp_path):
+def test_a_file_is_fetched_verified_and_cached_by_its_digest(server, tmp_path, internet):
     base, digest = server
-    cache = SoftwareCache(tmp_path, None)
+    cache = cache_in(tmp_path)
     got = cache.fetch("kernel", Artifact(url=f"{base}/Image", sha256=digest))
     assert got.sha256 == digest and got.size == 12000
     assert got.path.read_bytes() == b"kernel-bytes" * 1000
@@ -80,13 +93,15 @@ def test_a_file_is_fetched_verified_and_cached_by_its_digest(server, tmp_path):
     (lambda b: Artifact(url=f"{b}/Image", sha256="2" * 64), "DigestMismatch"),
     (lambda b: Artifact(url=f"{b}/missing", sha256="2" * 64), "ArtifactNotFound"),
     (lambda b: Artifact(url=f"{b}/Image", sha256Url=f"{b}/Image"), "DigestMissing"),
-    (lambda b: Artifact(url=f"http://127.0.0.1:{_closed_port()}/Image", sha256="2" * 64),
+    (lambda b: Artifact(url=f"http://localhost:{_closed_port()}/Image", sha256="2" * 64),
      "ArtifactUnreachable"),
 ])
-def test_a_bad_artifact_is_the_runs_error_with_a_reason(server, tmp_path, artifact, reason):
+def test_a_bad_artifact_is_the_runs_error_with_a_reason(server, tmp_path, internet, artifact,
+                                                        reason):
     with pytest.raises(RunError) as err:
-        SoftwareCache(tmp_path, None).fetch("kernel", artifact(server[0]))
+        cache_in(tmp_path).fetch("kernel", artifact(server[0]))
     assert err.value.reason == reason and "kernel" in err.value.message
+    assert server[1] not in err.value.message     # a mismatch never tells the digest found
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]   # nothing unverified is kept
 
 

@@ -31,7 +31,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
-{{- /* What the operator and its sessions both need: the coordinator, the store, device types. */ -}}
+{{- /* What the operator and its sessions both need: the coordinator, the store, the signing
+       key, the internal ranges, device types. */ -}}
 {{- define "benchfarm.labEnv" -}}
 - {name: LG_COORDINATOR, value: {{ .Values.labgrid.coordinator | quote }}}
 {{- if .Values.labgrid.proxy }}
@@ -44,6 +45,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   valueFrom: {secretKeyRef: {name: {{ .Values.minio.existingSecret }}, key: {{ .Values.minio.accessKeyKey }}}}
 - name: BENCHFARM_S3_SECRET_KEY
   valueFrom: {secretKeyRef: {name: {{ .Values.minio.existingSecret }}, key: {{ .Values.minio.secretKeyKey }}}}
+- name: BENCHFARM_SIGNING_KEY
+  valueFrom: {secretKeyRef: {name: {{ .Values.signing.existingSecret | default (printf "%s-signing" (include "benchfarm.fullname" .)) }}, key: {{ .Values.signing.key }}}}
+- {name: BENCHFARM_INTERNAL_CIDRS, value: {{ .Values.internalCIDRs | quote }}}
 - {name: BENCHFARM_DEVICE_TYPES, value: /etc/benchfarm/device-types}
 - {name: BENCHFARM_LOG_LEVEL, value: {{ .Values.logLevel | quote }}}
 - {name: BENCHFARM_STATE, value: /tmp/benchfarm}   # session logs and the artifact spool

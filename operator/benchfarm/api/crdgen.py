@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from .models import (BENCHMARKRUN_SPEC_RULES, GROUP, VERSION, BenchmarkRunSpec, BoardSpec,
-                     LabPolicySpec, TestPlanSpec)
+from .models import (BENCHMARKRUN_SPEC_RULES, GROUP, LABPOLICY_RULES, VERSION, BenchmarkRunSpec,
+                     BoardSpec, LabPolicySpec, TestPlanSpec)
 
 _DROP = {"title", "discriminator"}
 
@@ -96,14 +96,18 @@ def _status(extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def crd(kind: str, plural: str, short: list[str], scope: str, spec: dict[str, Any],
-        status: dict[str, Any] | None, columns: list[dict[str, Any]]) -> dict[str, Any]:
+        status: dict[str, Any] | None, columns: list[dict[str, Any]],
+        rules: list[dict[str, str]] | None = None) -> dict[str, Any]:
     props: dict[str, Any] = {"spec": spec}
     if status is not None:
         props["status"] = status
+    root: dict[str, Any] = {"type": "object", "properties": props,
+                            **({"required": ["spec"]} if kind != "Board" else {})}
+    if rules:   # on the whole object: the only place CEL sees metadata.name
+        root["x-kubernetes-validations"] = rules
     version: dict[str, Any] = {
         "name": VERSION, "served": True, "storage": True,
-        "schema": {"openAPIV3Schema": {"type": "object", "properties": props,
-                                       **({"required": ["spec"]} if kind != "Board" else {})}},
+        "schema": {"openAPIV3Schema": root},
         "additionalPrinterColumns": columns,
     }
     if status is not None:
@@ -141,7 +145,8 @@ def all_crds() -> dict[str, dict[str, Any]]:
             "TestPlan", "testplans", ["tp"], "Cluster", schema_of(TestPlanSpec), None,
             [{"name": "Description", "type": "string", "jsonPath": ".spec.description"}, age]),
         "labpolicies": crd(
-            "LabPolicy", "labpolicies", ["lp"], "Cluster", schema_of(LabPolicySpec), None, [age]),
+            "LabPolicy", "labpolicies", ["lp"], "Cluster", schema_of(LabPolicySpec), None, [age],
+            rules=LABPOLICY_RULES),
         "boards": crd(
             "Board", "boards", ["bd"], "Cluster", schema_of(BoardSpec), _status({}),
             [{"name": "Type", "type": "string", "jsonPath": ".status.deviceType"},

@@ -138,6 +138,11 @@ class SoftwareSet(Model):
         return [p for p in SOFTWARE_PARTS if getattr(self, p) is not None]
 
 
+# path segments that cannot start with "." (so no "." or ".." segments), no leading "/"
+_SEGMENT = r"[A-Za-z0-9_-][A-Za-z0-9._-]*"
+ARTIFACT_PREFIX_PATTERN = rf"^({_SEGMENT}(/{_SEGMENT})*/?)?$"
+
+
 class BenchmarkRunSpec(Model):
     selector: BoardSelector = Field(json_schema_extra=_immutable("selector is immutable"))
     plan: Name | None = Field(None, description="Name of a TestPlan object.",
@@ -157,7 +162,11 @@ class BenchmarkRunSpec(Model):
                                 description="Limit from board acquisition to the end.")
     queueTimeoutSeconds: int | None = Field(None, ge=1, le=30 * 86400)
     cancel: bool = Field(False, description="Stop the run and keep its record.")
-    artifactPrefix: Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z0-9._/-]*$")] = ""
+    artifactPrefix: Annotated[str, Field(max_length=128, pattern=ARTIFACT_PREFIX_PATTERN)] = Field(
+        "", description=("Extra folders for this run's artifacts, after the run's own "
+                         "<namespace>/<name>/<uid>/ (e.g. nightly/2024-06-01); segments of letters, "
+                         "digits, '.', '_', '-' that do not start with '.', no leading '/'."),
+        json_schema_extra=_immutable("artifactPrefix is immutable"))
     baseline: Name | None = Field(None, description="A finished run in the same namespace to compare with.")
     ttlSecondsAfterFinished: int | None = Field(None, ge=0, le=365 * 86400)
     software: SoftwareSet | None = Field(
@@ -250,11 +259,37 @@ class BoardStatus(Model):
     quarantinedAt: str | None = None
 
 
+SoftwareSource = Annotated[str, Field(max_length=256, pattern=rf"^({_SEGMENT}/)+$")]
+SoftwareHost = Annotated[str, Field(max_length=253, pattern=(
+    r"^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$"))]
+
+
 class NamespacePolicy(Model):
     namespace: Name
     maxPriority: int = Field(1000, ge=0, le=1000)
     maxBoards: int = Field(1000, ge=0, le=100000)
     allowInlineSuites: bool = False
+    allowSoftware: bool = Field(False, description=(
+        "May runs of this namespace boot their own kernel, initrd, dtb and modules "
+        "(spec.software, spec.softwareB)? That is root on a shared board: grant it only to "
+        "namespaces trusted with the boards."))
+    softwareSources: list[SoftwareSource] = Field(
+        default_factory=list, max_length=64, description=(
+            "Key prefixes in the lab's artifact bucket this namespace may boot software from, "
+            "besides its own <namespace>/ (e.g. builds/ for the lab's published kernel builds). "
+            "Each is folders ending with '/'; no '.' or '..' segments."))
+    softwareHosts: list[SoftwareHost] = Field(
+        default_factory=list, max_length=64, description=(
+            "http(s) hosts this namespace may download software from: an exact host name "
+            "(any port) or host:port. None by default. A host that is or resolves to a "
+            "loopback, link-local, multicast or internal address of the lab is refused even "
+            "when listed."))
+
+
+LABPOLICY_RULES = [
+    {"rule": "self.metadata.name == 'default'",
+     "message": "the lab has one LabPolicy and it is named default (the operator and its "
+                "sessions read no other); edit that one"}]
 
 
 class RegressionThresholds(Model):

@@ -12,10 +12,13 @@ from ..api.models import BenchmarkRunSpec, SuiteSpec, TestPlanSpec
 from ..api.outcomes import Phase
 from ..api.suites import GPU_SUITES
 from ..core import queue as q
+from ..core import trust
 from ..core.conditions import now_iso, set_condition
+from ..core.software_policy import SoftwareReach
 from ..core.steps import safe_name
 from ..errors import RunError
 from ..lab.session import plan_digest
+from ..store.artifacts import run_prefix
 from ..suites.registry import check_parameters
 
 if TYPE_CHECKING:
@@ -63,6 +66,17 @@ def resolve_suites(rt: Runtime, namespace: str, spec: BenchmarkRunSpec) -> list[
         if problem:
             raise RunError(f"suite {s.name}: {problem}", reason="InvalidPlan")
     return suites
+
+
+def check_software_reach(rt: Runtime, namespace: str, spec: BenchmarkRunSpec) -> None:
+    """Refuse software the namespace may not boot or URLs it may not have the lab fetch (the
+    session checks again before it downloads anything)."""
+    reach = SoftwareReach(rt.policy.for_namespace(namespace), namespace, rt.store.config.bucket,
+                          rt.internal)
+    for _, software in spec.software_sets():
+        problem = reach.software_problem(software)
+        if problem:
+            raise RunError(problem.message, reason=problem.reason)
 
 
 def check_software(spec: BenchmarkRunSpec, known: list[Any]) -> None:
@@ -121,6 +135,11 @@ def admit(rt: Runtime, body: dict[str, Any]) -> None:
     try:
         spec = BenchmarkRunSpec(**body["spec"])
         suites = resolve_suites(rt, ns, spec)
+        check_software_reach(rt, ns, spec)
+        try:
+            prefix = run_prefix(ns, name, meta["uid"], spec.artifactPrefix)
+        except ValueError as exc:
+            raise RunError(str(exc), reason="InvalidArtifactPrefix") from exc
         if rt.inventory_known:
             sel = rt.selector(spec)
             boards = rt.inventory.views()
@@ -137,10 +156,14 @@ def admit(rt: Runtime, body: dict[str, Any]) -> None:
                                         exc.reason, exc.message, gen)})
         rt.kube.event(body, "Warning", exc.reason, exc.message)
         return
+    resolved = [s.model_dump(exclude_none=True) for s in suites]
     rt.kube.patch_run_status(ns, name, {
         "phase": Phase.pending, "observedGeneration": gen, "progress": "queued",
         "planDigest": plan_digest(suites),
-        "resolvedSuites": [s.model_dump(exclude_none=True) for s in suites],
+        "resolvedSuites": resolved,
+        # the session runs these only if the operator's signature verifies (core.trust)
+        "resolvedSuitesSignature": trust.sign(rt.signing_key, meta["uid"], resolved),
+        "storePrefix": prefix,   # for readers; the session computes it from spec and uid
         "conditions": set_condition(status.get("conditions"), "Succeeded", "Unknown",
                                     "Queued", "waiting for a matching board", gen)})
     rt.kube.event(body, "Normal", "Queued", "run admitted and queued")

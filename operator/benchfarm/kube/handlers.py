@@ -105,4 +105,4 @@ def board_seen(body: kopf.Body, **_: Any) -> None:
 @kopf.on.event(GROUP, VERSION, "labpolicies")
 def policy_seen(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
     if RUNTIME is not None:
-        RUNTIME.observe_policy(None if event.get("type") == "DELETED" else dict(body))
+        RUNTIME.observe_policy(dict(body), deleted=event.get("type") == "DELETED")

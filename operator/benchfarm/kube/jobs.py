@@ -118,8 +118,9 @@ def job_manifest(req: Launch, template: dict[str, Any], namespace: str,
     container = spec["containers"][0]
     container["command"] = ["benchfarm", "session", "run", f"{req.namespace}/{req.name}"]
     container.pop("args", None)
-    env = [e for e in container.get("env") or [] if e.get("name") != "BENCHFARM_RUN_UID"]
-    container["env"] = [*env, {"name": "BENCHFARM_RUN_UID", "value": req.uid}]
+    own = req.env()
+    env = [e for e in container.get("env") or [] if e.get("name") not in own]
+    container["env"] = [*env, *({"name": k, "value": v} for k, v in own.items())]
     _restricted(spec)
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": job_name(req), "namespace": namespace, "labels": labels,

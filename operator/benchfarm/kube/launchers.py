@@ -33,6 +33,11 @@ class Launch:
     resume: int
     deadline_s: float = 3600.0          # what is left of the run's timeout
     reads: tuple[str, ...] = ()         # other runs of its namespace it reads (its baseline)
+    board: str = ""                     # the board assigned (the session trusts no status for it)
+
+    def env(self) -> dict[str, str]:
+        """What identifies the run to its session, beside its NAMESPACE/NAME argument."""
+        return {"BENCHFARM_RUN_UID": self.uid, "BENCHFARM_RUN_BOARD": self.board}
 
 
 class Launcher(Protocol):
@@ -75,10 +80,10 @@ class ProcessLauncher:
         logfile = self.log_dir / (f"{req.namespace}.{req.name}.attempt-{req.attempt}"
                                   f".run-{req.resume}.log")
         ref = f"{req.namespace}/{req.name}"
-        how, pid = "the session server", self._fork(ref, req.uid, logfile)
+        how, pid = "the session server", self._fork(ref, req.env(), logfile)
         if pid is None:
             how = "a cold process"
-            env = {**os.environ, **(self.env or {}), "BENCHFARM_RUN_UID": req.uid}
+            env = {**os.environ, **(self.env or {}), **req.env()}
             with logfile.open("ab") as out:
                 pid = self._start([*self.command, "run", ref], out, env,
                                   stdin=subprocess.DEVNULL).pid
@@ -87,7 +92,7 @@ class ProcessLauncher:
                  ref, req.attempt, req.resume, how, pid or "not reported", logfile)
         return f"pid {pid}, log {logfile}" if pid else f"log {logfile}"
 
-    def _fork(self, ref: str, uid: str, logfile: Path) -> int | None:
+    def _fork(self, ref: str, env: dict[str, str], logfile: Path) -> int | None:
         """The pid of a session the server forked; None: start a cold one; 0: the server took
         the request but did not report a pid (the run's Lease tells whether its session lives)."""
         srv = self.server
@@ -98,7 +103,7 @@ class ProcessLauncher:
             self.server_ready = bool(line and "ready" in line)
             if not self.server_ready:
                 return None
-        request = {"run": ref, "log": str(logfile), "env": {"BENCHFARM_RUN_UID": uid}}
+        request = {"run": ref, "log": str(logfile), "env": env}
         try:
             srv.stdin.write((json.dumps(request) + "\n").encode())
             srv.stdin.flush()

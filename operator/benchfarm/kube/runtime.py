@@ -24,12 +24,14 @@ from ..api.devicetype import DeviceType
 from ..api.models import BenchmarkRunSpec, LabPolicySpec
 from ..api.outcomes import FINISHED, Phase, Reason
 from ..core import queue as q
+from ..core import trust
 from ..core.conditions import now_iso, set_condition
 from ..errors import RunError
 from ..kubeapi.client import Kube, PreconditionFailed
 from ..lab.coordinator import Coordinator
 from ..lab.environment import load_device_types
 from ..store.artifacts import ArtifactStore, StoreConfig
+from ..store.software import internal_from_env
 from . import admission, launchers, metrics
 from .inventory import Inventory
 from .sessions import Supervisor
@@ -40,6 +42,7 @@ log = logging.getLogger("benchfarm")
 QUEUE_POSITION_LIMIT = 2     # only the head of the queue: the next two waiting runs
 QUEUE_POSITION_WRITES = 2    # and at most two position writes per run (the write budget of a run)
 QUEUE_POSITION_PERIOD = 5.0
+POLICY_NAME = "default"      # the one LabPolicy the lab has (CEL refuses any other name)
 FAIRNESS_CONFIG_MAP = "benchfarm-fairness"   # who was served last, per namespace
 SLOW_ITERATION = 2.0         # seconds: a scheduler iteration longer than this is logged
 FREEZE_EVERY = 60.0          # seconds: what survived this long is frozen (never scanned by the
@@ -51,8 +54,11 @@ _BOARD_IS_FINE = frozenset(r.value for r in Reason if r.board_is_fine)
 
 class Runtime:
     def __init__(self, kube: Kube, coordinator: Coordinator, store: ArtifactStore,
-                 device_types: dict[str, DeviceType], launcher: launchers.Launcher) -> None:
+                 device_types: dict[str, DeviceType], launcher: launchers.Launcher,
+                 signing_key: bytes = b"", internal: tuple[Any, ...] = ()) -> None:
         self.kube = kube
+        self.signing_key = signing_key    # signs what sessions execute (core.trust)
+        self.internal = internal          # the lab's internal ranges: no software from there
         self.coordinator = coordinator
         self.store = store
         self.device_types = device_types
@@ -93,8 +99,13 @@ class Runtime:
                                   user=os.environ.get("BENCHFARM_LABGRID_USER", "benchfarm"),
                                   host=os.environ.get("BENCHFARM_LABGRID_HOST", "operator"))
         store = ArtifactStore(StoreConfig.from_env())
+        try:
+            key = trust.key_from(os.environ)
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from exc
         kube = Kube()
-        return cls(kube, coordinator, store, device_types, launchers.from_env(kube))
+        return cls(kube, coordinator, store, device_types, launchers.from_env(kube),
+                   signing_key=key, internal=internal_from_env())
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -122,8 +133,8 @@ class Runtime:
         """After a (re)start: read everything back; running sessions are adopted, not redone."""
         self.store.ensure_bucket()
         self.inventory.load()
-        for policy in self.kube.list_cluster("labpolicies"):
-            self.policy = LabPolicySpec(**policy.get("spec") or {})
+        policy = self.kube.get_cluster("labpolicies", POLICY_NAME)
+        self.policy = LabPolicySpec(**(policy or {}).get("spec") or {})
         self._load_fairness()
         adopted = 0
         for body in self.kube.list_runs_paged():
@@ -186,8 +197,18 @@ class Runtime:
                 rec.maintenance = bool((body.get("spec") or {}).get("maintenance"))
         self.wake()
 
-    def observe_policy(self, body: dict[str, Any] | None) -> None:
-        policy = LabPolicySpec(**(body or {}).get("spec") or {}) if body else LabPolicySpec()
+    def observe_policy(self, body: dict[str, Any], deleted: bool = False) -> None:
+        """The LabPolicy `default` changed (or went: the built-in defaults apply). Any other
+        LabPolicy is ignored, with a warning: sessions read only `default` too."""
+        name = body["metadata"]["name"]
+        if name != POLICY_NAME:
+            log.warning("LabPolicy %r is ignored: the lab reads only the one named %r", name,
+                        POLICY_NAME)
+            if not deleted:
+                self.kube.event(body, "Warning", "PolicyIgnored",
+                                f"only the LabPolicy named {POLICY_NAME!r} is in force")
+            return
+        policy = LabPolicySpec() if deleted else LabPolicySpec(**body.get("spec") or {})
         with self.lock:
             changed, self.policy = policy != self.policy, policy
             if changed:   # priority ceilings: every waiting run's place in the queue may move

@@ -101,7 +101,8 @@ class Supervisor:
         left = ts(started) + run.spec.timeoutSeconds - time.time() if started else \
             float(run.spec.timeoutSeconds)
         req = Launch(run.namespace, run.name, run.uid, attempt, resume, deadline_s=max(left, 10.0),
-                     reads=(run.spec.baseline,) if run.spec.baseline else ())
+                     reads=(run.spec.baseline,) if run.spec.baseline else (),
+                     board=run.status.get("board") or "")
         try:
             return self.rt.launcher.launch(req)
         except Exception as exc:

@@ -1,7 +1,9 @@
 """Run artifacts in S3 (MinIO): serial log, raw outputs, metrics.json, the report.
 
-Keys are `<prefix>/<namespace>/<run>/<uid>/<name>`: the uid makes a re-created run with the same
-name a different folder, and a retried upload writes the same key again, never a duplicate.
+Keys are `<namespace>/<run>/<uid>/<prefix>/<name>` (`run_prefix`, the one function that computes
+them): a run's artifacts stay under its namespace's folder whatever its `artifactPrefix` says, the
+uid makes a re-created run with the same name a different folder, and a retried upload writes the
+same key again, never a duplicate.
 Outages are retried briefly and then surface as `Outage(party="store")`; the session's spool
 (`store.spool`) keeps the bytes on local disk and uploads them when MinIO is back.
 """
@@ -42,6 +44,17 @@ class StoreConfig:
                              reason="StoreNotConfigured") from exc
 
 
+def run_prefix(namespace: str, run: str, uid: str, prefix: str = "") -> str:
+    """`<namespace>/<run>/<uid>[/<prefix>]`: the tenant's prefix only ever adds folders inside
+    the run's own. ValueError for empty, '.' or '..' segments (the schema refuses them too)."""
+    extra = prefix.strip("/")
+    segments = [namespace, run, uid, *(extra.split("/") if extra else [])]
+    if any(s in ("", ".", "..") or "/" in s for s in segments):
+        raise ValueError(f"artifact prefix {namespace}/{run}/{uid}/{prefix}: empty, '.' and '..' "
+                         "segments are not allowed")
+    return "/".join(segments)
+
+
 class ArtifactStore:
     def __init__(self, config: StoreConfig, *, attempts: int = 5) -> None:
         self.config = config
@@ -51,10 +64,7 @@ class ArtifactStore:
         self.client = Minio(config.endpoint, access_key=config.access_key,
                             secret_key=config.secret_key, secure=config.secure, http_client=http)
 
-    @staticmethod
-    def run_prefix(namespace: str, run: str, uid: str, prefix: str = "") -> str:
-        parts = [p.strip("/") for p in (prefix, namespace, run, uid) if p and p.strip("/")]
-        return "/".join(parts)
+    run_prefix = staticmethod(run_prefix)   # what sessions holding a store call
 
     def url(self, key: str) -> str:
         return f"s3://{self.config.bucket}/{key}"

@@ -1,0 +1,248 @@
+"""Tenant data stays in its namespace and the LabPolicy decides what runs on shared boards: the
+software-reach check (admission and fetch), address checks after resolution and on redirects,
+the run's artifact prefix, the operator's signature on resolved suites, and the CRD rules."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+from types import SimpleNamespace
+
+import pytest
+from pydantic import ValidationError
+
+from benchfarm.api.crdgen import all_crds
+from benchfarm.api.models import (Artifact, BenchmarkRunSpec, LabPolicySpec, NamespacePolicy,
+                                  SoftwareSet)
+from benchfarm.api.reasons import Refusal
+from benchfarm.core import trust
+from benchfarm.core.software_policy import SoftwareReach, internal_networks
+from benchfarm.errors import RunError
+from benchfarm.kube import admission
+from benchfarm.store.artifacts import run_prefix
+from benchfarm.store.software import SoftwareCache
+
+BUCKET = "benchfarm-artifacts"
+DIGEST = "0" * 64
+INTERNAL = internal_networks("10.96.0.0/12, 10.244.0.0/16,fd00::/8")
+
+
+def reach(**policy) -> SoftwareReach:
+    return SoftwareReach(NamespacePolicy(namespace="team-a", **policy), "team-a", BUCKET, INTERNAL)
+
+
+def kernel(url: str, sums: str | None = None) -> SoftwareSet:
+    return SoftwareSet(kernel=Artifact(url=url, sha256Url=sums) if sums else
+                       Artifact(url=url, sha256=DIGEST))
+
+
+GRANTED = dict(allowSoftware=True, softwareSources=["builds/"],
+               softwareHosts=["downloads.example.com", "mirror.example.org:8443", "127.0.0.1",
+                              "169.254.169.254", "[::1]", "10.96.0.1", "localhost"])
+
+
+@pytest.mark.parametrize("url", [
+    f"s3://{BUCKET}/team-a/kernels/Image",
+    f"s3://{BUCKET}/builds/qemu-arm64/debian-arm64/vmlinuz",
+    "https://downloads.example.com/linux/Image",
+    "http://downloads.example.com:8080/Image",
+    "https://mirror.example.org:8443/Image",
+])
+def test_what_the_namespace_may_reach_is_accepted(url):
+    assert reach(**GRANTED).software_problem(kernel(url)) is None
+
+
+@pytest.mark.parametrize("url, why", [
+    (f"s3://{BUCKET}/probe-b/run/uid/metrics.json", "outside what the namespace may read"),
+    (f"s3://{BUCKET}/team-a/../probe-b/run/metrics.json", "'..'"),
+    (f"s3://{BUCKET}/builds/./x", "'.'"),
+    (f"s3://{BUCKET}/team-a//x", "empty"),
+    (f"s3://{BUCKET}/team-a/%2e%2e/probe-b/x", "percent-encoding"),
+    (f"s3://{BUCKET}/team-ab/x", "outside"),        # a prefix is a folder, not a string start
+    ("s3://other-bucket/team-a/Image", "not the lab's artifact bucket"),
+    ("https://evil.example.net/Image", "not on the namespace's allow-list"),
+    ("https://mirror.example.org/Image", "mirror.example.org:443 is not on"),
+    ("http://127.0.0.1:9000/benchfarm-artifacts/x", "loopback"),
+    ("http://169.254.169.254/latest/meta-data/", "link-local"),
+    ("http://[::1]/x", "loopback"),
+    ("http://[::ffff:127.0.0.1]/x", "loopback"),
+    ("http://0.0.0.0/x", "unspecified"),
+    ("http://224.0.0.1/x", "multicast"),
+    ("http://10.96.0.1/x", "internal range 10.96.0.0/12"),
+    ("http://user@downloads.example.com/x", "user names"),
+])
+def test_anything_else_is_refused_naming_the_part_the_url_and_the_reach(url, why):
+    problem = reach(**GRANTED).software_problem(kernel(url))
+    assert problem is not None and problem.reason == Refusal.artifactForbidden
+    assert why in problem.message and url in problem.message and "software kernel" in problem.message
+    assert f"s3://{BUCKET}/team-a/" in problem.message and "downloads.example.com" in problem.message
+
+
+def test_the_published_digest_file_is_checked_too():
+    problem = reach(**GRANTED).software_problem(
+        kernel(f"s3://{BUCKET}/builds/Image", sums=f"s3://{BUCKET}/probe-b/SHA256SUMS"))
+    assert problem is not None and "probe-b/SHA256SUMS" in problem.message
+
+
+def test_no_software_at_all_without_allow_software():
+    problem = reach(softwareSources=["builds/"]).software_problem(
+        kernel(f"s3://{BUCKET}/team-a/Image"))
+    assert problem is not None and problem.reason == Refusal.softwareNotAllowed
+    assert "allowSoftware" in problem.message
+    assert reach().software_problem(SoftwareSet(bootArgs="quiet")) is None   # no files: no root
+
+
+def test_policy_sources_and_hosts_are_validated():
+    for bad in ("builds", "../x/", "./", "builds/../", "/builds/", ".hidden/"):
+        with pytest.raises(ValidationError):
+            NamespacePolicy(namespace="a", softwareSources=[bad])
+    with pytest.raises(ValidationError):
+        NamespacePolicy(namespace="a", softwareHosts=["http://host"])
+    with pytest.raises(ValueError):
+        internal_networks("10.0.0.0/8,not-a-cidr")
+
+
+def test_the_tenants_prefix_goes_after_its_own_folders_and_never_climbs_out():
+    assert run_prefix("ns", "run", "uid") == "ns/run/uid"
+    assert run_prefix("ns", "run", "uid", "nightly/2024/") == "ns/run/uid/nightly/2024"
+    for bad in ("../other", "a/./b", "a//b"):
+        with pytest.raises(ValueError):
+            run_prefix("ns", "run", "uid", bad)
+    for bad in ("../other", "/abs", "a/../b", ".", "a//b"):
+        with pytest.raises(ValidationError):
+            BenchmarkRunSpec(selector={"deviceType": "t"}, plan="p", artifactPrefix=bad)
+    BenchmarkRunSpec(selector={"deviceType": "t"}, plan="p", artifactPrefix="nightly/v1.2_x/")
+
+
+def test_the_crds_refuse_a_second_labpolicy_and_a_changed_prefix():
+    crds = all_crds()
+    root = crds["labpolicies"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert root["x-kubernetes-validations"][0]["rule"] == "self.metadata.name == 'default'"
+    spec = crds["benchmarkruns"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    prefix = spec["spec"]["properties"]["artifactPrefix"]
+    assert prefix["x-kubernetes-validations"][0]["rule"] == "self == oldSelf"
+    policy = crds["labpolicies"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    ns = policy["properties"]["spec"]["properties"]["default"]["properties"]
+    assert {"allowSoftware", "softwareSources", "softwareHosts"} <= set(ns)
+    assert "root on a shared board" in ns["allowSoftware"]["description"]
+
+
+def test_the_operators_signature_binds_the_suites_to_the_run():
+    key = b"k" * 32
+    suites = [{"name": "a", "suite": "shell", "command": "true", "parameters": {"x": "1"}}]
+    sig = trust.sign(key, "uid-1", suites)
+    assert trust.verify(key, "uid-1", [dict(reversed(list(suites[0].items())))], sig)  # key order
+    assert not trust.verify(key, "uid-2", suites, sig)
+    assert not trust.verify(key, "uid-1", [{**suites[0], "command": "reboot"}], sig)
+    assert not trust.verify(b"x" * 32, "uid-1", suites, sig)
+    assert not trust.verify(key, "uid-1", suites, None)
+    with pytest.raises(ValueError):
+        trust.key_from({"BENCHFARM_SIGNING_KEY": "short"})
+    assert trust.key_from({"BENCHFARM_SIGNING_KEY": "s" * 20}) == b"s" * 20
+
+
+# -- admission --------------------------------------------------------------------------------
+class FakeKube:
+    def __init__(self) -> None:
+        self.patches: list[dict] = []
+        self.events: list[tuple] = []
+
+    def patch_run_status(self, ns, name, patch):
+        self.patches.append(patch)
+
+    def event(self, body, type_, reason, message):
+        self.events.append((type_, reason, message))
+
+    def get_cluster(self, plural, name):
+        return {"spec": {"suites": [{"name": "hello", "suite": "shell", "command": "echo hi"}]}}
+
+
+def admit(spec: dict, policy: dict) -> dict:
+    rt = SimpleNamespace(kube=FakeKube(), policy=LabPolicySpec(**policy), inventory_known=False,
+                         store=SimpleNamespace(config=SimpleNamespace(bucket=BUCKET)),
+                         internal=INTERNAL, signing_key=b"k" * 32, wake=lambda: None)
+    body = {"metadata": {"namespace": "team-a", "name": "r1", "uid": "u-1", "generation": 1},
+            "spec": {"selector": {"deviceType": "t"}, "plan": "p", **spec}}
+    admission.admit(rt, body)
+    return rt.kube.patches[-1]
+
+
+def test_admission_refuses_software_the_namespace_may_not_reach_at_once():
+    software = {"kernel": {"url": f"s3://{BUCKET}/probe-b/x/metrics.json", "sha256": DIGEST}}
+    status = admit({"software": software},
+                   {"namespaces": [{"namespace": "team-a", "allowSoftware": True}]})
+    cond = status["conditions"][0]
+    assert status["phase"] == "Failed" and cond["reason"] == "ArtifactForbidden"
+    assert "probe-b/x/metrics.json" in cond["message"] and "team-a/" in cond["message"]
+    status = admit({"software": software}, {})
+    assert status["conditions"][0]["reason"] == "SoftwareNotAllowed"
+
+
+def test_admission_signs_the_suites_and_records_the_prefix():
+    software = {"kernel": {"url": f"s3://{BUCKET}/builds/Image", "sha256": DIGEST}}
+    status = admit({"software": software, "artifactPrefix": "nightly"},
+                   {"namespaces": [{"namespace": "team-a", "allowSoftware": True,
+                                    "softwareSources": ["builds/"]}]})
+    assert status["phase"] == "Pending" and status["storePrefix"] == "team-a/r1/u-1/nightly"
+    assert trust.verify(b"k" * 32, "u-1", status["resolvedSuites"],
+                        status["resolvedSuitesSignature"])
+
+
+# -- fetch time: the session checks again, after resolution and on every redirect --------------
+@pytest.fixture(scope="module")
+def redirector():
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(302)
+            self.send_header("Location", self.path[len("/to/"):])
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd.server_address[1]
+    httpd.shutdown()
+
+
+def cache(tmp_path, **policy) -> SoftwareCache:
+    return SoftwareCache(tmp_path, None, policy=NamespacePolicy(namespace="team-a", **policy),
+                         namespace="team-a")
+
+
+def test_the_session_refuses_what_admission_would_have(tmp_path):
+    with pytest.raises(RunError) as err:
+        cache(tmp_path, allowSoftware=True).fetch_set(kernel(f"s3://{BUCKET}/probe-b/x"))
+    assert err.value.reason == Refusal.artifactForbidden
+
+
+def test_a_literal_loopback_url_is_refused_before_any_connection(tmp_path, redirector):
+    with pytest.raises(RunError) as err:
+        cache(tmp_path, allowSoftware=True, softwareHosts=["127.0.0.1"]).fetch_set(
+            kernel(f"http://127.0.0.1:{redirector}/Image"))
+    assert err.value.reason == Refusal.artifactForbidden and "loopback" in err.value.message
+
+
+def test_an_allowed_name_that_resolves_to_loopback_is_refused(tmp_path, redirector):
+    with pytest.raises(RunError) as err:
+        cache(tmp_path, allowSoftware=True, softwareHosts=["localhost"]).fetch_set(
+            kernel(f"http://localhost:{redirector}/Image"))
+    assert err.value.reason == Refusal.artifactForbidden
+    assert "localhost" in err.value.message and "loopback" in err.value.message
+
+
+def test_every_redirect_is_checked(tmp_path, redirector, monkeypatch):
+    import benchfarm.store.software as sw
+    # the redirector stands for an allowed host on the internet; where it points is checked
+    monkeypatch.setattr(sw, "address_problem", lambda address, internal=(): None
+                        if address.is_loopback else "not this one")
+    c = cache(tmp_path, allowSoftware=True, softwareHosts=["localhost", "169.254.169.254"])
+    for target, why in (("http://evil.example.net/x", "not on the namespace's allow-list"),
+                        ("http://169.254.169.254/latest/", "link-local"),
+                        (f"ftp://localhost:{redirector}/x", "another scheme")):
+        with pytest.raises(RunError) as err:
+            c.fetch("kernel", Artifact(url=f"http://localhost:{redirector}/to/{target}",
+                                       sha256=DIGEST))
+        assert err.value.reason == Refusal.artifactForbidden and why in err.value.message, \
+            err.value.message
