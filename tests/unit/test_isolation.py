@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from benchfarm.api.crdgen import all_crds
 from benchfarm.api.models import (Artifact, BenchmarkRunSpec, LabPolicySpec, NamespacePolicy,
                                   SoftwareSet)
-from benchfarm.api.reasons import Refusal
+from benchfarm.api.outcomes import Refusal
 from benchfarm.core import trust
 from benchfarm.core.software_policy import SoftwareReach, internal_networks
 from benchfarm.errors import RunError

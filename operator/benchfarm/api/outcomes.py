@@ -66,3 +66,15 @@ class SessionEnd(BaseModel):
     reason: str = ""
     message: str = ""
     party: str = "lab"
+
+
+class Refusal(StrEnum):
+    """Why a run may not do what its spec (or its status) asks."""
+
+    #: the namespace may not boot its own software on shared boards (LabPolicy allowSoftware)
+    softwareNotAllowed = "SoftwareNotAllowed"
+    #: an artifact URL points outside what the namespace may read (its prefix, granted sources,
+    #: allow-listed hosts), or at the lab's own or internal addresses
+    artifactForbidden = "ArtifactForbidden"
+    #: the suites in the run's status are not the ones the operator admitted (signature)
+    statusTampered = "StatusNotTrusted"

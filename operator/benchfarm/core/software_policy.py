@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ..api.models import Artifact, NamespacePolicy, SoftwareSet
-from ..api.reasons import Refusal
+from ..api.outcomes import Refusal
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address

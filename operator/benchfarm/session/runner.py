@@ -28,8 +28,9 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from ..api.devicetype import DeviceType
-from ..api.models import BenchmarkRunSpec, SuiteSpec
-from ..api.outcomes import HandBack, Phase, Reason
+from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
+from ..api.outcomes import HandBack, Phase, Reason, Refusal
+from ..core import trust
 from ..core import steps as st
 from ..core.conditions import now_iso
 from ..errors import BoardBusy, InfraError, RunError
@@ -76,6 +77,11 @@ class Runner:
         if status.get("phase") != Phase.running or not status.get("board"):
             log.info("run %s/%s is %s, not running on a board; nothing to do", self.namespace,
                      self.name, status.get("phase"))
+            return 0
+        board = os.environ.get("BENCHFARM_RUN_BOARD", "")
+        if board != status["board"]:   # the operator named the board at launch, not the status
+            log.info("run %s/%s: launched for board %r, its status names %r; a stale session, "
+                     "nothing to do", self.namespace, self.name, board, status["board"])
             return 0
         uid = body["metadata"]["uid"]
         host, user = run_identity(uid)
@@ -148,24 +154,42 @@ class Runner:
         spool = Spool(self.config.spool / meta["uid"], store)
         spool.start()
         ctx = RunContext(
-            namespace=self.namespace, name=self.name, uid=meta["uid"], spec=spec,
-            suites=[SuiteSpec(**s) for s in status.get("resolvedSuites") or []],
+            namespace=self.namespace, name=self.name, uid=meta["uid"], spec=spec, suites=[],
             place=status["board"], attempt=int(status.get("attempts") or 1),
             resume=int(status.get("resumes") or 0), deadline=self.lifeline.deadline,
             prefix=store.run_prefix(self.namespace, self.name, meta["uid"], spec.artifactPrefix),
             config=self.config, kube=self.kube, lifeline=self.lifeline, status=self.status,
             spool=spool)
         try:
+            ctx.suites = self._admitted_suites(ctx, status)
             if status.get("boardReleased"):
                 self._results_only(ctx, "its board was released before")
             else:
                 self._on_board(ctx, started=bool(status.get("startTime")))
+        except RunError as exc:   # what the status says was not what the operator admitted
+            ctx.status.finish(Phase.failed, exc.reason, exc.message)
         except Cancelled:   # while waiting for a service, or the run was deleted
             if not self.lifeline.deleting.is_set():
                 ctx.status.finish(Phase.cancelled, Reason.cancelled, "cancelled by spec.cancel")
         finally:
             self._drain(ctx)
             spool.stop()
+
+    @staticmethod
+    def _admitted_suites(ctx: RunContext, status: dict[str, Any]) -> list[SuiteSpec]:
+        """The suites the operator resolved at admission, proven by its signature: a tenant
+        who could write the run's status still cannot change what runs on the board."""
+        try:
+            key = trust.key_from(os.environ)
+        except ValueError as exc:
+            raise RunError(f"the lab has no signing key for sessions ({exc}); an operator "
+                           f"misconfiguration", reason="SigningKeyMissing") from exc
+        suites = status.get("resolvedSuites")
+        if not trust.verify(key, ctx.uid, suites, status.get("resolvedSuitesSignature")):
+            raise RunError("the suites in the run's status are not the ones the operator "
+                           "admitted (their signature does not match); nothing was run",
+                           reason=Refusal.statusTampered)
+        return [SuiteSpec(**s) for s in suites or []]
 
     def _drain(self, ctx: RunContext) -> None:
         """Every exit path uploads what the spool holds (bounded by the run's timeout, or
@@ -185,6 +209,12 @@ class Runner:
             ctx.status.event("Warning", "ArtifactsNotUploaded", message)
         except Exception:   # the API server may be down too; the log says it
             log.debug("could not post the event", exc_info=True)
+
+    def _lab_policy(self) -> LabPolicySpec:
+        """The lab's one LabPolicy (`default`), read here: never the tenant's word."""
+        body = self.lifeline.wait_out("read the LabPolicy", lambda: self.kube.get_cluster(
+            "labpolicies", "default"))
+        return LabPolicySpec(**(body or {}).get("spec") or {})
 
     def _device_type(self, name: str) -> DeviceType | None:
         return load_device_types(self.config.device_types).get(name) if name else None
@@ -228,7 +258,8 @@ class Runner:
             return
         try:
             software = StepRunner.fetch_software(ctx, SoftwareCache(
-                self.config.software_cache, ctx.spool.store))
+                self.config.software_cache, ctx.spool.store,
+                policy=self._lab_policy().for_namespace(ctx.namespace), namespace=ctx.namespace))
             self.lifeline.wait_out("acquire the place",
                                    lambda: self.coordinator.acquire(ctx.place))
         except BoardBusy as exc:

@@ -39,7 +39,7 @@ from typing import Any
 from minio.error import S3Error
 
 from ..api.models import Artifact, NamespacePolicy, SoftwareSet
-from ..api.reasons import Refusal
+from ..api.outcomes import Refusal
 from ..core.software_policy import SoftwareReach, address_problem, internal_networks
 from ..errors import InfraError, RunError
 from .artifacts import ArtifactStore
