@@ -55,6 +55,13 @@ def run_prefix(namespace: str, run: str, uid: str, prefix: str = "") -> str:
     return "/".join(segments)
 
 
+# What the store answers for a request that will never succeed: an error to report, not an outage
+# to wait out (a name MinIO refuses held a board for a run's whole timeout).
+PERMANENT = frozenset({"NoSuchKey", "NoSuchBucket", "AccessDenied", "InvalidAccessKeyId",
+                       "InvalidArgument", "InvalidObjectName", "InvalidBucketName",
+                       "XMinioInvalidResourceName", "XMinioInvalidObjectName", "KeyTooLongError"})
+
+
 class ArtifactStore:
     def __init__(self, config: StoreConfig, *, attempts: int = 5) -> None:
         self.config = config
@@ -75,8 +82,7 @@ class ArtifactStore:
             try:
                 return fn()
             except (S3Error, urllib3.exceptions.HTTPError, OSError) as exc:
-                if isinstance(exc, S3Error) and exc.code in ("NoSuchKey", "NoSuchBucket",
-                                                              "AccessDenied", "InvalidAccessKeyId"):
+                if isinstance(exc, S3Error) and exc.code in PERMANENT:
                     raise InfraError(f"artifact store: {what}: {exc.code}",
                                      reason="StoreError") from exc
                 if attempt == self.attempts:
