@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
+from benchfarm_devlab.lab import apply_lab_policy
 from tests.stack.conftest import apply, kube, lab, operator, wait_for  # noqa: F401 (fixtures)
 from tests.stack.runs import GROUP, VERSION, cond, finished, get, run_yaml, status, unique
 
@@ -57,6 +58,113 @@ def charged(before, after):
 def store():
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
     return ArtifactStore(StoreConfig.from_env())
+
+
+def _namespace(name: str) -> None:
+    from kubernetes import client
+    try:
+        client.CoreV1Api().create_namespace({"metadata": {"name": name}})
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+def _software_run(name: str, ns: str, url: str, sha256: str) -> str:
+    body = yaml.safe_load(run_yaml(name, ns=ns, plan="misuse-panic",
+                                   selector={"deviceType": "qemu-arm64-a53"}))
+    body["spec"]["software"] = {"kernel": {"url": url, "sha256": sha256}}
+    return yaml.safe_dump(body)
+
+
+def test_another_namespaces_artifact_as_a_kernel_is_refused(custom, attempt):
+    """Namespace `default` may boot its own software, from its own prefix and `builds/`; naming
+    another tenant's result as its kernel (with a made-up digest, and with the real one) is
+    refused at admission, and the refusal never shows the object's digest."""
+    victim = "probe-b/secret-run/0000/metrics.json"
+    data = b'{"secret": 42}\n'
+    import hashlib
+    import io
+    s = store()
+    s.client.put_object(s.config.bucket, victim, io.BytesIO(data), len(data))
+    real = hashlib.sha256(data).hexdigest()
+    for label, digest in (("a made-up digest", "0" * 64), ("its real digest", real)):
+        name = unique("steal")
+        apply(_software_run(name, "default", f"s3://{s.config.bucket}/{victim}", digest))
+        st = finished(custom, name, timeout=60)
+        c = cond(st)
+        leaked = real in c.get("message", "") or st.get("board") is not None
+        attempt(f"another namespace's object as a kernel ({label})",
+                f"{st['phase']}/{c.get('reason')} at admission", leaked=leaked)
+        assert st["phase"] == "Failed" and c["reason"] == "ArtifactForbidden", st
+        assert not leaked and not st.get("attempts"), st
+
+
+@pytest.mark.parametrize("what,url", [
+    ("the lab's store over http", "http://{minio}/benchfarm-artifacts/probe-b/x/metrics.json"),
+    ("the cloud metadata address", "http://169.254.169.254/latest/meta-data/"),
+    ("the API server by name", "https://localhost:{api}/api")])
+def test_software_from_the_labs_own_addresses_is_refused(custom, attempt, what, url):
+    url = url.format(minio=os.environ["BENCHFARM_S3_ENDPOINT"],
+                     api=devlab.PORTS.apiserver)
+    name = unique("ssrf")
+    apply(_software_run(name, "default", url, "0" * 64))
+    st = finished(custom, name, timeout=60)
+    attempt(f"software from {what}", f"{st['phase']}/{cond(st).get('reason')}",
+            leaked=st.get("board") is not None)
+    assert st["phase"] == "Failed" and cond(st)["reason"] == "ArtifactForbidden", st
+
+
+def test_software_from_a_namespace_without_allow_software_is_refused(custom, attempt):
+    _namespace("probe-a")
+    name = unique("root")
+    s = store()
+    apply(_software_run(name, "probe-a", f"s3://{s.config.bucket}/probe-a/my/Image", "0" * 64))
+    st = finished(custom, name, ns="probe-a", timeout=60)
+    attempt("its own kernel from a namespace without allowSoftware",
+            f"{st['phase']}/{cond(st).get('reason')}", leaked=st.get("board") is not None)
+    assert st["phase"] == "Failed" and cond(st)["reason"] == "SoftwareNotAllowed", st
+
+
+def test_an_artifact_prefix_that_climbs_out_and_a_second_lab_policy_are_refused(attempt):
+    """Both are refused by the API server itself (schema and CEL): nothing reaches the
+    operator."""
+    for tried, text in (
+            ("artifactPrefix: ../../escape",
+             run_yaml(unique("climb"), artifactPrefix="../../escape")),
+            ("a second LabPolicy (maxPriority 1 for everyone)",
+             yaml.safe_dump({"apiVersion": f"{GROUP}/{VERSION}", "kind": "LabPolicy",
+                             "metadata": {"name": "zz-probe"},
+                             "spec": {"default": {"namespace": "x", "maxPriority": 1}}}))):
+        with pytest.raises(RuntimeError) as refused:
+            apply(text)
+        why = str(refused.value).strip().splitlines()[-1]
+        attempt(tried, f"refused by the API server: {why[:60]}")
+
+
+def test_a_tampered_status_runs_nothing(custom, attempt):
+    """Someone with `benchmarkruns/status` rewrites the suites a queued run will execute: the
+    session checks the operator's signature and runs nothing."""
+    name = unique("tamper")
+    board = "vb-x86-1"
+    custom.patch_cluster_custom_object(GROUP, VERSION, "boards", board,
+                                       {"spec": {"maintenance": True}})
+    try:
+        apply(run_yaml(name, plan="misuse-panic", selector={"board": board}))
+        wait_for(f"{name} admitted", lambda: status(custom, name).get("phase") == "Pending",
+                 timeout=60)
+        suites = status(custom, name)["resolvedSuites"]
+        suites[0]["command"] = "echo owned > /tmp/owned"
+        custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, "default", "benchmarkruns", name, {"status": {"resolvedSuites": suites}})
+    finally:
+        custom.patch_cluster_custom_object(GROUP, VERSION, "boards", board,
+                                           {"spec": {"maintenance": False}})
+    st = finished(custom, name, timeout=300)
+    attempt("rewrite status.resolvedSuites of a queued run",
+            f"{st['phase']}/{cond(st).get('reason')}; nothing ran",
+            leaked=bool(st.get("checkpoint")))
+    assert st["phase"] == "Failed" and cond(st)["reason"] == "StatusNotTrusted", st
+    assert not st.get("checkpoint"), st
 
 
 def test_a_plan_that_panics_the_kernel_is_the_runs_fault_on_every_board_type(custom, attempt):
@@ -125,13 +233,8 @@ def test_a_thousand_runs_from_one_namespace_against_max_boards_one(custom, attem
         except client.ApiException as exc:
             if exc.status != 409:
                 raise
-    old = None
-    try:
-        old = custom.get_cluster_custom_object(GROUP, VERSION, "labpolicies", "default")
-    except client.ApiException as exc:
-        if exc.status != 404:
-            raise
-    spec = (old or {}).get("spec") or {}
+    old = custom.get_cluster_custom_object(GROUP, VERSION, "labpolicies", "default")
+    spec = old.get("spec") or {}
     entries = [e for e in spec.get("namespaces", []) if e.get("namespace") != flood]
     policy = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LabPolicy",
               "metadata": {"name": "default"},
@@ -170,11 +273,7 @@ def test_a_thousand_runs_from_one_namespace_against_max_boards_one(custom, attem
         assert grown < 200, f"operator RSS grew {grown:.0f} MiB (created in {created:.0f} s)"
     finally:
         custom.delete_collection_namespaced_custom_object(GROUP, VERSION, flood, "benchmarkruns")
-        if old is not None:
-            old["metadata"] = {"name": "default"}
-            apply(yaml.safe_dump(old))
-        else:
-            custom.delete_cluster_custom_object(GROUP, VERSION, "labpolicies", "default")
+        apply_lab_policy()
 
 
 def _operator_rss() -> int:
