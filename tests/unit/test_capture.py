@@ -75,14 +75,14 @@ def test_shell_output_bounds_a_huge_output_and_says_what_was_cut():
         cap.feed(b"x" * 1000 + b"\r\n")
     cap.feed(b"last line\r\n" + marker.encode() + b" 0\r\n$ ")
     assert cap.exit_code == 0
+    total = len("first line\r\n") + 1000 * 1002 + len("last line\r\n")
+    assert cap.output.total == total and len(cap.output.head) + cap.output.tail_size == 4096
     lines = cap.text().split("\n")
     assert lines[0] == "first line" and lines[-1] == "last line"
     cut = [line for line in lines if line.startswith("[benchfarm:")]
     assert len(cut) == 1
-    total = len("first line\r\n") + 1000 * 1002 + len("last line\r\n")
     assert cut[0] == (f"[benchfarm: {total - 4096} bytes cut from the middle of this output; "
                       f"the serial log has them all]")
-    assert cap.output.total == total and len(cap.output.head) + cap.output.tail_size == 4096
 
 
 def test_shell_output_without_prompt_after_the_end_marker_is_the_shells_fault():

@@ -69,10 +69,8 @@ class HeadTail:
 
     def value(self, newline: bytes = b"\n") -> bytes:
         """Head and tail; between them, when anything was cut, a line that says so."""
-        tail = b"".join(self.tail)
-        if not self.cut:
-            return bytes(self.head) + tail
-        return bytes(self.head) + newline + self.cut_line() + newline + tail
+        cut = [newline, self.cut_line(), newline] if self.cut else []
+        return b"".join([self.head, *cut, *self.tail])
 
     def since(self, offset: int) -> bytes:
         """What came from stream offset `offset` on, as far as it is kept (a cut part is the
@@ -88,10 +86,9 @@ def shell_text(raw: bytes) -> str:
     """A command's output as labgrid's ShellDriver.run gives it (VT100 codes removed, CRLF
     lines, the last line break dropped), joined with newlines. Bytes that are not UTF-8 (a cut
     through a character, a binary dump) are replaced, not an error."""
-    lines = VT100.sub("", raw.decode("utf-8", errors="replace")).split("\r\n")
-    if lines and not lines[-1]:
-        del lines[-1]
-    return "\n".join(lines)
+    end = len(raw) - 2 if raw.endswith(b"\r\n") else len(raw)
+    text = str(memoryview(raw)[:end], "utf-8", "replace")
+    return VT100.sub("", text).replace("\r\n", "\n")
 
 
 class ShellOutput:
@@ -153,4 +150,7 @@ class ShellOutput:
         self._window = after
 
     def text(self) -> str:
-        return shell_text(self.output.value(b"\r\n"))
+        """The output as a ShellDriver gives it; once: the capture's memory is handed over."""
+        raw = self.output.value(b"\r\n")
+        self.output = HeadTail(2)
+        return shell_text(raw)
