@@ -5,7 +5,9 @@ written atomically under the spool directory (an emptyDir in a cluster, `.benchf
 embedded lab) before it is uploaded. An upload that fails because MinIO is down leaves the file
 where it is; a drain thread retries with backoff until it goes through. A session that restarts
 on the same machine finds its spool again and finishes the uploads, without rewriting objects
-MinIO already has (same key, same sha256: the spooled copy is just dropped).
+MinIO already has (same key, same sha256: the spooled copy is just dropped). Nothing is held in
+memory whole: uploads stream from the files, and `concat` makes serial.log of its parts (one per
+resume) by streaming or by the store's own compose.
 """
 
 from __future__ import annotations
