@@ -37,8 +37,8 @@ def spool(lab, tmp_path):
 def _pieces(key: str, size: int):
     """A serial log part's bytes, 1 MiB at a time."""
     for i in range(0, size, MiB):
-        n = min(MiB, size - i)
-        yield ((key.encode() + b" %d\n" % i) * (n // (len(key) + 12) + 1))[:n]
+        n, line = min(MiB, size - i), key.encode() + b" %d\n" % i
+        yield (line * (n // len(line) + 1))[:n]
 
 
 def _part(spool: Spool, key: str, size: int, *, upload: bool) -> None:
