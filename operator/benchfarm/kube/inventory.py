@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..core import queue as q
 from ..errors import InfraError
-from ..lab.board import Board
+from ..lab.board import Board, SerialLog
 from . import metrics
 from .sessions import run_uid_of
 from .state import BoardRecord, ts
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("benchfarm")
 REFRESH_EVERY = 3.0
+HEALTH_CHECK_CONSOLE = 1024 * 1024   # bytes of a health check's console held in memory
 
 
 class Inventory:
@@ -216,8 +217,9 @@ class Inventory:
             dt = rt.device_types[self.boards[name].device_type]
             rt.coordinator.acquire(name)
             try:
+                # the console in memory, bounded: its first and last bytes, the cut said
                 board = Board(name, rt.coordinator.places()[name].resources, dt,
-                              rt.coordinator.session())
+                              rt.coordinator.session(), SerialLog(limit=HEALTH_CHECK_CONSOLE))
                 try:
                     board.boot()
                     ok = True

@@ -4,27 +4,35 @@ The target is labgrid's, built from the labgrid environment of the board's devic
 (`lab.environment`): a RemotePlace expanded from the coordinator, the drivers the environment
 names, and `BenchfarmStrategy`, which boots the board and times the boot. This module adds what a
 benchmark run needs around them: the run's serial log (every console byte, streamed to a file),
-and commands whose timeout is a result, not a crash.
+and commands whose timeout is a result, not a crash, and whose output is held in bounded memory
+whatever the board prints (its head and tail; the serial log has every byte).
 """
 
 from __future__ import annotations
 
 import logging
+import shlex
 import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labgrid.util import gen_marker
 from pexpect import TIMEOUT as PexpectTimeout
 
 from ..api.devicetype import DeviceType
 from ..core.boot import BootTimeline
+from ..core.capture import HeadTail, ShellOutput
 from ..errors import BoardFault
 from .environment import build_target, environment, forget_target
 from .strategy import BenchfarmStrategy, first_line
 
 log = logging.getLogger(__name__)
+OUTPUT_LIMIT = 16 * 1024 * 1024       # one command's output in memory: its head and its tail
+MEMORY_LIMIT = 1024 * 1024            # a console without a file (health checks): head and tail
+FILE_LIMIT = 256 * 1024 * 1024        # a serial log file: the spool's disk
+READ_CHUNK = 65536
 
 
 @dataclass
@@ -39,28 +47,37 @@ class CommandResult:
 class SerialLog:
     """The whole console of a session, as received, streamed to a file (memory stays bounded).
 
-    Without a path (health checks, tools) it keeps the bytes in memory."""
+    Without a path (health checks, tools) it keeps the console's first and last bytes in memory,
+    `limit` in all, and says how much it cut between them. A file stops growing at `limit` (the
+    spool's disk), and its last line then says how many bytes it did not keep."""
 
-    def __init__(self, path: Path | None = None, limit: int = 256 * 1024 * 1024) -> None:
+    def __init__(self, path: Path | None = None, limit: int | None = None) -> None:
         self.path = path
-        self.limit = limit
+        self.limit = limit or (FILE_LIMIT if path is not None else MEMORY_LIMIT)
         self.size = path.stat().st_size if path is not None and path.exists() else 0
-        self._memory = bytearray()
+        self.dropped = 0
+        self._memory = HeadTail(self.limit, what="console log",
+                                note="only the head and the tail are kept in memory") \
+            if path is None else None
         self._file = path.open("ab") if path is not None else None
 
     def add(self, _when: float, data: bytes) -> None:
-        if self.size >= self.limit:
+        if self._memory is not None:
+            self._memory.add(data)
+            self.size += len(data)
             return
-        if self._file is not None:
+        room = self.limit - self.size
+        if len(data) > room:
+            self.dropped += len(data) - max(room, 0)
+            data = data[:max(room, 0)]
+        if data and self._file is not None:
             self._file.write(data)
             self._file.flush()
-        else:
-            self._memory += data
-        self.size += len(data)
+            self.size += len(data)
 
     def since(self, offset: int) -> bytes:
-        if self._file is None:
-            return bytes(self._memory[offset:])
+        if self._memory is not None:
+            return self._memory.since(offset)
         with self.path.open("rb") as f:
             f.seek(offset)
             return f.read()
@@ -70,17 +87,48 @@ class SerialLog:
 
     def close(self) -> None:
         if self._file is not None:
+            if self.dropped:
+                self._file.write(f"\n[benchfarm: the serial log stopped at {self.limit} bytes; "
+                                 f"{self.dropped} more bytes were not kept]\n".encode())
             self._file.close()
+
+
+def run_bounded(shell: Any, command: str, timeout: float, limit: int) -> tuple[str, int]:
+    """Run `command` with labgrid's ShellDriver protocol (its prompt check, its `run` shell
+    function and markers), holding at most `limit` bytes of the output: its head and its tail
+    (`core.capture`). The ShellDriver's own `run` keeps all of it, twice (pexpect's buffer and
+    the match), and searches the whole buffer again after every read. pexpect's TIMEOUT when
+    the command overruns, with the output so far as its `output`."""
+    console = shell.console
+    shell._check_prompt()
+    marker = gen_marker()
+    capture = ShellOutput(marker, shell.prompt, limit)
+    console.sendline(f"MARKER='{marker[:4]}''{marker[4:]}' run {shlex.quote(command)}")
+    deadline = time.monotonic() + timeout
+    while not capture.done:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            exc = PexpectTimeout(f"{command!r} still ran after {timeout:.0f} s")
+            exc.output = capture.text()
+            raise exc
+        try:
+            capture.feed(console.read(size=1, max_size=READ_CHUNK, timeout=min(left, 1.0)))
+        except PexpectTimeout:
+            continue
+    return capture.text(), capture.exit_code
 
 
 class Board:
     """The labgrid target of one acquired place. Not thread-safe: one session thread owns it."""
 
     def __init__(self, place: str, resources: dict[str, dict[str, Any]], device_type: DeviceType,
-                 session: Any, serial_log: SerialLog | None = None) -> None:
+                 session: Any, serial_log: SerialLog | None = None,
+                 output_limit: int = OUTPUT_LIMIT) -> None:
         """`resources`: the place's, as the coordinator lists them (for a derived environment);
-        `session`: the labgrid ClientSession that acquired the place (`Coordinator.session()`)."""
+        `session`: the labgrid ClientSession that acquired the place (`Coordinator.session()`);
+        `output_limit`: the bytes of one command's output held in memory (head and tail)."""
         self.place = place
+        self.output_limit = output_limit
         self.device_type = device_type
         self.serial_log = serial_log or SerialLog()
         # environment() always names the strategy, and build_target bound it or raised
@@ -105,15 +153,16 @@ class Board:
         self.strategy.activate_shell()
         start = time.monotonic()
         try:
-            lines, _, code = self.shell.run(command, timeout=timeout)
-            return CommandResult(command, "\n".join(lines), code, time.monotonic() - start)
+            output, code = run_bounded(self.shell, command, timeout, self.output_limit)
+            return CommandResult(command, output, code, time.monotonic() - start)
         except BoardFault:   # the strategy saw the board go down (its failure markers)
             raise
         except Exception as exc:
             # pexpect's TIMEOUT, or a labgrid timeout error: the command overran, not the shell
             if isinstance(exc, PexpectTimeout) or "TIMEOUT" in type(exc).__name__.upper():
                 self.strategy.interrupt()
-                return CommandResult(command, "", None, time.monotonic() - start, timed_out=True)
+                return CommandResult(command, getattr(exc, "output", ""), None,
+                                     time.monotonic() - start, timed_out=True)
             raise BoardFault(f"{self.place}: shell failed: {first_line(exc)}",
                              reason="ShellFailed") from exc
 

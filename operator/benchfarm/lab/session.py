@@ -23,7 +23,7 @@ from ..api.models import SuiteSpec
 from ..core.results import SuiteRecord
 from ..errors import BenchfarmError, BoardFault, RunError, SuiteFailure
 from ..suites.registry import parse
-from .board import Board, SerialLog
+from .board import OUTPUT_LIMIT, Board, SerialLog
 from .rails import RailMonitor, monitor_for
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,10 @@ class BoardSession:
     def __init__(self, place: str, resources: dict[str, dict[str, Any]], device_type: DeviceType,
                  labgrid_session: Any, *, deadline: float, serial_log: SerialLog | None = None,
                  environment: dict[str, str] | None = None,
-                 guard: Callable[[], None] | None = None) -> None:
+                 guard: Callable[[], None] | None = None,
+                 output_limit: int = OUTPUT_LIMIT) -> None:
+        """`output_limit`: the bytes of a command's output kept for parsing and upload (its
+        head and its tail; `serial_log` has every byte)."""
         self.place = place
         self.resources = resources
         self.device_type = device_type
@@ -69,7 +72,8 @@ class BoardSession:
         self.environment = environment or {}
         self.guard = guard or (lambda: None)
         self.cancelled = threading.Event()
-        self.board = Board(place, resources, device_type, labgrid_session, serial_log)
+        self.board = Board(place, resources, device_type, labgrid_session, serial_log,
+                           output_limit)
         self.monitor: RailMonitor | None = None   # built by the first low-power step
 
     def stop(self) -> None:

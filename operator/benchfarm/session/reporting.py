@@ -75,9 +75,8 @@ def serial_log(ctx: RunContext) -> str:
     """serial.log: every console byte of this attempt, across resumes, in order."""
     parts = sorted(k for k in ctx.lifeline.wait_out("list serial logs", lambda: ctx.spool.keys(
         f"{ctx.prefix}/serial/attempt-{ctx.attempt:03d}-")))
-    data = b"".join(ctx.lifeline.wait_out("read a serial log", lambda k=k: ctx.spool.get(k))
-                    for k in parts)
-    return ctx.spool.put(f"{ctx.prefix}/serial.log", data, "text/plain")
+    return ctx.lifeline.wait_out("write serial.log", lambda: ctx.spool.concat(
+        parts, f"{ctx.prefix}/serial.log", "text/plain"))
 
 
 def _baseline_doc(ctx: RunContext, baseline: str) -> dict[str, Any] | None:

@@ -16,11 +16,17 @@ import os
 import time
 from dataclasses import dataclass
 
+from collections.abc import Callable
+from typing import BinaryIO
+
 import urllib3
 from minio import Minio
+from minio.commonconfig import ComposeSource
 from minio.error import S3Error
 
 from ..errors import InfraError, Outage
+
+PART_SIZE = 8 * 1024 * 1024     # a streamed upload's part: what memory holds of it at a time
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,38 @@ class ArtifactStore:
         self._retry(f"upload {key}", _put)
         return self.url(key)
 
+    def put_stream(self, key: str, open_stream: Callable[[], BinaryIO],
+                   content_type: str = "application/octet-stream", *, length: int = -1,
+                   sha256: str | None = None) -> str:
+        """Upload what `open_stream()` reads, in parts of `PART_SIZE` (multipart when longer):
+        memory holds one part whatever the object's size. `open_stream` is called again for a
+        retried upload; `length` -1 when unknown."""
+        def _put() -> None:
+            with open_stream() as stream:
+                self.client.put_object(self.config.bucket, key, stream, length,
+                                       content_type=content_type, part_size=PART_SIZE,
+                                       num_parallel_uploads=1,
+                                       metadata={"sha256": sha256} if sha256 else None)
+        self._retry(f"upload {key}", _put)
+        return self.url(key)
+
+    def compose(self, key: str, sources: list[str], content_type: str) -> str:
+        """`key` made of `sources` in order by the store itself (nothing passes through here);
+        every source but the last must be at least 5 MiB (S3's smallest part)."""
+        self._retry(f"compose {key}", lambda: self.client.compose_object(
+            self.config.bucket, key, [ComposeSource(self.config.bucket, s) for s in sources],
+            metadata={"Content-Type": content_type}))
+        return self.url(key)
+
+    def size(self, key: str) -> int:
+        return self._retry(f"stat {key}",
+                           lambda: self.client.stat_object(self.config.bucket, key)).size
+
+    def open(self, key: str) -> BinaryIO:
+        """A streaming reader of an object (close it: it holds a connection)."""
+        return _Response(self._retry(f"download {key}",
+                                     lambda: self.client.get_object(self.config.bucket, key)))
+
     def get(self, key: str) -> bytes:
         def _get() -> bytes:
             resp = self.client.get_object(self.config.bucket, key)
@@ -135,3 +173,24 @@ class ArtifactStore:
             raise
         meta = {k.lower(): v for k, v in (stat.metadata or {}).items()}
         return meta.get("x-amz-meta-sha256")
+
+
+class _Response(io.RawIOBase):
+    """An object's HTTP response as a file the reader closes (and its connection released)."""
+
+    def __init__(self, response) -> None:  # noqa: ANN001 - urllib3's response
+        self.response = response
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001 - a writable buffer
+        data = self.response.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.response.close()
+            self.response.release_conn()
+        super().close()

@@ -5,24 +5,71 @@ written atomically under the spool directory (an emptyDir in a cluster, `.benchf
 embedded lab) before it is uploaded. An upload that fails because MinIO is down leaves the file
 where it is; a drain thread retries with backoff until it goes through. A session that restarts
 on the same machine finds its spool again and finishes the uploads, without rewriting objects
-MinIO already has (same key, same sha256: the spooled copy is just dropped).
+MinIO already has (same key, same sha256: the spooled copy is just dropped). Nothing is held in
+memory whole: uploads stream from the files, and `concat` makes serial.log of its parts (one per
+resume) by streaming or by the store's own compose.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
+import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import InfraError
 from .artifacts import ArtifactStore
 
 log = logging.getLogger(__name__)
 META = ".meta.json"
+COPY_CHUNK = 1024 * 1024
+MIN_PART = 5 * 1024 * 1024      # S3's smallest part but the last: what the store can compose
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(COPY_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class _Chain(io.RawIOBase):
+    """The files `openers` open, read one after the other as one stream (each opened when
+    the previous one ends, closed then)."""
+
+    def __init__(self, openers: list[Callable[[], BinaryIO]]) -> None:
+        self.openers = list(openers)
+        self.current: BinaryIO | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001 - a writable buffer
+        while True:
+            if self.current is None:
+                if not self.openers:
+                    return 0
+                self.current = self.openers.pop(0)()
+            data = self.current.read(len(buffer))
+            if data:
+                buffer[:len(data)] = data
+                return len(data)
+            self.current.close()
+            self.current = None
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current.close()
+            self.current = None
+        super().close()
 
 
 class Spool:
@@ -91,6 +138,33 @@ class Spool:
             self._wake.set()
         return self.store.url(key)
 
+    def concat(self, keys: list[str], dest: str, content_type: str = "text/plain") -> str:
+        """One object `dest` of the spooled `keys` in order (the serial log's parts, one per
+        resume), never held in memory: the store composes it when the parts are all there and
+        big enough, else it is streamed up in parts from the local files and the stored objects
+        in turn. Parts all still on local disk (the store is down) are copied into a spool file
+        for `dest`, uploaded like any other."""
+        local = [self._path(k).exists() for k in keys]
+        if keys and all(local):
+            path = self.append_path(dest)
+            tmp = path.with_name(f".{path.name}.tmp")
+            with tmp.open("wb") as out:
+                for key in keys:
+                    with self._path(key).open("rb") as part:
+                        shutil.copyfileobj(part, out, COPY_CHUNK)
+            os.replace(tmp, path)
+            return self.put_file(dest, content_type)
+        if not any(local) and all(self.store.size(k) >= MIN_PART for k in keys[:-1]):
+            return self.store.compose(dest, keys, content_type)
+        return self.store.put_stream(dest, lambda: _Chain([self._opener(k) for k in keys]),
+                                     content_type)
+
+    def _opener(self, key: str) -> Callable[[], BinaryIO]:
+        path = self._path(key)
+        if path.exists():
+            return lambda: path.open("rb")
+        return lambda: self.store.open(key)
+
     # -- reading ------------------------------------------------------------------------------
     def get(self, key: str) -> bytes:
         path = self._path(key)
@@ -116,9 +190,10 @@ class Spool:
             if not path.exists():
                 return
             meta = json.loads(meta_path.read_text())
-            data = path.read_bytes()
-            if not check or self.store.sha256(meta["key"]) != hashlib.sha256(data).hexdigest():
-                self.store.put(meta["key"], data, meta["contentType"])
+            digest = _sha256(path)
+            if not check or self.store.sha256(meta["key"]) != digest:
+                self.store.put_stream(meta["key"], lambda: path.open("rb"), meta["contentType"],
+                                      length=path.stat().st_size, sha256=digest)
             path.unlink(missing_ok=True)
             meta_path.unlink(missing_ok=True)
 
