@@ -33,6 +33,14 @@ spec:
       command: 'echo bf-crash; echo c > /proc/sysrq-trigger; sleep 120'
       timeoutSeconds: 180
 """
+QUICK_PLAN = """
+apiVersion: benchfarm.io/v1alpha1
+kind: TestPlan
+metadata: {name: misuse-quick}
+spec:
+  suites:
+    - {name: uname, suite: shell, command: uname -r, timeoutSeconds: 30}
+"""
 DEVICE_TYPES = ["qemu-x86", "qemu-arm64-a53", "qemu-x86-gpu", "qemu-x86-bench",
                 "qemu-x86-sigrok"]
 
@@ -41,6 +49,7 @@ DEVICE_TYPES = ["qemu-x86", "qemu-arm64-a53", "qemu-x86-gpu", "qemu-x86-bench",
 def custom(kube, operator):  # noqa: F811
     from kubernetes import client
     apply(PANIC_PLAN)
+    apply(QUICK_PLAN)
     return client.CustomObjectsApi(kube)
 
 
@@ -243,13 +252,13 @@ def test_a_thousand_runs_from_one_namespace_against_max_boards_one(custom, attem
     rss_before = _operator_rss()
     try:
         t0 = time.monotonic()
-        body = yaml.safe_load(run_yaml("x", ns=flood))
+        body = yaml.safe_load(run_yaml("x", ns=flood, plan="misuse-quick"))
         for i in range(1000):
             body["metadata"]["name"] = f"flood-{i:04d}"
             custom.create_namespaced_custom_object(GROUP, VERSION, flood, "benchmarkruns", body)
         created = time.monotonic() - t0
         other = unique("other")
-        apply(run_yaml(other, ns=other_ns))
+        apply(run_yaml(other, ns=other_ns, plan="misuse-quick"))
         most = 0
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
