@@ -14,8 +14,16 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from .models import (BENCHMARKRUN_SPEC_RULES, GROUP, LABPOLICY_RULES, VERSION, BenchmarkRunSpec,
-                     BoardSpec, LabPolicySpec, TestPlanSpec)
+from .models import (
+    BENCHMARKRUN_SPEC_RULES,
+    GROUP,
+    LABPOLICY_RULES,
+    VERSION,
+    BenchmarkRunSpec,
+    BoardSpec,
+    LabPolicySpec,
+    TestPlanSpec,
+)
 
 _DROP = {"title", "discriminator"}
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ..core import queue as q
@@ -141,7 +141,7 @@ class Inventory:
                       "run": rec.run or (f"labgrid: {rec.held_by_other}" if rec.held_by_other
                                          else None),
                       "consecutiveInfraFailures": rec.failures, "reason": rec.reason,
-                      "quarantinedAt": datetime.fromtimestamp(rec.quarantined_since, timezone.utc)
+                      "quarantinedAt": datetime.fromtimestamp(rec.quarantined_since, UTC)
                       .strftime("%Y-%m-%dT%H:%M:%SZ") if rec.quarantined_since else None}
             if status == rec.last_status:
                 return

@@ -23,8 +23,7 @@ from typing import Any
 from ..api.devicetype import DeviceType
 from ..api.models import BenchmarkRunSpec, LabPolicySpec
 from ..api.outcomes import FINISHED, Phase, Reason
-from ..core import queue as q
-from ..core import trust
+from ..core import queue as q, trust
 from ..core.conditions import now_iso, set_condition
 from ..errors import RunError
 from ..kubeapi.client import Kube, PreconditionFailed
@@ -229,7 +228,7 @@ class Runtime:
         while True:
             try:
                 await asyncio.wait_for(self.wake_event.wait(), timeout=2.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self.wake_event.clear()
             loop = asyncio.get_running_loop()
