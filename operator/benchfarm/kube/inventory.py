@@ -16,7 +16,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core import queue as q
 from ..errors import InfraError
@@ -38,10 +38,10 @@ class Inventory:
         self.boards: dict[str, BoardRecord] = {}
         self.last_refresh = 0.0
         self.checking: set[str] = set()     # boards whose health check runs
-        self.orphans: dict[str, str] = {}          # place -> holder seen orphaned last refresh
+        self.orphans: dict[str, str | None] = {}          # place -> holder seen orphaned last refresh
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="health")
         self.publisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="board-status")
-        self.unpublished: dict[str, dict] = {}      # board -> the status to write next
+        self.unpublished: dict[str, dict[str, Any]] = {}      # board -> the status to write next
 
     def close(self) -> None:
         """The last statuses are written before the operator exits."""

@@ -69,7 +69,7 @@ class Runtime:
         self.lock = threading.RLock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.wake_event: asyncio.Event | None = None
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
         self.inventory_known = False
         self.positions: dict[str, int | None] = {}
         self.last_positions_at = 0.0
@@ -180,7 +180,7 @@ class Runtime:
                 self.inventory.claim(board, key)          # adopted after a restart, too
             else:
                 self.inventory.free(board, key)
-                cond = next((c for c in status.get("conditions") or []
+                cond: dict[str, Any] = next((c for c in status.get("conditions") or []
                              if c.get("type") == "Succeeded"), {})
                 if run.phase == Phase.succeeded or cond.get("reason") in _BOARD_IS_FINE:
                     self.inventory.board_ok(board)
@@ -377,7 +377,7 @@ class Runtime:
 
     def _publish_positions(self, order: list[q.QueuedRun]) -> None:
         self.last_positions_at = time.monotonic()
-        new = q.queue_positions(order, QUEUE_POSITION_LIMIT)
+        new: dict[str, int | None] = {**q.queue_positions(order, QUEUE_POSITION_LIMIT)}
         for key in set(self.positions) | set(new):
             if self.positions.get(key) != new.get(key) and key in self.runs:
                 run = self.runs[key]

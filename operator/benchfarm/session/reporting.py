@@ -8,6 +8,7 @@ against a baseline or between the A/B sides.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from typing import Any
@@ -75,7 +76,7 @@ def serial_log(ctx: RunContext) -> str:
     """serial.log: every console byte of this attempt, across resumes, in order."""
     parts = sorted(k for k in ctx.lifeline.wait_out("list serial logs", lambda: ctx.spool.keys(
         f"{ctx.prefix}/serial/attempt-{ctx.attempt:03d}-")))
-    data = b"".join(ctx.lifeline.wait_out("read a serial log", lambda k=k: ctx.spool.get(k))
+    data = b"".join(ctx.lifeline.wait_out("read a serial log", functools.partial(ctx.spool.get, k))
                     for k in parts)
     return ctx.spool.put(f"{ctx.prefix}/serial.log", data, "text/plain")
 
@@ -88,7 +89,8 @@ def _baseline_doc(ctx: RunContext, baseline: str) -> dict[str, Any] | None:
     prefix = ArtifactStore.run_prefix(ctx.namespace, baseline, base["metadata"]["uid"],
                                       base["spec"].get("artifactPrefix", ""))
     try:
-        return json.loads(ctx.lifeline.wait_out("read the baseline", lambda: ctx.spool.store.get(
-            f"{prefix}/metrics.json")))
+        doc: dict[str, Any] = json.loads(ctx.lifeline.wait_out(
+            "read the baseline", lambda: ctx.spool.store.get(f"{prefix}/metrics.json")))
+        return doc
     except InfraError:
         return None
