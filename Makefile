@@ -19,7 +19,7 @@ APT_STAMP := $(BENCHFARM_CACHE)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut
 IMAGE_APT_STAMP := $(BENCHFARM_CACHE)/.apt-image-$(shell echo $(IMAGE_APT_PACKAGES) | md5sum | cut -c1-8)
 CLUSTER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-cluster-$(shell echo $(CLUSTER_APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps image-deps cluster-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster test unit chaos misuse crds bench bench-scale bench-boot clean
+.PHONY: all deps image-deps cluster-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint test unit chaos misuse crds bench bench-scale bench-boot clean
 
 all: test
 
@@ -94,8 +94,14 @@ demo-cluster: cluster-up image
 unit: venv
 	@$(VENV)/bin/pytest -q -m 'not stack'
 
+# ruff (lint only, no formatting) and mypy (strict on api, core, session, kube); pyproject.toml
+lint: venv
+	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/mypy
+
 test: lab-up image-deps cluster-deps node-binaries
 	@$(VENV)/bin/lint-imports --config pyproject.toml
+	@$(MAKE) --no-print-directory lint
 	@$(VENV)/bin/pytest -q
 
 # What a tenant can try against the shared lab: one line per attempt at the end, non-zero on a breach.

@@ -34,7 +34,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -46,8 +45,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import benchfarm_devlab as devlab  # noqa: E402
-from benchfarm_devlab import scale  # noqa: E402
 from benchfarm.lab.coordinator import Coordinator  # noqa: E402
+from benchfarm_devlab import scale  # noqa: E402
 
 GROUP_VERSION = "benchfarm.io/v1alpha1"
 PLAN = "scale-work"

@@ -20,8 +20,18 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from benchfarm.core.queue import (Assignment, BoardView, Decision, FairnessPolicy, QueuedRun,
-                                  RoundRobinFairness, Selector, WaitingQueue, matches, schedule)
+from benchfarm.core.queue import (
+    Assignment,
+    BoardView,
+    Decision,
+    FairnessPolicy,
+    QueuedRun,
+    RoundRobinFairness,
+    Selector,
+    WaitingQueue,
+    matches,
+    schedule,
+)
 
 TYPES = [f"soc-{i}" for i in range(8)]
 

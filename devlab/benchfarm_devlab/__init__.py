@@ -15,13 +15,25 @@ re-exported here.
 
 from .boards import load_inventory
 from .cluster import down as cluster_down, import_image, pod_addresses, up as cluster_up
-from .config import CACHE, DEVICE_TYPES, HELM_VERSION, K8S_VERSION, PORT_BASE, PORTS, REPO, STATE, VENV_BIN, LabError
+from .config import (
+    CACHE,
+    DEVICE_TYPES,
+    HELM_VERSION,
+    K8S_VERSION,
+    PORT_BASE,
+    PORTS,
+    REPO,
+    STATE,
+    VENV_BIN,
+    LabError,
+)
 from .env import kubectl, lab_env
 from .lab import LAB_POLICY, apply_lab_policy, down, start_operator, status, up
 from .pki import write_kubeconfig
 from .processes import http_ok, running_pid, start_process, stop_process
 
-__all__ = ["LAB_POLICY", "apply_lab_policy", "CACHE", "cluster_down", "cluster_up", "import_image", "pod_addresses", "DEVICE_TYPES", "HELM_VERSION", "K8S_VERSION", "PORTS", "PORT_BASE", "REPO",
+__all__ = ["LAB_POLICY", "apply_lab_policy", "CACHE", "cluster_down", "cluster_up", "import_image",
+           "pod_addresses", "DEVICE_TYPES", "HELM_VERSION", "K8S_VERSION", "PORTS", "PORT_BASE", "REPO",
            "STATE", "VENV_BIN", "LabError", "down", "http_ok", "kubectl", "lab_env",
            "load_inventory", "running_pid", "start_operator", "start_process", "status", "stop_process", "up",
            "write_kubeconfig"]

@@ -10,7 +10,16 @@ import os
 import subprocess
 from pathlib import Path
 
-from .config import CACHE, ETCD_VERSION, HELM_VERSION, K8S_VERSION, MINIO_VERSION, REPO, LabError, say
+from .config import (
+    CACHE,
+    ETCD_VERSION,
+    HELM_VERSION,
+    K8S_VERSION,
+    MINIO_VERSION,
+    REPO,
+    LabError,
+    say,
+)
 
 
 def binaries() -> dict[str, Path]:

@@ -79,14 +79,24 @@ from pathlib import Path
 import yaml
 
 from .binaries import binaries
-from .config import (CACHE, CLUSTER_DIR, HOST_ADDR, K8S_VERSION, POD_CIDR, PORT_BASE, PORTS, REPO,
-                     STATE, LabError, say)
+from .config import (
+    CACHE,
+    CLUSTER_DIR,
+    HOST_ADDR,
+    K8S_VERSION,
+    POD_CIDR,
+    PORT_BASE,
+    PORTS,
+    REPO,
+    STATE,
+    LabError,
+    say,
+)
 from .controlplane import start_controller_manager
 from .env import kubectl
 from .pki import client_cert, write_kubeconfig
 from .places import readvertise
-from .processes import (http_ok, pids_where, port_open, running_pid, start_process,
-                        stop_process)
+from .processes import http_ok, pids_where, port_open, running_pid, start_process, stop_process
 
 NODE = f"benchfarm-{PORT_BASE}"
 BRIDGE = f"bf{PORT_BASE}"

@@ -15,7 +15,6 @@ from .config import BUCKET, CLUSTER_DIR, PORTS, SERVICE_CIDR, STATE
 from .pki import ensure_pki, minio_credentials, write_kubeconfig
 from .processes import http_ok, start_process
 
-
 AUDIT_LOG = STATE / "logs" / "audit.log"
 
 # What the API server records: every write to benchfarm's objects and Leases, and Events, with

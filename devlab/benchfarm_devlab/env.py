@@ -10,8 +10,19 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from .config import (BUCKET, CACHE, DEVICE_TYPES, HELM_VERSION, HOST_ADDR, K8S_VERSION, POD_CIDR, PORTS,
-                     SERVICE_CIDR, STATE, VENV_BIN)
+from .config import (
+    BUCKET,
+    CACHE,
+    DEVICE_TYPES,
+    HELM_VERSION,
+    HOST_ADDR,
+    K8S_VERSION,
+    POD_CIDR,
+    PORTS,
+    SERVICE_CIDR,
+    STATE,
+    VENV_BIN,
+)
 from .pki import minio_credentials, write_kubeconfig
 
 

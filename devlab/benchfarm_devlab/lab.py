@@ -19,7 +19,6 @@ from .places import start_iperf3, start_labgrid, start_pdudaemon
 from .processes import http_ok, running_pid, start_process, stop_process
 from .sshd import start_sshd, stop_masters
 
-
 # The lab's LabPolicy: namespace `default` (the examples', the demo's) may boot software from its
 # own folder and the kernel builds the lab publishes under builds/ (builds.py); others may not.
 LAB_POLICY = {
@@ -89,7 +88,8 @@ def up() -> Path:
 
 
 COMPONENTS_DOWN_ORDER = ["benchfarm-operator*", "session-*", "kube-scheduler", "kubelet", "kube-proxy",
-                         "containerd", "lab-gateway", "iperf3", "labgrid-exporter-*", "labgrid-coordinator", "sshd", "pdudaemon",
+                         "containerd", "lab-gateway", "iperf3", "labgrid-exporter-*", "labgrid-coordinator",
+                         "sshd", "pdudaemon",
                          "vlab", "minio", "kube-controller-manager", "kube-apiserver", "etcd"]
 
 

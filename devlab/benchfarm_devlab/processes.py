@@ -160,7 +160,7 @@ def http_ok(url: str, token: str | None = None, body: str | None = None) -> bool
     if token:
         req.add_header("Authorization", f"Bearer {token}")
     ctx = ssl.create_default_context(cafile=str(STATE / "pki" / "ca.crt")) \
-        if url.startswith("https://127.0.0.1:%d" % PORTS.apiserver) else ssl._create_unverified_context()
+        if url.startswith(f"https://127.0.0.1:{PORTS.apiserver}") else ssl._create_unverified_context()
     try:
         with urllib.request.urlopen(req, timeout=2, context=ctx) as resp:
             text = resp.read().decode(errors="replace")

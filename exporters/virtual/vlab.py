@@ -176,7 +176,7 @@ class QmpWatcher:
                 while (left := deadline - time.monotonic()) > 0:
                     try:
                         line = await asyncio.wait_for(reader.readline(), left)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         break
                     if not line:
                         self.status = "off"
@@ -400,7 +400,7 @@ async def serve(config: dict) -> None:
                             Path(b["pty_link"]) if b.get("pty_link") else None)
                for b in config["boards"]]
     outlets = [Outlet(b, logdir) for b in config["boards"]]
-    for outlet, broker in zip(outlets, brokers):
+    for outlet, broker in zip(outlets, brokers, strict=False):
         outlet.broker = broker
     for broker in brokers:
         await broker.start()

@@ -15,7 +15,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from datetime import timezone
+from datetime import UTC
 
 from .api.models import GROUP, VERSION
 
@@ -41,7 +41,7 @@ def _leader() -> str:
     holder, renewed = lease.spec.holder_identity, lease.spec.renew_time
     if not holder or renewed is None:
         raise RuntimeError(f"Lease {namespace}/{OPERATOR_LEASE} is held by nobody")
-    age = time.time() - renewed.replace(tzinfo=renewed.tzinfo or timezone.utc).timestamp()
+    age = time.time() - renewed.replace(tzinfo=renewed.tzinfo or UTC).timestamp()
     if age > STALE_S:
         raise RuntimeError(f"Lease {namespace}/{OPERATOR_LEASE}: {holder} last renewed it "
                            f"{age:.0f} s ago")
@@ -76,8 +76,9 @@ def _labgrid() -> str:
 
 
 def _store() -> str:
-    from .store.artifacts import StoreConfig
     from minio import Minio
+
+    from .store.artifacts import StoreConfig
     cfg = StoreConfig.from_env()
     found = Minio(cfg.endpoint, access_key=cfg.access_key, secret_key=cfg.secret_key,
                   secure=cfg.secure).bucket_exists(cfg.bucket)

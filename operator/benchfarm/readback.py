@@ -54,8 +54,7 @@ def compare(run: str, baseline: str, board: str | None = None) -> tuple[str, boo
     """The comparison table of a run against another run or a vendor guide (one board's column of
     it); and whether it regressed."""
     from .core.guide import read_guide
-    from .core.regression import RegressionPolicy, Sample
-    from .core.regression import compare as compare_samples
+    from .core.regression import RegressionPolicy, Sample, compare as compare_samples
     from .core.results import samples_by_metric_name, samples_from_document
     from .report.tables import comparison_markdown
     doc = metrics(run)

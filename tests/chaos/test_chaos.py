@@ -20,8 +20,20 @@ import yaml
 
 import benchfarm_devlab as devlab
 from tests.stack.conftest import apply, kube, lab, operator, wait_for  # noqa: F401 (fixtures)
-from tests.stack.runs import (GROUP, VERSION, board_index, chaos, cond, finished, get,
-                              place_acquired, run_yaml, session_pids, status, unique)
+from tests.stack.runs import (
+    GROUP,
+    VERSION,
+    board_index,
+    chaos,
+    cond,
+    finished,
+    get,
+    place_acquired,
+    run_yaml,
+    session_pids,
+    status,
+    unique,
+)
 
 pytestmark = pytest.mark.stack
 

@@ -15,8 +15,8 @@ import pytest
 
 import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import Coordinator
-from tests.stack.runs import cond, finished, outlet_on, run_yaml, unique
 from tests.stack.conftest import apply, wait_for
+from tests.stack.runs import cond, finished, outlet_on, run_yaml, unique
 from tests.stack.test_operator import custom  # noqa: F401
 
 pytestmark = pytest.mark.stack

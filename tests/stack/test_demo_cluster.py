@@ -141,5 +141,6 @@ def test_helm_install_runs_a_session_job_and_survives_the_leader_pod(release, cu
     test = helm_test()
     assert "FAIL" not in test and "ok    leader" in test, test
     print(f"\nhelm install -> 2 replicas Ready {release:.1f} s; helm upgrade -> old pods gone "
-          f"{rollout:.1f} s with a run running and one queued, {led} leads {handover:.1f} s later; leader {first} deleted, "
+          f"{rollout:.1f} s with a run running and one queued, {led} leads {handover:.1f} s later; "
+          f"leader {first} deleted, "
           f"{second} leads after {takeover:.1f} s, the pod gone after {gone:.1f} s; session Job {job} Complete")

@@ -14,8 +14,16 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
-from tests.stack.chart import (CHART, helm, kubectl, lab_values, minio_secret,
-                               create_restricted_namespace, start_chart_operator, stop)
+from tests.stack.chart import (
+    CHART,
+    create_restricted_namespace,
+    helm,
+    kubectl,
+    lab_values,
+    minio_secret,
+    start_chart_operator,
+    stop,
+)
 from tests.stack.conftest import apply, wait_for
 
 pytestmark = pytest.mark.stack
@@ -112,8 +120,9 @@ def test_installed_chart_runs_the_demo_with_its_own_rbac(restricted_namespace, k
                               "metadata": {"name": name, "namespace": "default"},
                               "spec": {"selector": {"deviceType": "qemu-x86"}, "plan": "demo",
                                        "bootCycles": 2}}))
-        from tests.stack.test_operator import cond
         from kubernetes import client
+
+        from tests.stack.test_operator import cond
         custom = client.CustomObjectsApi(kube)
 
         def done():

@@ -104,7 +104,8 @@ def test_rootfs_has_no_bytecode_caches_or_logs(bundle):
     assert not list(venv.rglob("__pycache__")) and not list(venv.rglob("*.pyc"))
     assert not (root / "root" / ".cache").exists()
     assert not list((root / "tmp").iterdir())
-    assert [p.name for p in (root / "var" / "lib" / "apt" / "lists").iterdir() if p.is_file() and p.name != "lock"] == []
+    assert [p.name for p in (root / "var" / "lib" / "apt" / "lists").iterdir()
+            if p.is_file() and p.name != "lock"] == []
     assert not list((root / "var" / "cache" / "apt").glob("*.bin"))
     assert [p for p in (root / "var" / "log").rglob("*") if p.is_file() and p.stat().st_size] == []
     assert not list(venv.rglob("benchfarm_devlab"))              # the dev lab stays out of the image

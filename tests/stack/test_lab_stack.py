@@ -231,7 +231,7 @@ def test_serial_port_is_connectable_while_off_and_shows_the_next_boot_from_its_s
         while b"benchfarm-init" not in data and time.monotonic() < deadline:
             try:
                 data += sock.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 pass
         sock.close()
         first_line = data.split(b"\n", 1)[0]

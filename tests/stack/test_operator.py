@@ -13,8 +13,21 @@ import yaml
 
 import benchfarm_devlab as devlab
 from tests.stack.conftest import apply, wait_for
-from tests.stack.runs import (GROUP, VERSION, PersonLock, cond, fault, finished, get, outlet_on,
-                              place_acquired, run_yaml, status, ts, unique)
+from tests.stack.runs import (
+    GROUP,
+    VERSION,
+    PersonLock,
+    cond,
+    fault,
+    finished,
+    get,
+    outlet_on,
+    place_acquired,
+    run_yaml,
+    status,
+    ts,
+    unique,
+)
 
 pytestmark = pytest.mark.stack
 
@@ -119,7 +132,7 @@ def test_two_namespaces_alternate(custom):
         sts = [(ns, n, finished(custom, n, ns, timeout=400)) for ns, n in runs]
     order = [ns for ns, _, st in sorted(sts, key=lambda x: (x[2]["startTime"], x[2]["completionTime"]))]
     assert order in (["team-a", "team-b", "team-a", "team-b"], ["team-b", "team-a", "team-b", "team-a"])
-    from kubernetes import client    # who was served last survives a restart (a ConfigMap)
+    from kubernetes import client  # who was served last survives a restart (a ConfigMap)
     cm = client.CoreV1Api(custom.api_client).read_namespaced_config_map("benchfarm-fairness",
                                                                         "default")
     served = json.loads(cm.data["lastServed"])

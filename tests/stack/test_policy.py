@@ -9,10 +9,18 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
-
 from tests.stack.conftest import apply, wait_for
-from tests.stack.test_operator import (GROUP, VERSION, PersonLock, cond, custom, finished,  # noqa: F401
-                                       run_yaml, status, unique)
+from tests.stack.test_operator import (  # noqa: F401
+    GROUP,
+    VERSION,
+    PersonLock,
+    cond,
+    custom,
+    finished,
+    run_yaml,
+    status,
+    unique,
+)
 
 pytestmark = pytest.mark.stack
 

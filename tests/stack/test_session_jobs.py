@@ -18,9 +18,19 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
-from tests.stack.chart import (CHART, helm, kubectl, lab_values, local_process, minio_secret,
-                               pod_command_env, create_restricted_namespace, service_account_kubeconfig,
-                               start_chart_operator, stop)
+from tests.stack.chart import (
+    CHART,
+    create_restricted_namespace,
+    helm,
+    kubectl,
+    lab_values,
+    local_process,
+    minio_secret,
+    pod_command_env,
+    service_account_kubeconfig,
+    start_chart_operator,
+    stop,
+)
 from tests.stack.conftest import apply, wait_for
 
 pytestmark = pytest.mark.stack

@@ -37,7 +37,8 @@ def test_import_then_render_gives_the_same_numbers():
         again = read_guide(guide_rst(tables)).tables
         assert [(t.title, t.board, len(t.rows)) for t in again] == \
                [(t.title, t.board, len(t.rows)) for t in tables]
-        for a, b in zip((r for t in tables for r in t.rows), (r for t in again for r in t.rows)):
+        for a, b in zip((r for t in tables for r in t.rows), (r for t in again for r in t.rows),
+                        strict=False):
             assert a.key == b.key
             assert (round(a.value.mean, 2), round(a.value.min, 2), round(a.value.max, 2)) == \
                    (b.value.mean, b.value.min, b.value.max)

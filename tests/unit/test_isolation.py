@@ -4,7 +4,6 @@ the run's artifact prefix, the operator's signature on resolved suites, and the 
 
 from __future__ import annotations
 
-import functools
 import http.server
 import threading
 from types import SimpleNamespace
@@ -13,8 +12,13 @@ import pytest
 from pydantic import ValidationError
 
 from benchfarm.api.crdgen import all_crds
-from benchfarm.api.models import (Artifact, BenchmarkRunSpec, LabPolicySpec, NamespacePolicy,
-                                  SoftwareSet)
+from benchfarm.api.models import (
+    Artifact,
+    BenchmarkRunSpec,
+    LabPolicySpec,
+    NamespacePolicy,
+    SoftwareSet,
+)
 from benchfarm.api.outcomes import Refusal
 from benchfarm.core import trust
 from benchfarm.core.software_policy import SoftwareReach, internal_networks

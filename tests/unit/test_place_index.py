@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from labgrid.remote.common import Place, ResourceEntry, ResourceMatch
-
 import pytest
+from labgrid.remote.common import Place, ResourceEntry, ResourceMatch
 
 from benchfarm.lab.coordinator import _candidates
 

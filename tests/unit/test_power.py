@@ -4,7 +4,6 @@ monitor's checks, and the seed-style rail table."""
 from __future__ import annotations
 
 import pytest
-
 from labgrid import Target
 
 from benchfarm.api.devicetype import DeviceType

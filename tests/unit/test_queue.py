@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import random
-
 from dataclasses import replace
 
-from benchfarm.core.queue import (Assignment, BoardView, Decision, QueuedRun, RoundRobinFairness,
-                                  Selector, StrictOrder, WaitingQueue, could_ever_match, matches,
-                                  queue_positions, schedule)
+from benchfarm.core.queue import (
+    Assignment,
+    BoardView,
+    Decision,
+    QueuedRun,
+    RoundRobinFairness,
+    Selector,
+    StrictOrder,
+    WaitingQueue,
+    could_ever_match,
+    matches,
+    queue_positions,
+    schedule,
+)
 
 X86 = Selector.of("qemu-x86")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 from benchfarm.core import steps as st
@@ -43,7 +43,7 @@ def lease(name, renew, holder="runner-1", duration=15, namespace="default"):
 
 
 def test_a_lease_is_dead_only_after_it_stood_still_on_our_clock():
-    t = datetime(2026, 11, 22, 12, 0, 0, tzinfo=timezone.utc)
+    t = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
     obs = LeaseObserver(grace=5)
     obs.observe([lease("l", t)], now=100.0)
     assert obs.alive("default/l", now=119.0)          # 19 s <= 15 + 5
@@ -54,7 +54,7 @@ def test_a_lease_is_dead_only_after_it_stood_still_on_our_clock():
 
 
 def test_after_our_own_outage_nobody_is_judged_dead_at_once():
-    t = datetime(2026, 11, 22, 12, 0, 0, tzinfo=timezone.utc)
+    t = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
     obs = LeaseObserver(grace=5)
     obs.observe([lease("l", t)], now=0.0)
     obs.forget()                                      # we could not list Leases for a while
@@ -64,5 +64,5 @@ def test_after_our_own_outage_nobody_is_judged_dead_at_once():
 
 def test_a_released_lease_is_not_alive():
     obs = LeaseObserver()
-    obs.observe([lease("l", datetime.now(timezone.utc), holder="")], now=0.0)
+    obs.observe([lease("l", datetime.now(UTC), holder="")], now=0.0)
     assert not obs.alive("default/l", now=1.0)

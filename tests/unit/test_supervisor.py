@@ -4,7 +4,7 @@ three times, charge a board only for a board fault, adopt live sessions after a 
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
@@ -99,7 +99,7 @@ def test_a_live_session_is_left_alone_and_an_adopted_one_gets_a_grace_period(sup
     sup.rt.runs[run.key] = run
     sup.leases.append(SimpleNamespace(
         metadata=SimpleNamespace(name="benchfarm-run-r", namespace="default"),
-        spec=SimpleNamespace(renew_time=datetime.now(timezone.utc), acquire_time=None,
+        spec=SimpleNamespace(renew_time=datetime.now(UTC), acquire_time=None,
                              holder_identity="host/42", lease_duration_seconds=15)))
     tick(sup, 10.0)
     assert sup.rt.launched == []

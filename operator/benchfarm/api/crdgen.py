@@ -14,13 +14,21 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from .models import (BENCHMARKRUN_SPEC_RULES, GROUP, LABPOLICY_RULES, VERSION, BenchmarkRunSpec,
-                     BoardSpec, LabPolicySpec, TestPlanSpec)
+from .models import (
+    BENCHMARKRUN_SPEC_RULES,
+    GROUP,
+    LABPOLICY_RULES,
+    VERSION,
+    BenchmarkRunSpec,
+    BoardSpec,
+    LabPolicySpec,
+    TestPlanSpec,
+)
 
 _DROP = {"title", "discriminator"}
 
 
-def _inline(schema: dict[str, Any], defs: dict[str, Any]) -> Any:
+def _inline(schema: Any, defs: dict[str, Any]) -> Any:
     """Resolve $refs, fold Optional (anyOf with null) and drop keys Kubernetes rejects."""
     if isinstance(schema, list):
         return [_inline(s, defs) for s in schema]
@@ -38,7 +46,7 @@ def _inline(schema: dict[str, Any], defs: dict[str, Any]) -> Any:
             if merged.get("default", 0) is None:
                 del merged["default"]
             return _inline(merged, defs)
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in schema.items():
         if key in _DROP or key == "$defs":
             continue
@@ -72,7 +80,8 @@ def _inline(schema: dict[str, Any], defs: dict[str, Any]) -> Any:
 
 def schema_of(model: type[BaseModel]) -> dict[str, Any]:
     raw = model.model_json_schema(mode="validation")
-    return _inline(raw, raw.get("$defs", {}))
+    inlined: dict[str, Any] = _inline(raw, raw.get("$defs", {}))
+    return inlined
 
 
 _STATUS_SCHEMA = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}

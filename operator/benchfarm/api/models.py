@@ -236,7 +236,7 @@ class BenchmarkRunStatus(Model):
     observedGeneration: int | None = None
 
 
-class BoardState(str, Enum):
+class BoardState(str, Enum):  # noqa: UP042 - StrEnum would change str() and format() of a member
     idle = "Idle"
     busy = "Busy"
     quarantined = "Quarantined"

@@ -92,7 +92,8 @@ def fit_clock(pairs: list[tuple[float, float]]) -> tuple[float, float]:
     if len(hull) < 2 or len(pairs) < MIN_RATE_PAIRS or hull[-1][0] - hull[0][0] < MIN_RATE_SPAN_S:
         return offset, 1.0
     mean_k = sum(k for _, k in pairs) / len(pairs)
-    (k1, h1), (k2, h2) = next(((a, b) for a, b in zip(hull, hull[1:]) if b[0] >= mean_k),
+    (k1, h1), (k2, h2) = next(((a, b) for a, b in zip(hull, hull[1:], strict=False)
+                               if b[0] >= mean_k),
                               (hull[-2], hull[-1]))
     rate = (h2 - h1) / (k2 - k1)
     if abs(rate - 1.0) > MAX_SKEW:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def set_condition(conditions: list[dict[str, Any]] | None, type_: str, status: str, reason: str,
                   message: str, generation: int | None = None) -> list[dict[str, Any]]:
     out = [dict(c) for c in (conditions or [])]
-    new = {"type": type_, "status": status, "reason": reason, "message": message[:4000],
+    new: dict[str, Any] = {"type": type_, "status": status, "reason": reason, "message": message[:4000],
            "lastTransitionTime": now_iso()}
     if generation is not None:
         new["observedGeneration"] = generation

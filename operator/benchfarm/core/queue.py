@@ -353,9 +353,9 @@ def schedule(runs: Iterable[QueuedRun] | WaitingQueue, boards: Sequence[BoardVie
         assignments.append(Assignment(run.key, chosen.name))
     # nothing more can start: the rest waits as it stands (all of it, or up to the head)
     while head is None or len(remaining) < head:
-        if (run := next(walk, None)) is None:
+        if (waiting := next(walk, None)) is None:
             break
-        remaining.append(run)
+        remaining.append(waiting)
     return Decision(assignments, remaining if head is None else remaining[:head])
 
 

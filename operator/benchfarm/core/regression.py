@@ -103,7 +103,7 @@ def compare_metric(key: str, baseline: Sample, current: Sample, higher_is_better
         if set(baseline.values) == set(current.values) and len(set(current.values)) == 1:
             p = 1.0
         else:
-            from scipy.stats import mannwhitneyu   # lazily: 1.4 s of imports
+            from scipy.stats import mannwhitneyu  # lazily: 1.4 s of imports
             p = float(mannwhitneyu(baseline.values, current.values, alternative="two-sided").pvalue)
         significant = p < th.alpha
         if significant and worse > th.min_effect:

@@ -12,7 +12,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-
 STABLE, AT_MAXIMUM = "stable", "maxIterations"
 
 
@@ -42,7 +41,7 @@ def interval(metric: str, values: Sequence[float]) -> Interval:
     if n < 2:
         return Interval(metric, n, mean, math.inf)
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    from scipy.stats import t as student_t   # here: scipy.stats costs a session 1.4 s to import
+    from scipy.stats import t as student_t  # here: scipy.stats costs a session 1.4 s to import
     return Interval(metric, n, mean, float(student_t.ppf(0.975, n - 1)) * sd / math.sqrt(n))
 
 

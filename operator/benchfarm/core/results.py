@@ -143,7 +143,7 @@ def samples_from_document(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str
         key = f"{s['step']}/{s['name']} ({s['unit']})"
         samples[key] = Sample.of(s["values"])
         direction[key] = bool(s.get("higherIsBetter", True))
-    for phase, summ in (doc.get("bootSummary") or {}).items():
+    for phase in (doc.get("bootSummary") or {}):
         values = [b[phase] for b in doc.get("boots", []) if phase in b]
         if values:
             key = f"boot/{phase} (s)"

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..api.models import BenchmarkRunSpec, SuiteSpec, TestPlanSpec
 from ..api.outcomes import Phase
 from ..api.suites import GPU_SUITES
-from ..core import queue as q
-from ..core import trust
+from ..core import queue as q, trust
 from ..core.conditions import now_iso, set_condition
 from ..core.software_policy import SoftwareReach
 from ..core.steps import safe_name

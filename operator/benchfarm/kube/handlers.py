@@ -31,7 +31,7 @@ def _key(body: Any) -> str:
 
 
 @kopf.on.startup()
-async def startup(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any) -> None:
+async def startup(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
     global RUNTIME
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="benchfarm.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -68,7 +68,7 @@ def scheduler_alive(**_: Any) -> bool:
 
 
 @kopf.on.event(GROUP, VERSION, "benchmarkruns")
-def run_seen(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
+def run_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
     if RUNTIME is not None:
         RUNTIME.observe_run(event.get("type"), dict(body))
 
@@ -103,6 +103,6 @@ def board_seen(body: kopf.Body, **_: Any) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, "labpolicies")
-def policy_seen(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
+def policy_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
     if RUNTIME is not None:
         RUNTIME.observe_policy(dict(body), deleted=event.get("type") == "DELETED")

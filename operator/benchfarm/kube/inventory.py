@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from ..core import queue as q
 from ..errors import InfraError
@@ -39,10 +39,10 @@ class Inventory:
         self.boards: dict[str, BoardRecord] = {}
         self.last_refresh = 0.0
         self.checking: set[str] = set()     # boards whose health check runs
-        self.orphans: dict[str, str] = {}          # place -> holder seen orphaned last refresh
+        self.orphans: dict[str, str | None] = {}          # place -> holder seen orphaned last refresh
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="health")
         self.publisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="board-status")
-        self.unpublished: dict[str, dict] = {}      # board -> the status to write next
+        self.unpublished: dict[str, dict[str, Any]] = {}      # board -> the status to write next
 
     def close(self) -> None:
         """The last statuses are written before the operator exits."""
@@ -142,7 +142,7 @@ class Inventory:
                       "run": rec.run or (f"labgrid: {rec.held_by_other}" if rec.held_by_other
                                          else None),
                       "consecutiveInfraFailures": rec.failures, "reason": rec.reason,
-                      "quarantinedAt": datetime.fromtimestamp(rec.quarantined_since, timezone.utc)
+                      "quarantinedAt": datetime.fromtimestamp(rec.quarantined_since, UTC)
                       .strftime("%Y-%m-%dT%H:%M:%SZ") if rec.quarantined_since else None}
             if status == rec.last_status:
                 return

@@ -68,10 +68,10 @@ class ProcessLauncher:
         self.pid_dir = pid_dir       # the embedded lab stops sessions by these on `lab down`
         self.env = env
         self.command = command or [sys.executable, "-m", "benchfarm.cli", "session"]
-        self.children: dict[int, subprocess.Popen] = {}   # cold sessions and the server
+        self.children: dict[int, subprocess.Popen[bytes]] = {}   # cold sessions and the server
         self.forked: set[int] = set()                     # sessions the server forked
         self.use_server = server
-        self.server: subprocess.Popen | None = None
+        self.server: subprocess.Popen[bytes] | None = None
         self.server_ready = False
         self._buffer = b""
 
@@ -140,7 +140,8 @@ class ProcessLauncher:
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         try:
-            return json.loads(line)
+            msg: dict[str, Any] | None = json.loads(line)
+            return msg
         except ValueError:
             return {"error": line.decode(errors="replace")[:200]}
 
@@ -165,7 +166,7 @@ class ProcessLauncher:
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def _start(self, argv: list[str], out: Any, env: dict[str, str], *, stdin: int,
-               stdout: Any = None) -> subprocess.Popen:
+               stdout: Any = None) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(argv, stdout=stdout or out, stderr=out, stdin=stdin, env=env,
                                 start_new_session=True)
         self.children[proc.pid] = proc

@@ -23,8 +23,7 @@ from typing import Any
 from ..api.devicetype import DeviceType
 from ..api.models import BenchmarkRunSpec, LabPolicySpec
 from ..api.outcomes import FINISHED, Phase, Reason
-from ..core import queue as q
-from ..core import trust
+from ..core import queue as q, trust
 from ..core.conditions import now_iso, set_condition
 from ..errors import RunError
 from ..kubeapi.client import Kube, PreconditionFailed
@@ -70,7 +69,7 @@ class Runtime:
         self.lock = threading.RLock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.wake_event: asyncio.Event | None = None
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
         self.inventory_known = False
         self.positions: dict[str, int | None] = {}
         self.last_positions_at = 0.0
@@ -181,7 +180,7 @@ class Runtime:
                 self.inventory.claim(board, key)          # adopted after a restart, too
             else:
                 self.inventory.free(board, key)
-                cond = next((c for c in status.get("conditions") or []
+                cond: dict[str, Any] = next((c for c in status.get("conditions") or []
                              if c.get("type") == "Succeeded"), {})
                 if run.phase == Phase.succeeded or cond.get("reason") in _BOARD_IS_FINE:
                     self.inventory.board_ok(board)
@@ -229,7 +228,7 @@ class Runtime:
         while True:
             try:
                 await asyncio.wait_for(self.wake_event.wait(), timeout=2.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self.wake_event.clear()
             loop = asyncio.get_running_loop()
@@ -378,7 +377,7 @@ class Runtime:
 
     def _publish_positions(self, order: list[q.QueuedRun]) -> None:
         self.last_positions_at = time.monotonic()
-        new = q.queue_positions(order, QUEUE_POSITION_LIMIT)
+        new: dict[str, int | None] = {**q.queue_positions(order, QUEUE_POSITION_LIMIT)}
         for key in set(self.positions) | set(new):
             if self.positions.get(key) != new.get(key) and key in self.runs:
                 run = self.runs[key]

@@ -215,7 +215,8 @@ class Supervisor:
                 leases = list_leases(self.rt.kube, f"{SESSION_LEASE_LABEL}=true")
             except Exception:
                 break
-            if not any(f"{lease.metadata.namespace}/{lease.metadata.name}" == key and
+            if not any(lease.metadata is not None and lease.spec is not None and
+                       f"{lease.metadata.namespace}/{lease.metadata.name}" == key and
                        lease.spec.holder_identity for lease in leases):
                 break
             time.sleep(0.5)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..api.models import BenchmarkRunSpec
@@ -17,11 +17,10 @@ from ..api.outcomes import FINISHED, Phase
 from ..core.queue import QueuedRun, WaitingQueue
 
 
-
 def ts(iso: str | None) -> float:
     if not iso:
         return time.time()
-    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
 @dataclass

@@ -12,7 +12,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import urllib3
@@ -109,8 +109,9 @@ class Kube:
         """Every BenchmarkRun, a page at a time (bounded memory per call)."""
         token = None
         while True:
+            # B023: _call runs the lambda at once, within this iteration
             page = self._call("list runs", lambda: self.custom.list_cluster_custom_object(
-                GROUP, VERSION, "benchmarkruns", limit=limit, _continue=token))
+                GROUP, VERSION, "benchmarkruns", limit=limit, _continue=token))  # noqa: B023
             yield from page["items"]
             token = (page.get("metadata") or {}).get("continue")
             if not token:
@@ -222,7 +223,7 @@ class Kube:
     def event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         meta = obj.get("metadata", {})
         namespace = meta.get("namespace") or "default"
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         body = client.CoreV1Event(
             metadata=client.V1ObjectMeta(generate_name=f"{meta.get('name', 'obj')}.",
                                          namespace=namespace),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
@@ -35,7 +35,7 @@ def session_lease_name(run: str) -> str:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 OPERATOR_LEASE = "benchfarm-operator"    # the leader's, in the operator's namespace
@@ -145,10 +145,11 @@ class LeaseHolder:
                 lease = self._read()
                 if lease is None or lease.spec.holder_identity != self.identity:
                     return
+                # B023: _call runs the lambda at once, within this iteration
                 self.kube._call("release lease", lambda: self.api.delete_namespaced_lease(
                     self.name, self.namespace, body=client.V1DeleteOptions(
                         preconditions=client.V1Preconditions(
-                            resource_version=lease.metadata.resource_version))))
+                            resource_version=lease.metadata.resource_version))))  # noqa: B023
                 return
             except ApiException as exc:
                 if exc.status != 409:

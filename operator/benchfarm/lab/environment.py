@@ -23,8 +23,7 @@ from typing import Any
 import yaml
 from labgrid import Target, target_factory
 from labgrid.resource.remote import RemotePlaceManager
-from labgrid.util.yaml import load as load_labgrid_yaml
-from labgrid.util.yaml import resolve_templates
+from labgrid.util.yaml import load as load_labgrid_yaml, resolve_templates
 
 from ..api.devicetype import DeviceType
 from ..errors import InfraError

@@ -101,7 +101,7 @@ def run_low_power(board: Board, monitor: RailMonitor, dtype: DeviceType, spec: S
         evidence["qmpEvents"] = [e["event"] for e in qmp.get("events", [])
                                  if e.get("at", 0) >= time.time() - (time.monotonic() - t_cmd)]
 
-    asleep = [r for r, (t, s) in zip(sampler.readings, sampler.states)
+    asleep = [r for r, (t, s) in zip(sampler.readings, sampler.states, strict=False)
               if t_cmd <= t <= t_back and mode.expectState and s == mode.expectState]
     if not asleep:  # a monitor that does not know the board's state: use the time window
         start = t_cmd + settle
@@ -122,7 +122,7 @@ def run_low_power(board: Board, monitor: RailMonitor, dtype: DeviceType, spec: S
     lines = [f"mode {mode.name}: {len(asleep)} samples asleep, {len(active)} active",
              f"evidence: {evidence}", "", f"{'rail':20} {'V':>6} {'active mW':>10} "
              f"{mode.name + ' mW':>14} {'min':>9} {'max':>9}"]
-    for a, s in zip(active_sum, asleep_sum):
+    for a, s in zip(active_sum, asleep_sum, strict=False):
         lines.append(f"{s.rail:20} {s.voltage:6.2f} {a.mean_mw:10.3f} {s.mean_mw:14.3f} "
                      f"{s.min_mw:9.3f} {s.max_mw:9.3f}")
     lines.append(f"{'Total':20} {'':6} {power.total(active_sum):10.3f} {power.total(asleep_sum):14.3f}")

@@ -72,7 +72,7 @@ class RunContext:
         """(key, label, software set or None) of each side: key "" for a one-sided run."""
         sets = self.spec.software_sets()
         return [(key, label, software)
-                for key, (label, software) in zip(st.side_keys(len(sets)), sets)]
+                for key, (label, software) in zip(st.side_keys(len(sets)), sets, strict=False)]
 
     def iterations(self) -> int:
         """Measured iterations planned: fixed, or at most repeat.maxIterations."""

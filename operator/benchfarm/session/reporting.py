@@ -8,6 +8,7 @@ against a baseline or between the A/B sides.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from typing import Any
@@ -87,7 +88,8 @@ def _baseline_doc(ctx: RunContext, baseline: str) -> dict[str, Any] | None:
     prefix = ArtifactStore.run_prefix(ctx.namespace, baseline, base["metadata"]["uid"],
                                       base["spec"].get("artifactPrefix", ""))
     try:
-        return json.loads(ctx.lifeline.wait_out("read the baseline", lambda: ctx.spool.store.get(
-            f"{prefix}/metrics.json")))
+        doc: dict[str, Any] = json.loads(ctx.lifeline.wait_out(
+            "read the baseline", lambda: ctx.spool.store.get(f"{prefix}/metrics.json")))
+        return doc
     except InfraError:
         return None

@@ -22,7 +22,7 @@ import signal
 import socket
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes.client.rest import ApiException
@@ -30,8 +30,7 @@ from kubernetes.client.rest import ApiException
 from ..api.devicetype import DeviceType
 from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
 from ..api.outcomes import HandBack, Phase, Reason, Refusal
-from ..core import trust
-from ..core import steps as st
+from ..core import steps as st, trust
 from ..core.conditions import now_iso
 from ..errors import BoardBusy, InfraError, RunError
 from ..kubeapi.client import Kube
@@ -391,13 +390,14 @@ def _prewarm() -> None:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot  # noqa: F401
+
         from . import results  # noqa: F401  (scipy through the regression rule)
     except Exception:  # only a head start; the real import reports any problem
         log.debug("prewarm failed", exc_info=True)
 
 
 def _ts(iso: str) -> float:
-    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
 def _logging() -> None:

@@ -9,6 +9,7 @@ A step that fails on the board is not judged here: `session.blame` decides who i
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from typing import Any
@@ -47,7 +48,7 @@ class StepRunner:
             if software is not None and software.parts() != ["bootArgs"]:
                 ctx.status.progress(f"fetching software{f' {label}' if label else ''}", "Booting")
                 out[key] = ctx.lifeline.wait_out("fetch the software",
-                                                 lambda s=software: cache.fetch_set(s))
+                                                 functools.partial(cache.fetch_set, software))
         return out
 
     # -- on the board -------------------------------------------------------------------------
@@ -190,5 +191,6 @@ class StepRunner:
 def read_checkpoints(ctx: RunContext) -> list[dict[str, Any]]:
     """This attempt's checkpoints, in the plan's order."""
     names = ctx.done_steps()
-    return [json.loads(ctx.lifeline.wait_out("read a checkpoint", lambda s=s: ctx.spool.get(
-        st.checkpoint_key(ctx.prefix, ctx.attempt, s)))) for s in ctx.plan() if s.name in names]
+    return [json.loads(ctx.lifeline.wait_out("read a checkpoint", functools.partial(
+        ctx.spool.get, st.checkpoint_key(ctx.prefix, ctx.attempt, s))))
+        for s in ctx.plan() if s.name in names]

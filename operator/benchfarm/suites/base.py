@@ -21,7 +21,8 @@ _UNIT_ALIASES = {
     "": "", "ops/s": "ops/s", "bogo ops/s": "bogo ops/s", "events/s": "events/s", "mib/s": "MiB/s",
     "kib/s": "KiB/s", "mhz": "MHz", "%": "%", "cycles": "cycles", "score": "",
     "dhrystonep": "DhrystoneP", "microsec": "us", "nanosec": "ns", "mb\\s": "MB/s",
-    "iter/s": "iter/s", "bits/s": "bits/s", "bits/sec": "bits/s", "workloads/": "workloads/", "iterations": "iterations",
+    "iter/s": "iter/s", "bits/s": "bits/s", "bits/sec": "bits/s", "workloads/": "workloads/",
+    "iterations": "iterations",
     "mbits/sec": "Mbit/s", "mbytes/sec": "MB/s", "mb/sec": "MB/s", "kbytes/sec": "KB/s",
     "kpps": "kPPS", "bytes": "bytes",
 }

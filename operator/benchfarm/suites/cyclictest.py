@@ -43,7 +43,8 @@ def _from_text(text: str) -> tuple[Threads, Histogram]:
             histogram[int(m.group(1))] = [int(x) for x in m.group(2).split()]
     if not threads and "Max" in hist_summary:
         for t, (lo, avg, hi) in enumerate(zip(hist_summary.get("Min", []),
-                                               hist_summary.get("Avg", []), hist_summary["Max"])):
+                                               hist_summary.get("Avg", []), hist_summary["Max"],
+                                               strict=False)):
             threads[t] = (lo, avg, hi)
     if not threads:
         raise ParseError(SUITE, "no 'T: <n> ... Min: Act: Avg: Max:' line and no histogram summary")

@@ -56,7 +56,7 @@ def _lat_mem_rd(text: str) -> list[Metric]:
     if len(values) % 2:
         values = values[:-1]
     return [Metric(f"lat_mem_rd-stride{stride}-sz{_size_label(float(mb))}", float(ns), "ns", False,
-                   {"size_mb": mb}) for mb, ns in zip(values[::2], values[1::2])]
+                   {"size_mb": mb}) for mb, ns in zip(values[::2], values[1::2], strict=False)]
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:

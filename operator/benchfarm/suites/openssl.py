@@ -71,7 +71,8 @@ def _table_row(line: str, n_sizes: int) -> tuple[str, list[str]] | None:
 def _throughput(algorithm: str, kb_per_s: list[str], sizes: list[int], line: int) -> list[Metric]:
     algo = algorithm.lower().replace(" ", "-")
     return [Metric(f"openssl-{algo}-{size}B", number(v, SUITE, line), "KB/s", True,
-                   {"algorithm": algo, "block": str(size)}) for size, v in zip(sizes, kb_per_s)]
+                   {"algorithm": algo, "block": str(size)})
+            for size, v in zip(sizes, kb_per_s, strict=False)]
 
 
 def _sign_verify(algo: str, sign: str, verify: str, line: int) -> list[Metric]:
