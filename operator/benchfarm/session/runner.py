@@ -149,7 +149,8 @@ class Runner:
         self.lease = LeaseHolder(
             self.kube, self.namespace, session_lease_name(self.name), self.identity,
             duration=self.config.lease_seconds,
-            labels={SESSION_LEASE_LABEL: "true", "benchfarm.io/run-uid": self.uid},
+            labels={SESSION_LEASE_LABEL: "true", "benchfarm.io/run-uid": self.uid,
+                    "app.kubernetes.io/managed-by": "benchfarm"},
             owner={"apiVersion": body["apiVersion"], "kind": "BenchmarkRun", "name": self.name,
                    "uid": self.uid, "controller": True, "blockOwnerDeletion": False})
         try:
