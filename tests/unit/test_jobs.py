@@ -1,13 +1,19 @@
 """The job launcher's manifests: one Job per launch that never retries by itself, lives no longer
 than the run's timeout, runs under restricted pod security and a ServiceAccount whose Role names
-only its own run, its baseline and its Lease."""
+only its own run, its baseline and its Lease; and a launch that finds objects of those names uses
+them only if they are that run's own, never a Role or RoleBinding someone else made."""
 
 from __future__ import annotations
 
+import copy
+import re
 import time
 from types import SimpleNamespace
 
+import pytest
+
 from benchfarm.api.models import BenchmarkRunSpec
+from benchfarm.errors import InfraError
 from benchfarm.kube import jobs, sessions
 from benchfarm.kube.launchers import Launch
 from benchfarm.kube.state import RunState
@@ -120,3 +126,135 @@ def test_a_launcher_that_fails_is_reported_not_raised():
     handle = sessions.Supervisor(rt)._launch(RunState("ns", "r", "u", 1, 0.0, spec, {}), 1, 0)
     assert handle.startswith("not started") and "forbidden" in handle
     assert events[0][1:3] == ("Warning", "LaunchFailed")
+
+
+class FakeKube:
+    """The API server as the launcher sees it: objects by (kind, namespace, name), JSON bodies."""
+
+    def __init__(self, *existing: dict) -> None:
+        self.objects = {}
+        self.replaced = []
+        for obj in existing:
+            self._put(obj)
+
+    def _put(self, obj: dict) -> None:
+        meta = obj["metadata"]
+        meta.setdefault("uid", f"uid-{len(self.objects)}")
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion", "0")) + 1)
+        self.objects[(obj["kind"], meta["namespace"], meta["name"])] = copy.deepcopy(obj)
+
+    def create_namespaced(self, kind, namespace, body):
+        if (kind, namespace, body["metadata"]["name"]) in self.objects:
+            return False
+        self._put(copy.deepcopy(body))
+        return True
+
+    def read_namespaced(self, kind, namespace, name):
+        return copy.deepcopy(self.objects.get((kind, namespace, name)))
+
+    def replace_namespaced(self, kind, namespace, name, body):
+        assert body["metadata"]["resourceVersion"] == \
+            self.objects[(kind, namespace, name)]["metadata"]["resourceVersion"]
+        self.replaced.append((kind, name))
+        self._put(copy.deepcopy(body))
+
+    def patch_namespaced(self, kind, namespace, name, patch):
+        self.objects[(kind, namespace, name)]["metadata"].update(patch["metadata"])
+
+
+def launcher(*existing: dict) -> jobs.JobLauncher:
+    return jobs.JobLauncher(FakeKube(*existing), "benchfarm", TEMPLATE)
+
+
+def test_a_launch_creates_role_binding_account_and_job_and_the_job_owns_the_account():
+    lj = launcher()
+    handle = lj.launch(req())
+    account = f"benchfarm-session-{UID}"
+    objs = lj.kube.objects
+    assert {k[:2] for k in objs} == {("Role", "team-a"), ("RoleBinding", "team-a"),
+                                     ("ServiceAccount", "benchfarm"), ("Job", "benchfarm")}
+    job = objs[("Job", "benchfarm", jobs.job_name(req()))]
+    assert handle == f"job benchfarm/{jobs.job_name(req())}"
+    owners = objs[("ServiceAccount", "benchfarm", account)]["metadata"]["ownerReferences"]
+    assert owners == [{"apiVersion": "batch/v1", "kind": "Job",
+                       "name": job["metadata"]["name"], "uid": job["metadata"]["uid"]}]
+    for key in objs:     # what the chart's admission policy lets the operator write
+        labels = objs[key]["metadata"]["labels"]
+        assert labels["app.kubernetes.io/managed-by"] == "benchfarm"
+        assert labels["benchfarm.io/run-uid"] == UID
+
+
+def test_a_resume_reuses_the_runs_own_grants_untouched():
+    first = launcher()
+    first.launch(req(resume=0))
+    lj = jobs.JobLauncher(first.kube, "benchfarm", TEMPLATE)
+    lj.launch(req(resume=1))
+    assert lj.kube.replaced == []
+    assert len([k for k in lj.kube.objects if k[0] == "Job"]) == 2
+
+
+def test_the_runs_role_and_binding_changed_since_are_set_back():
+    role, binding = jobs.session_role(req()), jobs.session_binding(req(), "benchfarm")
+    role["rules"].append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]})
+    binding["subjects"].append({"kind": "User", "name": "mallory"})
+    lj = launcher(role, binding)
+    lj.launch(req())
+    assert lj.kube.replaced == [("Role", role["metadata"]["name"]),
+                                ("RoleBinding", binding["metadata"]["name"])]
+    objs = lj.kube.objects
+    assert objs[("Role", "team-a", role["metadata"]["name"])]["rules"] == \
+        jobs.session_role(req())["rules"]
+    assert objs[("RoleBinding", "team-a", binding["metadata"]["name"])]["subjects"] == \
+        jobs.session_binding(req(), "benchfarm")["subjects"]
+
+
+@pytest.mark.parametrize("tamper, why", [
+    (lambda o: o["metadata"].pop("labels"), "not labelled app.kubernetes.io/managed-by=benchfarm"),
+    (lambda o: o["metadata"]["labels"].update({"benchfarm.io/run-uid": "other"}),
+     "labelled for run uid 'other'"),
+    (lambda o: o["metadata"].pop("ownerReferences"), "not owned by the run"),
+])
+def test_a_role_that_is_not_the_runs_refuses_the_launch(tamper, why):
+    role = jobs.session_role(req())
+    tamper(role)
+    lj = launcher(role)
+    with pytest.raises(InfraError, match=f"Role team-a/benchfarm-session-{UID} exists and is "
+                                         f"not benchfarm's.*{re.escape(why)}") as err:
+        lj.launch(req())
+    assert err.value.reason == "ForeignSessionObject"
+    kinds = {k[0] for k in lj.kube.objects}
+    assert kinds == {"Role"} and lj.kube.replaced == []   # nothing bound, no account, no Job
+
+
+def test_a_binding_of_another_role_refuses_the_launch_before_any_account_or_job():
+    binding = jobs.session_binding(req(), "benchfarm")
+    binding["roleRef"] = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                          "name": "admin"}
+    lj = launcher(binding)
+    with pytest.raises(InfraError, match="it binds ClusterRole admin, not the run's session Role"):
+        lj.launch(req())
+    assert {k[0] for k in lj.kube.objects} == {"Role", "RoleBinding"}
+    assert lj.kube.replaced == []
+
+
+def test_an_account_of_another_run_refuses_the_launch():
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount",
+          "metadata": {"name": f"benchfarm-session-{UID}", "namespace": "benchfarm",
+                       "labels": {"app.kubernetes.io/managed-by": "benchfarm"}}}
+    lj = launcher(sa)
+    with pytest.raises(InfraError, match="ServiceAccount benchfarm/.*labelled for run uid None"):
+        lj.launch(req())
+    assert not any(k[0] == "Job" for k in lj.kube.objects)
+
+
+def test_a_refused_launch_is_a_lab_fault_event_on_the_run():
+    events = []
+    role = jobs.session_role(req())
+    role["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "someone"
+    rt = SimpleNamespace(launcher=launcher(role),
+                         kube=SimpleNamespace(event=lambda *a: events.append(a)))
+    spec = BenchmarkRunSpec(selector={"deviceType": "qemu-x86"}, plan="demo")
+    run = RunState("team-a", "Nightly.AM62x_boot", UID, 1, 0.0, spec, {})
+    handle = sessions.Supervisor(rt)._launch(run, 1, 0)
+    assert handle.startswith("not started") and "not benchfarm's" in handle
+    assert events[0][1:3] == ("Warning", "LaunchFailed") and "lab fault" in events[0][3]

@@ -11,6 +11,12 @@ its own namespace and the run's namespace belongs to its users. What a session m
 in the run's namespace, per run: a ServiceAccount of its own (owned by its Jobs, so it goes with
 them) bound by a Role that names its run, its baseline and its Lease, and nothing else. The Role
 and RoleBinding are owned by the run: deleting the run deletes them.
+
+Those names are predictable, and whoever administers the run's namespace may have made an object of
+that name first. One that already exists is used only if it is benchfarm's, of this run (labels,
+owner, the Role its binding binds); its rules or subjects are then set back to what benchfarm
+would create. Anything else refuses the launch (a lab fault): the session's account is never bound
+to a Role benchfarm did not make, nor the session's Role to anyone else.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 import yaml
 
 from ..api.models import GROUP, VERSION
+from ..errors import InfraError
 from ..kubeapi.leases import session_lease_name
 from .launchers import Launch
 
@@ -89,6 +96,34 @@ def session_binding(req: Launch, account_namespace: str) -> dict[str, Any]:
                         "name": account_name(req.uid)},
             "subjects": [{"kind": "ServiceAccount", "name": account_name(req.uid),
                           "namespace": account_namespace}]}
+
+
+def _plain(value: Any) -> Any:
+    """For comparing what the API server returns with what we send: no empty fields."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if v not in (None, "", [], {})}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def foreign(have: dict[str, Any], want: dict[str, Any], req: Launch) -> str | None:
+    """Why an existing object of the name benchfarm would give `want` is not this run's, or None.
+    Rules and subjects are not asked about: those of this run's object are set back anyway."""
+    meta = have.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    if labels.get("app.kubernetes.io/managed-by") != "benchfarm":
+        return "not labelled app.kubernetes.io/managed-by=benchfarm"
+    if labels.get("benchfarm.io/run-uid") != req.uid:
+        return f"labelled for run uid {labels.get('benchfarm.io/run-uid')!r}, not {req.uid}"
+    if want["kind"] in ("Role", "RoleBinding") and not any(
+            o.get("kind") == "BenchmarkRun" and o.get("uid") == req.uid
+            for o in meta.get("ownerReferences") or []):
+        return "not owned by the run"
+    if want["kind"] == "RoleBinding" and _plain(have.get("roleRef")) != _plain(want["roleRef"]):
+        ref = have.get("roleRef") or {}
+        return f"it binds {ref.get('kind')} {ref.get('name')}, not the run's session Role"
+    return None
 
 
 def _restricted(pod: dict[str, Any]) -> None:
@@ -159,12 +194,11 @@ class JobLauncher:
 
     def launch(self, req: Launch) -> str:
         account = account_name(req.uid)
-        self.kube.create_namespaced("ServiceAccount", self.namespace, {
-            "apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": account, "namespace": self.namespace, "labels": _labels(req)}})
-        self.kube.create_namespaced("Role", req.namespace, session_role(req))
-        self.kube.create_namespaced("RoleBinding", req.namespace,
-                                    session_binding(req, self.namespace))
+        self._ensure(req, session_role(req))     # the grants first: a refusal leaves no account
+        self._ensure(req, session_binding(req, self.namespace))
+        self._ensure(req, {"apiVersion": "v1", "kind": "ServiceAccount",
+                           "metadata": {"name": account, "namespace": self.namespace,
+                                        "labels": _labels(req)}})
         manifest = job_manifest(req, self.template, self.namespace, self.ttl_s)
         name = manifest["metadata"]["name"]
         self.kube.create_namespaced("Job", self.namespace, manifest)
@@ -173,20 +207,44 @@ class JobLauncher:
                  req.namespace, req.name, req.attempt, req.resume, self.namespace, name)
         return f"job {self.namespace}/{name}"
 
+    def _ensure(self, req: Launch, want: dict[str, Any]) -> None:
+        """Create `want`; if its name is taken, use the existing object only if it is this run's
+        (`foreign`), with its rules or subjects set back to `want`'s."""
+        kind, meta = want["kind"], want["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        if self.kube.create_namespaced(kind, namespace, want):
+            return
+        have = self.kube.read_namespaced(kind, namespace, name)
+        if have is None:      # deleted since: it is ours to create now
+            self.kube.create_namespaced(kind, namespace, want)
+            return
+        problem = foreign(have, want, req)
+        if problem:
+            raise InfraError(f"{kind} {namespace}/{name} exists and is not benchfarm's session "
+                             f"{kind} of run {req.namespace}/{req.name} ({problem}); refusing to "
+                             f"start the session: delete it or ask the namespace's admin",
+                             reason="ForeignSessionObject")
+        field = {"Role": "rules", "RoleBinding": "subjects"}.get(kind)
+        if field and _plain(have.get(field)) != _plain(want[field]):
+            log.warning("%s %s/%s of run %s/%s was changed; setting its %s back", kind,
+                        namespace, name, req.namespace, req.name, field)
+            body = {**want, "metadata": {**meta, "labels": {**(have["metadata"].get("labels")
+                                                                or {}), **meta["labels"]},
+                                         "resourceVersion": have["metadata"]["resourceVersion"]}}
+            self.kube.replace_namespaced(kind, namespace, name, body)
+
     def _owned_by_job(self, account: str, job: str) -> None:
         """The ServiceAccount goes when the last of the run's Jobs has gone (TTL or delete)."""
         created = self.kube.read_namespaced("Job", self.namespace, job)
         sa = self.kube.read_namespaced("ServiceAccount", self.namespace, account)
         if created is None or sa is None:
             return
-        owners = [o.to_dict() if hasattr(o, "to_dict") else o
-                  for o in (sa.metadata.owner_references or [])]
-        owners = [{"apiVersion": o.get("api_version") or o.get("apiVersion"),
-                   "kind": o["kind"], "name": o["name"], "uid": o["uid"]} for o in owners]
-        if any(o["uid"] == created.metadata.uid for o in owners):
+        owners = [{k: o[k] for k in ("apiVersion", "kind", "name", "uid")}
+                  for o in sa["metadata"].get("ownerReferences") or []]
+        uid = created["metadata"]["uid"]
+        if any(o["uid"] == uid for o in owners):
             return
-        owners.append({"apiVersion": "batch/v1", "kind": "Job", "name": job,
-                       "uid": created.metadata.uid})
+        owners.append({"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": uid})
         self.kube.patch_namespaced("ServiceAccount", self.namespace, account,
                                    {"metadata": {"ownerReferences": owners}})
 

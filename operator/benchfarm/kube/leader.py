@@ -51,7 +51,8 @@ def lead(liveness: str | None) -> LeaseHolder:
     namespace = os.environ.get("BENCHFARM_NAMESPACE", "default")
     identity = os.environ.get("BENCHFARM_POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
     lease = LeaseHolder(Kube(outage_budget=DURATION), namespace, OPERATOR_LEASE, identity,
-                        duration=DURATION, labels={"app.kubernetes.io/name": "benchfarm"})
+                        duration=DURATION, labels={"app.kubernetes.io/name": "benchfarm",
+                                "app.kubernetes.io/managed-by": "benchfarm"})
     probe = None
     announced = False
     while True:

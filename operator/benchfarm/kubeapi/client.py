@@ -209,15 +209,25 @@ class Kube:
         patch_fn = getattr(api, f"patch_namespaced_{noun}")
         self._call(f"patch {kind}", lambda: patch_fn(name, namespace, patch))
 
-    def read_namespaced(self, kind: str, namespace: str, name: str) -> Any | None:
+    def replace_namespaced(self, kind: str, namespace: str, name: str,
+                           body: dict[str, Any]) -> None:
+        """Replace the object (with body's metadata.resourceVersion: a write that lost a race
+        fails with 409 instead of undoing someone else's)."""
+        api, noun = self._typed(kind)
+        replace = getattr(api, f"replace_namespaced_{noun}")
+        self._call(f"replace {kind}", lambda: replace(name, namespace, body))
+
+    def read_namespaced(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object as plain JSON (camelCase keys, as in a manifest); None if there is none."""
         api, noun = self._typed(kind)
         read = getattr(api, f"read_namespaced_{noun}")
         try:
-            return self._call(f"read {kind}", lambda: read(name, namespace))
+            obj = self._call(f"read {kind}", lambda: read(name, namespace))
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
+        return self.api.sanitize_for_serialization(obj)
 
     # -- events -------------------------------------------------------------------------------
     def event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:

@@ -26,6 +26,9 @@ from .client import Kube
 log = logging.getLogger(__name__)
 
 
+# The chart's admission policy (helm/benchfarm/templates/admission.yaml) lets benchfarm's accounts
+# write only the leader Lease and Leases named by session_lease_name that carry this label = "true"
+# (and, for a session's own account, benchfarm.io/run-uid = its run's uid): keep them in step.
 SESSION_LEASE_LABEL = "benchfarm.io/session"
 
 
@@ -38,7 +41,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-OPERATOR_LEASE = "benchfarm-operator"    # the leader's, in the operator's namespace
+OPERATOR_LEASE = "benchfarm-operator"    # the leader's, in the operator's namespace (admission.yaml)
 
 
 class LeaseLost(Exception):

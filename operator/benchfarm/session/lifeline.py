@@ -46,7 +46,8 @@ class Lifeline:
         self.on_wait: Callable[[str], None] = lambda text: None  # "waiting for the store"
         self.lease = LeaseHolder(
             kube, namespace, session_lease_name(name), identity, duration=lease_seconds,
-            labels={SESSION_LEASE_LABEL: "true", "benchfarm.io/run-uid": uid},
+            labels={SESSION_LEASE_LABEL: "true", "benchfarm.io/run-uid": uid,
+                    "app.kubernetes.io/managed-by": "benchfarm"},
             owner={"apiVersion": api_version, "kind": "BenchmarkRun", "name": name, "uid": uid,
                    "controller": True, "blockOwnerDeletion": False})
 
