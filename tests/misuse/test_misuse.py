@@ -8,6 +8,7 @@ quarantined. `make misuse` prints the table (tests/misuse/conftest.py); any brea
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest

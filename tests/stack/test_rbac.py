@@ -124,7 +124,7 @@ def test_benchfarms_accounts_and_people_can_do_what_they_need_and_no_more(chart_
 
     cells = [(row, col) for row in ROWS for col in COLUMNS]
     with ThreadPoolExecutor(6) as pool:
-        got = dict(zip(cells, pool.map(lambda c: _can(*c[0], COLUMNS[c[1]]), cells)))
+        got = dict(zip(cells, pool.map(lambda c: _can(*c[0], COLUMNS[c[1]]), cells), strict=True))
     labels = {row: f"{row[0]} {row[1]} ({row[2] or 'cluster'})" for row in ROWS}
     width = max(map(len, labels.values()))
     lines = ["kubectl auth can-i".ljust(width) + " | " + " | ".join(c.ljust(11) for c in COLUMNS)]

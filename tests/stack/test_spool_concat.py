@@ -64,7 +64,7 @@ def _stored(spool: Spool, key: str) -> tuple[int, bytes]:
 
 def _expected(keys: list[str], sizes: list[int]) -> tuple[int, bytes]:
     digest = hashlib.sha256()
-    for key, size in zip(keys, sizes):
+    for key, size in zip(keys, sizes, strict=True):
         for piece in _pieces(key, size):
             digest.update(piece)
     return sum(sizes), digest.digest()
@@ -89,7 +89,7 @@ def test_big_parts_all_in_the_store_are_composed_by_it(spool):
     run = f"compose-{os.urandom(4).hex()}"
     keys = [f"{run}/serial/attempt-001-run-{i:02d}.log" for i in range(3)]
     sizes = [6 * MiB, 5 * MiB, 100]
-    for key, size in zip(keys, sizes):
+    for key, size in zip(keys, sizes, strict=True):
         _part(spool, key, size, upload=True)
     spool.concat(keys, f"{run}/serial.log")
     assert _stored(spool, f"{run}/serial.log") == _expected(keys, sizes)
@@ -99,7 +99,7 @@ def test_parts_all_on_disk_become_one_spool_file_uploaded_like_any_other(spool):
     run = f"local-{os.urandom(4).hex()}"
     keys = [f"{run}/serial/attempt-001-run-{i:02d}.log" for i in range(2)]
     sizes = [2 * MiB, 1000]
-    for key, size in zip(keys, sizes):
+    for key, size in zip(keys, sizes, strict=True):
         _part(spool, key, size, upload=False)
     spool.concat(keys, f"{run}/serial.log")
     assert spool.drain_once()

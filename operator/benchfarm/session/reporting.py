@@ -8,7 +8,6 @@ against a baseline or between the A/B sides.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from typing import Any

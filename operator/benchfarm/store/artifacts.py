@@ -14,10 +14,9 @@ import hashlib
 import io
 import os
 import time
-from dataclasses import dataclass
-
 from collections.abc import Callable
-from typing import BinaryIO
+from dataclasses import dataclass
+from typing import BinaryIO, cast
 
 import urllib3
 from minio import Minio
@@ -144,8 +143,8 @@ class ArtifactStore:
 
     def open(self, key: str) -> BinaryIO:
         """A streaming reader of an object (close it: it holds a connection)."""
-        return _Response(self._retry(f"download {key}",
-                                     lambda: self.client.get_object(self.config.bucket, key)))
+        return cast(BinaryIO, _Response(self._retry(
+            f"download {key}", lambda: self.client.get_object(self.config.bucket, key))))
 
     def get(self, key: str) -> bytes:
         def _get() -> bytes:

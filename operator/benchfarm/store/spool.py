@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from ..errors import InfraError
 from .artifacts import ArtifactStore
@@ -156,8 +156,8 @@ class Spool:
             return self.put_file(dest, content_type)
         if not any(local) and all(self.store.size(k) >= MIN_PART for k in keys[:-1]):
             return self.store.compose(dest, keys, content_type)
-        return self.store.put_stream(dest, lambda: _Chain([self._opener(k) for k in keys]),
-                                     content_type)
+        return self.store.put_stream(
+            dest, lambda: cast(BinaryIO, _Chain([self._opener(k) for k in keys])), content_type)
 
     def _opener(self, key: str) -> Callable[[], BinaryIO]:
         path = self._path(key)
