@@ -26,6 +26,7 @@ from tests.stack.runs import (
     board_index,
     chaos,
     cond,
+    fault,
     finished,
     get,
     place_acquired,
@@ -327,13 +328,37 @@ def test_coordinator_restart_mid_run(custom, record):
 
 
 # -- the board misbehaves --------------------------------------------------------------------------
-def test_board_hang_is_the_boards_fault_and_the_run_moves(custom, record):
+def test_a_board_that_hangs_once_is_power_cycled_and_the_step_done_again(custom, record):
+    """The board freezes mid-suite: nobody can tell yet whether the suite did it, so the board's
+    own image is booted (it comes up: the board is fine) and the step is done once more there.
+    The run Succeeds on its first board; no board is charged; finished steps stay as they were."""
     def disrupt(name):
         wait_console(custom, name, mark(name))
+        snap = objects(custom, name)
         chaos(board_index(status(custom, name)["board"]), "hang")
+        return snap, time.monotonic()
+    st = scenario(custom, record, "board hangs once mid-suite", unique("hang"), disrupt)
+    assert st["attempts"] == 1 and not st.get("avoidBoards")
+
+
+def test_a_board_that_no_longer_boots_after_a_hang_is_charged_and_the_run_moves(custom, record):
+    """The board freezes mid-suite and its own image then dies in the kernel at every boot: the
+    board's fault. It is charged and the run moves to another board."""
+    hung = []
+
+    def disrupt(name):
+        wait_console(custom, name, mark(name))
+        index = board_index(status(custom, name)["board"])
+        fault(index, "panic")
+        chaos(index, "hang")
+        hung.append(index)
         return {}, time.monotonic()  # the run moves to another board: it measures everything again
-    st = scenario(custom, record, "board hangs mid-suite", unique("hang"), disrupt,
-                  expect_charged=1)
+    try:
+        st = scenario(custom, record, "board hangs, then cannot boot", unique("brick"),
+                      disrupt, expect_charged=1)
+    finally:
+        for index in hung:
+            fault(index, "none")
     assert st["attempts"] == 2 and len(st["avoidBoards"]) == 1
 
 

@@ -6,9 +6,11 @@ decides whose fault that was, and `verdict` turns the decision into what the ses
 
 - A step of the run's own suites that takes the board down (a kernel panic, `reboot`, a killed
   shell, a console that hangs after the suite started) is not held against the board on the
-  tenant's word: the board's own image is booted to its prompt first. If it comes up, the board
-  is fine and the run failed it (`RunCrashedBoard`: a run error, the board is not charged and the
-  run is not moved across the lab). If it does not, the board is charged as for any board fault.
+  tenant's word: the board's own image is booted to its prompt first. If it does not come up, the
+  board is charged as for any board fault. If it does, the board is fine and the step is done
+  once more on it (a board may hang once); a step that takes the board down a second time is the
+  run's doing (`RunCrashedBoard`: a run error, the board is not charged and the run is not moved
+  across the lab).
 - A board fault anywhere else (the boots of the plan, the probes) is the board's.
 - Someone else holding the place is nobody's fault; an outage is waited out before it gets here;
   a lab fault (PDU, exporter, staging) is the lab's; a run error is the tenant's.
@@ -77,8 +79,9 @@ class Blame:
     def __init__(self, ctx: RunContext, boot_own: Callable[[], Any]) -> None:
         self.ctx, self.boot_own = ctx, boot_own
 
-    def step_failed(self, step: st.Step, fault: BoardFault) -> Exception:
-        """The error the session goes on with after `fault` during `step`."""
+    def judge(self, step: st.Step, fault: BoardFault) -> BoardFault | None:
+        """None when the board is fine after `fault` during `step` (its own image booted to its
+        prompt: the board now runs it); otherwise the board fault to hand back."""
         if step.kind != st.SUITE:
             return fault             # the plan's boots and probes: the board's, as before
         ctx = self.ctx
@@ -93,8 +96,14 @@ class Blame:
         except BoardFault as again:
             return BoardFault(f"{fault}; then the board's own image did not boot either: "
                               f"{again}"[:1000], reason=again.reason)
-        message = (f"suite {suite} (step {step.name}) took the board down ({fault.reason}: "
-                   f"{fault}); the board's own image then booted to its prompt, so the board is "
-                   f"not to blame")[:1000]
+        return None
+
+    def run_crashed(self, step: st.Step, fault: BoardFault) -> RunError:
+        """The step took a healthy board down twice: the run's doing."""
+        ctx = self.ctx
+        suite = ctx.suites[step.suite_index].name
+        message = (f"suite {suite} (step {step.name}) took the board down twice (last: "
+                   f"{fault.reason}: {fault}); the board's own image booted to its prompt each "
+                   f"time, so the board is not to blame")[:1000]
         ctx.status.event("Warning", Reason.run_crashed_board, message)
         return RunError(message, reason=Reason.run_crashed_board)

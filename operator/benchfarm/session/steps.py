@@ -101,8 +101,25 @@ class StepRunner:
                     self.boot(step.side)
                     checkpoint = self.run_step(step)
                 else:
-                    raise blame.step_failed(step, exc) from exc
+                    checkpoint = self.second_chance(step, exc, blame)
             self.checkpoint(step, checkpoint)
+
+    def second_chance(self, step: st.Step, fault: BoardFault, blame: Blame) -> dict[str, Any]:
+        """A step that took the board down: once the board's own image has booted (the board is
+        fine), the step is done once more on it; down a second time, the run is to blame."""
+        assert self.session is not None
+        board_fault = blame.judge(step, fault)
+        if board_fault is not None:
+            raise board_fault from fault
+        if self.variables.get(step.side):
+            self.boot(step.side)      # back into the run's own software for the step
+        try:
+            return self.run_step(step)
+        except BoardFault as again:
+            if self.session.cancelled.is_set():
+                raise
+            board_fault = blame.judge(step, again)
+            raise (board_fault or blame.run_crashed(step, again)) from again
 
     def enough(self, step: st.Step) -> bool:
         """With spec.repeat, before each new iteration: do the checkpoints already say enough?"""
