@@ -71,8 +71,10 @@ class StepRunner:
         return self.session.boot()
 
     def boot_own(self) -> BootResult:
-        """A power cycle into the board's own image, whatever the run deploys."""
+        """A power cycle into the board's own image, whatever the run deploys (the console is
+        opened afresh: what took the board down may have taken its connection too)."""
         assert self.session is not None
+        self.session.board.close()
         self.session.board.strategy.deploy({})
         return self.session.boot()
 
