@@ -11,7 +11,8 @@ decides whose fault that was, and `verdict` turns the decision into what the ses
   once more on it (a board may hang once); a step that takes the board down a second time is the
   run's doing (`RunCrashedBoard`: a run error, the board is not charged and the run is not moved
   across the lab).
-- A board fault anywhere else (the boots of the plan, the probes) is the board's.
+- A board fault anywhere else (the boots of the plan, the probes, a board that does not wake from
+  the suspend benchfarm itself drives in a low-power suite) is the board's.
 - Someone else holding the place is nobody's fault; an outage is waited out before it gets here;
   a lab fault (PDU, exporter, staging) is the lab's; a run error is the tenant's.
 """
@@ -31,6 +32,7 @@ from ..lab.session import Cancelled
 from .context import RunContext
 
 log = logging.getLogger("benchfarm.session")
+LAB_DRIVEN = "low-power"   # a suite that runs no command of the tenant's (benchfarm suspends)
 
 
 class Settled(Enum):
@@ -82,9 +84,9 @@ class Blame:
     def judge(self, step: st.Step, fault: BoardFault) -> BoardFault | None:
         """None when the board is fine after `fault` during `step` (its own image booted to its
         prompt: the board now runs it); otherwise the board fault to hand back."""
-        if step.kind != st.SUITE:
-            return fault             # the plan's boots and probes: the board's, as before
         ctx = self.ctx
+        if step.kind != st.SUITE or ctx.suites[step.suite_index].suite == LAB_DRIVEN:
+            return fault   # boots, probes, a suspend and wake: benchfarm's doing, not the run's
         suite = ctx.suites[step.suite_index].name
         ctx.status.progress(f"suite {suite} took the board down ({fault.reason}); booting the "
                             f"board's own image to see whose fault it was", "Running",
