@@ -4,9 +4,6 @@ without charging the board."""
 
 from __future__ import annotations
 
-import functools
-import http.server
-import threading
 from pathlib import Path
 
 import pytest
@@ -96,27 +93,26 @@ def test_an_ab_run_alternates_two_kernels_and_judges_b_against_a(custom):
 
 
 @pytest.fixture(scope="module")
-def www(tmp_path_factory):
-    root = tmp_path_factory.mktemp("builds")
-    (root / "Image").write_bytes(b"not a kernel")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+def own(custom):
+    """A folder of the namespace's own prefix in the lab's store (http(s) from this machine is
+    loopback, which no run may reach), holding a file that is no kernel."""
+    from benchfarm.store.artifacts import ArtifactStore, StoreConfig
+    store = ArtifactStore(StoreConfig.from_env())
+    store.put("default/stacktest-builds/Image", b"not a kernel")
+    return f"s3://{store.config.bucket}/default/stacktest-builds"
 
 
 @pytest.mark.parametrize("kernel, reason", [
-    (lambda www: {"url": "s3://benchfarm-artifacts/builds/qemu-arm64/debian-cloud-arm64/vmlinuz",
+    (lambda own: {"url": "s3://benchfarm-artifacts/builds/qemu-arm64/debian-cloud-arm64/vmlinuz",
                   "sha256": "0" * 64}, "DigestMismatch"),
-    (lambda www: {"url": f"{www}/no-such-build/Image", "sha256": "0" * 64}, "ArtifactNotFound"),
+    (lambda own: {"url": f"{own}/no-such-build/Image", "sha256": "0" * 64}, "ArtifactNotFound"),
 ])
 def test_bad_software_fails_the_run_with_a_reason_and_leaves_the_board_uncharged(
-        custom, www, kernel, reason):
+        custom, own, kernel, reason):
     failures = board(custom).get("consecutiveInfraFailures", 0)
     name = unique("badsw")
     apply(example("deploy-kernel", name, plan="stacktest-kernel", bootCycles=1, iterations=1,
-                  software={"kernel": kernel(www)}))
+                  software={"kernel": kernel(own)}))
     st = finished(custom, name, timeout=300)
     assert st["phase"] == "Failed" and cond(st)["reason"] == reason, st
     assert "kernel" in cond(st)["message"]
@@ -125,14 +121,14 @@ def test_bad_software_fails_the_run_with_a_reason_and_leaves_the_board_uncharged
     wait_for("vb-a53-0 idle again", lambda: board(custom).get("state") == "Idle", timeout=60)
 
 
-def test_a_kernel_that_never_starts_is_the_runs_error_not_the_boards(custom, www):
+def test_a_kernel_that_never_starts_is_the_runs_error_not_the_boards(custom, own):
     """U-Boot loads it and refuses it ("Bad Linux ARM64 Image magic"): no Starting kernel."""
     import hashlib
     digest = hashlib.sha256(b"not a kernel").hexdigest()
     failures = board(custom).get("consecutiveInfraFailures", 0)
     name = unique("nokernel")
     apply(example("deploy-kernel", name, plan="stacktest-kernel", bootCycles=1, iterations=1,
-                  software={"kernel": {"url": f"{www}/Image", "sha256": digest}}))
+                  software={"kernel": {"url": f"{own}/Image", "sha256": digest}}))
     st = finished(custom, name, timeout=300)
     assert st["phase"] == "Failed" and cond(st)["reason"] == "SoftwareBootFailed", st
     assert st.get("attempts", 1) == 1
