@@ -42,6 +42,13 @@ class BoardFault(InfraError):
     party = "board"
 
 
+class DeployedBootFailed(BoardFault):
+    """A boot failed after the bootloader had loaded the run's own software: what was seen, not
+    yet whose fault it is (the session decides: `session.blame`)."""
+
+    reason = "BootFailed"
+
+
 class Outage(InfraError):
     """A service the lab depends on is unreachable; wait it out, blame no board."""
 

@@ -26,7 +26,8 @@ def test_every_way_the_steps_end_has_one_decision(exc, settled, hand_back, touch
 
 def test_only_a_board_fault_is_the_boards_and_a_crashed_run_proves_the_board_fine():
     assert {r for r in Reason if r.board_is_fine} == {
-        Reason.completed, Reason.suites_failed, Reason.run_crashed_board}
+        Reason.completed, Reason.suites_failed, Reason.run_crashed_board,
+        Reason.software_boot_failed}
     assert FINISHED == {Phase.succeeded, Phase.failed, Phase.cancelled}
     assert all(p.finished == (p in FINISHED) for p in Phase)
 

@@ -46,6 +46,8 @@ class Reason(StrEnum):
     suites_failed = "SuitesFailed"      # suites failed on a healthy board: the board is fine
     run_crashed_board = "RunCrashedBoard"   # the run's own suite took the board down, and the
     #                                         board's own image booted again: the board is fine
+    software_boot_failed = "SoftwareBootFailed"   # the run's own software did not boot, and
+    #                                               the board's own image did: the board is fine
     cancelled = "Cancelled"
     too_many_resumes = "TooManyResumes"
     board_taken = "BoardTaken"          # sent back to the queue (Busy) more times than allowed
@@ -53,7 +55,8 @@ class Reason(StrEnum):
     @property
     def board_is_fine(self) -> bool:
         """A run that ended so proves its board healthy: its failure count starts over."""
-        return self in (Reason.completed, Reason.suites_failed, Reason.run_crashed_board)
+        return self in (Reason.completed, Reason.suites_failed, Reason.run_crashed_board,
+                        Reason.software_boot_failed)
 
 
 class SessionEnd(BaseModel):

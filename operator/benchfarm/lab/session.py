@@ -21,7 +21,7 @@ from typing import Any
 from ..api.devicetype import DeviceType
 from ..api.models import SuiteSpec
 from ..core.results import SuiteRecord
-from ..errors import BenchfarmError, BoardFault, RunError, SuiteFailure
+from ..errors import BenchfarmError, BoardFault, DeployedBootFailed, RunError, SuiteFailure
 from ..suites.registry import parse
 from .board import OUTPUT_LIMIT, Board, SerialLog
 from .rails import RailMonitor, monitor_for
@@ -108,6 +108,8 @@ class BoardSession:
                 break
             except BoardFault as exc:
                 failed.append(f"{exc.reason}: {exc}")
+                if isinstance(exc, DeployedBootFailed):   # the same software would fail again
+                    raise
                 if len(failed) > dt.boot.retries or self.cancelled.is_set():
                     if len(failed) == 1:
                         raise

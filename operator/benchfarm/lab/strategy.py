@@ -30,7 +30,7 @@ from pexpect import TIMEOUT as PexpectTimeout
 
 from ..api.devicetype import BootSpec
 from ..core.boot import BootTimeline, BootWatcher
-from ..errors import BoardFault, InfraError, RunError
+from ..errors import BoardFault, DeployedBootFailed, InfraError
 from .serialport import read_in_chunks
 
 
@@ -128,12 +128,12 @@ class BenchfarmStrategy(Strategy):
                              f"driver, and its environment has none", reason="StagingFailed")
         self.software = dict(variables)
 
-    def _fault(self, timeline: BootTimeline, message: str, reason: str) -> Exception:
-        """A boot that failed after the bootloader had loaded the run's own software is the
-        software's failure (a run error: the board is not charged); otherwise the board's."""
+    def _fault(self, timeline: BootTimeline, message: str, reason: str) -> BoardFault:
+        """A failed boot, saying whether the bootloader had loaded the run's own software by then
+        (`DeployedBootFailed`); whose fault that is, the session decides (`session.blame`)."""
         if self.software and BOOTLOADER_READY in timeline.events:
-            return RunError(f"{message}; the board reached its bootloader, so the deployed "
-                            f"software is to blame", reason="SoftwareBootFailed")
+            return DeployedBootFailed(f"{message}; the board had reached its bootloader and "
+                                      f"loaded the deployed software", reason=reason)
         return BoardFault(message, reason=reason)
 
     def prepare(self, boot_spec: BootSpec, sink: Callable[[float, bytes], None] | None = None) -> None:

@@ -11,6 +11,8 @@ decides whose fault that was, and `verdict` turns the decision into what the ses
   once more on it (a board may hang once); a step that takes the board down a second time is the
   run's doing (`RunCrashedBoard`: a run error, the board is not charged and the run is not moved
   across the lab).
+- Deployed software that does not boot (the bootloader had loaded it) is the run's fault if the
+  board's own image then boots to its prompt (`SoftwareBootFailed`), else the board's.
 - A board fault anywhere else (the boots of the plan, the probes, a board that does not wake from
   the suspend benchfarm itself drives in a low-power suite) is the board's.
 - Someone else holding the place is nobody's fault; an outage is waited out before it gets here;
@@ -27,7 +29,7 @@ from typing import Any
 
 from ..api.outcomes import HandBack, Reason
 from ..core import steps as st
-from ..errors import BoardBusy, BoardFault, InfraError, RunError
+from ..errors import BoardBusy, BoardFault, DeployedBootFailed, InfraError, RunError
 from ..lab.session import Cancelled
 from .context import RunContext
 
@@ -99,6 +101,19 @@ class Blame:
             return BoardFault(f"{fault}; then the board's own image did not boot either: "
                               f"{again}"[:1000], reason=again.reason)
         return None
+
+    def deployed_boot_failed(self, fault: DeployedBootFailed) -> Exception:
+        """The run's own software did not boot: its fault if the board's own image does."""
+        ctx = self.ctx
+        ctx.status.progress(f"the deployed software did not boot ({fault.reason}); booting the "
+                            f"board's own image to see whose fault it was", "Booting", force=True)
+        try:
+            self.boot_own()
+        except BoardFault as again:
+            return BoardFault(f"{fault}; then the board's own image did not boot either: "
+                              f"{again}"[:1000], reason=again.reason)
+        return RunError(f"{fault}; the board's own image then booted to its prompt, so the "
+                        f"deployed software is to blame"[:1000], reason=Reason.software_boot_failed)
 
     def run_crashed(self, step: st.Step, fault: BoardFault) -> RunError:
         """The step took a healthy board down twice: the run's doing."""

@@ -18,7 +18,7 @@ from ..api.devicetype import DeviceType
 from ..core import steps as st
 from ..core.repeat import decide
 from ..core.stats import seed_format
-from ..errors import BoardFault
+from ..errors import BoardFault, DeployedBootFailed
 from ..lab.session import BoardSession, BootResult
 from ..store.software import Fetched, SoftwareCache
 from .blame import Blame
@@ -37,6 +37,7 @@ class StepRunner:
         self.variables: dict[str, dict[str, str]] = {}      # side -> bootloader variables
         self.steps_total = self.steps_done = 0
         self.boot_values: list[float] | None = None
+        self.blame = Blame(ctx, self.boot_own)
 
     # -- before the board ---------------------------------------------------------------------
     @staticmethod
@@ -68,7 +69,10 @@ class StepRunner:
         """A power cycle into the side's software (or the board's own)."""
         assert self.session is not None
         self.session.board.strategy.deploy(self.variables.get(side, {}))
-        return self.session.boot()
+        try:
+            return self.session.boot()
+        except DeployedBootFailed as fault:
+            raise self.blame.deployed_boot_failed(fault) from fault
 
     def boot_own(self) -> BootResult:
         """A power cycle into the board's own image, whatever the run deploys (the console is
@@ -82,7 +86,7 @@ class StepRunner:
         """The steps still to do, each checkpointed; faults go to the blame decision."""
         session = self.session
         assert session is not None
-        blame = Blame(self.ctx, self.boot_own)
+        blame = self.blame
         self.stage()
         if todo and todo[0].kind != st.BOOT:
             self.boot(todo[0].side)   # resuming mid-plan: the board's state is unknown
