@@ -34,7 +34,7 @@ import yaml
 from ..api.models import GROUP, VERSION
 from ..errors import InfraError
 from ..kubeapi.leases import session_lease_name
-from .launchers import Launch
+from .ports import Launch
 
 log = logging.getLogger(__name__)
 

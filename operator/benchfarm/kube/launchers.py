@@ -1,4 +1,5 @@
-"""How the operator starts a board session: the launcher interface and its local-process kind.
+"""How the operator starts a board session: the launcher of a kind chosen by the environment,
+and its local-process kind. The interface (`Launch`, `Launcher`) is `kube.ports`, re-exported here.
 
 The operator never runs a session itself; it asks a launcher to start `benchfarm session run
 NS/NAME` somewhere and from then on only watches the run's status and the session's Lease. The
@@ -16,36 +17,12 @@ import select
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
+
+from .ports import Launch as Launch, Launcher as Launcher
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One session attempt (resume 0) or resume of a run: what any launcher needs to start it."""
-    namespace: str
-    name: str
-    uid: str
-    attempt: int
-    resume: int
-    deadline_s: float = 3600.0          # what is left of the run's timeout
-    reads: tuple[str, ...] = ()         # other runs of its namespace it reads (its baseline)
-    board: str = ""                     # the board assigned (the session trusts no status for it)
-
-    def env(self) -> dict[str, str]:
-        """What identifies the run to its session, beside its NAMESPACE/NAME argument."""
-        return {"BENCHFARM_RUN_UID": self.uid, "BENCHFARM_RUN_BOARD": self.board}
-
-
-class Launcher(Protocol):
-    def launch(self, req: Launch) -> str:
-        """Start a runner for the run; returns a handle for logs and events."""
-
-    def reap(self) -> None:
-        """Collect finished runners (no zombies); called from the operator's loop."""
 
 
 class ProcessLauncher:
