@@ -2,11 +2,17 @@
 
 A run that fails here gets `Succeeded=False` with a reason and a message, at once, and is never
 queued; nothing here may take long or run user input (user regexes are compiled by RE2, linear).
+
+What admission needs of the operator is `AdmissionRuntime` (the policy, the API, the store's
+bucket, the internal ranges, the device types, the signing key, the selector of a spec, a wake-up)
+and of the inventory only `BoardViews` (its boards as the scheduler sees them): it imports neither
+the runtime nor the inventory.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..api.models import BenchmarkRunSpec, SuiteSpec, TestPlanSpec
 from ..api.outcomes import Phase
@@ -21,9 +27,50 @@ from ..store.artifacts import run_prefix
 from ..suites.registry import check_parameters
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ..api.devicetype import DeviceType
+    from ..api.models import LabPolicySpec
+    from ..kubeapi.client import Kube
+    from ..store.artifacts import ArtifactStore
 
 MAX_INLINE_BYTES = 64 * 1024   # commands, backgrounds and parameters of inline suites together
+
+
+class BoardViews(Protocol):
+    """What admission asks of the inventory: its boards, as the scheduler sees them."""
+
+    def views(self) -> list[q.BoardView]: ...
+
+
+class AdmissionRuntime(Protocol):
+    """What admission needs of the operator's registry (`kube.runtime.Runtime` is one)."""
+
+    @property
+    def policy(self) -> LabPolicySpec: ...
+
+    @property
+    def kube(self) -> Kube: ...
+
+    @property
+    def store(self) -> ArtifactStore: ...
+
+    @property
+    def internal(self) -> tuple[Any, ...]: ...
+
+    @property
+    def signing_key(self) -> bytes: ...
+
+    @property
+    def device_types(self) -> Mapping[str, DeviceType]: ...
+
+    @property
+    def inventory_known(self) -> bool: ...
+
+    @property
+    def inventory(self) -> BoardViews: ...
+
+    def selector(self, spec: BenchmarkRunSpec) -> q.Selector: ...
+
+    def wake(self) -> None: ...
 
 
 def needs_gpu(suites: list[Any]) -> bool:
@@ -31,7 +78,7 @@ def needs_gpu(suites: list[Any]) -> bool:
                for s in suites)
 
 
-def resolve_suites(rt: Runtime, namespace: str, spec: BenchmarkRunSpec) -> list[SuiteSpec]:
+def resolve_suites(rt: AdmissionRuntime, namespace: str, spec: BenchmarkRunSpec) -> list[SuiteSpec]:
     policy = rt.policy.for_namespace(namespace)
     if spec.priority > policy.maxPriority:
         raise RunError(f"priority {spec.priority} is above the highest this namespace may use "
@@ -67,7 +114,7 @@ def resolve_suites(rt: Runtime, namespace: str, spec: BenchmarkRunSpec) -> list[
     return suites
 
 
-def check_software_reach(rt: Runtime, namespace: str, spec: BenchmarkRunSpec) -> None:
+def check_software_reach(rt: AdmissionRuntime, namespace: str, spec: BenchmarkRunSpec) -> None:
     """Refuse software the namespace may not boot or URLs it may not have the lab fetch (the
     session checks again before it downloads anything)."""
     reach = SoftwareReach(rt.policy.for_namespace(namespace), namespace, rt.store.config.bucket,
@@ -94,7 +141,7 @@ def check_software(spec: BenchmarkRunSpec, known: list[Any]) -> None:
                        f"({', '.join(wanted)}): {can}", reason="SoftwareUnsupported")
 
 
-def check_capabilities(rt: Runtime, suites: list[SuiteSpec], device_types: set[str],
+def check_capabilities(rt: AdmissionRuntime, suites: list[SuiteSpec], device_types: set[str],
                        spec: BenchmarkRunSpec | None = None) -> None:
     """Refuse a plan no matching board can run: a GPU, low-power modes, programs, software."""
     kinds = [rt.device_types.get(n) for n in sorted(device_types)]
@@ -124,7 +171,7 @@ def check_capabilities(rt: Runtime, suites: list[SuiteSpec], device_types: set[s
                        + "; ".join(problems), reason="MissingPrograms")
 
 
-def admit(rt: Runtime, body: dict[str, Any]) -> None:
+def admit(rt: AdmissionRuntime, body: dict[str, Any]) -> None:
     """Validate what the schema cannot and queue the run (or fail it with a reason)."""
     meta = body["metadata"]
     ns, name, gen = meta["namespace"], meta["name"], meta.get("generation")

@@ -8,33 +8,73 @@ that is no longer running on it (its runner died) is released here, so no board 
 Board status is written to the API by a thread of its own, the latest state per board, so the
 scheduler never waits on those writes (at a thousand boards turning over, a refresh wrote a few a
 second, each 50-200 ms under load, before the round could give a freed board to the next run).
+
+What the inventory needs of the operator is `InventoryRuntime` (the registry's lock, the API, the
+coordinator, the device types, the policy, the active runs, a wake-up; it sets `inventory_known`):
+it imports neither the runtime nor the session supervisor.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core import queue as q
 from ..errors import InfraError
 from ..lab.board import Board, SerialLog
+from ..lab.coordinator import SESSION_HOST
 from . import metrics
-from .sessions import run_uid_of
-from .state import BoardRecord, ts
+from .state import BoardRecord, RunState, ts
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ..api.devicetype import DeviceType
+    from ..api.models import LabPolicySpec
+    from ..kubeapi.client import Kube
+    from ..lab.coordinator import Coordinator
 
 log = logging.getLogger("benchfarm")
 REFRESH_EVERY = 3.0
 HEALTH_CHECK_CONSOLE = 1024 * 1024   # bytes of a health check's console held in memory
 
 
+def run_uid_of(holder: str | None) -> str | None:
+    """The run uid behind a labgrid holder identity of one of our sessions, if it is one."""
+    prefix = f"{SESSION_HOST}/run-"
+    return holder[len(prefix):] if holder and holder.startswith(prefix) else None
+
+
+class InventoryRuntime(Protocol):
+    """What the inventory needs of the operator's registry (`kube.runtime.Runtime` is one)."""
+
+    inventory_known: bool       # set once the coordinator's places have been read
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]: ...
+
+    @property
+    def kube(self) -> Kube: ...
+
+    @property
+    def coordinator(self) -> Coordinator: ...
+
+    @property
+    def device_types(self) -> Mapping[str, DeviceType]: ...
+
+    @property
+    def policy(self) -> LabPolicySpec: ...
+
+    def active_runs(self) -> list[RunState]: ...
+
+    def wake(self) -> None: ...
+
+
 class Inventory:
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: InventoryRuntime) -> None:
         self.rt = rt
         self.boards: dict[str, BoardRecord] = {}
         self.last_refresh = 0.0

@@ -5,6 +5,12 @@ event loop asks `core.queue` who goes next and hands each decision to the sessio
 which writes it to the run's status and launches a runner. The operator never touches a board:
 sessions run in their own processes (`kube.launchers`), prove they are alive with Leases and are
 adopted, not restarted, when the operator itself restarts.
+
+The runtime builds the inventory, the session supervisor and admission and hands each itself,
+typed by the narrow Protocol that module declares (`inventory.InventoryRuntime`,
+`sessions.SessionRuntime`, `admission.AdmissionRuntime`): they never import the runtime, and
+mypy checks here that the runtime is each of them. The import contracts in pyproject.toml keep
+`kube` in layers, without cycles.
 """
 
 from __future__ import annotations

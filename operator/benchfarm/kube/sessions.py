@@ -6,26 +6,33 @@ Lease says it is alive; `status.sessionEnd` says how it ended when it hands the 
 fault, a busy board, a lab fault). A runner whose Lease stops moving is dead: it is launched again
 (a resume: its checkpoints make it go on where it stopped), at most MAX_RESUMES times.
 After an operator restart nothing is relaunched blindly: live runners are simply adopted.
+
+What the supervisor needs of the operator is `SessionRuntime` (the registry's lock, its run
+transitions, the API, the coordinator, the policy, the launcher) and of the inventory only
+`Boards` (free, held, board_failed): it imports neither the runtime nor the inventory.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..api.models import LabPolicySpec
 from ..api.outcomes import HandBack, Phase, Reason, SessionEnd
 from ..core.conditions import set_condition
 from ..errors import InfraError
 from ..kubeapi.client import PreconditionFailed
 from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseObserver, list_leases, session_lease_name
-from ..lab.coordinator import SESSION_HOST, run_identity
+from ..lab.coordinator import run_identity
 from . import metrics
-from .launchers import Launch
+from .ports import Launch, Launcher
 from .state import RunState, ts
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ..kubeapi.client import Kube
+    from ..lab.coordinator import Coordinator
 
 log = logging.getLogger("benchfarm")
 
@@ -39,12 +46,6 @@ def holder_of(uid: str) -> str:
     return f"{host}/{user}"
 
 
-def run_uid_of(holder: str | None) -> str | None:
-    """The run uid behind a labgrid holder identity of one of our sessions, if it is one."""
-    prefix = f"{SESSION_HOST}/run-"
-    return holder[len(prefix):] if holder and holder.startswith(prefix) else None
-
-
 def _session_end(raw: Any) -> SessionEnd | None:
     """`status.sessionEnd` as written by a session; None when absent or not one (logged)."""
     if not raw:
@@ -56,8 +57,54 @@ def _session_end(raw: Any) -> SessionEnd | None:
         return None
 
 
+class Boards(Protocol):
+    """What the supervisor asks of the inventory: who holds a board, and its board faults."""
+
+    def free(self, board: str | None, key: str) -> None: ...
+
+    def held(self, board: str, by: str) -> None: ...
+
+    def board_failed(self, board: str, exc: InfraError) -> bool: ...
+
+
+class SessionRuntime(Protocol):
+    """What the supervisor needs of the operator's registry (`kube.runtime.Runtime` is one)."""
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]: ...
+
+    @property
+    def kube(self) -> Kube: ...
+
+    @property
+    def coordinator(self) -> Coordinator: ...
+
+    @property
+    def policy(self) -> LabPolicySpec: ...
+
+    @property
+    def launcher(self) -> Launcher: ...
+
+    @property
+    def inventory(self) -> Boards: ...
+
+    def active_runs(self) -> list[RunState]: ...
+
+    def reindex(self, run: RunState) -> None: ...
+
+    def patch(self, run: RunState, status: dict[str, Any]) -> None: ...
+
+    def finish(self, run: RunState, phase: str, reason: str, message: str) -> None: ...
+
+    def requeue(self, run: RunState, message: str, avoid: str | None,
+                extra: dict[str, Any] | None = None) -> None: ...
+
+    def retry_elsewhere(self, run: RunState, board: str, reason: str, message: str,
+                        quarantined: bool, party: str = "board") -> None: ...
+
+
 class Supervisor:
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: SessionRuntime) -> None:
         self.rt = rt
         self.observer = LeaseObserver(grace=5.0)
         self.launched: dict[str, float] = {}   # run key -> monotonic time of the last launch
