@@ -75,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     sess_sub = sess.add_subparsers(dest="session_cmd", required=True)
     sess_run = sess_sub.add_parser("run", help="run (or resume) the session of a scheduled run")
     sess_run.add_argument("run", help="NAMESPACE/NAME")
+    sess_health = sess_sub.add_parser("health", help="a quarantined board's health check: boot "
+                                                      "its own image to its prompt, report")
+    sess_health.add_argument("board", help="the board (labgrid place)")
+    sess_health.add_argument("check", type=int, help="the number of the check (the operator's)")
     sess_sub.add_parser("server", help="import everything once, then fork a session for each run "
                                        "named on stdin (the operator keeps one running)")
     p = sub.add_parser("parse", help="parse a suite's output file into metrics (JSON)")
@@ -115,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.session_cmd == "server":
             from .session import server
             return server.serve()
+        if args.session_cmd == "health":
+            from .session import health
+            return health.main(args.board, args.check)
         from .session import runner
         return runner.main(args.run)
     if args.cmd == "parse":

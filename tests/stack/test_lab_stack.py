@@ -18,7 +18,7 @@ import benchfarm_devlab as devlab
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.lab.board import Board
 from benchfarm.lab.coordinator import Coordinator
-from benchfarm.lab.environment import load_device_types
+from benchfarm.lab.devicetypes import load_device_types
 from tests.stack.conftest import wait_for
 
 pytestmark = pytest.mark.stack

@@ -16,7 +16,7 @@ from labgrid.resource import SigrokDevice
 import benchfarm_devlab as devlab
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.lab.coordinator import Coordinator
-from benchfarm.lab.environment import load_device_types
+from benchfarm.lab.devicetypes import load_device_types
 from benchfarm.lab.rails import SigrokRailMonitor
 from tests.stack.conftest import apply
 from tests.stack.test_gpu_power import _example, _metrics

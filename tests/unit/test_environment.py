@@ -9,7 +9,8 @@ import yaml
 
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.errors import InfraError
-from benchfarm.lab.environment import ENVIRONMENT_SUFFIX, STRATEGY, environment, load_device_types
+from benchfarm.lab.devicetypes import ENVIRONMENT_SUFFIX, load_device_types
+from benchfarm.lab.environment import STRATEGY, environment
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "exporters" / "device-types"

@@ -258,3 +258,43 @@ def test_a_refused_launch_is_a_lab_fault_event_on_the_run():
     handle = sessions.Supervisor(rt)._launch(run, 1, 0)
     assert handle.startswith("not started") and "not benchfarm's" in handle
     assert events[0][1:3] == ("Warning", "LaunchFailed") and "lab fault" in events[0][3]
+
+
+BOARD_UID = "9a8b7c6d-5e4f-3a2b-1c0d-ffeeddccbbaa"
+
+
+def health(check: int = 3, board: str = "vb-x86.0") -> Launch:
+    return Launch.health_check(board, BOARD_UID, check, "benchfarm", deadline_s=180.0)
+
+
+def test_a_health_checks_job_runs_its_check_under_the_health_account_in_the_operators_namespace():
+    job = jobs.job_manifest(health(), TEMPLATE, "benchfarm", health_account="bf-health")
+    assert job["metadata"]["name"] == f"health-vb-x86-0-{BOARD_UID[:8]}-c3"
+    assert job["metadata"]["namespace"] == "benchfarm"
+    assert job["metadata"]["annotations"] == {"benchfarm.io/board": "vb-x86.0"}
+    assert job["spec"]["backoffLimit"] == 0
+    assert job["spec"]["activeDeadlineSeconds"] == 180 + jobs.GRACE_S
+    spec = job["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "bf-health"
+    c = spec["containers"][0]
+    assert c["command"] == ["benchfarm", "session", "health", "vb-x86.0", "3"]
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["BENCHFARM_BOARD_UID"] == BOARD_UID
+    assert env["BENCHFARM_HEALTH_NAMESPACE"] == "benchfarm"
+    assert "BENCHFARM_RUN_UID" not in env or env["BENCHFARM_RUN_UID"] == "stale"
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    assert labels["benchfarm.io/health-check"] == "true" and labels["benchfarm.io/check"] == "3"
+    assert labels["benchfarm.io/board"] == "vb-x86.0" and "benchfarm.io/run-uid" not in labels
+    assert jobs.job_name(health(check=4)) != job["metadata"]["name"]
+    long = jobs.job_name(health(check=123, board="b" * 253))
+    assert len(long) <= 57 and long.endswith("-c123")
+    assert spec["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_a_health_check_launch_makes_only_its_job_no_grants():
+    lj = launcher()
+    handle = lj.launch(health())
+    assert {k[:2] for k in lj.kube.objects} == {("Job", "benchfarm")}
+    assert handle == f"job benchfarm/{jobs.job_name(health())}"
+    job = next(iter(lj.kube.objects.values()))
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == jobs.HEALTH_ACCOUNT

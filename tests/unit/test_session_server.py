@@ -25,7 +25,7 @@ def test_a_forked_session_runs_in_its_own_session_with_its_log_and_env(tmp_path,
         return 0
     monkeypatch.setattr(runner, "main", fake_main)
     log = tmp_path / "team-a.r1.attempt-1.run-0.log"
-    pid = server.fork_session({"run": "team-a/r1", "log": str(log),
+    pid = server.fork_session({"argv": ["run", "team-a/r1"], "log": str(log),
                                "env": {"BENCHFARM_RUN_UID": "u-1"}})
     wait_gone(pid)
     text = log.read_text()

@@ -90,5 +90,11 @@ class DeviceType(_Model):
                              "or its console's prompt (console.prompt)")
         return self
 
+    @property
+    def health_check_seconds(self) -> float:
+        """How long a health check of such a board may take: every boot attempt its device
+        type allows, a minute besides for acquiring, powering off and reporting."""
+        return self.boot.timeoutSeconds * (self.boot.retries + 1) + 60
+
     def mode(self, name: str) -> LowPowerMode | None:
         return next((m for m in self.lowPowerModes if m.name == name), None)

@@ -1,4 +1,5 @@
-"""What the operator and a board session agree on about a run's course: one typed definition each.
+"""What the operator and a board session agree on about a run's course (and a board's health
+check): one typed definition each.
 
 The session writes these into the run's status and the operator reads them back (and the other
 way round); both import them from here, so a phase, a hand-back or a reason is never a string
@@ -69,6 +70,42 @@ class SessionEnd(BaseModel):
     reason: str = ""
     message: str = ""
     party: str = "lab"
+
+
+class SessionKind(StrEnum):
+    """What a launched session does: `benchfarm session <kind> ...` (the launcher's argv)."""
+
+    run = "run"                  # a BenchmarkRun's session: NAMESPACE/NAME
+    health_check = "health"      # a quarantined board's health check: BOARD CHECK
+
+
+class HealthVerdict(StrEnum):
+    """How a health check ended (`status.healthCheckEnd.verdict` of the Board)."""
+
+    passed = "Passed"     # the board's own image booted to its prompt: back in service
+    failed = "Failed"     # it did not (or the lab would not let it try): still quarantined
+
+
+class HealthCheck(BaseModel):
+    """`status.healthCheck` of a Board, written by the operator as it launches check `check`
+    (counted per board, so a check's session and its labgrid identity are its own)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    check: int
+    startedAt: str = ""
+
+
+class HealthCheckEnd(BaseModel):
+    """`status.healthCheckEnd` of a Board: the verdict of health check `check`, written by its
+    session before it gives up its Lease; the operator acts on the one of its latest check."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    check: int
+    verdict: HealthVerdict
+    reason: str = ""
+    message: str = ""
 
 
 class Refusal(StrEnum):

@@ -6,7 +6,8 @@ admission after checking them against the plan and the LabPolicy. Whoever may wr
 the operator signs them: HMAC-SHA256 over the run's uid and the canonical JSON of the suites, with
 a key only the operator and its sessions hold (BENCHFARM_SIGNING_KEY; in a cluster a Secret in the
 operator's namespace). The session runs nothing whose signature does not verify. The uid binds a
-signature to its run: copied onto another run, it does not verify.
+signature to its run: copied onto another run, it does not verify. (`plan_digest`, beside it,
+only names a plan: the operator at admission and the session in its provenance.)
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import hmac
 import json
 from collections.abc import Mapping
 from typing import Any
+
+from ..api.models import SuiteSpec
 
 KEY_ENV = "BENCHFARM_SIGNING_KEY"
 MIN_KEY_BYTES = 16
@@ -28,6 +31,12 @@ def key_from(environ: Mapping[str, str]) -> bytes:
         raise ValueError(f"{KEY_ENV} must hold a secret of at least {MIN_KEY_BYTES} bytes "
                          "(the operator signs the suites its sessions run with it)")
     return key
+
+
+def plan_digest(suites: list[SuiteSpec]) -> str:
+    """What a run's plan was, as its provenance and its admission name it (not a signature)."""
+    body = json.dumps([s.model_dump() for s in suites], sort_keys=True)
+    return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
 
 
 def _message(uid: str, suites: list[dict[str, Any]]) -> bytes:

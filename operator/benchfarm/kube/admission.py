@@ -22,7 +22,6 @@ from ..core.conditions import now_iso, set_condition
 from ..core.software_policy import SoftwareReach
 from ..core.steps import safe_name
 from ..errors import RunError
-from ..lab.session import plan_digest
 from ..store.artifacts import run_prefix
 from ..suites.registry import check_parameters
 
@@ -205,7 +204,7 @@ def admit(rt: AdmissionRuntime, body: dict[str, Any]) -> None:
     resolved = [s.model_dump(exclude_none=True) for s in suites]
     rt.kube.patch_run_status(ns, name, {
         "phase": Phase.pending, "observedGeneration": gen, "progress": "queued",
-        "planDigest": plan_digest(suites),
+        "planDigest": trust.plan_digest(suites),
         "resolvedSuites": resolved,
         # the session runs these only if the operator's signature verifies (core.trust)
         "resolvedSuitesSignature": trust.sign(rt.signing_key, meta["uid"], resolved),

@@ -1,5 +1,12 @@
 """The board inventory: labgrid places mirrored as Board objects, quarantine and health checks.
 
+A quarantined board's health check is a session like a run's (`session.health`): launched through
+the operator's launcher (a process or a Job) with a number of its own per board, so its labgrid
+identity and its Lease are its own; it reports its verdict in the Board's `status.healthCheckEnd`.
+The operator never opens a board's console: it launches the check, watches its Lease, and acts
+on the verdict (back in service, or quarantined until the next check after the cooldown). A check
+whose session dies is given up like a failed one; the place it held is released here.
+
 Places come from the coordinator (who holds what, tags, resources); Board objects carry what
 benchfarm adds (maintenance, consecutive board faults, quarantine). Only board faults reach
 `board_failed`: outages and busy boards never count. A place still held by the session of a run
@@ -10,7 +17,8 @@ scheduler never waits on those writes (at a thousand boards turning over, a refr
 second, each 50-200 ms under load, before the round could give a freed board to the next run).
 
 What the inventory needs of the operator is `InventoryRuntime` (the registry's lock, the API, the
-coordinator, the device types, the policy, the active runs, a wake-up; it sets `inventory_known`):
+coordinator, the device types, the policy, the launcher, its namespace, the active runs, a
+wake-up; it sets `inventory_known`):
 it imports neither the runtime nor the session supervisor.
 """
 
@@ -24,11 +32,14 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..api.outcomes import HealthCheck, HealthCheckEnd, HealthVerdict
 from ..core import queue as q
+from ..core.conditions import now_iso
 from ..errors import InfraError
-from ..lab.board import Board, SerialLog
-from ..lab.coordinator import SESSION_HOST
+from ..kubeapi.leases import HEALTH_LEASE_LABEL, LeaseObserver, health_lease_name, list_leases
+from ..lab.coordinator import SESSION_HOST, health_check_of, health_identity
 from . import metrics
+from .ports import Launch, Launcher
 from .state import BoardRecord, RunState, ts
 
 if TYPE_CHECKING:
@@ -39,7 +50,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("benchfarm")
 REFRESH_EVERY = 3.0
-HEALTH_CHECK_CONSOLE = 1024 * 1024   # bytes of a health check's console held in memory
+WATCH_EVERY = 2.0               # seconds between two looks at the health checks' Leases
+HEALTH_STARTUP_GRACE = 45.0     # seconds a launched health check has to take its Lease
 
 
 def run_uid_of(holder: str | None) -> str | None:
@@ -52,6 +64,7 @@ class InventoryRuntime(Protocol):
     """What the inventory needs of the operator's registry (`kube.runtime.Runtime` is one)."""
 
     inventory_known: bool       # set once the coordinator's places have been read
+    namespace: str              # the operator's: health checks' Leases live there
 
     @property
     def lock(self) -> AbstractContextManager[Any]: ...
@@ -68,6 +81,9 @@ class InventoryRuntime(Protocol):
     @property
     def policy(self) -> LabPolicySpec: ...
 
+    @property
+    def launcher(self) -> Launcher: ...
+
     def active_runs(self) -> list[RunState]: ...
 
     def wake(self) -> None: ...
@@ -78,9 +94,11 @@ class Inventory:
         self.rt = rt
         self.boards: dict[str, BoardRecord] = {}
         self.last_refresh = 0.0
-        self.checking: set[str] = set()     # boards whose health check runs
+        self.checking: dict[str, float] = {}   # board -> when its health check was launched
+        self.observer = LeaseObserver(grace=5.0)        # the health checks' Leases
+        self.last_watch = 0.0
+        self.clock = time.monotonic
         self.orphans: dict[str, str | None] = {}          # place -> holder seen orphaned last refresh
-        self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="health")
         self.publisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="board-status")
         self.unpublished: dict[str, dict[str, Any]] = {}      # board -> the status to write next
 
@@ -93,11 +111,22 @@ class Inventory:
             st = board.get("status") or {}
             rec = self.boards.setdefault(board["metadata"]["name"],
                                          BoardRecord(board["metadata"]["name"]))
+            rec.uid = board["metadata"].get("uid", "")
             rec.failures = int(st.get("consecutiveInfraFailures") or 0)
             rec.maintenance = bool((board.get("spec") or {}).get("maintenance"))
+            started = _health_start(st.get("healthCheck"))
+            rec.health_check = started.check if started else 0
             if st.get("state") == "Quarantined":
                 rec.quarantined_since = ts(st.get("quarantinedAt"))
                 rec.reason = st.get("reason")
+                end = _health_end(st.get("healthCheckEnd"))
+                if started and (end is None or end.check < started.check or
+                                end.verdict == HealthVerdict.passed):
+                    # its latest check runs (its Lease tells), or passed before the operator
+                    # could act on it: adopted
+                    rec.run = f"(health check {started.check})"
+                    self.checking[rec.name] = self.clock()
+                    self.observe_health(rec.name, st)
 
     def views(self) -> list[q.BoardView]:
         with self.rt.lock:
@@ -150,18 +179,24 @@ class Inventory:
                 rec = self.boards.get(name)
                 if rec is None:
                     rec = self.boards[name] = BoardRecord(name)
-                    rt.kube.create_board(name, {"benchfarm.io/device-type":
-                                                place.tags.get("device_type", "unknown")})
+                    body = rt.kube.create_board(name, {"benchfarm.io/device-type":
+                                                       place.tags.get("device_type", "unknown")})
+                    rec.uid = (body.get("metadata") or {}).get("uid", "")
                 rec.device_type = place.tags.get("device_type", "")
                 rec.labels = {k: v for k, v in place.tags.items() if k != "device_type"}
                 rec.online = bool(place.resources) and rec.device_type in rt.device_types
                 uid = run_uid_of(place.acquired)
-                ours = place.acquired == rt.coordinator.identity or uid is not None
+                check = health_check_of(place.acquired)
+                ours = place.acquired == rt.coordinator.identity or uid is not None or \
+                    check is not None
                 rec.held_by_other = None if (place.free or ours) else \
                     (place.acquired or f"reserved {place.reserved_by}")
                 run = running_uids.get(uid) if uid else None
                 if uid and (run is None or run.status.get("board") != name):
                     orphans[name] = place.acquired
+                if check is not None and (check[0] != name or name not in self.checking or
+                                          check[1] != rec.health_check):
+                    orphans[name] = place.acquired    # a health check given up, or another's
             self.sync(name)
         for name, holder in orphans.items():   # seen twice in a row: its runner is gone
             if self.orphans.get(name) == holder:
@@ -235,57 +270,141 @@ class Inventory:
                           f"{board} quarantined after {rec.failures} board faults: {rec.reason}")
         return quarantined
 
+    # -- health checks: sessions of their own ------------------------------------------------
     def health_checks(self) -> None:
+        """Launch the check of every quarantined board whose cooldown is over, and give up those
+        whose session died (called by every scheduling round, on the scheduler's thread)."""
+        self._watch_checks()
         now = time.time()
         rt = self.rt
         with rt.lock:
-            due = [b for b in self.boards.values()
+            due = [b.name for b in self.boards.values()
                    if b.quarantined_since is not None and not b.run and not b.held_by_other
                    and b.online and b.name not in self.checking
                    and now - b.quarantined_since >= rt.policy.quarantineCooldownSeconds]
-            for b in due:
-                self.checking.add(b.name)
-                b.run = "(health check)"
-        for b in due:
-            self.pool.submit(self._health_check, b.name)
+        for name in due:
+            self._launch_check(name)
 
-    def _health_check(self, name: str) -> None:
-        """Boot a quarantined board to its prompt; back to Idle if it makes it."""
+    def _launch_check(self, name: str) -> None:
+        """Check number n+1: recorded on the Board first (a restarted operator adopts it), then
+        launched like any session; its session reports in `status.healthCheckEnd`."""
         rt = self.rt
-        ok = False
-        try:
-            dt = rt.device_types[self.boards[name].device_type]
-            rt.coordinator.acquire(name)
-            try:
-                # the console in memory, bounded: its first and last bytes, the cut said
-                board = Board(name, rt.coordinator.places()[name].resources, dt,
-                              rt.coordinator.session(), SerialLog(limit=HEALTH_CHECK_CONSOLE))
-                try:
-                    board.boot()
-                    ok = True
-                finally:
-                    try:
-                        board.power_off()
-                    finally:
-                        board.close()
-            finally:
-                rt.coordinator.release(name)
-        except Exception as exc:
-            log.info("health check of %s failed: %s", name, exc)
-            code = getattr(exc, "reason", type(exc).__name__)
-            with rt.lock:
-                self.boards[name].reason = f"health check failed: {code}: {exc}"[:500]
         with rt.lock:
             rec = self.boards[name]
+            check = rec.health_check + 1
+            dt = rt.device_types[rec.device_type]
+            rec.run = f"(health check {check})"
+            self.checking[name] = self.clock()
+        try:
+            rt.kube.patch_board_status(name, {"healthCheck": HealthCheck(
+                check=check, startedAt=now_iso()).model_dump(mode="json")})
+        except Exception as exc:   # the API's outage: the check is tried again after the cooldown
+            log.warning("could not start the health check of %s: %s", name, exc)
+            with rt.lock:
+                rec.run, rec.quarantined_since = None, time.time()
+                self.checking.pop(name, None)
+            self.sync(name)
+            return
+        with rt.lock:
+            rec.health_check = check
+        self.sync(name)
+        req = Launch.health_check(name, rec.uid, check, rt.namespace, dt.health_check_seconds)
+        try:
+            handle = rt.launcher.launch(req)
+        except Exception as exc:   # no Lease will show: given up after the grace period
+            log.error("%s: the launcher could not start it: %s", req.what(), exc)
+            handle = f"not started ({exc})"
+        log.info("%s: %s", req.what(), handle)
+
+    def observe_health(self, name: str, status: dict[str, Any]) -> None:
+        """A Board's status as the API has it: the verdict of its latest check, if it came."""
+        end = _health_end(status.get("healthCheckEnd"))
+        with self.rt.lock:
+            rec = self.boards.get(name)
+            if end is None or rec is None or name not in self.checking or \
+                    end.check != rec.health_check:
+                return
+        self._settle(name, end)
+
+    def _watch_checks(self) -> None:
+        """A check whose session holds no live Lease (after a grace period to take it) is dead:
+        its verdict is read once more, else the place it may hold is released and the board
+        stays quarantined, checked again after the cooldown."""
+        rt = self.rt
+        if not self.checking or self.clock() - self.last_watch < WATCH_EVERY:
+            return
+        self.last_watch = now = self.clock()
+        try:
+            self.observer.observe(list_leases(rt.kube, f"{HEALTH_LEASE_LABEL}=true"), now=now)
+        except Exception as exc:  # our own view of the API is gone: judge nobody dead
+            log.warning("cannot list health checks' Leases (%s); not judging them", exc)
+            self.observer.forget()
+            return
+        with rt.lock:
+            dead = [(name, self.boards[name].health_check) for name, since in
+                    self.checking.items()
+                    if now - since >= HEALTH_STARTUP_GRACE and not self.observer.alive(
+                        f"{rt.namespace}/{health_lease_name(name)}", now)]
+        for name, check in dead:
+            try:
+                body = rt.kube.get_cluster("boards", name) or {}
+            except Exception as exc:
+                log.warning("cannot read board %s (%s); judging its check later", name, exc)
+                continue
+            end = _health_end((body.get("status") or {}).get("healthCheckEnd"))
+            if end is not None and end.check == check:
+                self._settle(name, end)
+                continue
+            host, user = health_identity(name, check)
+            try:
+                if rt.coordinator.release(name, holder=f"{host}/{user}"):
+                    log.info("released %s, left acquired by its health check %d", name, check)
+            except InfraError as exc:   # seen as an orphan by a later refresh
+                log.warning("could not release %s after its health check: %s", name, exc)
+            self._settle(name, HealthCheckEnd(
+                check=check, verdict=HealthVerdict.failed, reason="HealthCheckLost",
+                message=f"its session died (no Lease renewal for {HEALTH_STARTUP_GRACE:.0f} s)"))
+
+    def _settle(self, name: str, end: HealthCheckEnd) -> None:
+        """Back to service, or quarantined again until the next check after the cooldown."""
+        rt = self.rt
+        ok = end.verdict == HealthVerdict.passed
+        with rt.lock:
+            rec = self.boards[name]
+            if self.checking.pop(name, None) is None:   # settled already
+                return
             rec.run = None
             if ok:
                 rec.quarantined_since, rec.failures, rec.reason = None, 0, None
             else:
                 rec.quarantined_since = time.time()
-            self.checking.discard(name)
+                rec.reason = f"health check failed: {end.reason}: {end.message}"[:500]
+        log.info("health check %d of %s: %s %s", end.check, name, end.verdict, end.message)
         self.sync(name)
         rt.kube.event({"apiVersion": "benchfarm.io/v1alpha1", "kind": "Board",
                        "metadata": {"name": name}}, "Normal" if ok else "Warning",
                       "HealthCheckPassed" if ok else "HealthCheckFailed",
-                      f"{name} {'booted to its prompt; back in service' if ok else 'still fails'}")
+                      f"{name} {'booted to its prompt; back in service' if ok else 'still fails'}"
+                      f" (health check {end.check}: {end.reason or end.message})"[:1000])
         rt.wake()
+
+
+def _health_end(raw: Any) -> HealthCheckEnd | None:
+    """`status.healthCheckEnd` as a health check's session wrote it; None if absent or not one."""
+    if not raw:
+        return None
+    try:
+        return HealthCheckEnd.model_validate(raw)
+    except ValueError as exc:
+        log.warning("ignoring a healthCheckEnd that is not one: %s", exc)
+        return None
+
+
+def _health_start(raw: Any) -> HealthCheck | None:
+    """`status.healthCheck`: the latest check the operator launched; None if absent or not one."""
+    if not raw:
+        return None
+    try:
+        return HealthCheck.model_validate(raw)
+    except ValueError:
+        return None

@@ -17,6 +17,11 @@ that name first. One that already exists is used only if it is benchfarm's, of t
 owner, the Role its binding binds); its rules or subjects are then set back to what benchfarm
 would create. Anything else refuses the launch (a lab fault): the session's account is never bound
 to a Role benchfarm did not make, nor the session's Role to anyone else.
+
+A board's health check (`session.health`) is a Job too, in the operator's namespace where its
+Lease lives, under one ServiceAccount the chart makes for health checks (values
+`sessions.healthAccount`; BENCHFARM_HEALTH_ACCOUNT): it reads and writes no run, only its
+Board's status and its Lease, so it needs no grant per launch.
 """
 
 from __future__ import annotations
@@ -32,20 +37,26 @@ from typing import Any
 import yaml
 
 from ..api.models import GROUP, VERSION
+from ..api.outcomes import SessionKind
 from ..errors import InfraError
-from ..kubeapi.leases import session_lease_name
+from ..kubeapi.leases import HEALTH_LEASE_LABEL, session_lease_name
 from .ports import Launch
 
 log = logging.getLogger(__name__)
 
 SESSION_LABEL = "benchfarm.io/session"
+HEALTH_ACCOUNT = "benchfarm-health"   # the chart's ServiceAccount of health-check sessions
 GRACE_S = 120          # past the run's own timeout: the runner's upload, power-off and release
 TTL_S = 86400          # finished Jobs (and their logs) stay a day
 
 
 def job_name(req: Launch) -> str:
-    """`<run>-<uid>-a<attempt>r<resume>`: readable in `kubectl get jobs`, unique per launch, and
-    short enough for the pod names the Job controller derives from it."""
+    """`<run>-<uid>-a<attempt>r<resume>` (a health check: `health-<board>-<uid>-c<check>`):
+    readable in `kubectl get jobs`, unique per launch, and short enough for the pod names the
+    Job controller derives from it."""
+    if req.kind == SessionKind.health_check:
+        stem = re.sub(r"[^a-z0-9-]", "-", req.board.lower())[:29].strip("-") or "board"
+        return f"health-{stem}-{req.uid[:8]}-c{req.attempt}"
     stem = re.sub(r"[^a-z0-9-]", "-", req.name.lower())[:36].strip("-") or "run"
     return f"{stem}-{req.uid[:8]}-a{req.attempt}r{req.resume}"
 
@@ -54,9 +65,18 @@ def account_name(uid: str) -> str:
     return f"benchfarm-session-{uid}"
 
 
+def _value(text: str) -> str:
+    """A label value: <= 63 characters, alphanumeric at both ends."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:63].strip("-_.")
+
+
 def _labels(req: Launch) -> dict[str, str]:
-    def value(text: str) -> str:   # a label value: <= 63 characters, alphanumeric at both ends
-        return re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:63].strip("-_.")
+    value = _value
+    if req.kind == SessionKind.health_check:
+        return {"app.kubernetes.io/name": "benchfarm-session",
+                "app.kubernetes.io/managed-by": "benchfarm", SESSION_LABEL: "true",
+                HEALTH_LEASE_LABEL: "true", "benchfarm.io/board": value(req.board),
+                "benchfarm.io/board-uid": req.uid, "benchfarm.io/check": str(req.attempt)}
     return {"app.kubernetes.io/name": "benchfarm-session",
             "app.kubernetes.io/managed-by": "benchfarm", SESSION_LABEL: "true",
             "benchfarm.io/run-namespace": value(req.namespace),
@@ -139,19 +159,21 @@ def _restricted(pod: dict[str, Any]) -> None:
 
 
 def job_manifest(req: Launch, template: dict[str, Any], namespace: str,
-                 ttl_s: int = TTL_S) -> dict[str, Any]:
+                 ttl_s: int = TTL_S, health_account: str = HEALTH_ACCOUNT) -> dict[str, Any]:
     """The Job of one launch. `template` is a pod template (`metadata`, `spec`) whose first
     container runs the operator's image; the session's command, identity and deadline are set
-    here."""
+    here. A health check runs under the chart's `health_account` (its Role: the health Leases
+    in this namespace, Boards' status), not an account of a run."""
     pod = copy.deepcopy(template)
     spec = pod.setdefault("spec", {})
     labels = _labels(req)
     pod.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
     spec["restartPolicy"] = "Never"
-    spec["serviceAccountName"] = account_name(req.uid)
+    spec["serviceAccountName"] = health_account if req.kind == SessionKind.health_check \
+        else account_name(req.uid)
     spec["automountServiceAccountToken"] = True
     container = spec["containers"][0]
-    container["command"] = ["benchfarm", "session", "run", f"{req.namespace}/{req.name}"]
+    container["command"] = ["benchfarm", "session", *req.argv()]
     container.pop("args", None)
     own = req.env()
     env = [e for e in container.get("env") or [] if e.get("name") not in own]
@@ -159,7 +181,9 @@ def job_manifest(req: Launch, template: dict[str, Any], namespace: str,
     _restricted(spec)
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": job_name(req), "namespace": namespace, "labels": labels,
-                         "annotations": {"benchfarm.io/run": f"{req.namespace}/{req.name}"}},
+                         "annotations": {"benchfarm.io/board": req.board}
+                         if req.kind == SessionKind.health_check else
+                         {"benchfarm.io/run": f"{req.namespace}/{req.name}"}},
             "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": ttl_s,
                      "activeDeadlineSeconds": int(math.ceil(req.deadline_s)) + GRACE_S,
                      "template": pod}}
@@ -169,11 +193,12 @@ class JobLauncher:
     """Starts each session as a Job; nothing to reap (finished Jobs expire by their TTL)."""
 
     def __init__(self, kube: Any, namespace: str, template: dict[str, Any],
-                 ttl_s: int = TTL_S) -> None:
+                 ttl_s: int = TTL_S, health_account: str = HEALTH_ACCOUNT) -> None:
         self.kube = kube
         self.namespace = namespace
         self.template = template
         self.ttl_s = ttl_s
+        self.health_account = health_account
 
     @classmethod
     def from_env(cls, kube: Any) -> JobLauncher:
@@ -190,9 +215,12 @@ class JobLauncher:
             from ..kubeapi.client import Kube
             kube = Kube()
         return cls(kube, os.environ.get("BENCHFARM_NAMESPACE", "default"), template,
-                   int(os.environ.get("BENCHFARM_SESSION_JOB_TTL", str(TTL_S))))
+                   int(os.environ.get("BENCHFARM_SESSION_JOB_TTL", str(TTL_S))),
+                   os.environ.get("BENCHFARM_HEALTH_ACCOUNT", HEALTH_ACCOUNT))
 
     def launch(self, req: Launch) -> str:
+        if req.kind == SessionKind.health_check:
+            return self._launch_health_check(req)
         account = account_name(req.uid)
         self._ensure(req, session_role(req))     # the grants first: a refusal leaves no account
         self._ensure(req, session_binding(req, self.namespace))
@@ -205,6 +233,15 @@ class JobLauncher:
         self._owned_by_job(account, name)
         log.info("launched the session of %s/%s (attempt %d, run %d): job %s/%s",
                  req.namespace, req.name, req.attempt, req.resume, self.namespace, name)
+        return f"job {self.namespace}/{name}"
+
+    def _launch_health_check(self, req: Launch) -> str:
+        """A health check's Job, in this namespace (its Lease's), under the chart's account."""
+        manifest = job_manifest(req, self.template, self.namespace, self.ttl_s,
+                                self.health_account)
+        name = manifest["metadata"]["name"]
+        self.kube.create_namespaced("Job", self.namespace, manifest)
+        log.info("launched %s: job %s/%s", req.what(), self.namespace, name)
         return f"job {self.namespace}/{name}"
 
     def _ensure(self, req: Launch, want: dict[str, Any]) -> None:

@@ -2,9 +2,10 @@
 and its local-process kind. The interface (`Launch`, `Launcher`) is `kube.ports`, re-exported here.
 
 The operator never runs a session itself; it asks a launcher to start `benchfarm session run
-NS/NAME` somewhere and from then on only watches the run's status and the session's Lease. The
-embedded lab's launcher starts a local process in its own process group and session, so killing
-the operator (even with SIGKILL) kills no session. In a cluster, `kube.jobs` starts each session as
+NS/NAME` (or a board's health check, `benchfarm session health BOARD CHECK`) somewhere and from
+then on only watches the run's status (the Board's) and the session's Lease. The embedded lab's
+launcher starts a local process in its own process group and session, so killing the operator
+(even with SIGKILL) kills no session. In a cluster, `kube.jobs` starts each session as
 a Kubernetes Job instead (BENCHFARM_LAUNCHER=job).
 """
 
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..api.outcomes import SessionKind
 from .ports import Launch as Launch, Launcher as Launcher
 
 log = logging.getLogger(__name__)
@@ -54,22 +56,26 @@ class ProcessLauncher:
 
     def launch(self, req: Launch) -> str:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        logfile = self.log_dir / (f"{req.namespace}.{req.name}.attempt-{req.attempt}"
-                                  f".run-{req.resume}.log")
-        ref = f"{req.namespace}/{req.name}"
-        how, pid = "the session server", self._fork(ref, req.env(), logfile)
+        if req.kind == SessionKind.health_check:
+            logfile = self.log_dir / f"health.{req.board}.check-{req.attempt}.log"
+        else:
+            logfile = self.log_dir / (f"{req.namespace}.{req.name}.attempt-{req.attempt}"
+                                      f".run-{req.resume}.log")
+        ref = req.what()
+        how, pid = "the session server", self._fork(ref, req.argv(), req.env(), logfile)
         if pid is None:
             how = "a cold process"
             env = {**os.environ, **(self.env or {}), **req.env()}
             with logfile.open("ab") as out:
-                pid = self._start([*self.command, "run", ref], out, env,
+                pid = self._start([*self.command, *req.argv()], out, env,
                                   stdin=subprocess.DEVNULL).pid
         self.top_up()
-        log.info("launched the session of %s (attempt %d, run %d) from %s: pid %s, log %s",
-                 ref, req.attempt, req.resume, how, pid or "not reported", logfile)
+        log.info("launched the session of %s from %s: pid %s, log %s", ref, how,
+                 pid or "not reported", logfile)
         return f"pid {pid}, log {logfile}" if pid else f"log {logfile}"
 
-    def _fork(self, ref: str, env: dict[str, str], logfile: Path) -> int | None:
+    def _fork(self, ref: str, argv: list[str], env: dict[str, str],
+              logfile: Path) -> int | None:
         """The pid of a session the server forked; None: start a cold one; 0: the server took
         the request but did not report a pid (the run's Lease tells whether its session lives)."""
         srv = self.server
@@ -80,7 +86,7 @@ class ProcessLauncher:
             self.server_ready = bool(line and "ready" in line)
             if not self.server_ready:
                 return None
-        request = {"run": ref, "log": str(logfile), "env": env}
+        request = {"argv": argv, "log": str(logfile), "env": env}
         try:
             srv.stdin.write((json.dumps(request) + "\n").encode())
             srv.stdin.flush()

@@ -9,10 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..api.outcomes import SessionKind
+
 
 @dataclass(frozen=True)
 class Launch:
-    """One session attempt (resume 0) or resume of a run: what any launcher needs to start it."""
+    """One session attempt (resume 0) or resume of a run: what any launcher needs to start it.
+    A board's health check (`kind` health_check, `health_check`) is launched the same way."""
     namespace: str
     name: str
     uid: str
@@ -21,9 +24,32 @@ class Launch:
     deadline_s: float = 3600.0          # what is left of the run's timeout
     reads: tuple[str, ...] = ()         # other runs of its namespace it reads (its baseline)
     board: str = ""                     # the board assigned (the session trusts no status for it)
+    kind: SessionKind = SessionKind.run
+
+    @classmethod
+    def health_check(cls, board: str, board_uid: str, check: int, namespace: str,
+                     deadline_s: float) -> Launch:
+        """Check number `check` of a quarantined board; its Lease lives in `namespace` (the
+        operator's: a Board has none)."""
+        return cls(namespace, board, board_uid, check, 0, deadline_s=deadline_s, board=board,
+                   kind=SessionKind.health_check)
+
+    def argv(self) -> list[str]:
+        """`benchfarm session <argv>`: what the session is told to do."""
+        if self.kind == SessionKind.health_check:
+            return [self.kind.value, self.board, str(self.attempt)]
+        return [self.kind.value, f"{self.namespace}/{self.name}"]
+
+    def what(self) -> str:
+        """For logs and file names."""
+        if self.kind == SessionKind.health_check:
+            return f"health check {self.attempt} of {self.board}"
+        return f"{self.namespace}/{self.name} (attempt {self.attempt}, run {self.resume})"
 
     def env(self) -> dict[str, str]:
-        """What identifies the run to its session, beside its NAMESPACE/NAME argument."""
+        """What identifies the run (or the board) to its session, beside its arguments."""
+        if self.kind == SessionKind.health_check:
+            return {"BENCHFARM_BOARD_UID": self.uid, "BENCHFARM_HEALTH_NAMESPACE": self.namespace}
         return {"BENCHFARM_RUN_UID": self.uid, "BENCHFARM_RUN_BOARD": self.board}
 
 

@@ -34,7 +34,7 @@ from ..core.conditions import now_iso, set_condition
 from ..errors import RunError
 from ..kubeapi.client import Kube, PreconditionFailed
 from ..lab.coordinator import Coordinator
-from ..lab.environment import load_device_types
+from ..lab.devicetypes import load_device_types
 from ..store.artifacts import ArtifactStore, StoreConfig
 from ..store.software import internal_from_env
 from . import admission, launchers, metrics
@@ -200,6 +200,8 @@ class Runtime:
             rec = self.inventory.boards.get(name)
             if rec is not None:
                 rec.maintenance = bool((body.get("spec") or {}).get("maintenance"))
+                rec.uid = body["metadata"].get("uid", rec.uid)
+        self.inventory.observe_health(name, dict(body.get("status") or {}))
         self.wake()
 
     def observe_policy(self, body: dict[str, Any], deleted: bool = False) -> None:

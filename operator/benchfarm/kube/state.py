@@ -116,6 +116,8 @@ class BoardRecord:
     quarantined_since: float | None = None
     reason: str | None = None
     last_status: dict[str, Any] | None = None
+    uid: str = ""                   # the Board object's (a health check's Lease is owned by it)
+    health_check: int = 0           # the number of its latest health check (status.healthCheck)
 
     @property
     def state(self) -> str:

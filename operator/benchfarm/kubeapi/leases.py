@@ -32,9 +32,18 @@ log = logging.getLogger(__name__)
 SESSION_LEASE_LABEL = "benchfarm.io/session"
 
 
+HEALTH_LEASE_LABEL = "benchfarm.io/health-check"   # "true" on a health check's session Lease
+
+
 def session_lease_name(run: str) -> str:
     """The Lease a run's session runner holds, in the run's namespace."""
     return f"benchfarm-run-{run}"
+
+
+def health_lease_name(board: str) -> str:
+    """The Lease a board's health-check session holds, in the operator's namespace (a Board is
+    cluster-scoped); labelled SESSION_LEASE_LABEL and HEALTH_LEASE_LABEL "true"."""
+    return f"benchfarm-health-{board}"
 
 
 def _now() -> datetime:

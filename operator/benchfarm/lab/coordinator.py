@@ -38,6 +38,21 @@ def run_identity(uid: str) -> tuple[str, str]:
     return SESSION_HOST, f"run-{uid}"
 
 
+def health_identity(board: str, check: int) -> tuple[str, str]:
+    """(host, user) of the session of a board's health check number `check`: each check its
+    own, so a check's session that lives on after it was given up holds nothing of the next."""
+    return SESSION_HOST, f"health-{check}-{board}"
+
+
+def health_check_of(holder: str | None) -> tuple[str, int] | None:
+    """(board, check) behind a labgrid holder identity of a health check's session, if it is one."""
+    prefix = f"{SESSION_HOST}/health-"
+    if not holder or not holder.startswith(prefix):
+        return None
+    check, _, board = holder[len(prefix):].partition("-")
+    return (board, int(check)) if check.isdigit() and board else None
+
+
 @dataclass(frozen=True)
 class PlaceInfo:
     """What benchfarm needs to know of a labgrid place."""

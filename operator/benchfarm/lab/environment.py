@@ -29,8 +29,6 @@ from ..api.devicetype import DeviceType
 from ..errors import InfraError
 from .strategy import BenchfarmStrategy, first_line
 
-# Files named so beside the device types are labgrid environments, not device types.
-ENVIRONMENT_SUFFIX = ".labgrid.yaml"
 STRATEGY = BenchfarmStrategy.__name__
 
 # A place's power resource (as the coordinator lists it) -> the labgrid driver that switches it.
@@ -42,20 +40,6 @@ POWER_DRIVERS = {
     "NetworkSiSPMPowerPort": "SiSPMPowerDriver",
     "TasmotaPowerPort": "TasmotaPowerDriver",
 }
-
-
-# -- device types ---------------------------------------------------------------------------------
-def load_device_types(directory: Path) -> dict[str, DeviceType]:
-    """Every device type in a directory, by name; `labgrid` made a path to the environment."""
-    out = {}
-    for f in sorted(directory.glob("*.yaml")):
-        if f.name.endswith(ENVIRONMENT_SUFFIX):
-            continue
-        dt = DeviceType(**yaml.safe_load(f.read_text()))
-        if dt.labgrid:
-            dt.labgrid = str(directory / dt.labgrid)
-        out[dt.name] = dt
-    return out
 
 
 # -- the environment ------------------------------------------------------------------------------
@@ -130,7 +114,8 @@ def build_target(place: str, config: dict[str, Any], session: Any) -> Target:
 
 def forget_target(target: Target) -> None:
     """Drop a closed target's resources from the RemotePlaceManager, which keeps every resource
-    it ever expanded and polls them all (the operator builds one target per health check)."""
+    it ever expanded and polls them all (a long session builds one target per console opened
+    afresh)."""
     _forget(lambda r: r.target is target)
 
 

@@ -8,8 +8,6 @@ can check it still owns the place (its lease and its labgrid lock) before touchi
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import shlex
 import threading
@@ -21,6 +19,7 @@ from typing import Any
 from ..api.devicetype import DeviceType
 from ..api.models import SuiteSpec
 from ..core.results import SuiteRecord
+from ..core.trust import plan_digest
 from ..errors import BenchfarmError, BoardFault, DeployedBootFailed, RunError, SuiteFailure
 from ..suites.registry import parse
 from .board import OUTPUT_LIMIT, Board, SerialLog
@@ -31,11 +30,6 @@ log = logging.getLogger(__name__)
 
 class Cancelled(BenchfarmError):
     reason = "Cancelled"
-
-
-def plan_digest(suites: list[SuiteSpec]) -> str:
-    body = json.dumps([s.model_dump() for s in suites], sort_keys=True)
-    return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
 
 
 def with_background(command: str, background: str | None) -> str:

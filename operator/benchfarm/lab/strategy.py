@@ -44,8 +44,12 @@ class _PerThreadStack:
     """A list that is a different list in every thread.
 
     labgrid records nested `@step`s on one process-wide stack and asserts that each step pops
-    its own entry; it expects one board per process. The operator drives boards (health checks)
-    from worker threads, so the stack must be per thread or concurrent boots trip that assertion.
+    its own entry: it expects one thread per process to drive drivers. A session drives one
+    board (the operator none: health checks are sessions too), but from more than one thread
+    at a time: during a low-power step the rail sampler's thread captures with the sigrok
+    driver (`lab.rails`) and a timer writes to the console to wake the board (`lab.lowpower`)
+    while the session's own thread reads the console, each a labgrid step. Per thread, their
+    steps nest as they should.
     """
 
     def __init__(self) -> None:

@@ -1,4 +1,5 @@
 """A session's hold on its run: the run's Lease, the watch for cancel and delete, and outages.
+(A health check's session holds its own Lease the same way, `session.health`.)
 
 The Lease is how the operator knows a session lives (`kube.sessions`) and how two sessions of one
 run never both touch the board: a session whose Lease was taken over is fenced and stops at once.
@@ -33,8 +34,12 @@ class Lifeline:
     """The Lease, the run watch and the three events every part of a session looks at."""
 
     def __init__(self, kube: Kube, namespace: str, name: str, uid: str, identity: str,
-                 api_version: str, *, lease_seconds: int, renew_seconds: float) -> None:
+                 api_version: str, *, lease_seconds: int, renew_seconds: float,
+                 lease: LeaseHolder | None = None) -> None:
+        """`lease`: another Lease than the run's own (a health check's, `session.health`):
+        then there is no run to watch, and `start` only renews it."""
         self.kube, self.namespace, self.name, self.uid = kube, namespace, name, uid
+        self.watch_run = lease is None
         self.renew_seconds = renew_seconds
         self.lease_seconds = lease_seconds
         self.fenced = threading.Event()
@@ -44,7 +49,7 @@ class Lifeline:
         self.on_stop: Callable[[], None] = lambda: None          # wake a blocked console
         self.on_tick: Callable[[], None] = lambda: None          # deferred status writes
         self.on_wait: Callable[[str], None] = lambda text: None  # "waiting for the store"
-        self.lease = LeaseHolder(
+        self.lease = lease or LeaseHolder(
             kube, namespace, session_lease_name(name), identity, duration=lease_seconds,
             labels={SESSION_LEASE_LABEL: "true", "benchfarm.io/run-uid": uid,
                     "app.kubernetes.io/managed-by": "benchfarm"},
@@ -63,7 +68,8 @@ class Lifeline:
 
     def start(self) -> None:
         threading.Thread(target=self._renew_loop, name="lease", daemon=True).start()
-        threading.Thread(target=self._watch_run, name="watch-run", daemon=True).start()
+        if self.watch_run:
+            threading.Thread(target=self._watch_run, name="watch-run", daemon=True).start()
 
     def release(self) -> None:
         if not self.fenced.is_set():

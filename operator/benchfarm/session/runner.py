@@ -36,7 +36,7 @@ from ..errors import BoardBusy, InfraError, RunError
 from ..kubeapi.client import Kube
 from ..lab.board import SerialLog
 from ..lab.coordinator import Coordinator, run_identity
-from ..lab.environment import load_device_types
+from ..lab.devicetypes import load_device_types
 from ..lab.session import BoardSession, Cancelled
 from ..store.artifacts import ArtifactStore, StoreConfig
 from ..store.software import SoftwareCache

@@ -4,10 +4,11 @@ A cold session process spends seconds importing labgrid, grpc, kubernetes, minio
 scipy and matplotlib before it can acquire its board (2.5 s alone; ten on a host busy with a
 thousand-board lab), and a process that has served a run cannot serve another: labgrid fixes a
 client's identity (the run's) when it connects. So the operator's process launcher keeps this
-server: it imports all of it once, then reads one JSON request per line on stdin (`run`, `log`,
-`env`) and forks a session for each (a few milliseconds), replying with the session's pid on
-stdout. The session is forked twice and calls setsid, so it belongs to neither the server nor the
-operator: killing either (even with SIGKILL) kills no session, as with a cold process.
+server: it imports all of it once, then reads one JSON request per line on stdin (`argv`:
+`run NS/NAME` or `health BOARD CHECK`; `log`, `env`) and forks a session for each (a few
+milliseconds), replying with the session's pid on stdout. The session is forked twice and calls
+setsid, so it belongs to neither the server nor the operator: killing either (even with
+SIGKILL) kills no session, as with a cold process.
 
 Forking is safe because the server never starts a thread, a grpc channel or an API client: it only
 imports (and asks OpenBLAS for no thread pool); it says when the imports are done (`ready`), so
@@ -25,11 +26,13 @@ import time
 import traceback
 from typing import Any
 
+from ..api.outcomes import SessionKind
+
 log = logging.getLogger("benchfarm.session")
 
 
 def _import_everything() -> None:
-    from . import runner
+    from . import health, runner  # noqa: F401
     runner._prewarm()              # statistics and plotting, the end of a session
     # the Kubernetes client builds its API and model classes on first use: a second or more
     from kubernetes import client, watch  # noqa: F401
@@ -65,10 +68,9 @@ def _session(request: dict[str, Any], report: int, server: int) -> None:
         sys.stdout = open(1, "w", buffering=1, closefd=False)    # not the server's reply pipe
         sys.stderr = open(2, "w", buffering=1, closefd=False)
         os.environ.update(request.get("env") or {})
-        log.info("session process %d forked by the session server %d for %s", os.getpid(),
-                 server, request["run"])
-        from . import runner
-        code = runner.main(request["run"])
+        log.info("session process %d forked by the session server %d: %s", os.getpid(),
+                 server, " ".join(request["argv"]))
+        code = dispatch(request["argv"])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -80,6 +82,16 @@ def _session(request: dict[str, Any], report: int, server: int) -> None:
             except Exception:  # the log file is gone; nothing left to tell
                 pass
         os._exit(code)
+
+
+def dispatch(argv: list[str]) -> int:
+    """`benchfarm session <kind> ...` in this process: a run's session or a health check's."""
+    kind, args = SessionKind(argv[0]), argv[1:]
+    if kind == SessionKind.health_check:
+        from . import health
+        return health.main(args[0], int(args[1]))
+    from . import runner
+    return runner.main(args[0])
 
 
 def fork_session(request: dict[str, Any]) -> int:
@@ -98,7 +110,7 @@ def fork_session(request: dict[str, Any]) -> int:
         line = pipe.readline()
     os.waitpid(child, 0)
     if not line.strip():
-        raise OSError(f"the session for {request.get('run')} could not be forked")
+        raise OSError(f"the session {request.get('argv')} could not be forked")
     return int(line)
 
 
@@ -122,11 +134,12 @@ def serve() -> int:
             continue
         try:
             request = json.loads(line)
+            SessionKind(request["argv"][0])
             pid = fork_session(request)
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, IndexError) as exc:
             log.error("could not start a session for %r: %s", line.strip()[:200], exc)
             reply({"error": str(exc)})
             continue
-        log.info("forked session %d for %s", pid, request["run"])
+        log.info("forked session %d: %s", pid, " ".join(request["argv"]))
         reply({"pid": pid})
     return 0

@@ -1,0 +1,187 @@
+"""Health checks are sessions (issue 23, item 3), on the real stack: a quarantined board's check runs
+in a session process of its own (launched like a run's, its own Lease and labgrid identity), never
+in the operator, which opens no console; a check that fails keeps the board quarantined, one that
+passes returns it to service."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+
+import pytest
+import yaml
+
+import benchfarm_devlab as devlab
+from benchfarm.lab.coordinator import Coordinator
+from tests.stack.conftest import apply, wait_for
+from tests.stack.runs import GROUP, VERSION, fault, finished, run_yaml, unique
+
+pytestmark = pytest.mark.stack
+
+BOARD, INDEX = "vb-x86-0", 0
+
+
+def board_status(custom) -> dict:
+    return custom.get_cluster_custom_object(GROUP, VERSION, "boards", BOARD).get("status") or {}
+
+
+def console_port() -> int:
+    c = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="health")
+    try:
+        return int(c.places()[BOARD].resources["NetworkSerialPort"]["port"])
+    finally:
+        c.close()
+
+
+def connected_to(pid: int, port: int) -> bool:
+    """Whether process `pid` has an established TCP connection to 127.0.0.1:`port` (its sockets
+    by inode, /proc/<pid>/fd, matched against its network namespace's table)."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+        lines = []
+        for table in ("tcp", "tcp6"):
+            with open(f"/proc/{pid}/net/{table}") as f:
+                lines += f.read().splitlines()[1:]
+    except OSError:
+        return False
+    for line in lines:
+        fields = line.split()
+        remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+        if fields[3] == "01" and remote_port == port and fields[9] in inodes:
+            return True
+    return False
+
+
+def health_session_pids() -> set[int]:
+    """Session processes the operator launched for BOARD's health checks: their log file."""
+    pids = set()
+    for pidfile in (devlab.STATE / "pids").glob("session-*.pid"):
+        try:
+            pid = int(pidfile.read_text())
+            out = os.path.basename(os.readlink(f"/proc/{pid}/fd/1"))
+        except (OSError, ValueError):
+            continue
+        if out.startswith(f"health.{BOARD}.check-"):
+            pids.add(pid)
+    return pids
+
+
+class ConsoleWatch:
+    """Samples, every 20 ms, which of the operator and the health checks' sessions hold a TCP
+    connection to the board's console (its ser2net port)."""
+
+    def __init__(self) -> None:
+        self.port = console_port()
+        self.operator = devlab.running_pid("benchfarm-operator")
+        assert self.operator is not None
+        self.operator_connected = 0
+        self.sessions_connected: set[int] = set()
+        self.sessions_seen: set[int] = set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.operator_connected += connected_to(self.operator, self.port)
+            for pid in health_session_pids():
+                self.sessions_seen.add(pid)
+                if connected_to(pid, self.port):
+                    self.sessions_connected.add(pid)
+            time.sleep(0.02)
+
+    def __enter__(self) -> ConsoleWatch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def events(custom, reason: str) -> list:
+    from kubernetes import client
+    return [e for e in client.CoreV1Api(custom.api_client).list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={BOARD},reason={reason}").items]
+
+
+@pytest.fixture(scope="module")
+def custom(kube, operator):
+    from kubernetes import client
+    return client.CustomObjectsApi(kube)
+
+
+@pytest.fixture(scope="module")
+def quarantined(custom):
+    """BOARD quarantined by a run whose boots panic (one board fault quarantines, a 5 s
+    cooldown); the fault stays on until a test lifts it."""
+    policy = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LabPolicy",
+              "metadata": {"name": "default"},
+              "spec": {"quarantineAfterFailures": 1, "quarantineCooldownSeconds": 5}}
+    apply(yaml.safe_dump(policy))
+    time.sleep(2)
+    wait_for(f"{BOARD} Idle", lambda: board_status(custom).get("state") == "Idle", timeout=300)
+    fault(INDEX, "panic")
+    try:
+        name = unique("health")
+        apply(run_yaml(name, bootCycles=1, selector={"board": BOARD}))
+        finished(custom, name, timeout=300)
+        st = board_status(custom)
+        assert st["state"] == "Quarantined", st
+        yield st
+    finally:
+        fault(INDEX, "none")
+        wait_for(f"{BOARD} back in service", lambda: board_status(custom).get("state") == "Idle",
+                 timeout=240, every=1)
+        devlab.apply_lab_policy()
+
+
+def test_a_failing_health_check_is_a_session_of_its_own_and_the_board_stays_quarantined(
+        custom, quarantined):
+    first = int((quarantined.get("healthCheck") or {}).get("check") or 0)
+    failed_before = len(events(custom, "HealthCheckFailed"))
+    with ConsoleWatch() as watch:
+        end = wait_for("a failed health check", lambda: (
+            lambda e: e if e and e["check"] > first and e["verdict"] == "Failed" else None)(
+                board_status(custom).get("healthCheckEnd")), timeout=240, every=0.5)
+        wait_for("HealthCheckFailed", lambda: len(events(custom, "HealthCheckFailed")) >
+                 failed_before, timeout=30)
+    st = board_status(custom)
+    assert st["state"] == "Quarantined" and st["reason"].startswith("health check failed: "), st
+    assert end["reason"] and end["reason"] != "HealthCheckLost", end     # the boot's own verdict
+    # the check ran in a session process, which had the console; the operator never did
+    assert watch.sessions_connected, (watch.sessions_seen, watch.port)
+    assert watch.operator not in watch.sessions_seen
+    assert watch.operator_connected == 0
+    log = next((devlab.STATE / "logs" / "sessions").glob(f"health.{BOARD}.check-{end['check']}.log"))
+    text = log.read_text()
+    assert re.search(rf"health check {end['check']} of {BOARD}: session \S+/\d+ holds its Lease",
+                     text), text[-2000:]
+
+
+def test_a_passing_health_check_returns_the_board_to_service(custom, quarantined):
+    passed_before = len(events(custom, "HealthCheckPassed"))
+    fault(INDEX, "none")
+    with ConsoleWatch() as watch:
+        wait_for(f"{BOARD} back in service", lambda: board_status(custom).get("state") == "Idle",
+                 timeout=240, every=0.5)
+    st = board_status(custom)
+    assert st["healthCheckEnd"]["verdict"] == "Passed", st
+    assert st["healthCheckEnd"]["check"] == st["healthCheck"]["check"]
+    assert st["consecutiveInfraFailures"] == 0 and not st.get("reason"), st
+    assert watch.sessions_connected and watch.operator_connected == 0
+    wait_for("HealthCheckPassed", lambda: len(events(custom, "HealthCheckPassed")) > passed_before,
+             timeout=30)
+    # its Lease went with it; its place is free
+    from kubernetes import client
+    leases = client.CoordinationV1Api(custom.api_client).list_lease_for_all_namespaces(
+        label_selector="benchfarm.io/health-check=true").items
+    assert not [lease for lease in leases if lease.spec.holder_identity], leases
