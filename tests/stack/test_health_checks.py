@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import threading
 import time
 
@@ -119,10 +120,10 @@ def custom(kube, operator):
     return client.CustomObjectsApi(kube)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def quarantined(custom):
     """BOARD quarantined by a run whose boots panic (one board fault quarantines, a 5 s
-    cooldown); the fault stays on until a test lifts it."""
+    cooldown); the fault stays on until the test lifts it, the board back in service after."""
     policy = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LabPolicy",
               "metadata": {"name": "default"},
               "spec": {"quarantineAfterFailures": 1, "quarantineCooldownSeconds": 5}}
@@ -132,9 +133,10 @@ def quarantined(custom):
     fault(INDEX, "panic")
     try:
         name = unique("health")
-        apply(run_yaml(name, bootCycles=1, selector={"board": BOARD}))
-        finished(custom, name, timeout=300)
+        apply(run_yaml(name, plan="demo", bootCycles=1, selector={"board": BOARD}))
+        run = finished(custom, name, timeout=300)
         st = board_status(custom)
+        assert run["phase"] == "Failed" and run.get("attempts") == 1, run
         assert st["state"] == "Quarantined", st
         yield st
     finally:
@@ -185,3 +187,29 @@ def test_a_passing_health_check_returns_the_board_to_service(custom, quarantined
     leases = client.CoordinationV1Api(custom.api_client).list_lease_for_all_namespaces(
         label_selector="benchfarm.io/health-check=true").items
     assert not [lease for lease in leases if lease.spec.holder_identity], leases
+
+
+def test_a_health_check_whose_session_is_killed_is_given_up_and_retried_after_the_cooldown(
+        custom, quarantined):
+    first = int((quarantined.get("healthCheck") or {}).get("check") or 0)
+    lost_before = [e.message for e in events(custom, "HealthCheckFailed")]
+    fault(INDEX, "none")            # the next check would pass: it is killed in the middle
+    with ConsoleWatch() as watch:
+        victim = wait_for("a health check's session on the console",
+                          lambda: next(iter(watch.sessions_connected), None), timeout=120,
+                          every=0.05)
+        killed_check = board_status(custom)["healthCheck"]["check"]
+        assert killed_check > first
+        os.kill(victim, signal.SIGKILL)
+        wait_for("the killed check given up", lambda: any(
+            "HealthCheckLost" in e.message and e.message not in lost_before
+            for e in events(custom, "HealthCheckFailed")), timeout=150, every=1)
+        wait_for(f"{BOARD} back in service", lambda: board_status(custom).get("state") == "Idle",
+                 timeout=180, every=0.5)
+    st = board_status(custom)
+    assert st["healthCheck"]["check"] > killed_check, st             # a new check, its own
+    assert st["healthCheckEnd"] == {**st["healthCheckEnd"], "check": st["healthCheck"]["check"],
+                                    "verdict": "Passed"}, st
+    assert watch.operator_connected == 0
+    from tests.stack.runs import place_acquired
+    assert place_acquired(BOARD) is None        # the killed check's lock was released

@@ -29,8 +29,9 @@ RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "Ro
 
 OPERATOR = f"system:serviceaccount:{NS}:{NAME}"
 SESSION = f"system:serviceaccount:{NS}:{jobs.account_name(UID)}"
+HEALTH = f"system:serviceaccount:{NS}:{jobs.HEALTH_ACCOUNT}"     # health checks' Jobs
 PEOPLE = {"user": "rbac-alice", "plan author": "rbac-paula", "admin": "rbac-ada"}
-COLUMNS = {"operator SA": OPERATOR, "session SA": SESSION,
+COLUMNS = {"operator SA": OPERATOR, "session SA": SESSION, "health SA": HEALTH,
            **{who: name for who, name in PEOPLE.items()}}
 BR = "benchmarkruns.benchfarm.io"
 ROWS = [
@@ -49,6 +50,8 @@ ROWS = [
     ("create", "testplans.benchfarm.io", None),
     ("list", "boards.benchfarm.io", None),
     ("patch", "boards.benchfarm.io", None),
+    ("patch", "boards.benchfarm.io/status", None),
+    ("create", "leases.coordination.k8s.io", NS),
     ("get", "secrets", TEAM),
     ("get", "secrets", NS),
 ]
@@ -154,6 +157,13 @@ def test_benchfarms_accounts_and_people_can_do_what_they_need_and_no_more(chart_
     assert not can("create", "leases.coordination.k8s.io", "kube-system", "session SA")
     assert not can("create", "rolebindings.rbac.authorization.k8s.io", TEAM, "session SA")
     assert not can("create", BR, TEAM, "session SA")
+    assert not can("patch", "boards.benchfarm.io/status", None, "session SA")
+    # a health check: Boards' status and Leases in the release's namespace, nothing else
+    assert can("patch", "boards.benchfarm.io/status", None, "health SA")
+    assert can("create", "leases.coordination.k8s.io", NS, "health SA")
+    assert not can("patch", "boards.benchfarm.io", None, "health SA")
+    assert not can("create", "leases.coordination.k8s.io", TEAM, "health SA")
+    assert not can("patch", f"{BR}/status", TEAM, "health SA")
 
 
 def test_the_policies_hold_benchfarms_accounts_to_benchfarms_own_objects(chart_rbac):
@@ -189,6 +199,17 @@ def test_the_policies_hold_benchfarms_accounts_to_benchfarms_own_objects(chart_r
           "-f", "-", input=_lease("benchfarm-run-y", TEAM, **{**session,
                                                                 "benchfarm.io/run-uid": "x"}),
           allowed=False)
+    health = {"benchfarm.io/session": "true", "benchfarm.io/health-check": "true"}
+    write(f"create Lease {NS}/benchfarm-health-vb-0 (a health check's)", "health SA", "create",
+          "-f", "-", input=_lease("benchfarm-health-vb-0", NS, **health), allowed=True)
+    write(f"delete Lease {NS}/benchfarm-health-vb-0", "health SA", "delete", "lease", "-n", NS,
+          "benchfarm-health-vb-0", allowed=True)
+    write(f"create Lease {NS}/benchfarm-health-vb-1 (by the operator)", "operator SA", "create",
+          "-f", "-", input=_lease("benchfarm-health-vb-1", NS, **health), allowed=True)
+    write(f"create Lease {NS}/benchfarm-health-vb-2 (unlabelled)", "health SA", "create", "-f",
+          "-", input=_lease("benchfarm-health-vb-2", NS), allowed=False)
+    write(f"create Lease {NS}/benchfarm-run-z (a run's)", "health SA", "create", "-f", "-",
+          input=_lease("benchfarm-run-z", NS, **session), allowed=False)
     managed = {"app.kubernetes.io/managed-by": "benchfarm"}
     write(f"create Role {TEAM}/tenant-role", "operator SA", "create", "-f", "-",
           input=yaml.safe_dump(_doc("Role", "tenant-role", TEAM, rules=[])), allowed=False)

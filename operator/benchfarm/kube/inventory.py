@@ -363,7 +363,7 @@ class Inventory:
                 log.warning("could not release %s after its health check: %s", name, exc)
             self._settle(name, HealthCheckEnd(
                 check=check, verdict=HealthVerdict.failed, reason="HealthCheckLost",
-                message=f"its session died (no Lease renewal for {HEALTH_STARTUP_GRACE:.0f} s)"))
+                message="its session died (its Lease stood still, or was never taken)"))
 
     def _settle(self, name: str, end: HealthCheckEnd) -> None:
         """Back to service, or quarantined again until the next check after the cooldown."""
