@@ -132,3 +132,70 @@ def test_a_session_runs_as_a_job_under_an_account_of_its_own(jobs_namespace, kub
         helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
         devlab.start_operator()
 
+
+
+def test_a_health_check_runs_as_a_job_under_the_health_account(jobs_namespace, kube, tmp_path):
+    """Issue 23 item 3, the Job path: a quarantined board's health check is a Job in the chart's
+    namespace under the chart's health account; played as the node would, it boots the board,
+    writes its verdict and the operator returns the board to service."""
+    from kubernetes import client
+    batch, core = client.BatchV1Api(kube), client.CoreV1Api(kube)
+    custom = client.CustomObjectsApi(kube)
+    board = "vb-x86-1"
+    helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
+    helm("install", RELEASE, str(CHART), "-n", NS, "--wait=false", "-f",
+         str(lab_values(tmp_path, sessions={"launcher": "job", "jobTTLSeconds": 600},
+                        testPlans={"install": False})))
+    operator = session = None
+    try:
+        # quarantined an hour ago, as a restarted operator reads it: its check is due at once
+        devlab.stop_process("benchfarm-operator")
+        wait_for(f"{board} free", lambda: (custom.get_cluster_custom_object(
+            "benchfarm.io", "v1alpha1", "boards", board).get("status") or {}).get("state")
+            in ("Idle", "Quarantined"), timeout=120)
+        before = (custom.get_cluster_custom_object("benchfarm.io", "v1alpha1", "boards", board)
+                  .get("status") or {}).get("healthCheck") or {}
+        custom.patch_cluster_custom_object_status("benchfarm.io", "v1alpha1", "boards", board, {
+            "status": {"state": "Quarantined", "reason": "BootFailed: a test's",
+                       "consecutiveInfraFailures": 3, "run": None,
+                       "quarantinedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                      time.gmtime(time.time() - 3600))}})
+        operator = start_chart_operator(kube, NS, RELEASE, tmp_path)
+        check = int(before.get("check") or 0) + 1
+
+        jobs = wait_for("the health check's Job", lambda: batch.list_namespaced_job(
+            NS, label_selector=f"benchfarm.io/health-check=true,benchfarm.io/board={board},"
+                               f"benchfarm.io/check={check}").items, timeout=90)
+        job = jobs[0]
+        assert job.metadata.name.startswith(f"health-{board}-") and \
+            job.metadata.name.endswith(f"-c{check}")
+        assert job.spec.backoff_limit == 0
+        pods = wait_for("the Job's pod, past restricted admission", lambda: core.list_namespaced_pod(
+            NS, label_selector=f"job-name={job.metadata.name}").items, timeout=60)
+        assert pods[0].spec.service_account_name == "benchfarm-health"
+        assert pods[0].spec.containers[0].command == ["benchfarm", "session", "health", board,
+                                                      str(check)]
+
+        # play the node: the Job's container, locally, under a token of the health account
+        pod = kube.sanitize_for_serialization(job.spec.template.spec)
+        pcommand, penv = pod_command_env(pod, NS, "health-0", tmp_path)
+        service_account_kubeconfig(kube, NS, "benchfarm-health", tmp_path / "health.kubeconfig")
+        session = local_process(pcommand, penv, tmp_path / "health.kubeconfig",
+                                tmp_path / "health.log")
+        st = wait_for(f"{board} back in service", lambda: (lambda s: s if s.get("state") == "Idle"
+                      else None)(custom.get_cluster_custom_object(
+                          "benchfarm.io", "v1alpha1", "boards", board).get("status") or {}),
+                      timeout=240, every=1)
+        assert st["healthCheckEnd"]["check"] == check and \
+            st["healthCheckEnd"]["verdict"] == "Passed", st
+        assert st["consecutiveInfraFailures"] == 0
+        assert session.wait(timeout=60) == 0
+        for log in (operator.log, tmp_path / "health.log"):
+            text = log.read_text()
+            assert "Forbidden" not in text and " 403" not in text, f"{log}:\n{text[-3000:]}"
+        batch.delete_namespaced_job(job.metadata.name, NS, propagation_policy="Background")
+    finally:
+        stop(session)
+        stop(operator and operator.process)
+        helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
+        devlab.start_operator()

@@ -291,22 +291,23 @@ class Inventory:
         rt = self.rt
         with rt.lock:
             rec = self.boards[name]
-            check = rec.health_check + 1
+            # numbered before anything is written: from here only this check's verdict counts
+            # (a Board event still carrying the previous check's is not this one's)
+            check = rec.health_check = rec.health_check + 1
             dt = rt.device_types[rec.device_type]
             rec.run = f"(health check {check})"
             self.checking[name] = self.clock()
         try:
             rt.kube.patch_board_status(name, {"healthCheck": HealthCheck(
                 check=check, startedAt=now_iso()).model_dump(mode="json")})
-        except Exception as exc:   # the API's outage: the check is tried again after the cooldown
+        except Exception as exc:   # the API's outage: the next check (a number of its own) is
+            #                        tried after the cooldown
             log.warning("could not start the health check of %s: %s", name, exc)
             with rt.lock:
                 rec.run, rec.quarantined_since = None, time.time()
                 self.checking.pop(name, None)
             self.sync(name)
             return
-        with rt.lock:
-            rec.health_check = check
         self.sync(name)
         req = Launch.health_check(name, rec.uid, check, rt.namespace, dt.health_check_seconds)
         try:

@@ -1,0 +1,115 @@
+"""The operator's side of health checks (kube.inventory): a check is launched through the launcher
+with a number of its own, only that check's verdict counts, and a check whose session holds no
+Lease is given up (its place released) and the board stays quarantined until the next one."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+from benchfarm.api.devicetype import DeviceType
+from benchfarm.api.models import LabPolicySpec
+from benchfarm.api.outcomes import SessionKind
+from benchfarm.kube import inventory
+from benchfarm.kube.state import BoardRecord
+
+
+class FakeRuntime:
+    def __init__(self, board_status: dict | None = None) -> None:
+        self.lock = threading.RLock()
+        self.namespace = "benchfarm"
+        self.inventory_known = True
+        self.policy = LabPolicySpec(quarantineCooldownSeconds=0)
+        self.device_types = {"qemu-x86": DeviceType(name="qemu-x86", console={"prompt": "# "},
+                                                    boot={"timeoutSeconds": 30, "retries": 1})}
+        self.launched, self.events, self.released, self.patches = [], [], [], []
+        self.on_patch = lambda: None       # what a watch event does meanwhile
+        self.launcher = SimpleNamespace(launch=lambda req: self.launched.append(req) or "pid 1")
+        self.kube = SimpleNamespace(
+            patch_board_status=lambda name, st: self.patches.append((name, st)) or
+            self.on_patch(),
+            event=lambda obj, type_, reason, message: self.events.append((reason, message)),
+            get_cluster=lambda kind, name: {"status": board_status or {}})
+        self.coordinator = SimpleNamespace(
+            release=lambda name, holder: self.released.append((name, holder)) or True)
+
+    def active_runs(self):
+        return []
+
+    def wake(self) -> None:
+        pass
+
+
+def quarantined_inventory(rt: FakeRuntime, last_check: int = 7) -> inventory.Inventory:
+    inv = inventory.Inventory(rt)
+    inv.boards["vb-0"] = BoardRecord("vb-0", device_type="qemu-x86", online=True, uid="u-0",
+                                     quarantined_since=time.time() - 60, failures=3,
+                                     reason="BootFailed: no", health_check=last_check)
+    return inv
+
+
+def test_a_check_is_launched_as_a_session_and_only_its_own_verdict_counts():
+    rt = FakeRuntime()
+    inv = quarantined_inventory(rt)
+    # the Board's watch event, as the check is recorded, still carries the previous verdict
+    rt.on_patch = lambda: inv.observe_health("vb-0", {"healthCheckEnd": {"check": 7,
+                                                                          "verdict": "Passed"}})
+    inv.health_checks()
+    rt.on_patch = lambda: None
+    assert len(rt.launched) == 1
+    req = rt.launched[0]
+    assert (req.kind, req.board, req.attempt, req.uid, req.namespace) == \
+        (SessionKind.health_check, "vb-0", 8, "u-0", "benchfarm")
+    assert req.argv() == ["health", "vb-0", "8"]
+    assert req.deadline_s == 30 * 2 + 60
+    assert rt.patches[0] == ("vb-0", {"healthCheck": {"check": 8,
+                                                      "startedAt": rt.patches[0][1]["healthCheck"]
+                                                      ["startedAt"]}})
+    inv.health_checks()                                  # running: not launched twice
+    assert len(rt.launched) == 1
+    # the previous check's verdict, still on the Board, is not this check's
+    inv.observe_health("vb-0", {"healthCheckEnd": {"check": 7, "verdict": "Passed"}})
+    rec = inv.boards["vb-0"]
+    assert rec.state == "Quarantined" and "vb-0" in inv.checking and rt.events == []
+    inv.observe_health("vb-0", {"healthCheckEnd": {"check": 8, "verdict": "Failed",
+                                                   "reason": "BootFailed", "message": "panic"}})
+    assert rec.state == "Quarantined" and "vb-0" not in inv.checking and rec.run is None
+    assert rec.reason == "health check failed: BootFailed: panic"
+    assert [e[0] for e in rt.events] == ["HealthCheckFailed"]
+    inv.health_checks()                                  # the cooldown (0 s) is over: check 9
+    inv.observe_health("vb-0", {"healthCheckEnd": {"check": 9, "verdict": "Passed"}})
+    assert rec.state == "Idle" and rec.failures == 0 and rec.reason is None
+    assert [r.attempt for r in rt.launched] == [8, 9]
+    assert [e[0] for e in rt.events] == ["HealthCheckFailed", "HealthCheckPassed"]
+    inv.close()
+
+
+def test_a_check_whose_session_holds_no_lease_is_given_up_and_its_place_released(monkeypatch):
+    rt = FakeRuntime(board_status={"healthCheckEnd": {"check": 7, "verdict": "Passed"}})
+    rt.policy = LabPolicySpec(quarantineCooldownSeconds=30)
+    inv = quarantined_inventory(rt)
+    now = [1000.0]
+    inv.clock = lambda: now[0]
+    monkeypatch.setattr(inventory, "list_leases", lambda kube, selector: [])
+    inv.health_checks()
+    assert inv.checking == {"vb-0": 1000.0}
+    now[0] += inventory.HEALTH_STARTUP_GRACE - 1       # still in its grace period
+    inv.health_checks()
+    assert "vb-0" in inv.checking and rt.released == []
+    now[0] += 2
+    inv.health_checks()
+    assert rt.released == [("vb-0", "benchfarm/health-8-vb-0")]
+    rec = inv.boards["vb-0"]
+    assert rec.state == "Quarantined" and "vb-0" not in inv.checking and rec.run is None
+    assert rec.reason.startswith("health check failed: HealthCheckLost")
+    assert rt.events[0][0] == "HealthCheckFailed"
+    assert [r.attempt for r in rt.launched] == [8]       # the next one after the cooldown
+    inv.close()
+
+
+def test_a_health_checks_lock_is_ours_and_an_abandoned_one_is_an_orphan():
+    from benchfarm.lab.coordinator import health_check_of, health_identity
+    assert health_check_of("/".join(health_identity("vb-x86.0-a", 12))) == ("vb-x86.0-a", 12)
+    assert health_check_of("benchfarm/run-1234") is None
+    assert health_check_of("benchfarm/health-x-vb") is None and health_check_of(None) is None
