@@ -113,3 +113,31 @@ def test_a_health_checks_lock_is_ours_and_an_abandoned_one_is_an_orphan():
     assert health_check_of("/".join(health_identity("vb-x86.0-a", 12))) == ("vb-x86.0-a", 12)
     assert health_check_of("benchfarm/run-1234") is None
     assert health_check_of("benchfarm/health-x-vb") is None and health_check_of(None) is None
+
+
+def test_a_restarted_operator_adopts_the_check_of_this_quarantine_only():
+    def board(status: dict) -> dict:
+        return {"metadata": {"name": "vb-0", "uid": "u-0"}, "status": status}
+    quarantine = {"state": "Quarantined", "quarantinedAt": "2026-01-01T10:00:00Z",
+                  "reason": "BootFailed: no", "consecutiveInfraFailures": 2}
+    cases = {
+        "running": ({**quarantine, "healthCheck": {"check": 4, "startedAt": "2026-01-01T10:05:00Z"},
+                     "healthCheckEnd": {"check": 3, "verdict": "Failed"}}, True, "Quarantined"),
+        "passed, not acted on": ({**quarantine, "healthCheck": {
+            "check": 4, "startedAt": "2026-01-01T10:05:00Z"},
+            "healthCheckEnd": {"check": 4, "verdict": "Passed"}}, False, "Idle"),
+        "passed, then quarantined again": ({**quarantine, "healthCheck": {
+            "check": 4, "startedAt": "2026-01-01T09:00:00Z"},
+            "healthCheckEnd": {"check": 4, "verdict": "Passed"}}, False, "Quarantined"),
+    }
+    for what, (status, checking, state) in cases.items():
+        rt = FakeRuntime()
+        rt.kube.list_cluster = lambda kind, status=status: [board(status)]
+        inv = inventory.Inventory(rt)
+        inv.load()
+        rec = inv.boards["vb-0"]
+        rec.device_type, rec.online = "qemu-x86", True
+        assert rec.health_check == 4, what
+        assert ("vb-0" in inv.checking) == checking, what
+        assert rec.state == state, what
+        inv.close()

@@ -121,9 +121,10 @@ class Inventory:
                 rec.reason = st.get("reason")
                 end = _health_end(st.get("healthCheckEnd"))
                 if started and (end is None or end.check < started.check or
-                                end.verdict == HealthVerdict.passed):
-                    # its latest check runs (its Lease tells), or passed before the operator
-                    # could act on it: adopted
+                                end.verdict == HealthVerdict.passed) and \
+                        ts(started.startedAt or None) >= rec.quarantined_since:
+                    # its latest check, started in this quarantine, runs (its Lease tells) or
+                    # passed before the operator could act on it: adopted
                     rec.run = f"(health check {started.check})"
                     self.checking[rec.name] = self.clock()
                     self.observe_health(rec.name, st)
