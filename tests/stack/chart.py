@@ -118,13 +118,16 @@ def service_account_kubeconfig(kube: Any, namespace: str, sa: str, path: Path) -
 
 def local_process(command: list[str], env: dict[str, str], kubeconfig: Path,
                   log: Path) -> subprocess.Popen:
-    """A pod's container as a local process of the test's venv, with only its own env."""
+    """A pod's container as a local process of the test's venv, with only its own env (and the
+    test's PYTHONPATH, if any: the code under test, as the image would carry it, not whatever
+    the shared venv's editable install points at)."""
+    code = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
     with log.open("ab") as out:
         return subprocess.Popen(
             [str(devlab.VENV_BIN / command[0]), *command[1:]], stdout=out,
             stderr=subprocess.STDOUT, start_new_session=True,
             env={"PATH": f"{devlab.VENV_BIN}:/usr/bin:/bin", "KUBECONFIG": str(kubeconfig),
-                 **env})
+                 **code, **env})
 
 
 def alive(url: str) -> bool:
