@@ -1,0 +1,34 @@
+"""What the operator hands a warm session pod when it gives it a run: one typed definition.
+
+A warm pod (`kube.warm`, `session.warm`) is started before any run exists, imports everything and
+waits for a ConfigMap of its own name. The operator writes the grant there and signs it with the
+key only it and its sessions hold (`core.trust`): the pod runs exactly the run, board, attempt and
+deadline the operator chose, for its own slot only, and nothing whose signature does not verify.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class SessionGrant(BaseModel):
+    """One run for one warm slot: what `benchfarm session run` would get from its launch."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    slot: str                     # the warm pod's slot (its Job, ServiceAccount and ConfigMap)
+    namespace: str
+    name: str
+    uid: str
+    board: str
+    attempt: int
+    resume: int
+    deadline_s: float
+
+    def env(self) -> dict[str, str]:
+        """The launch's identity, as a cold session gets it in its environment."""
+        return {"BENCHFARM_RUN_UID": self.uid, "BENCHFARM_RUN_BOARD": self.board}
+
+
+GRANT_KEY = "grant.json"          # the ConfigMap's data keys
+SIGNATURE_KEY = "signature"
