@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from benchfarm.api.models import BenchmarkRunSpec
-from benchfarm.errors import InfraError
 from benchfarm.core import trust
+from benchfarm.errors import InfraError
 from benchfarm.kube import jobs, sessions, warm
 from benchfarm.kube.launchers import Launch
 from benchfarm.kube.state import RunState
