@@ -217,15 +217,16 @@ def test_the_policies_hold_benchfarms_accounts_to_benchfarms_own_objects(chart_r
             (NS, slot, {"resources": ["configmaps"], "resourceNames": [slot]}, True),
             (NS, "benchfarm-warm-rbac0002", {"resources": ["configmaps"],
                                              "resourceNames": [slot]}, False),
-            (NS, "benchfarm-warm-rbac0003", {"resources": ["secrets"],
+            (NS, "benchfarm-warm-rbac0003", {"resources": ["configmaps"], "verbs": ["create"],
                                              "resourceNames": ["benchfarm-warm-rbac0003"]}, False),
-            (TEAM, "benchfarm-warm-rbac0004", {"resources": ["configmaps"],
+            (TEAM, "benchfarm-warm-rbac0004", {"resources": ["events"], "verbs": ["create"],
                                                "resourceNames": ["benchfarm-warm-rbac0004"]},
              False)]:
         role = _doc("Role", name, where, rules=[{"apiGroups": [""], "verbs": ["get", "watch"],
                                                  **rule}])
         role["metadata"]["labels"] = managed
-        what = f"create Role {where}/{name} over {rule['resources'][0]} {rule['resourceNames']}"
+        what = (f"create Role {where}/{name}: {rule.get('verbs', 'read')} "
+                f"{rule['resources'][0]} {rule['resourceNames']}")
         write(what, "operator SA", "create", "-f", "-", input=yaml.safe_dump(role),
               allowed=allowed)
     run_role = jobs.session_role(Launch(TEAM, "warm-run", UID, 1, 0), create_lease=False)
