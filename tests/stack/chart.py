@@ -118,13 +118,15 @@ def service_account_kubeconfig(kube: Any, namespace: str, sa: str, path: Path) -
 
 def local_process(command: list[str], env: dict[str, str], kubeconfig: Path,
                   log: Path) -> subprocess.Popen:
-    """A pod's container as a local process of the test's venv, with only its own env."""
+    """A pod's container as a local process of the test's venv, with only its own env (and the
+    test's PYTHONPATH, if any: the same code as the test, e.g. from a git worktree)."""
+    extra = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
     with log.open("ab") as out:
         return subprocess.Popen(
             [str(devlab.VENV_BIN / command[0]), *command[1:]], stdout=out,
             stderr=subprocess.STDOUT, start_new_session=True,
             env={"PATH": f"{devlab.VENV_BIN}:/usr/bin:/bin", "KUBECONFIG": str(kubeconfig),
-                 **env})
+                 **extra, **env})
 
 
 def alive(url: str) -> bool:

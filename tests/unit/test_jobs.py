@@ -168,6 +168,9 @@ class FakeKube:
                 else:
                     obj.setdefault(key, {})[k] = v
 
+    def delete_namespaced(self, kind, namespace, name):
+        self.objects.pop((kind, namespace, name), None)
+
     def list_namespaced(self, kind, namespace, labels):
         def match(obj):
             have = obj["metadata"].get("labels") or {}
@@ -361,3 +364,21 @@ def test_a_restarted_operator_finds_the_waiting_slots_not_the_granted_ones():
     again.reap()
     assert taken not in again.warm.slots and len(again.warm.slots) == 2
     assert len([k for k in lj.kube.objects if k[0] == "Job"]) == 3
+
+
+def test_slots_of_another_pod_template_are_deleted_not_given_runs():
+    """After a `helm upgrade` (another image, another environment) the new leader finds the old
+    slots: they are deleted and new ones made from the template it has now."""
+    lj = warm_launcher(1)
+    [old] = lj.warm.slots
+    running(lj, old)
+    upgraded = copy.deepcopy(TEMPLATE)
+    upgraded["spec"]["containers"][0]["image"] = "benchfarm/operator:0.2.0"
+    again = jobs.JobLauncher(lj.kube, "benchfarm", upgraded, warm_slots=1, key=KEY)
+    again.reap()
+    assert ("Job", "benchfarm", old) not in lj.kube.objects
+    [new] = again.warm.slots
+    job = lj.kube.objects[("Job", "benchfarm", new)]
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "benchfarm/operator:0.2.0"
+    running(again, new)
+    assert again.launch(req()) == f"job benchfarm/{new} (warm)"

@@ -30,5 +30,7 @@ class SessionGrant(BaseModel):
         return {"BENCHFARM_RUN_UID": self.uid, "BENCHFARM_RUN_BOARD": self.board}
 
 
+READY_FILE = "/tmp/benchfarm-warm-ready"   # a warm pod made it once its imports are done (its
+                                           # readiness probe, `kube.jobs`)
 GRANT_KEY = "grant.json"          # the ConfigMap's data keys
 SIGNATURE_KEY = "signature"

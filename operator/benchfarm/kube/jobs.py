@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from ..api.grants import READY_FILE
 from ..api.models import GROUP, VERSION
 from ..core import trust
 from ..errors import InfraError
@@ -183,7 +184,10 @@ def warm_job_manifest(slot: str, template: dict[str, Any], namespace: str, ttl_s
     labels = warm.slot_labels(slot)
     pod = _pod(template, labels, slot, ["benchfarm", "session", "warm"],
                {"BENCHFARM_WARM_SLOT": slot, "BENCHFARM_NAMESPACE": namespace,
-                "BENCHFARM_WARM_IDLE_SECONDS": str(idle_s)})
+                "BENCHFARM_WARM_IDLE_SECONDS": str(idle_s), "BENCHFARM_WARM_READY": READY_FILE})
+    # Ready once its imports are done (`kubectl get pods` shows which slots are warm)
+    pod["spec"]["containers"][0]["readinessProbe"] = {
+        "exec": {"command": ["test", "-e", READY_FILE]}, "periodSeconds": 2}
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": slot, "namespace": namespace, "labels": labels},
             "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": ttl_s, "template": pod}}
@@ -193,13 +197,15 @@ class JobLauncher:
     """Starts each session as a Job: a warm slot's when one waits (`kube.warm`), a cold one otherwise."""
 
     def __init__(self, kube: Any, namespace: str, template: dict[str, Any],
-                 ttl_s: int = TTL_S, warm_slots: int = 0, key: bytes = b"") -> None:
+                 ttl_s: int = TTL_S, warm_slots: int = 0, key: bytes = b"",
+                 template_configmap: str = "") -> None:
         self.kube = kube
         self.namespace = namespace
         self.template = template
         self.ttl_s = ttl_s
         self.warm = warm.WarmPool(kube, namespace, warm_slots, key,
-                                  lambda slot: warm_job_manifest(slot, template, namespace, ttl_s))
+                                  lambda slot: warm_job_manifest(slot, template, namespace, ttl_s),
+                                  owner=template_configmap)
 
     @classmethod
     def from_env(cls, kube: Any) -> JobLauncher:
@@ -221,7 +227,8 @@ class JobLauncher:
         except ValueError as exc:
             raise SystemExit(f"BENCHFARM_WARM_SESSIONS={slots}: {exc}") from exc
         return cls(kube, os.environ.get("BENCHFARM_NAMESPACE", "default"), template,
-                   int(os.environ.get("BENCHFARM_SESSION_JOB_TTL", str(TTL_S))), slots, key)
+                   int(os.environ.get("BENCHFARM_SESSION_JOB_TTL", str(TTL_S))), slots, key,
+                   os.environ.get("BENCHFARM_SESSION_TEMPLATE_CONFIGMAP", ""))
 
     def launch(self, req: Launch) -> str:
         taken = self.warm.take()
@@ -235,12 +242,14 @@ class JobLauncher:
         return self._launch_cold(req)
 
     def _launch_warm(self, req: Launch, slot: str, created: float) -> str:
-        """The run's grants bound to the slot's account, the run's Lease made, then the grant."""
+        """The slot's Job marked as the run's, the run's Role bound to the slot's account, the
+        run's Lease made, then the grant."""
+        job = self.warm.mark(req, slot, created, _labels(req), GRACE_S)
         self._ensure(req, session_role(req, create_lease=False))
         self._ensure(req, session_binding(req, self.namespace, account=slot))
         self.kube.create_namespaced("Lease", req.namespace, unheld_session_lease(
             req.namespace, req.name, req.uid, f"{GROUP}/{VERSION}"))    # exists on a resume
-        self.warm.grant(req, slot, created, _labels(req), GRACE_S)
+        self.warm.grant(req, job)
         log.info("launched the session of %s/%s (attempt %d, run %d): warm job %s/%s",
                  req.namespace, req.name, req.attempt, req.resume, self.namespace, slot)
         return f"job {self.namespace}/{slot} (warm)"

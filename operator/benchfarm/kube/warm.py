@@ -15,14 +15,18 @@ One pod, one run: a slot never serves a second run, so a run is as isolated as i
 and a slot whose run is over has no rights left to any other (its binding names one run's Role).
 
 A slot is a Job `benchfarm-warm-<id>` in the operator's namespace, its ServiceAccount, a Role that
-lets it read only its own ConfigMap, and that Role's binding, all owned by the Job. A slot that
-gets no run within `BENCHFARM_WARM_IDLE_SECONDS` exits, so nothing outlives an uninstall for long.
-After an operator restart (or a new leader) the pool is read back from the API: Jobs labelled
-benchfarm.io/warm-slot, still active, not labelled as granted.
+lets it read only its own ConfigMap, and that Role's binding, all owned by the Job; the Job is
+owned by the chart's session template ConfigMap, so `helm uninstall` takes the slots with it. A
+slot that gets no run within `BENCHFARM_WARM_IDLE_SECONDS` exits and is replaced. After an operator
+restart (or a new leader) the pool is read back from the API: Jobs labelled benchfarm.io/warm-slot,
+still active, not labelled as granted; those made from another pod template (a `helm upgrade`
+changed the image or the environment) are deleted, not given runs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 import secrets
@@ -39,6 +43,7 @@ log = logging.getLogger(__name__)
 
 WARM_LABEL = "benchfarm.io/warm-slot"        # value: the slot's name
 GRANTED_LABEL = "benchfarm.io/granted"       # on a slot's Job once it has been given a run
+TEMPLATE_ANNOTATION = "benchfarm.io/template"  # which pod template a slot was made from
 RESYNC_S = 30.0                              # how often the pool is read back from the API
 IDLE_S = 3600                                # a slot without a run this long exits
 
@@ -86,14 +91,18 @@ class WarmPool:
     and from a launch: `take`)."""
 
     def __init__(self, kube: Any, namespace: str, size: int, key: bytes,
-                 job_manifest: Callable[[str], dict[str, Any]],
+                 job_manifest: Callable[[str], dict[str, Any]], owner: str = "",
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.kube = kube
         self.namespace = namespace
         self.size = size
         self.key = key
         self.job_manifest = job_manifest      # the warm Job of a slot (kube.jobs)
+        self.owner = owner                    # the ConfigMap whose deletion takes the slots
         self.clock = clock
+        # slots made from another pod template (before a helm upgrade) are not given runs
+        self.template = hashlib.sha256(json.dumps(job_manifest("slot")["spec"],
+                                                  sort_keys=True).encode()).hexdigest()[:16]
         self.slots: dict[str, float] = {}     # waiting slot -> wall time its Job was created
         self.synced = -math.inf
 
@@ -108,8 +117,15 @@ class WarmPool:
 
     def _sync(self) -> None:
         jobs = self.kube.list_namespaced("Job", self.namespace, f"{WARM_LABEL},!{GRANTED_LABEL}")
-        self.slots = {j["metadata"]["name"]: _created(j) for j in jobs
-                      if not _finished(j) and not j["metadata"].get("deletionTimestamp")}
+        live = [j for j in jobs if not _finished(j) and not j["metadata"].get("deletionTimestamp")]
+        for job in live:
+            if (job["metadata"].get("annotations") or {}).get(TEMPLATE_ANNOTATION) != self.template:
+                log.info("warm session slot %s/%s was made from another pod template; deleting it",
+                         self.namespace, job["metadata"]["name"])
+                self.kube.delete_namespaced("Job", self.namespace, job["metadata"]["name"])
+        self.slots = {j["metadata"]["name"]: _created(j) for j in live
+                      if (j["metadata"].get("annotations") or {}).get(TEMPLATE_ANNOTATION)
+                      == self.template}
         self.synced = self.clock()
 
     def _start(self) -> None:
@@ -119,7 +135,15 @@ class WarmPool:
         self.kube.create_namespaced("ServiceAccount", ns, {
             "apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": slot, "namespace": ns, "labels": slot_labels(slot)}})
-        self.kube.create_namespaced("Job", ns, self.job_manifest(slot))
+        manifest = self.job_manifest(slot)
+        meta = manifest["metadata"]
+        meta.setdefault("annotations", {})[TEMPLATE_ANNOTATION] = self.template
+        if self.owner:           # helm uninstall deletes that ConfigMap, and the slots with it
+            cm = self.kube.read_namespaced("ConfigMap", ns, self.owner)
+            if cm is not None:
+                meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap",
+                                            "name": self.owner, "uid": cm["metadata"]["uid"]}]
+        self.kube.create_namespaced("Job", ns, manifest)
         job = self.kube.read_namespaced("Job", ns, slot)
         if job is None:
             raise RuntimeError(f"the warm session Job {ns}/{slot} vanished after its creation")
@@ -135,34 +159,39 @@ class WarmPool:
 
     # -- giving a slot a run ------------------------------------------------------------------
     def take(self) -> tuple[str, float] | None:
-        """A waiting slot whose pod runs (the oldest: most likely done importing), now no longer
-        waiting, with the wall time its Job was created; None when there is none."""
+        """A waiting slot whose pod runs, now no longer waiting, with the wall time its Job was
+        created; None when there is none. Ready pods (done importing) first, then the oldest."""
         if not self.slots:
             return None
         pods = self.kube.list_namespaced("Pod", self.namespace, WARM_LABEL)
         running = sorted(
-            (self.slots[slot], slot) for p in pods
+            (not _ready(p), self.slots[slot], slot) for p in pods
             if (slot := (p["metadata"].get("labels") or {}).get(WARM_LABEL)) in self.slots
             and (p.get("status") or {}).get("phase") == "Running"
             and not p["metadata"].get("deletionTimestamp"))
         if not running:
             return None
-        created, slot = running[0]
+        _, created, slot = running[0]
         del self.slots[slot]
         return slot, created
 
-    def grant(self, req: Launch, slot: str, created: float, labels: dict[str, str],
-              grace_s: int) -> None:
-        """Mark the slot's Job as the run's (so no restarted operator gives it another run),
-        give it the run's deadline, then hand the pod its signed grant."""
+    def mark(self, req: Launch, slot: str, created: float, labels: dict[str, str],
+             grace_s: int) -> dict[str, Any]:
+        """Label the slot's Job as the run's (no restarted operator gives it another run) and
+        give it the run's deadline; the Job as it is now."""
         deadline = int(math.ceil(time.time() - created + req.deadline_s)) + grace_s
         self.kube.patch_namespaced("Job", self.namespace, slot, {
             "metadata": {"labels": {**labels, GRANTED_LABEL: "true"},
                          "annotations": {"benchfarm.io/run": f"{req.namespace}/{req.name}"}},
             "spec": {"activeDeadlineSeconds": deadline}})
-        job = self.kube.read_namespaced("Job", self.namespace, slot)
+        job: dict[str, Any] | None = self.kube.read_namespaced("Job", self.namespace, slot)
         if job is None:
             raise RuntimeError(f"the warm session Job {self.namespace}/{slot} is gone")
+        return job
+
+    def grant(self, req: Launch, job: dict[str, Any]) -> None:
+        """Hand the slot's pod its run: the grant, signed for that slot, in its ConfigMap."""
+        slot = job["metadata"]["name"]
         grant = SessionGrant(slot=slot, namespace=req.namespace, name=req.name, uid=req.uid,
                              board=req.board, attempt=req.attempt, resume=req.resume,
                              deadline_s=req.deadline_s)
@@ -171,6 +200,11 @@ class WarmPool:
             "metadata": {"name": slot, "namespace": self.namespace, "labels": slot_labels(slot),
                          "ownerReferences": [job_owner(job)]},
             "data": sign_grant(self.key, grant)})
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 def _finished(job: dict[str, Any]) -> bool:

@@ -20,7 +20,7 @@ import time
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-from ..api.grants import SessionGrant
+from ..api.grants import READY_FILE, SessionGrant
 from ..core import trust
 from ..kubeapi.client import Kube
 from . import runner, server
@@ -84,7 +84,14 @@ def main() -> int:
         print(f"benchfarm session warm: {exc}", flush=True)
         return 2
     server._import_everything()
-    grant = wait_for_grant(Kube(), namespace, slot, key, idle_s)
+    kube = Kube()
+    ready = os.environ.get("BENCHFARM_WARM_READY", READY_FILE)
+    try:                       # the pod's readiness probe (kube.jobs): this slot is warm now
+        with open(ready, "w"):
+            pass
+    except OSError as exc:
+        log.warning("cannot mark the slot ready (%s): %s", ready, exc)
+    grant = wait_for_grant(kube, namespace, slot, key, idle_s)
     if grant is None:
         log.info("warm slot %s: no run in %.0f s; exiting", slot, idle_s)
         return 0
