@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from benchfarm.api.grants import SessionGrant
 from benchfarm.api.models import BenchmarkRunSpec
 from benchfarm.core import trust
 from benchfarm.errors import InfraError
@@ -338,8 +339,9 @@ def test_a_launch_gives_a_running_slot_the_run_signed_and_bound_to_its_account()
     assert job["spec"]["activeDeadlineSeconds"] >= 600 + jobs.GRACE_S
     data = objs[("ConfigMap", "benchfarm", second)]["data"]
     grant = trust.read_grant(KEY, second, data)
-    assert grant is not None and (grant.namespace, grant.name, grant.board, grant.resume) == \
-        ("team-a", "Nightly.AM62x_boot", "am62x-0", 1)
+    assert grant is not None and (grant.namespace, grant.name, grant.resume) == \
+        ("team-a", "Nightly.AM62x_boot", 1)
+    assert grant.env == req().env()          # the same identity a cold session gets
     assert trust.read_grant(KEY, first, data) is None          # for its own slot only
     assert trust.read_grant(b"x" * 32, second, data) is None   # signed by the operator only
     forged = {**data, "grant.json": data["grant.json"].replace("am62x-0", "am62x-1")}
@@ -382,3 +384,9 @@ def test_slots_of_another_pod_template_are_deleted_not_given_runs():
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "benchfarm/operator:0.2.0"
     running(again, new)
     assert again.launch(req()) == f"job benchfarm/{new} (warm)"
+
+
+def test_a_grant_sets_only_the_launchs_variables():
+    with pytest.raises(ValueError, match="BENCHFARM_RUN_"):
+        SessionGrant(slot="s", namespace="n", name="r", attempt=1, resume=0, deadline_s=60,
+                     env={"BENCHFARM_RUN_UID": UID, "LD_PRELOAD": "/tmp/x.so"})

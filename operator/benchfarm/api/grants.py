@@ -8,7 +8,9 @@ deadline the operator chose, for its own slot only, and nothing whose signature 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
+
+LAUNCH_ENV_PREFIX = "BENCHFARM_RUN_"
 
 
 class SessionGrant(BaseModel):
@@ -19,15 +21,18 @@ class SessionGrant(BaseModel):
     slot: str                     # the warm pod's slot (its Job, ServiceAccount and ConfigMap)
     namespace: str
     name: str
-    uid: str
-    board: str
     attempt: int
     resume: int
     deadline_s: float
+    env: dict[str, str]           # the launch's identity, as a cold session gets it: the run's
+                                  # uid, its board and place (BENCHFARM_RUN_*, nothing else)
 
-    def env(self) -> dict[str, str]:
-        """The launch's identity, as a cold session gets it in its environment."""
-        return {"BENCHFARM_RUN_UID": self.uid, "BENCHFARM_RUN_BOARD": self.board}
+    @field_validator("env")
+    @classmethod
+    def _only_the_launch(cls, env: dict[str, str]) -> dict[str, str]:
+        if bad := sorted(k for k in env if not k.startswith(LAUNCH_ENV_PREFIX)):
+            raise ValueError(f"a grant sets only {LAUNCH_ENV_PREFIX}* variables, not {bad}")
+        return env
 
 
 READY_FILE = "/tmp/benchfarm-warm-ready"   # a warm pod made it once its imports are done (its

@@ -192,9 +192,9 @@ class WarmPool:
     def grant(self, req: Launch, job: dict[str, Any]) -> None:
         """Hand the slot's pod its run: the grant, signed for that slot, in its ConfigMap."""
         slot = job["metadata"]["name"]
-        grant = SessionGrant(slot=slot, namespace=req.namespace, name=req.name, uid=req.uid,
-                             board=req.board, attempt=req.attempt, resume=req.resume,
-                             deadline_s=req.deadline_s)
+        grant = SessionGrant(slot=slot, namespace=req.namespace, name=req.name,
+                             attempt=req.attempt, resume=req.resume, deadline_s=req.deadline_s,
+                             env=req.env())
         self.kube.create_namespaced("ConfigMap", self.namespace, {
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": slot, "namespace": self.namespace, "labels": slot_labels(slot),

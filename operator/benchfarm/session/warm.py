@@ -96,7 +96,7 @@ def main() -> int:
         log.info("warm slot %s: no run in %.0f s; exiting", slot, idle_s)
         return 0
     log.info("warm slot %s takes %s/%s (attempt %d, run %d) on %s", slot, grant.namespace,
-             grant.name, grant.attempt, grant.resume, grant.board)
-    os.environ.update(grant.env())
+             grant.name, grant.attempt, grant.resume, grant.env.get("BENCHFARM_RUN_BOARD"))
+    os.environ.update(grant.env)
     _await_rights(Kube(), grant)
     return runner.main(f"{grant.namespace}/{grant.name}")
