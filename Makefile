@@ -87,9 +87,10 @@ demo: lab-up
 	@$(VENV)/bin/benchfarm demo
 
 # The same run on the one-node cluster: the image imported into containerd, helm install (2
-# operator replicas, sessions as Jobs), kubectl apply, the results table.
+# operator replicas, sessions as Jobs taken by warm session pods), kubectl apply three times, the
+# results table and the median apply -> power-on and e2e ratio (RUNS=1: once).
 demo-cluster: cluster-up image
-	@$(VENV)/bin/benchfarm demo --cluster
+	@$(VENV)/bin/benchfarm demo --cluster --runs $${RUNS:-3}
 
 unit: venv
 	@$(VENV)/bin/pytest -q -m 'not stack'

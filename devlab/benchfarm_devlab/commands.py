@@ -28,13 +28,16 @@ def register_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--manifest", default=None)
     p.add_argument("--cluster", action="store_true",
                    help="on the one-node cluster: the image imported, helm install, sessions as Jobs")
-    p.set_defaults(func=lambda args: _demo(args.manifest, args.cluster))
+    p.add_argument("--runs", type=int, default=1,
+                   help="with --cluster: apply the run this many times, one after the other, and "
+                        "print the median apply -> power-on and ratio")
+    p.set_defaults(func=lambda args: _demo(args.manifest, args.cluster, args.runs))
 
 
-def _demo(manifest: str | None, on_cluster: bool) -> int:
+def _demo(manifest: str | None, on_cluster: bool, runs: int = 1) -> int:
     if on_cluster:
         from .democluster import demo_cluster
-        return demo_cluster(manifest)
+        return demo_cluster(manifest, runs)
     from .demo import demo
     return demo(manifest)
 

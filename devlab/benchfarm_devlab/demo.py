@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -28,12 +29,18 @@ def demo(manifest: str | None = None) -> int:
     lab.up()
     os.environ.update({k: v for k, v in lab_env().items() if k != "PATH"})
     lab.start_operator()
-    return 0 if run_demo(manifest, t0) else 1
+    return 0 if run_demo(manifest, t0).ok else 1
 
 
-def run_demo(manifest: str | None, t0: float) -> bool:
-    """Apply the demo run, follow it, print its results table and its e2e-to-console ratio;
-    True when it Succeeded."""
+@dataclass
+class DemoRun:
+    ok: bool                          # it Succeeded
+    power_on_s: float | None = None   # kubectl apply -> the first power-on
+    ratio: float | None = None        # apply -> Succeeded seen, over boots + suites on the console
+
+
+def run_demo(manifest: str | None, t0: float) -> DemoRun:
+    """Apply the demo run, follow it, print its results table and its e2e-to-console ratio."""
     path = Path(manifest) if manifest else REPO / "testplans" / "examples" / "demo-run.yaml"
     body = yaml.safe_load(path.read_text())
     ns, name = body["metadata"].get("namespace", "default"), body["metadata"]["name"]
@@ -66,16 +73,19 @@ def run_demo(manifest: str | None, t0: float) -> bool:
         for url in status["artifacts"]:
             print(f"  {url}")
     doc = readback.metrics(f"{ns}/{name}") if status.get("artifacts") else None
+    result = DemoRun(ok=False)
     if doc and doc.get("powerOnTimes"):
         console = sum(b.get("power-to-prompt", 0) for b in doc["boots"]) + \
             sum(r["seconds"] for r in doc["records"])
         e2e = finished_wall - applied_wall
-        print(f"[demo] kubectl apply -> first power-on: {doc['powerOnTimes'][0] - applied_wall:.1f} s; "
+        result.power_on_s, result.ratio = doc["powerOnTimes"][0] - applied_wall, e2e / console
+        print(f"[demo] kubectl apply -> first power-on: {result.power_on_s:.1f} s; "
               f"apply -> Succeeded seen: {e2e:.1f} s; boots + suites on the console: "
-              f"{console:.1f} s; ratio {e2e / console:.2f}x")
+              f"{console:.1f} s; ratio {result.ratio:.2f}x")
     cond = next((c for c in status.get("conditions", []) if c["type"] == "Succeeded"), {})
     print(f"\n[demo] {name}: Succeeded={cond.get('status')} reason={cond.get('reason')} "
           f"({cond.get('message', '')}); {time.monotonic() - t0:.0f} s in all")
     print(f"[demo] try: source .benchfarm/env && kubectl get br,boards && "
           f"kubectl describe br {name}")
-    return cond.get("status") == "True"
+    result.ok = cond.get("status") == "True"
+    return result

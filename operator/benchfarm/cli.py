@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     sess_health.add_argument("check", type=int, help="the number of the check (the operator's)")
     sess_sub.add_parser("server", help="import everything once, then fork a session for each run "
                                        "named on stdin (the operator keeps one running)")
+    sess_sub.add_parser("warm", help="a warm session pod: import everything, wait for the run the "
+                                     "operator grants this slot, run it (the job launcher's pool)")
     p = sub.add_parser("parse", help="parse a suite's output file into metrics (JSON)")
     p.add_argument("suite")
     p.add_argument("file")
@@ -122,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.session_cmd == "health":
             from .session import health
             return health.main(args.board, args.check)
+        if args.session_cmd == "warm":
+            from .session import warm
+            return warm.main()
         from .session import runner
         return runner.main(args.run)
     if args.cmd == "parse":

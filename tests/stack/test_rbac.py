@@ -97,6 +97,13 @@ def _lease(name: str, namespace: str, **labels: str) -> str:
                            "spec": {"holderIdentity": "rbac-test", "leaseDurationSeconds": 15}})
 
 
+def _plain_meta(obj: dict) -> dict:
+    """A manifest without ownerReferences (the run it names does not exist here)."""
+    obj = {**obj, "metadata": {**obj["metadata"]}}
+    obj["metadata"].pop("ownerReferences", None)
+    return obj
+
+
 @pytest.fixture(scope="module")
 def chart_rbac(lab):
     rendered = helm("template", RELEASE, str(CHART), "-n", NS, "--kube-version", "1.34.4",
@@ -223,6 +230,35 @@ def test_the_policies_hold_benchfarms_accounts_to_benchfarms_own_objects(chart_r
     role["metadata"]["labels"] = managed
     write(f"create Role {TEAM}/benchfarm-session-rbac-x over boards", "operator SA", "create",
           "-f", "-", input=yaml.safe_dump(role), allowed=False)
+
+    # warm session slots (kube/warm.py): a slot's Role reads only its own ConfigMap, in the
+    # release's namespace; a run's Role may be bound to a slot's account, to nobody else's
+    slot = "benchfarm-warm-rbac0001"
+    for where, name, rule, allowed in [
+            (NS, slot, {"resources": ["configmaps"], "resourceNames": [slot]}, True),
+            (NS, "benchfarm-warm-rbac0002", {"resources": ["configmaps"],
+                                             "resourceNames": [slot]}, False),
+            (NS, "benchfarm-warm-rbac0003", {"resources": ["configmaps"], "verbs": ["create"],
+                                             "resourceNames": ["benchfarm-warm-rbac0003"]}, False),
+            (TEAM, "benchfarm-warm-rbac0004", {"resources": ["events"], "verbs": ["create"],
+                                               "resourceNames": ["benchfarm-warm-rbac0004"]},
+             False)]:
+        role = _doc("Role", name, where, rules=[{"apiGroups": [""], "verbs": ["get", "watch"],
+                                                 **rule}])
+        role["metadata"]["labels"] = managed
+        what = (f"create Role {where}/{name}: {rule.get('verbs', 'read')} "
+                f"{rule['resources'][0]} {rule['resourceNames']}")
+        write(what, "operator SA", "create", "-f", "-", input=yaml.safe_dump(role),
+              allowed=allowed)
+    run_role = jobs.session_role(Launch(TEAM, "warm-run", UID, 1, 0), create_lease=False)
+    kubectl("create", "-f", "-", input=yaml.safe_dump(_plain_meta(run_role)), check=False)
+    for account, allowed in [(slot, True), ("rbac-mallory", False)]:
+        bound = jobs.session_binding(Launch(TEAM, "warm-run", UID, 1, 0), NS, account=account)
+        bound["metadata"]["name"] = run_role["metadata"]["name"]
+        kubectl("delete", "rolebinding", "-n", TEAM, bound["metadata"]["name"],
+                "--ignore-not-found", check=False)
+        write(f"create RoleBinding {TEAM}/<run's> to the account {NS}/{account}", "operator SA",
+              "create", "-f", "-", input=yaml.safe_dump(_plain_meta(bound)), allowed=allowed)
 
     width = max(len(c[0]) for c in checks)
     print("\n" + "\n".join(f"{what:<{width}}  {who:<11}  " +

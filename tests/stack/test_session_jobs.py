@@ -196,6 +196,79 @@ def test_a_health_check_runs_as_a_job_under_the_health_account(jobs_namespace, k
         batch.delete_namespaced_job(job.metadata.name, NS, propagation_policy="Background")
     finally:
         stop(session)
+def test_a_warm_slot_takes_a_run_and_may_touch_only_that_run(jobs_namespace, kube, tmp_path):
+    """Issue 23 item 4: with `sessions.warm: 1` the operator keeps a slot (a Job, its own
+    account that may read only its own ConfigMap); the test plays the node for the slot's pod
+    (its container runs locally under a token of the slot's account, the pod is marked Running).
+    A run applied then is given to that slot: no Job of its own, the run's Role bound to the slot's
+    account, the grant signed in the slot's ConfigMap; the run Succeeds and a new slot replaces
+    the one used."""
+    from kubernetes import client
+    batch, core = client.BatchV1Api(kube), client.CoreV1Api(kube)
+    custom = client.CustomObjectsApi(kube)
+    helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
+    helm("install", RELEASE, str(CHART), "-n", NS, "--wait=false", "-f",
+         str(lab_values(tmp_path, sessions={"launcher": "job", "jobTTLSeconds": 600, "warm": 1},
+                        testPlans={"install": False})))
+    operator = slot_process = None
+    try:
+        operator = start_chart_operator(kube, NS, RELEASE, tmp_path)
+        [job] = wait_for("a warm slot's Job", lambda: batch.list_namespaced_job(
+            NS, label_selector="benchfarm.io/warm-slot,!benchfarm.io/granted").items, timeout=60)
+        slot = job.metadata.name
+        assert slot.startswith("benchfarm-warm-") and job.spec.active_deadline_seconds is None
+        who = f"system:serviceaccount:{NS}:{slot}"
+        wait_for("the slot's Role", lambda: _can("watch", f"configmaps/{slot}", NS, who),
+                 timeout=30)
+        assert not _can("get", "configmaps/benchfarm-fairness", NS, who)
+        assert not _can("get", "benchmarkruns", "default", who)
+        [pod] = wait_for("the slot's pod, past restricted admission", lambda: core.list_namespaced_pod(
+            NS, label_selector=f"job-name={slot}").items, timeout=60)
+
+        # play the node: the slot's container under a token of the slot's account, then Running
+        spec = kube.sanitize_for_serialization(pod.spec)
+        pcommand, penv = pod_command_env(spec, NS, pod.metadata.name, tmp_path)
+        assert pcommand == ["benchfarm", "session", "warm"]
+        service_account_kubeconfig(kube, NS, slot, tmp_path / "slot.kubeconfig")
+        slot_process = local_process(pcommand, penv, tmp_path / "slot.kubeconfig",
+                                     tmp_path / "slot.log")
+        ready = tmp_path / pod.metadata.name / "tmp" / "benchfarm-warm-ready"
+        wait_for("the slot's imports done (its readiness file)", ready.exists, timeout=120)
+        kubectl("patch", "pod", "-n", NS, pod.metadata.name, "--subresource=status",
+                "--type=merge", "-p", '{"status": {"phase": "Running"}}')
+
+        name = f"warm-demo-{int(time.time())}"
+        apply(yaml.safe_dump({"apiVersion": "benchfarm.io/v1alpha1", "kind": "BenchmarkRun",
+                              "metadata": {"name": name, "namespace": "default"},
+                              "spec": {"selector": {"deviceType": "qemu-x86"}, "plan": "demo",
+                                       "bootCycles": 1, "timeoutSeconds": 900}}))
+        uid = custom.get_namespaced_custom_object("benchfarm.io", "v1alpha1", "default",
+                                                  "benchmarkruns", name)["metadata"]["uid"]
+
+        def finished():
+            st = custom.get_namespaced_custom_object("benchfarm.io", "v1alpha1", "default",
+                                                     "benchmarkruns", name).get("status", {})
+            return st if st.get("phase") in ("Succeeded", "Failed") else None
+        st = wait_for("the run, its session the warm slot", finished, timeout=300, every=1)
+        assert st["phase"] == "Succeeded", st
+        assert slot_process.wait(timeout=60) == 0
+        text = (tmp_path / "slot.log").read_text()
+        assert f"warm slot {slot} takes default/{name}" in text, text[-3000:]
+        assert "Forbidden" not in text and " 403" not in text, text[-3000:]
+
+        run_jobs = batch.list_namespaced_job(NS, label_selector=f"benchfarm.io/run-uid={uid}")
+        assert [j.metadata.name for j in run_jobs.items] == [slot]   # no cold Job
+        granted = batch.read_namespaced_job(slot, NS)
+        assert granted.metadata.labels["benchfarm.io/granted"] == "true"
+        assert 900 <= granted.spec.active_deadline_seconds <= 900 + 120 + 300
+        assert _can("get", f"benchmarkruns/{name}", "default", who)
+        assert not _can("get", "benchmarkruns/someone-elses-run", "default", who)
+        assert not _can("create", "leases", "default", who)       # the operator made its Lease
+        wait_for("a new slot in place of the used one", lambda: batch.list_namespaced_job(
+            NS, label_selector="benchfarm.io/warm-slot,!benchfarm.io/granted").items, timeout=30)
+        kubectl("delete", "benchmarkrun", name, "-n", "default", "--wait=true")
+    finally:
+        stop(slot_process)
         stop(operator and operator.process)
         helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
         devlab.start_operator()

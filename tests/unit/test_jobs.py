@@ -12,9 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from benchfarm.api.grants import SessionGrant
 from benchfarm.api.models import BenchmarkRunSpec
+from benchfarm.core import trust
 from benchfarm.errors import InfraError
-from benchfarm.kube import jobs, sessions
+from benchfarm.kube import jobs, sessions, warm
 from benchfarm.kube.launchers import Launch
 from benchfarm.kube.state import RunState
 
@@ -159,7 +161,24 @@ class FakeKube:
         self._put(copy.deepcopy(body))
 
     def patch_namespaced(self, kind, namespace, name, patch):
-        self.objects[(kind, namespace, name)]["metadata"].update(patch["metadata"])
+        obj = self.objects[(kind, namespace, name)]
+        for key, value in patch.items():       # a merge patch, two levels deep
+            for k, v in value.items():
+                if isinstance(v, dict):
+                    obj.setdefault(key, {}).setdefault(k, {}).update(v)
+                else:
+                    obj.setdefault(key, {})[k] = v
+
+    def delete_namespaced(self, kind, namespace, name):
+        self.objects.pop((kind, namespace, name), None)
+
+    def list_namespaced(self, kind, namespace, labels):
+        def match(obj):
+            have = obj["metadata"].get("labels") or {}
+            return all((term[1:] not in have) if term.startswith("!") else term in have
+                       for term in labels.split(","))
+        return [copy.deepcopy(o) for (k, ns, _), o in self.objects.items()
+                if k == kind and ns == namespace and match(o)]
 
 
 def launcher(*existing: dict) -> jobs.JobLauncher:
@@ -298,3 +317,124 @@ def test_a_health_check_launch_makes_only_its_job_no_grants():
     assert handle == f"job benchfarm/{jobs.job_name(health())}"
     job = next(iter(lj.kube.objects.values()))
     assert job["spec"]["template"]["spec"]["serviceAccountName"] == jobs.HEALTH_ACCOUNT
+# -- warm slots (kube/warm.py) ---------------------------------------------------------------------
+KEY = b"k" * 32
+
+
+def warm_launcher(slots: int = 1) -> jobs.JobLauncher:
+    lj = jobs.JobLauncher(FakeKube(), "benchfarm", TEMPLATE, warm_slots=slots, key=KEY)
+    lj.reap()                                   # the operator's loop tops the pool up
+    return lj
+
+
+def running(lj: jobs.JobLauncher, slot: str) -> None:
+    """The kubelet started the slot's pod."""
+    lj.kube._put({"kind": "Pod", "metadata": {"name": f"{slot}-x7k2p", "namespace": "benchfarm",
+                                              "labels": warm.slot_labels(slot)},
+                  "status": {"phase": "Running"}})
+
+
+def test_a_warm_slot_is_a_job_an_account_and_a_role_that_reads_only_its_own_configmap():
+    lj = warm_launcher()
+    [slot] = lj.warm.slots
+    objs = lj.kube.objects
+    assert {k for k in objs} == {(kind, "benchfarm", slot) for kind in
+                                 ("ServiceAccount", "Job", "Role", "RoleBinding")}
+    job = objs[("Job", "benchfarm", slot)]
+    owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": slot,
+              "uid": job["metadata"]["uid"]}]
+    for kind in ("ServiceAccount", "Role", "RoleBinding"):   # they go with the Job
+        assert objs[(kind, "benchfarm", slot)]["metadata"]["ownerReferences"] == owner
+    assert objs[("Role", "benchfarm", slot)]["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [slot],
+         "verbs": ["get", "list", "watch"]}]
+    pod = job["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert pod["serviceAccountName"] == slot and c["command"] == ["benchfarm", "session", "warm"]
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["BENCHFARM_WARM_SLOT"] == slot and env["BENCHFARM_NAMESPACE"] == "benchfarm"
+    assert "activeDeadlineSeconds" not in job["spec"]       # set with the run's
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_a_launch_gives_a_running_slot_the_run_signed_and_bound_to_its_account():
+    lj = warm_launcher(2)
+    first, second = sorted(lj.warm.slots, key=lambda s: lj.warm.slots[s])
+    running(lj, second)                  # the older one has no running pod yet: not taken
+    handle = lj.launch(req())
+    assert handle == f"job benchfarm/{second} (warm)"
+    objs = lj.kube.objects
+    role = objs[("Role", "team-a", jobs.account_name(UID))]
+    assert not any("create" in r["verbs"] and r["resources"] == ["leases"] for r in role["rules"])
+    binding = objs[("RoleBinding", "team-a", jobs.account_name(UID))]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": second,
+                                    "namespace": "benchfarm"}]
+    lease = objs[("Lease", "team-a", "benchfarm-run-Nightly.AM62x_boot")]
+    assert lease["metadata"]["labels"]["benchfarm.io/run-uid"] == UID and lease["spec"] == {}
+    job = objs[("Job", "benchfarm", second)]
+    assert job["metadata"]["labels"][warm.GRANTED_LABEL] == "true"
+    assert job["metadata"]["labels"]["benchfarm.io/run-uid"] == UID
+    assert job["spec"]["activeDeadlineSeconds"] >= 600 + jobs.GRACE_S
+    data = objs[("ConfigMap", "benchfarm", second)]["data"]
+    grant = trust.read_grant(KEY, second, data)
+    assert grant is not None and (grant.namespace, grant.name, grant.resume) == \
+        ("team-a", "Nightly.AM62x_boot", 1)
+    assert grant.env == req().env()          # the same identity a cold session gets
+    assert trust.read_grant(KEY, first, data) is None          # for its own slot only
+    assert trust.read_grant(b"x" * 32, second, data) is None   # signed by the operator only
+    forged = {**data, "grant.json": data["grant.json"].replace("am62x-0", "am62x-1")}
+    assert trust.read_grant(KEY, second, forged) is None
+    assert list(lj.warm.slots) == [first]            # a slot serves one run
+    lj.reap()
+    assert len(lj.warm.slots) == 2                   # and is replaced
+
+
+def test_without_a_running_slot_a_launch_is_a_cold_job():
+    lj = warm_launcher()
+    assert lj.launch(req()) == f"job benchfarm/{jobs.job_name(req())}"
+    assert len(lj.warm.slots) == 1
+
+
+def test_a_restarted_operator_finds_the_waiting_slots_not_the_granted_ones():
+    lj = warm_launcher(2)
+    taken = sorted(lj.warm.slots)[0]
+    running(lj, taken)
+    lj.launch(req())
+    again = jobs.JobLauncher(lj.kube, "benchfarm", TEMPLATE, warm_slots=2, key=KEY)
+    again.reap()
+    assert taken not in again.warm.slots and len(again.warm.slots) == 2
+    assert len([k for k in lj.kube.objects if k[0] == "Job"]) == 3
+
+
+def test_slots_of_another_pod_template_are_deleted_not_given_runs():
+    """After a `helm upgrade` (another image, another environment) the new leader finds the old
+    slots: they are deleted and new ones made from the template it has now."""
+    lj = warm_launcher(1)
+    [old] = lj.warm.slots
+    running(lj, old)
+    upgraded = copy.deepcopy(TEMPLATE)
+    upgraded["spec"]["containers"][0]["image"] = "benchfarm/operator:0.2.0"
+    again = jobs.JobLauncher(lj.kube, "benchfarm", upgraded, warm_slots=1, key=KEY)
+    again.reap()
+    assert ("Job", "benchfarm", old) not in lj.kube.objects
+    [new] = again.warm.slots
+    job = lj.kube.objects[("Job", "benchfarm", new)]
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "benchfarm/operator:0.2.0"
+    running(again, new)
+    assert again.launch(req()) == f"job benchfarm/{new} (warm)"
+
+
+def test_a_grant_sets_only_the_launchs_variables():
+    with pytest.raises(ValueError, match="BENCHFARM_RUN_"):
+        SessionGrant(slot="s", namespace="n", name="r", attempt=1, resume=0, deadline_s=60,
+                     env={"BENCHFARM_RUN_UID": UID, "LD_PRELOAD": "/tmp/x.so"})
+
+
+def test_a_health_check_never_takes_a_warm_slot():
+    """A slot's pod runs runs; a check runs under the chart's health account, in a Job of its own."""
+    lj = warm_launcher(1)
+    [slot] = lj.warm.slots
+    running(lj, slot)
+    handle = lj.launch(health())
+    assert "warm" not in handle and list(lj.warm.slots) == [slot]
+    assert ("ConfigMap", "benchfarm", slot) not in lj.kube.objects

@@ -8,6 +8,10 @@ a key only the operator and its sessions hold (BENCHFARM_SIGNING_KEY; in a clust
 operator's namespace). The session runs nothing whose signature does not verify. The uid binds a
 signature to its run: copied onto another run, it does not verify. (`plan_digest`, beside it,
 only names a plan: the operator at admission and the session in its provenance.)
+
+The same key signs the grant that gives a warm session pod its run (`api.grants`): the pod runs
+only a grant signed for its own slot, so whoever may write ConfigMaps in the operator's namespace
+still cannot point a waiting pod at another run or board.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ..api.grants import GRANT_KEY, SIGNATURE_KEY, SessionGrant
 from ..api.models import SuiteSpec
 
 KEY_ENV = "BENCHFARM_SIGNING_KEY"
@@ -53,3 +58,34 @@ def verify(key: bytes, uid: str, suites: Any, signature: Any) -> bool:
     if not isinstance(suites, list) or not isinstance(signature, str):
         return False
     return hmac.compare_digest(sign(key, uid, suites), signature)
+
+
+def sign_text(key: bytes, purpose: str, text: str) -> str:
+    """A signature over a document (a warm session's grant) for one purpose only: a signature
+    made for one purpose never verifies for another, nor for the suites."""
+    return hmac.new(key, f"{purpose}\0{text}".encode(), hashlib.sha256).hexdigest()
+
+
+def verify_text(key: bytes, purpose: str, text: Any, signature: Any) -> bool:
+    if not isinstance(text, str) or not isinstance(signature, str):
+        return False
+    return hmac.compare_digest(sign_text(key, purpose, text), signature)
+
+
+GRANT_PURPOSE = "session-grant"
+
+
+def sign_grant(key: bytes, grant: SessionGrant) -> dict[str, str]:
+    """A warm slot's ConfigMap data (`kube.warm`): the grant and its signature."""
+    text = grant.model_dump_json()
+    return {GRANT_KEY: text, SIGNATURE_KEY: sign_text(key, GRANT_PURPOSE, text)}
+
+
+def read_grant(key: bytes, slot: str, data: Mapping[str, str] | None) -> SessionGrant | None:
+    """The grant in a slot ConfigMap's data if the operator signed it for this slot, else None."""
+    data = data or {}
+    text = data.get(GRANT_KEY)
+    if not verify_text(key, GRANT_PURPOSE, text, data.get(SIGNATURE_KEY)):
+        return None
+    grant = SessionGrant.model_validate_json(str(text))
+    return grant if grant.slot == slot else None

@@ -36,10 +36,13 @@ from typing import Any
 
 import yaml
 
+from ..api.grants import READY_FILE
 from ..api.models import GROUP, VERSION
 from ..api.outcomes import SessionKind
+from ..core import trust
 from ..errors import InfraError
-from ..kubeapi.leases import HEALTH_LEASE_LABEL, session_lease_name
+from ..kubeapi.leases import HEALTH_LEASE_LABEL, session_lease_name, unheld_session_lease
+from . import warm
 from .ports import Launch
 
 log = logging.getLogger(__name__)
@@ -89,10 +92,13 @@ def run_owner(req: Launch) -> dict[str, Any]:
             "uid": req.uid}
 
 
-def session_role(req: Launch) -> dict[str, Any]:
+def session_role(req: Launch, *, create_lease: bool = True) -> dict[str, Any]:
     """In the run's namespace, owned by the run: read its run (and its baseline), patch its status,
-    hold its Lease, post events. Nothing of other runs."""
+    hold its Lease, post events. Nothing of other runs. A warm slot's account does not create the
+    Lease (the operator does: `kube.warm`), so it is not given that."""
     lease = session_lease_name(req.name)
+    create = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+               "verbs": ["create"]}] if create_lease else []    # create cannot be limited to a name
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": {"name": account_name(req.uid), "namespace": req.namespace,
                          "labels": _labels(req), "ownerReferences": [run_owner(req)]},
@@ -103,18 +109,18 @@ def session_role(req: Launch) -> dict[str, Any]:
                  "resourceNames": [req.name], "verbs": ["get", "patch"]},
                 {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                  "resourceNames": [lease], "verbs": ["get", "update", "delete"]},
-                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                 "verbs": ["create"]},       # create cannot be limited to a name
+                *create,
                 {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]}
 
 
-def session_binding(req: Launch, account_namespace: str) -> dict[str, Any]:
+def session_binding(req: Launch, account_namespace: str, account: str | None = None) -> dict[str, Any]:
+    """The run's Role bound to the run's own account, or to the warm slot that takes the run."""
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": {"name": account_name(req.uid), "namespace": req.namespace,
                          "labels": _labels(req), "ownerReferences": [run_owner(req)]},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                         "name": account_name(req.uid)},
-            "subjects": [{"kind": "ServiceAccount", "name": account_name(req.uid),
+            "subjects": [{"kind": "ServiceAccount", "name": account or account_name(req.uid),
                           "namespace": account_namespace}]}
 
 
@@ -158,27 +164,33 @@ def _restricted(pod: dict[str, Any]) -> None:
         csc.setdefault("readOnlyRootFilesystem", True)
 
 
+def _pod(template: dict[str, Any], labels: dict[str, str], account: str, command: list[str],
+         env: dict[str, str]) -> dict[str, Any]:
+    """A session pod from the chart's template: its command, account and identity set here."""
+    pod = copy.deepcopy(template)
+    spec = pod.setdefault("spec", {})
+    pod.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+    spec["restartPolicy"] = "Never"
+    spec["serviceAccountName"] = account
+    spec["automountServiceAccountToken"] = True
+    container = spec["containers"][0]
+    container["command"] = command
+    container.pop("args", None)
+    kept = [e for e in container.get("env") or [] if e.get("name") not in env]
+    container["env"] = [*kept, *({"name": k, "value": v} for k, v in env.items())]
+    _restricted(spec)
+    return pod
+
+
 def job_manifest(req: Launch, template: dict[str, Any], namespace: str,
                  ttl_s: int = TTL_S, health_account: str = HEALTH_ACCOUNT) -> dict[str, Any]:
     """The Job of one launch. `template` is a pod template (`metadata`, `spec`) whose first
     container runs the operator's image; the session's command, identity and deadline are set
     here. A health check runs under the chart's `health_account` (its Role: the health Leases
     in this namespace, Boards' status), not an account of a run."""
-    pod = copy.deepcopy(template)
-    spec = pod.setdefault("spec", {})
     labels = _labels(req)
-    pod.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
-    spec["restartPolicy"] = "Never"
-    spec["serviceAccountName"] = health_account if req.kind == SessionKind.health_check \
-        else account_name(req.uid)
-    spec["automountServiceAccountToken"] = True
-    container = spec["containers"][0]
-    container["command"] = ["benchfarm", "session", *req.argv()]
-    container.pop("args", None)
-    own = req.env()
-    env = [e for e in container.get("env") or [] if e.get("name") not in own]
-    container["env"] = [*env, *({"name": k, "value": v} for k, v in own.items())]
-    _restricted(spec)
+    account = health_account if req.kind == SessionKind.health_check else account_name(req.uid)
+    pod = _pod(template, labels, account, ["benchfarm", "session", *req.argv()], req.env())
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": job_name(req), "namespace": namespace, "labels": labels,
                          "annotations": {"benchfarm.io/board": req.board}
@@ -189,16 +201,35 @@ def job_manifest(req: Launch, template: dict[str, Any], namespace: str,
                      "template": pod}}
 
 
+def warm_job_manifest(slot: str, template: dict[str, Any], namespace: str, ttl_s: int = TTL_S,
+                      idle_s: int = warm.IDLE_S) -> dict[str, Any]:
+    """The Job of a warm slot (`kube.warm`): no run yet; its deadline is set when it gets one."""
+    labels = warm.slot_labels(slot)
+    pod = _pod(template, labels, slot, ["benchfarm", "session", "warm"],
+               {"BENCHFARM_WARM_SLOT": slot, "BENCHFARM_NAMESPACE": namespace,
+                "BENCHFARM_WARM_IDLE_SECONDS": str(idle_s), "BENCHFARM_WARM_READY": READY_FILE})
+    # Ready once its imports are done (`kubectl get pods` shows which slots are warm)
+    pod["spec"]["containers"][0]["readinessProbe"] = {
+        "exec": {"command": ["test", "-e", READY_FILE]}, "periodSeconds": 2}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": slot, "namespace": namespace, "labels": labels},
+            "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": ttl_s, "template": pod}}
+
+
 class JobLauncher:
-    """Starts each session as a Job; nothing to reap (finished Jobs expire by their TTL)."""
+    """Starts each session as a Job: a warm slot's when one waits (`kube.warm`), a cold one otherwise."""
 
     def __init__(self, kube: Any, namespace: str, template: dict[str, Any],
-                 ttl_s: int = TTL_S, health_account: str = HEALTH_ACCOUNT) -> None:
+                 ttl_s: int = TTL_S, health_account: str = HEALTH_ACCOUNT, warm_slots: int = 0,
+                 key: bytes = b"", template_configmap: str = "") -> None:
         self.kube = kube
         self.namespace = namespace
         self.template = template
         self.ttl_s = ttl_s
         self.health_account = health_account
+        self.warm = warm.WarmPool(kube, namespace, warm_slots, key,
+                                  lambda slot: warm_job_manifest(slot, template, namespace, ttl_s),
+                                  owner=template_configmap)
 
     @classmethod
     def from_env(cls, kube: Any) -> JobLauncher:
@@ -214,13 +245,43 @@ class JobLauncher:
         if kube is None:
             from ..kubeapi.client import Kube
             kube = Kube()
+        slots = int(os.environ.get("BENCHFARM_WARM_SESSIONS", "0"))
+        try:
+            key = trust.key_from(os.environ) if slots else b""
+        except ValueError as exc:
+            raise SystemExit(f"BENCHFARM_WARM_SESSIONS={slots}: {exc}") from exc
         return cls(kube, os.environ.get("BENCHFARM_NAMESPACE", "default"), template,
                    int(os.environ.get("BENCHFARM_SESSION_JOB_TTL", str(TTL_S))),
-                   os.environ.get("BENCHFARM_HEALTH_ACCOUNT", HEALTH_ACCOUNT))
+                   os.environ.get("BENCHFARM_HEALTH_ACCOUNT", HEALTH_ACCOUNT), slots, key,
+                   os.environ.get("BENCHFARM_SESSION_TEMPLATE_CONFIGMAP", ""))
 
     def launch(self, req: Launch) -> str:
-        if req.kind == SessionKind.health_check:
+        if req.kind == SessionKind.health_check:     # under the chart's health account: cold
             return self._launch_health_check(req)
+        taken = self.warm.take()
+        if taken is not None:
+            slot, created = taken
+            try:
+                return self._launch_warm(req, slot, created)
+            except Exception as exc:    # a cold Job instead; the slot, now half given, exits idle
+                log.warning("the warm slot %s could not take %s/%s (%s); starting a cold Job",
+                            slot, req.namespace, req.name, exc)
+        return self._launch_cold(req)
+
+    def _launch_warm(self, req: Launch, slot: str, created: float) -> str:
+        """The slot's Job marked as the run's, the run's Role bound to the slot's account, the
+        run's Lease made, then the grant."""
+        job = self.warm.mark(req, slot, created, _labels(req), GRACE_S)
+        self._ensure(req, session_role(req, create_lease=False))
+        self._ensure(req, session_binding(req, self.namespace, account=slot))
+        self.kube.create_namespaced("Lease", req.namespace, unheld_session_lease(
+            req.namespace, req.name, req.uid, f"{GROUP}/{VERSION}"))    # exists on a resume
+        self.warm.grant(req, job)
+        log.info("launched the session of %s/%s (attempt %d, run %d): warm job %s/%s",
+                 req.namespace, req.name, req.attempt, req.resume, self.namespace, slot)
+        return f"job {self.namespace}/{slot} (warm)"
+
+    def _launch_cold(self, req: Launch) -> str:
         account = account_name(req.uid)
         self._ensure(req, session_role(req))     # the grants first: a refusal leaves no account
         self._ensure(req, session_binding(req, self.namespace))
@@ -286,4 +347,8 @@ class JobLauncher:
                                    {"metadata": {"ownerReferences": owners}})
 
     def reap(self) -> None:
-        return None
+        """Nothing to reap (finished Jobs expire by their TTL); the warm pool is topped up."""
+        try:
+            self.warm.top_up()
+        except Exception as exc:       # the API is down: cold Jobs still work; try again later
+            log.warning("could not top up the warm session pool: %s", exc)

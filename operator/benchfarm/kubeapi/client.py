@@ -187,12 +187,15 @@ class Kube:
     def _typed(self, kind: str) -> tuple[Any, str]:
         apis = {"Job": (client.BatchV1Api, "job"), "ServiceAccount": (client.CoreV1Api,
                 "service_account"), "Role": (client.RbacAuthorizationV1Api, "role"),
-                "RoleBinding": (client.RbacAuthorizationV1Api, "role_binding")}
+                "RoleBinding": (client.RbacAuthorizationV1Api, "role_binding"),
+                "ConfigMap": (client.CoreV1Api, "config_map"), "Pod": (client.CoreV1Api, "pod"),
+                "Lease": (client.CoordinationV1Api, "lease")}
         api, noun = apis[kind]
         return api(self.api), noun
 
     def create_namespaced(self, kind: str, namespace: str, body: dict[str, Any]) -> bool:
-        """Create a Job, ServiceAccount, Role or RoleBinding; False when it already exists."""
+        """Create a Job, ServiceAccount, Role, RoleBinding, ConfigMap or Lease; False when it
+        already exists."""
         api, noun = self._typed(kind)
         create = getattr(api, f"create_namespaced_{noun}")
         try:
@@ -216,6 +219,24 @@ class Kube:
         api, noun = self._typed(kind)
         replace = getattr(api, f"replace_namespaced_{noun}")
         self._call(f"replace {kind}", lambda: replace(name, namespace, body))
+
+    def list_namespaced(self, kind: str, namespace: str, labels: str) -> list[dict[str, Any]]:
+        """The objects of a kind with these labels (a label selector), as plain JSON."""
+        api, noun = self._typed(kind)
+        list_fn = getattr(api, f"list_namespaced_{noun}")
+        found = self._call(f"list {kind}", lambda: list_fn(namespace, label_selector=labels))
+        return [self.api.sanitize_for_serialization(o) for o in found.items]
+
+    def delete_namespaced(self, kind: str, namespace: str, name: str) -> None:
+        """Delete it and what it owns (in the background); one already gone is no error."""
+        api, noun = self._typed(kind)
+        delete = getattr(api, f"delete_namespaced_{noun}")
+        try:
+            self._call(f"delete {kind}", lambda: delete(
+                name, namespace, body=client.V1DeleteOptions(propagation_policy="Background")))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
     def read_namespaced(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The object as plain JSON (camelCase keys, as in a manifest); None if there is none."""

@@ -46,6 +46,28 @@ def health_lease_name(board: str) -> str:
     return f"benchfarm-health-{board}"
 
 
+def session_lease_labels(uid: str) -> dict[str, str]:
+    """What the chart's policy asks of a session Lease (and what the operator looks for)."""
+    return {SESSION_LEASE_LABEL: "true", "benchfarm.io/run-uid": uid,
+            "app.kubernetes.io/managed-by": "benchfarm"}
+
+
+def session_lease_owner(api_version: str, run: str, uid: str) -> dict[str, Any]:
+    """A run's Lease goes with the run."""
+    return {"apiVersion": api_version, "kind": "BenchmarkRun", "name": run, "uid": uid,
+            "controller": True, "blockOwnerDeletion": False}
+
+
+def unheld_session_lease(namespace: str, run: str, uid: str, api_version: str) -> dict[str, Any]:
+    """A run's Lease held by nobody: made by the operator for a session whose account may not
+    create Leases (a warm slot's, `kube.warm`); the session takes it as it takes an expired one."""
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": session_lease_name(run), "namespace": namespace,
+                         "labels": session_lease_labels(uid),
+                         "ownerReferences": [session_lease_owner(api_version, run, uid)]},
+            "spec": {}}
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 

@@ -19,7 +19,13 @@ from typing import Any, TypeVar
 from ..api.models import GROUP, VERSION
 from ..errors import Outage, RunError
 from ..kubeapi.client import Kube
-from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseHolder, LeaseLost, session_lease_name
+from ..kubeapi.leases import (
+    LeaseHolder,
+    LeaseLost,
+    session_lease_labels,
+    session_lease_name,
+    session_lease_owner,
+)
 from ..lab.session import Cancelled
 
 log = logging.getLogger("benchfarm.session")
@@ -51,10 +57,7 @@ class Lifeline:
         self.on_wait: Callable[[str], None] = lambda text: None  # "waiting for the store"
         self.lease = lease or LeaseHolder(
             kube, namespace, session_lease_name(name), identity, duration=lease_seconds,
-            labels={SESSION_LEASE_LABEL: "true", "benchfarm.io/run-uid": uid,
-                    "app.kubernetes.io/managed-by": "benchfarm"},
-            owner={"apiVersion": api_version, "kind": "BenchmarkRun", "name": name, "uid": uid,
-                   "controller": True, "blockOwnerDeletion": False})
+            labels=session_lease_labels(uid), owner=session_lease_owner(api_version, name, uid))
 
     # -- the Lease ----------------------------------------------------------------------------
     def take(self) -> bool:

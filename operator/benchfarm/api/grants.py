@@ -1,0 +1,41 @@
+"""What the operator hands a warm session pod when it gives it a run: one typed definition.
+
+A warm pod (`kube.warm`, `session.warm`) is started before any run exists, imports everything and
+waits for a ConfigMap of its own name. The operator writes the grant there and signs it with the
+key only it and its sessions hold (`core.trust`): the pod runs exactly the run, board, attempt and
+deadline the operator chose, for its own slot only, and nothing whose signature does not verify.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+LAUNCH_ENV_PREFIX = "BENCHFARM_RUN_"
+
+
+class SessionGrant(BaseModel):
+    """One run for one warm slot: what `benchfarm session run` would get from its launch."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    slot: str                     # the warm pod's slot (its Job, ServiceAccount and ConfigMap)
+    namespace: str
+    name: str
+    attempt: int
+    resume: int
+    deadline_s: float
+    env: dict[str, str]           # the launch's identity, as a cold session gets it: the run's
+                                  # uid, its board and place (BENCHFARM_RUN_*, nothing else)
+
+    @field_validator("env")
+    @classmethod
+    def _only_the_launch(cls, env: dict[str, str]) -> dict[str, str]:
+        if bad := sorted(k for k in env if not k.startswith(LAUNCH_ENV_PREFIX)):
+            raise ValueError(f"a grant sets only {LAUNCH_ENV_PREFIX}* variables, not {bad}")
+        return env
+
+
+READY_FILE = "/tmp/benchfarm-warm-ready"   # a warm pod made it once its imports are done (its
+                                           # readiness probe, `kube.jobs`)
+GRANT_KEY = "grant.json"          # the ConfigMap's data keys
+SIGNATURE_KEY = "signature"
