@@ -7,7 +7,8 @@ policy IfNotPresent: nothing is pulled); `helm install` of helm/benchfarm into a
 enforces the `restricted` pod security standard, with the chart's defaults (2 replicas, one
 leader; board sessions as Jobs) and only the lab's addresses as values: the coordinator and
 MinIO at the address pods reach the host on (cluster.HOST_ADDR, where the exporters also
-advertise the boards' serial ports and power switches while the cluster runs). Then the same run
+advertise the boards' serial ports and power switches while the cluster runs), and the Secret
+`benchfarm-ssh` (`ssh.existingSecret`) through which sessions stage software on the exporters. Then the same run
 as `make demo`, applied with kubectl, and the same results table; it prints helm-install-to-Ready
 seconds and the run's e2e-to-console ratio. The lab's local operator is stopped (one operator
 per lab) and stays stopped while the release's operators are Ready (lab.start_operator).
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from . import cluster, image, lab
+from . import cluster, image, lab, sshd
 from .config import CACHE, HELM_VERSION, HOST_ADDR, PORTS, REPO, STATE, LabError, say
 from .env import kubectl, lab_env
 from .processes import stop_process
@@ -34,6 +35,7 @@ RELEASE = "benchfarm"
 CHART = REPO / "helm" / "benchfarm"
 DEPLOYMENT = RELEASE      # the chart's fullname: a release named after the chart keeps its name
 SECRET = "benchfarm-minio"
+SSH_SECRET = "benchfarm-ssh"     # the exporters' SSH for staging (sshd.pod_files)
 
 
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -53,6 +55,7 @@ def values() -> dict:
     return {"labgrid": {"coordinator": f"{HOST_ADDR}:{PORTS.coordinator}"},
             "minio": {"endpoint": f"{HOST_ADDR}:{PORTS.minio}", "bucket": env["BENCHFARM_S3_BUCKET"],
                       "existingSecret": SECRET},
+            "ssh": {"existingSecret": SSH_SECRET},
             # the lab's own LabPolicy "default" and TestPlans (cluster-scoped) stay as they are
             "labPolicy": {"create": False}, "testPlans": {"install": False}}
 
@@ -68,6 +71,14 @@ def _namespace() -> None:
                      f"--from-literal=secretKey={env['BENCHFARM_S3_SECRET_KEY']}",
                      "--dry-run=client", "-o", "yaml", capture=True).stdout
     kubectl("apply", "-f", "-", input=secret, capture=True)
+    kubectl("apply", "-f", "-", capture=True, input=json.dumps(ssh_secret(NAMESPACE, SSH_SECRET)))
+
+
+def ssh_secret(namespace: str, name: str) -> dict:
+    """The Secret the chart's `ssh.existingSecret` names: the lab's exporter SSH key, an
+    ssh_config for pods and the pinned host key of the lab's sshd (sshd.pod_files)."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": namespace}, "stringData": sshd.pod_files()}
 
 
 def ready_replicas() -> int:
