@@ -31,9 +31,10 @@ def demo(manifest: str | None = None) -> int:
     return 0 if run_demo(manifest, t0) else 1
 
 
-def run_demo(manifest: str | None, t0: float) -> bool:
+def run_demo(manifest: str | None, t0: float, after=None) -> bool:
     """Apply the demo run, follow it, print its results table and its e2e-to-console ratio;
-    True when it Succeeded."""
+    True when it Succeeded. `after(namespace, name, applied, first_power_on)` (wall clock)
+    may print more about the run."""
     path = Path(manifest) if manifest else REPO / "testplans" / "examples" / "demo-run.yaml"
     body = yaml.safe_load(path.read_text())
     ns, name = body["metadata"].get("namespace", "default"), body["metadata"]["name"]
@@ -73,6 +74,8 @@ def run_demo(manifest: str | None, t0: float) -> bool:
         print(f"[demo] kubectl apply -> first power-on: {doc['powerOnTimes'][0] - applied_wall:.1f} s; "
               f"apply -> Succeeded seen: {e2e:.1f} s; boots + suites on the console: "
               f"{console:.1f} s; ratio {e2e / console:.2f}x")
+        if after is not None:
+            after(ns, name, applied_wall, doc["powerOnTimes"][0])
     cond = next((c for c in status.get("conditions", []) if c["type"] == "Succeeded"), {})
     print(f"\n[demo] {name}: Succeeded={cond.get('status')} reason={cond.get('reason')} "
           f"({cond.get('message', '')}); {time.monotonic() - t0:.0f} s in all")

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -144,6 +146,81 @@ def install(extra: dict | None = None) -> float:
     return seconds
 
 
+def _wall(stamp: str) -> float:
+    """RFC 3339 (nanoseconds or none, Z) -> epoch seconds."""
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z", stamp)
+    if not m:
+        raise ValueError(stamp)
+    whole = datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
+    return whole + float(m.group(2) or 0)
+
+
+def _logs(*args: str) -> list[tuple[float, str]]:
+    """`kubectl logs --timestamps` as (wall clock, line): the kubelet's nanosecond stamps."""
+    res = kubectl("logs", "-n", NAMESPACE, "--timestamps", *args, check=False, capture=True)
+    out = []
+    for line in res.stdout.splitlines():
+        stamp, _, text = line.partition(" ")
+        try:
+            out.append((_wall(stamp), text))
+        except ValueError:
+            pass
+    return out
+
+
+def timeline(namespace: str, name: str, applied: float, power_on: float) -> list[tuple[str, float]]:
+    """Where apply -> first power-on went, from the timestamps the lab keeps: the operator's and
+    the session's logs (kubelet stamps), the scheduler's event, containerd's log (sandbox and
+    container started). Milestones as (what, seconds after apply); a missing one is left out."""
+    def get(*args: str) -> dict:
+        res = kubectl("get", *args, "-o", "json", check=False, capture=True)
+        return json.loads(res.stdout) if res.returncode == 0 else {}
+    uid = get("benchmarkrun", "-n", namespace, name).get("metadata", {}).get("uid", "")
+    jobs = get("jobs", "-n", NAMESPACE, "-l", f"benchfarm.io/run-uid={uid}").get("items", [])
+    if not uid or not jobs:
+        return []
+    job = min(jobs, key=lambda j: j["metadata"]["creationTimestamp"])["metadata"]["name"]
+    pods = get("pods", "-n", NAMESPACE, "-l", f"job-name={job}").get("items", [])
+    marks: dict[str, float] = {}
+    for pod in operator_pods():
+        for t, text in _logs(pod):
+            if "launched the session of" in text and job in text:
+                marks["operator created the Job"] = t
+    if pods:
+        pod = pods[0]
+        pod_name = pod["metadata"]["name"]
+        for ev in get("events", "-n", NAMESPACE, "--field-selector",
+                      f"involvedObject.name={pod_name}").get("items", []):
+            if ev.get("reason") == "Scheduled":
+                marks["pod scheduled"] = _wall(ev.get("eventTime") or ev["firstTimestamp"])
+        cid = (pod["status"].get("containerStatuses") or [{}])[0].get("containerID", "")
+        cid = cid.split("://")[-1]
+        sandbox = re.compile(r'time="(\S+)".*RunPodSandbox for .*Name:' + re.escape(pod_name)
+                             + r",.* returns sandbox id")
+        started = f'StartContainer for \\"{cid}\\" returns successfully'
+        for line in (STATE / "logs" / "containerd.log").read_text(errors="replace").splitlines():
+            if (m := sandbox.search(line)):
+                marks["sandbox ready (network)"] = _wall(m.group(1))
+            elif cid and started in line:
+                marks["container started"] = _wall(line.split('"')[1])
+        for t, text in _logs(pod_name):
+            if "started" in text and "after its process" in text:
+                marks["Python up (imports done)"] = t
+            elif "acquired" in text and "place" in text:
+                marks["place acquired (labgrid connected)"] = t
+    marks["first power-on"] = power_on
+    return sorted(((k, v - applied) for k, v in marks.items()), key=lambda kv: kv[1])
+
+
+def print_timeline(namespace: str, name: str, applied: float, power_on: float) -> None:
+    steps = timeline(namespace, name, applied, power_on)
+    last = 0.0
+    print("[demo-cluster] apply -> first power-on, where the time went:")
+    for what, t in steps:
+        print(f"[demo-cluster]   {t:6.2f} s (+{t - last:5.2f})  {what}")
+        last = t
+
+
 def demo_cluster(manifest: str | None = None) -> int:
     from .demo import run_demo
     t0 = time.monotonic()
@@ -160,7 +237,7 @@ def demo_cluster(manifest: str | None = None) -> int:
     except LabError as exc:
         say(f"ERROR: {exc}")
         return 1
-    ok = run_demo(manifest, t0)
+    ok = run_demo(manifest, t0, after=print_timeline)
     # the session writes the run's end, then powers off and exits: its Job completes just after
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and kubectl(

@@ -21,7 +21,7 @@ import yaml
 import benchfarm_devlab as devlab
 from benchfarm_devlab import cluster, democluster
 from tests.stack.conftest import apply
-from tests.stack.runs import cond, finished, get, unique
+from tests.stack.runs import cond, finished, get, run_yaml, unique
 from tests.stack.test_gpu_power import _example, _metrics
 from tests.stack.test_sigrok_rails import DTYPE, _device_type, _expected_mw
 
@@ -116,3 +116,22 @@ def test_runs_staging_software_and_measuring_sigrok_rails_succeed_in_session_job
                 got = values[(step, f"rail-{rail}-{mode}")]
                 assert got[0] == pytest.approx(mw, rel=0.03), (step, rail, mode, got)
     session_log(custom, lowpower)      # one Job, the kubelet's
+
+
+def test_lg_proxy_reaches_the_lab_through_the_ssh_secret(release):
+    """LG_PROXY through the same Secret: the coordinator named as 127.0.0.1, which a pod reaches
+    only through the proxy (its own loopback has no coordinator); the serial ports and the power
+    switch are forwarded the same way. The operator's pod and the session's Job both connect."""
+    custom = release
+    democluster.helm("upgrade", democluster.RELEASE, str(democluster.CHART), "-n", NS,
+                     "--reuse-values", "--set", f"labgrid.proxy={cluster.HOST_ADDR}",
+                     "--set", f"labgrid.coordinator=127.0.0.1:{devlab.PORTS.coordinator}",
+                     "--wait", "--timeout", "300s")
+    name = unique("cproxy")
+    apply(run_yaml(name, plan="demo", bootCycles=1, iterations=1, timeoutSeconds=600))
+    st = finished(custom, name, timeout=600)
+    assert cond(st)["status"] == "True", st
+    uid = get(custom, name)["metadata"]["uid"]
+    job = kubectl("get", "jobs", "-n", NS, "-l", f"benchfarm.io/run-uid={uid}", "-o",
+                  "jsonpath={.items[0].spec.template.spec.containers[0].env}")
+    assert f'"value":"{cluster.HOST_ADDR}"' in job and '"name":"LG_PROXY"' in job, job
