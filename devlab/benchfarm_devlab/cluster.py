@@ -30,9 +30,9 @@ the host, their packets never leave it, and nothing outside reaches the pods):
   certificate with HOST_ADDR); the API server runs with `--endpoint-reconciler-type=none`, so
   cluster-up writes its EndpointSlice by hand: HOST_ADDR:<apiserver port>; kube-proxy DNATs to it.
 - the lab's services (labgrid coordinator, MinIO, the virtual boards' serial servers, the PDU,
-  pdudaemon and the API server) keep listening on 127.0.0.1; a relay (`relay.py`, component
-  `lab-gateway`) listens on HOST_ADDR at the same port numbers and copies each connection to
-  127.0.0.1. So a pod uses `HOST_ADDR:<port>` where a local process uses `127.0.0.1:<port>`
+  pdudaemon, the exporter hosts' sshd and the API server) keep listening on 127.0.0.1; a relay
+  (`relay.py`, component `lab-gateway`) listens on HOST_ADDR at the same port numbers and copies
+  each connection to 127.0.0.1. So a pod uses `HOST_ADDR:<port>` where a local process uses `127.0.0.1:<port>`
   (`pod_addresses()`). Why a relay and not a DNAT to 127.0.0.1 (with route_localnet on the
   bridge): an EndpointSlice may not hold a loopback address, and a packet kube-proxy has already
   DNATed to HOST_ADDR is not NATed again, so the API server needs a real listener on HOST_ADDR
@@ -54,13 +54,24 @@ the host, their packets never leave it, and nothing outside reaches the pods):
 
 One cluster per machine: kube-proxy and the kubelet own iptables chains of fixed names
 (`KUBE-SERVICES`, ...), so cluster-up refuses to start while another lab's cluster runs
-(`/run/benchfarm-cluster.owner`). `cluster-down` (also run by `lab down`) removes by name what
-cluster-up created: its pods and containers, the processes it started (and containerd's shims of
-its socket), kube-proxy's chains (`kube-proxy --cleanup`) and the kubelet's, the guard chain, the
-bridge, mounts under its directories (unmounted before removal), the cgroups under its cgroup
-root, files it left in /run/containerd, /var/lib/cni, /var/log/containers and
-/var/lib/kubelet/device-plugins, the Node, the EndpointSlice and its RBAC binding; and puts the
-controller-manager back to the light lab's controllers.
+(`/run/benchfarm-cluster.owner`).
+
+Teardown removes what this cluster made and nothing else. Before it starts anything, cluster-up
+writes `manifest.json` in its directory: the iptables and ip6tables chains and rules already there
+(every table), the kernel settings the kubelet changes, which of the shared files and directories
+exist, whether the bridge exists; after the node is up it adds what appeared (chains, rules) and
+the processes it started. `cluster-down` (also run by `lab down`) removes: its pods and containers,
+those processes (and containerd's shims of its socket), the iptables rules and `KUBE-*` chains that
+were not there before cluster-up (rules first, wherever they are, then the chains; a chain or rule
+that was there stays, even in a chain its kubelet shared), the guard chain, the bridge if it made
+it, mounts under its directories (unmounted before removal), the cgroups under its cgroup root,
+the files it left in /run/containerd, /var/lib/cni, /var/log/containers and
+/var/lib/kubelet/device-plugins (only those that were not there before), the directories it
+created there, the kernel settings put back, the Node, the EndpointSlice and its RBAC binding; and
+puts the controller-manager back to the light lab's controllers. `kube-proxy --cleanup` is never
+run: it deletes every chain of kube-proxy's names, another Kubernetes's too. Left as it is: a
+running kube-proxy deletes per-Service chains (`KUBE-SVC-*`, `KUBE-SEP-*` in nat) it does not
+know, whoever made them; that is why one Kubernetes per machine is the rule.
 """
 
 from __future__ import annotations
@@ -69,6 +80,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -115,6 +127,15 @@ CNI_DIR = CLUSTER_DIR / "cni"
 # Outside its own directories, the kubelet, containerd and CNI write here (paths fixed in their code).
 SHARED_DIRS = [Path("/var/lib/kubelet/device-plugins"), Path("/var/log/containers"),
                Path("/run/containerd"), Path("/var/lib/cni")]
+
+MANIFEST = CLUSTER_DIR / "manifest.json"     # what cluster-up created (see the docstring)
+IPTABLES_TABLES = ("filter", "nat", "mangle", "raw")
+# The kubelet sets these at start (protectKernelDefaults false); down puts them back.
+KUBELET_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic",
+                   "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
+# Shared files of fixed names the kubelet writes (removed on down only when it made them).
+SHARED_FILES = [Path("/var/lib/kubelet/device-plugins/kubelet.sock"),
+                Path("/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint")]
 
 APT_HINT = "`make cluster-deps` (containerd, runc, containernetworking-plugins, umoci, iptables)"
 
@@ -262,11 +283,13 @@ def pod_addresses() -> dict[str, str]:
             "coordinator": f"{HOST_ADDR}:{PORTS.coordinator}",
             "minio": f"{HOST_ADDR}:{PORTS.minio}",
             "pdu": f"{HOST_ADDR}:{PORTS.pdu}",
-            "pdudaemon": f"{HOST_ADDR}:{PORTS.pdudaemon}"}
+            "pdudaemon": f"{HOST_ADDR}:{PORTS.pdudaemon}",
+            "sshd": f"{HOST_ADDR}:{PORTS.sshd}"}
 
 
 def _relayed_ports() -> list[int]:
-    ports = [PORTS.apiserver, PORTS.coordinator, PORTS.minio, PORTS.pdu, PORTS.pdudaemon]
+    ports = [PORTS.apiserver, PORTS.coordinator, PORTS.minio, PORTS.pdu, PORTS.pdudaemon,
+             PORTS.sshd]     # sessions stage software on the exporter hosts over SSH (sshd.py)
     try:
         vlab = json.loads((STATE / "vlab" / "vlab.json").read_text())
         ports += [b["serial_port"] for b in vlab["boards"] if "serial_port" in b]
@@ -512,18 +535,125 @@ def _claim_machine() -> None:
     OWNER.write_text(str(STATE))
 
 
-def _record_shared_dirs() -> None:
-    """Which of the shared directories (or their parents) the cluster is about to create: on
-    down they are removed again if empty."""
-    f = CLUSTER_DIR / "created-dirs.json"
-    created = json.loads(f.read_text()) if f.exists() else []
-    for d in SHARED_DIRS:
+# --- the manifest: what cluster-up created, so that down removes exactly that -------------------
+
+def _load_manifest() -> dict:
+    try:
+        return json.loads(MANIFEST.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_manifest(manifest: dict) -> None:
+    tmp = MANIFEST.with_suffix(".tmp")
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, MANIFEST)
+
+
+def iptables_state() -> dict[str, dict[str, list[str]]]:
+    """Every chain (`-N`) and rule (`-A`) of iptables and ip6tables, per table, as `-S` prints them."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for cmd in ("iptables", "ip6tables"):
+        if shutil.which(cmd) is None:
+            continue
+        out[cmd] = {}
+        for table in IPTABLES_TABLES:
+            res = _run(cmd, "-w", "5", "-t", table, "-S", check=False)
+            if res.returncode == 0:
+                out[cmd][table] = [line for line in res.stdout.splitlines()
+                                   if line.startswith(("-N ", "-A "))]
+    return out
+
+
+def _ours(name: str) -> bool:
+    """A chain name of the kubelet's, kube-proxy's or the guard's."""
+    return name.startswith("KUBE-") or name == GUARD
+
+
+def _target(rule: str) -> str | None:
+    m = re.search(r" -[jg] (\S+)", rule)
+    return m.group(1) if m else None
+
+
+def iptables_created(before: dict[str, dict[str, list[str]]],
+                     now: dict[str, dict[str, list[str]]] | None = None) -> dict[str, dict[str, dict]]:
+    """What appeared since `before`, of this cluster's: `KUBE-*` chains and the guard, and the
+    rules in such chains or jumping to one (in any chain, built-in ones too). A rule that was
+    there is not counted again (as many as there were)."""
+    now = iptables_state() if now is None else now
+    out: dict[str, dict[str, dict]] = {}
+    for cmd, tables in now.items():
+        for table, lines in tables.items():
+            old = before.get(cmd, {}).get(table, [])
+            chains = [ln[3:] for ln in lines if ln.startswith("-N ")
+                      and _ours(ln[3:]) and ln not in old]
+            left = list(old)
+            rules = []
+            for ln in lines:
+                if not ln.startswith("-A "):
+                    continue
+                if ln in left:
+                    left.remove(ln)
+                    continue
+                chain, target = ln.split()[1], _target(ln)
+                if _ours(chain) or (target is not None and _ours(target)):
+                    rules.append(ln)
+            if chains or rules:
+                out.setdefault(cmd, {})[table] = {"chains": chains, "rules": rules}
+    return out
+
+
+def _remove_iptables(created: dict[str, dict[str, dict]]) -> None:
+    """Rules first (so no chain is referenced), then the chains: flushed, then deleted."""
+    for cmd, tables in created.items():
+        for table, what in tables.items():
+            new_chains = set(what["chains"])
+            for rule in what["rules"]:
+                if rule.split()[1] not in new_chains:      # a new chain's rules go with it
+                    _run(cmd, "-w", "5", "-t", table, "-D", *shlex.split(rule)[1:], check=False)
+            for chain in new_chains:
+                _run(cmd, "-w", "5", "-t", table, "-F", chain, check=False)
+            for chain in new_chains:
+                _run(cmd, "-w", "5", "-t", table, "-X", chain, check=False)
+
+
+def _sysctl(name: str) -> str | None:
+    try:
+        return (Path("/proc/sys") / name).read_text().strip()
+    except OSError:
+        return None
+
+
+def _record_before() -> None:
+    """What is on the machine before cluster-up starts anything (once per cluster: a second up of
+    a running one keeps the first record), and which shared directories it is about to create."""
+    manifest = _load_manifest()
+    if "iptables_before" not in manifest:
+        manifest.update({
+            "iptables_before": iptables_state(),
+            "sysctls_before": {k: v for k in KUBELET_SYSCTLS if (v := _sysctl(k)) is not None},
+            "files_before": [str(f) for f in SHARED_FILES if f.exists() or f.is_symlink()],
+            "bridge": {"name": BRIDGE, "created": not Path(f"/sys/class/net/{BRIDGE}").exists()},
+            "owner_file": str(OWNER),
+        })
+    created = manifest.setdefault("dirs_created", [])
+    for d in SHARED_DIRS:          # on down they are removed again if empty
         top = None
         while not d.exists():
             top, d = d, d.parent
         if top is not None and str(top) not in created:
             created.append(str(top))
-    f.write_text(json.dumps(created))
+    _save_manifest(manifest)
+
+
+def _record_after() -> None:
+    """What the node added: iptables chains and rules, processes (for `lab status` and tests)."""
+    manifest = _load_manifest()
+    manifest["iptables_created"] = iptables_created(manifest.get("iptables_before", {}))
+    manifest["processes"] = {n: running_pid(n) for n in NODE_COMPONENTS if running_pid(n)}
+    manifest["own_dirs"] = [str(CLUSTER_DIR)]
+    manifest["cgroups"] = [str(h / CGROUP_ROOT) for h in _cgroup_hierarchies()]
+    _save_manifest(manifest)
 
 
 def up() -> dict[str, float]:
@@ -542,7 +672,7 @@ def up() -> dict[str, float]:
     _check_packages()
     CLUSTER_DIR.mkdir(parents=True, exist_ok=True)
     _claim_machine()
-    _record_shared_dirs()
+    _record_before()
     (CLUSTER_DIR / "wanted").touch()
     bins = {**binaries(), **node_binaries()}
     took("node binaries ready")
@@ -581,6 +711,7 @@ def up() -> dict[str, float]:
     phase = time.monotonic()
     _start_kube_proxy(bins)     # once the Node exists: kube-proxy waits 30 s for it otherwise
     took("kube-proxy ready")
+    _record_after()
     times["cluster up"] = time.monotonic() - t0
     say(f"cluster: up in {times['cluster up']:.1f} s")
     return times
@@ -657,11 +788,7 @@ def down(*, lab_stays: bool = True) -> None:
         while time.monotonic() < deadline and _ctr("tasks", "ls", "-q", check=False).stdout.strip():
             time.sleep(0.3)
     stop_process("kubelet")
-    if stop_process("kube-proxy") or _iptables("-S", "KUBE-SERVICES", table="nat",
-                                                  check=False).returncode == 0:
-        kp = CACHE / "bin" / f"kubernetes-node-{K8S_VERSION}" / "kube-proxy"
-        if kp.exists():
-            subprocess.run([str(kp), "--cleanup", "--proxy-mode=iptables"], capture_output=True)
+    stop_process("kube-proxy")      # its chains go below, with every other chain the node made
     if running_pid("containerd"):
         for task in _ctr("tasks", "ls", "-q", check=False).stdout.split():
             _ctr("tasks", "kill", "-s", "SIGKILL", task, check=False)
@@ -690,33 +817,22 @@ def down(*, lab_stays: bool = True) -> None:
     say(f"cluster: down ({time.monotonic() - t0:.1f} s)")
 
 
-def _kubelet_chains() -> list[tuple[str, str]]:
-    """The kubelet's own iptables chains (kube-proxy --cleanup does not know them)."""
-    out = []
-    for table in ("filter", "nat", "mangle"):
-        for line in _iptables("-S", table=table, check=False).stdout.splitlines():
-            m = re.match(r"-N (KUBE-KUBELET-CANARY|KUBE-FIREWALL|KUBE-IPTABLES-HINT|KUBE-MARK-DROP|KUBE-MARK-MASQ|"
-                         r"KUBE-POSTROUTING)$", line)
-            if m:
-                out.append((table, m.group(1)))
-    return out
-
-
-def _delete_chain(table: str, chain: str) -> None:
-    for line in _iptables("-S", table=table, check=False).stdout.splitlines():
-        if line.startswith("-A ") and f"-j {chain}" in line:
-            _iptables(*("-D " + line[3:]).split(), table=table, check=False)
-    _iptables("-F", chain, table=table, check=False)
-    _iptables("-X", chain, table=table, check=False)
-
-
 def _cleanup_host(container_ids: list[str]) -> None:
+    manifest = _load_manifest()
     _unmount_all(CLUSTER_DIR)
-    if Path(f"/sys/class/net/{BRIDGE}").exists():
+    if manifest.get("bridge", {}).get("created", True) and Path(f"/sys/class/net/{BRIDGE}").exists():
         _run("ip", "link", "del", BRIDGE, check=False)
-    _delete_chain("filter", GUARD)
-    for table, chain in _kubelet_chains():
-        _delete_chain(table, chain)
+    if "iptables_before" in manifest:
+        _remove_iptables(iptables_created(manifest["iptables_before"]))
+    else:
+        say(f"cluster: no {MANIFEST.name} (a cluster of an older benchfarm?): iptables left as "
+            "they are; remove its KUBE-* chains by hand")
+    for name, value in manifest.get("sysctls_before", {}).items():
+        if _sysctl(name) != value:
+            try:
+                (Path("/proc/sys") / name).write_text(value)
+            except OSError as exc:
+                say(f"cluster: {name} not put back to {value}: {exc}")
     for h in _cgroup_hierarchies():     # deepest first; only empty cgroups can be removed
         root = h / CGROUP_ROOT
         if root.exists():
@@ -738,11 +854,10 @@ def _cleanup_host(container_ids: list[str]) -> None:
         for link in logs.iterdir():
             if link.is_symlink() and os.readlink(link).startswith(str(POD_LOGS)):
                 link.unlink()
-    dp = Path("/var/lib/kubelet/device-plugins")
-    for name in ("kubelet.sock", "kubelet_internal_checkpoint"):
-        (dp / name).unlink(missing_ok=True)
-    created = CLUSTER_DIR / "created-dirs.json"
-    for d in json.loads(created.read_text()) if created.exists() else []:
+    for f in SHARED_FILES:
+        if str(f) not in manifest.get("files_before", [str(f)]):
+            f.unlink(missing_ok=True)
+    for d in manifest.get("dirs_created", []):
         d = Path(d)          # remove what we created, deepest first, only if empty
         for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) \
                 if d.exists() else []:

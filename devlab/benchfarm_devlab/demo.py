@@ -39,8 +39,9 @@ class DemoRun:
     ratio: float | None = None        # apply -> Succeeded seen, over boots + suites on the console
 
 
-def run_demo(manifest: str | None, t0: float) -> DemoRun:
-    """Apply the demo run, follow it, print its results table and its e2e-to-console ratio."""
+def run_demo(manifest: str | None, t0: float, after=None) -> DemoRun:
+    """Apply the demo run, follow it, print its results table and its e2e-to-console ratio.
+    `after(namespace, name, applied, first_power_on)` (wall clock) may print more about the run."""
     path = Path(manifest) if manifest else REPO / "testplans" / "examples" / "demo-run.yaml"
     body = yaml.safe_load(path.read_text())
     ns, name = body["metadata"].get("namespace", "default"), body["metadata"]["name"]
@@ -82,6 +83,8 @@ def run_demo(manifest: str | None, t0: float) -> DemoRun:
         print(f"[demo] kubectl apply -> first power-on: {result.power_on_s:.1f} s; "
               f"apply -> Succeeded seen: {e2e:.1f} s; boots + suites on the console: "
               f"{console:.1f} s; ratio {result.ratio:.2f}x")
+        if after is not None:
+            after(ns, name, applied_wall, doc["powerOnTimes"][0])
     cond = next((c for c in status.get("conditions", []) if c["type"] == "Succeeded"), {})
     print(f"\n[demo] {name}: Succeeded={cond.get('status')} reason={cond.get('reason')} "
           f"({cond.get('message', '')}); {time.monotonic() - t0:.0f} s in all")

@@ -7,7 +7,8 @@ policy IfNotPresent: nothing is pulled); `helm install` of helm/benchfarm into a
 enforces the `restricted` pod security standard, with the chart's defaults (2 replicas, one
 leader; board sessions as Jobs) and only the lab's addresses as values: the coordinator and
 MinIO at the address pods reach the host on (cluster.HOST_ADDR, where the exporters also
-advertise the boards' serial ports and power switches while the cluster runs). Then the same run
+advertise the boards' serial ports and power switches while the cluster runs), and the Secret
+`benchfarm-ssh` (`ssh.existingSecret`) through which sessions stage software on the exporters. Then the same run
 as `make demo`, applied with kubectl, and the same results table; it prints helm-install-to-Ready
 seconds and the run's e2e-to-console ratio. The lab's local operator is stopped (one operator
 per lab) and stays stopped while the release's operators are Ready (lab.start_operator).
@@ -17,15 +18,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
 
-from . import cluster, image, lab
+from . import cluster, image, lab, sshd
 from .config import CACHE, HELM_VERSION, HOST_ADDR, PORTS, REPO, STATE, LabError, say
 from .env import kubectl, lab_env
 from .processes import stop_process
@@ -36,6 +39,7 @@ CHART = REPO / "helm" / "benchfarm"
 DEPLOYMENT = RELEASE      # the chart's fullname: a release named after the chart keeps its name
 SECRET = "benchfarm-minio"
 WARM_DEFAULT = 2          # the chart's sessions.warm
+SSH_SECRET = "benchfarm-ssh"     # the exporters' SSH for staging (sshd.pod_files)
 
 
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -55,6 +59,7 @@ def values() -> dict:
     return {"labgrid": {"coordinator": f"{HOST_ADDR}:{PORTS.coordinator}"},
             "minio": {"endpoint": f"{HOST_ADDR}:{PORTS.minio}", "bucket": env["BENCHFARM_S3_BUCKET"],
                       "existingSecret": SECRET},
+            "ssh": {"existingSecret": SSH_SECRET},
             # the lab's own LabPolicy "default" and TestPlans (cluster-scoped) stay as they are
             "labPolicy": {"create": False}, "testPlans": {"install": False}}
 
@@ -70,6 +75,14 @@ def _namespace() -> None:
                      f"--from-literal=secretKey={env['BENCHFARM_S3_SECRET_KEY']}",
                      "--dry-run=client", "-o", "yaml", capture=True).stdout
     kubectl("apply", "-f", "-", input=secret, capture=True)
+    kubectl("apply", "-f", "-", capture=True, input=json.dumps(ssh_secret(NAMESPACE, SSH_SECRET)))
+
+
+def ssh_secret(namespace: str, name: str) -> dict:
+    """The Secret the chart's `ssh.existingSecret` names: the lab's exporter SSH key, an
+    ssh_config for pods and the pinned host key of the lab's sshd (sshd.pod_files)."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": namespace}, "stringData": sshd.pod_files()}
 
 
 def ready_replicas() -> int:
@@ -152,6 +165,83 @@ def warm_pods_ready(want: int, timeout: float = 180.0) -> None:
         f"runs start in cold Jobs meanwhile")
 
 
+def _wall(stamp: str) -> float:
+    """RFC 3339 (nanoseconds or none, Z) -> epoch seconds."""
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z", stamp)
+    if not m:
+        raise ValueError(stamp)
+    whole = datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
+    return whole + float(m.group(2) or 0)
+
+
+def _logs(*args: str) -> list[tuple[float, str]]:
+    """`kubectl logs --timestamps` as (wall clock, line): the kubelet's nanosecond stamps."""
+    res = kubectl("logs", "-n", NAMESPACE, "--timestamps", *args, check=False, capture=True)
+    out = []
+    for line in res.stdout.splitlines():
+        stamp, _, text = line.partition(" ")
+        try:
+            out.append((_wall(stamp), text))
+        except ValueError:
+            pass
+    return out
+
+
+def timeline(namespace: str, name: str, applied: float, power_on: float) -> list[tuple[str, float]]:
+    """Where apply -> first power-on went, from the timestamps the lab keeps: the operator's and
+    the session's logs (kubelet stamps), the scheduler's event, containerd's log (sandbox and
+    container started). Milestones as (what, seconds after apply); a missing one is left out."""
+    def get(*args: str) -> dict:
+        res = kubectl("get", *args, "-o", "json", check=False, capture=True)
+        return json.loads(res.stdout) if res.returncode == 0 else {}
+    uid = get("benchmarkrun", "-n", namespace, name).get("metadata", {}).get("uid", "")
+    jobs = get("jobs", "-n", NAMESPACE, "-l", f"benchfarm.io/run-uid={uid}").get("items", [])
+    if not uid or not jobs:
+        return []
+    job = min(jobs, key=lambda j: j["metadata"]["creationTimestamp"])["metadata"]["name"]
+    pods = get("pods", "-n", NAMESPACE, "-l", f"job-name={job}").get("items", [])
+    marks: dict[str, float] = {}
+    for pod in operator_pods():
+        for t, text in _logs(pod):
+            if "launched the session of" in text and job in text:
+                marks["operator created the Job"] = t
+    if pods:
+        pod = pods[0]
+        pod_name = pod["metadata"]["name"]
+        for ev in get("events", "-n", NAMESPACE, "--field-selector",
+                      f"involvedObject.name={pod_name}").get("items", []):
+            if ev.get("reason") == "Scheduled":
+                marks["pod scheduled"] = _wall(ev.get("eventTime") or ev["firstTimestamp"])
+        cid = (pod["status"].get("containerStatuses") or [{}])[0].get("containerID", "")
+        cid = cid.split("://")[-1]
+        sandbox = re.compile(r'time="(\S+)".*RunPodSandbox for .*Name:' + re.escape(pod_name)
+                             + r",.* returns sandbox id")
+        started = f'StartContainer for \\"{cid}\\" returns successfully'
+        for line in (STATE / "logs" / "containerd.log").read_text(errors="replace").splitlines():
+            if (m := sandbox.search(line)):
+                marks["sandbox ready (network)"] = _wall(m.group(1))
+            elif cid and started in line:
+                marks["container started"] = _wall(line.split('"')[1])
+        for t, text in _logs(pod_name):
+            if "started" in text and "after its process" in text:
+                marks["Python up (imports done)"] = t
+            elif "acquired" in text and "place" in text:
+                marks["place acquired (labgrid connected)"] = t
+    marks["first power-on"] = power_on
+    # a warm slot's pod was scheduled, started and imported before the run existed
+    return sorted(((k, v - applied) for k, v in marks.items() if v >= applied),
+                  key=lambda kv: kv[1])
+
+
+def print_timeline(namespace: str, name: str, applied: float, power_on: float) -> None:
+    steps = timeline(namespace, name, applied, power_on)
+    last = 0.0
+    print("[demo-cluster] apply -> first power-on, where the time went:")
+    for what, t in steps:
+        print(f"[demo-cluster]   {t:6.2f} s (+{t - last:5.2f})  {what}")
+        last = t
+
+
 def demo_cluster(manifest: str | None = None, runs: int = 1) -> int:
     from .demo import DemoRun, run_demo
     t0 = time.monotonic()
@@ -173,7 +263,7 @@ def demo_cluster(manifest: str | None = None, runs: int = 1) -> int:
         warm_pods_ready(int(values().get("sessions", {}).get("warm", WARM_DEFAULT)))
         if runs > 1:
             say(f"demo run {i + 1} of {runs}")
-        results.append(run_demo(manifest, t0))
+        results.append(run_demo(manifest, t0, after=print_timeline))
     ok = all(r.ok for r in results)
     # the session writes the run's end, then powers off and exits: its Job completes just after
     deadline = time.monotonic() + 60

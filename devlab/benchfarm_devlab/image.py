@@ -5,7 +5,8 @@ and reaches no container registry (only Debian's mirrors and PyPI). So the image
 CI without a daemon would, and from the very file users build elsewhere:
 
 1. The base (`python:3.11.x-slim-bookworm` elsewhere) is made from Debian packages: mmdebstrap of
-   bookworm, minbase plus python3, python3-venv, passwd and ca-certificates, with merged /usr, no
+   bookworm, minbase plus python3, python3-venv, passwd, ca-certificates and the clients sessions
+   run (openssh-client, rsync, sigrok-cli), with merged /usr, no
    documentation, no device nodes, no apt lists, caches or logs, file dates from SOURCE_DATE_EPOCH
    (bit-for-bit the same tarball from the same packages). It is imported into a private buildah
    store and passed to the Dockerfile as its base `ARG PYTHON_IMAGE`.
@@ -58,7 +59,9 @@ INPUTS = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "constra
 
 SOURCE_DATE_EPOCH = 1735689600   # 2025-01-01: file dates of the base, shadow's last-change day
 BASE_SUITE = "bookworm"
-BASE_PACKAGES = ("python3", "python3-venv", "passwd", "ca-certificates")
+# python for the operator; ssh and rsync for staging and LG_PROXY; sigrok-cli for sigrok rails
+BASE_PACKAGES = ("python3", "python3-venv", "passwd", "ca-certificates", "openssh-client", "rsync",
+                 "sigrok-cli")
 BASE_MIRRORS = (
     "deb http://deb.debian.org/debian bookworm main",
     "deb http://deb.debian.org/debian bookworm-updates main",

@@ -5,6 +5,9 @@ file) and links them into its TFTP directory.
 The dev lab's exporter hosts are this machine, so it runs one OpenSSH server (Debian's
 openssh-server) on 127.0.0.1 only, with keys of its own and no password, and writes the ssh_config
 its clients use (`BENCHFARM_SSH_CONFIG`): nothing of the user's own ssh setup is read or changed.
+Pods of the one-node cluster reach that sshd through the cluster's relay on the bridge address
+(cluster.py); `pod_files` is what the chart mounts for them from `ssh.existingSecret`: the same
+client key, an ssh_config for that address and a known_hosts that pins the sshd's host key.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from .config import PORTS, STATE, LabError
+from .config import HOST_ADDR, PORTS, STATE, LabError
 from .processes import pids_where, port_open, start_process
 
 DIR = STATE / "ssh"
@@ -70,6 +73,25 @@ def start_sshd(hosts: list[str]) -> Path:
                   ports=[PORTS.sshd], ready=lambda: port_open(PORTS.sshd),
                   restart_on_change=True)
     return CLIENT_CONFIG
+
+
+POD_DIR = "/etc/benchfarm/ssh"     # where the chart mounts ssh.existingSecret
+
+
+def pod_files() -> dict[str, str]:
+    """The Secret for the chart's `ssh.existingSecret` (key -> content): the client key, an
+    ssh_config that leads the exporter host the exporters advertise to pods (the bridge address)
+    to this sshd through the relay there, and a known_hosts with this sshd's host key for it.
+    Needs start_sshd first."""
+    host_pub = (DIR / "host_ed25519.pub").read_text().split()
+    return {
+        "config": (f"Host {HOST_ADDR}\n  HostName {HOST_ADDR}\n  Port {PORTS.sshd}\n  User root\n"
+                   f"  IdentityFile {POD_DIR}/id_ed25519\n  IdentitiesOnly yes\n"
+                   f"  UserKnownHostsFile {POD_DIR}/known_hosts\n  StrictHostKeyChecking yes\n"
+                   "  BatchMode yes\n"),
+        "id_ed25519": (DIR / "id_ed25519").read_text(),
+        "known_hosts": f"[{HOST_ADDR}]:{PORTS.sshd} {host_pub[0]} {host_pub[1]}\n",
+    }
 
 
 def stop_masters() -> int:

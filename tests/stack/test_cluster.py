@@ -5,7 +5,9 @@ pulled) runs under the `restricted` pod security standard and calls the API serv
 `kubernetes` Service with its ServiceAccount token; another opens TCP connections to the
 addresses the lab hands to pods (coordinator, MinIO, a board's serial server, the API server).
 A cluster this test started is taken down again at the end, and nothing of it may remain: no
-bridge, no iptables chain, no mount, no process.
+bridge, no iptables chain or rule, no mount, no process; and nothing that was there before goes
+with it: another Kubernetes's chains (played by `FOREIGN`, made before cluster-up: names the
+kubelet shares, a chain the old teardown deleted by name) stay as they were, rule for rule.
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ from tests.stack.conftest import wait_for
 # test` builds it before pytest; run alone, the build counts toward the first test's time)
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(1800)]
 NS = "bf-cluster-test"
+# Another Kubernetes's chains and rules on the same host: (command, table, chain, rule). An older
+# kubelet's KUBE-MARK-DROP (deleted by name by the teardown before the manifest), and
+# KUBE-FIREWALL, which this cluster's kubelet shares (it adds its own rules to it and jumps to it).
+FOREIGN = [("iptables", "nat", "KUBE-MARK-DROP", "-j MARK --set-xmark 0x8000/0x8000"),
+           ("iptables", "filter", "KUBE-FIREWALL", "-s 198.51.100.7/32 -j DROP"),
+           ("iptables", "filter", "INPUT", "-s 198.51.100.8/32 -j KUBE-FIREWALL")]
 
 
 def kubectl(*args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -36,16 +44,39 @@ def kubectl(*args: str, input: str | None = None, check: bool = True) -> subproc
     return res
 
 
-def leftovers() -> list[str]:
-    """What of the cluster is still on the machine (empty once it is down)."""
+def iptables_lines() -> set[str]:
+    """Every chain and rule of iptables and ip6tables, all tables."""
+    out = set()
+    for cmd in ("iptables", "ip6tables"):
+        for table in ("filter", "nat", "mangle", "raw"):
+            res = subprocess.run([cmd, "-w", "5", "-t", table, "-S"], capture_output=True, text=True)
+            out |= {f"{cmd} {table}: {line}" for line in res.stdout.splitlines()
+                    if line.startswith(("-N ", "-A "))}
+    return out
+
+
+def add_foreign() -> None:
+    for cmd, table, chain, rule in FOREIGN:
+        if chain.startswith("KUBE-"):
+            subprocess.run([cmd, "-w", "5", "-t", table, "-N", chain], capture_output=True)
+        subprocess.run([cmd, "-w", "5", "-t", table, "-A", chain, *rule.split()], check=True)
+
+
+def remove_foreign() -> None:
+    for cmd, table, chain, rule in reversed(FOREIGN):
+        subprocess.run([cmd, "-w", "5", "-t", table, "-D", chain, *rule.split()], capture_output=True)
+    for cmd, table, chain, _rule in FOREIGN:
+        if chain.startswith("KUBE-"):
+            subprocess.run([cmd, "-w", "5", "-t", table, "-X", chain], capture_output=True)
+
+
+def leftovers(before: set[str]) -> list[str]:
+    """What of the cluster is still on the machine (empty once it is down): also every iptables
+    chain or rule that is not in `before`, the state before cluster-up."""
     out = []
     if Path(f"/sys/class/net/{cluster.BRIDGE}").exists():
         out.append(f"bridge {cluster.BRIDGE}")
-    for table in ("filter", "nat", "mangle"):
-        rules = subprocess.run(["iptables", "-w", "5", "-t", table, "-S"], capture_output=True,
-                               text=True).stdout
-        out += [f"iptables {table}: {line}" for line in rules.splitlines()
-                if line.startswith("-N ") and ("KUBE-" in line or cluster.GUARD in line)]
+    out += sorted(iptables_lines() - before)
     mounts = Path("/proc/self/mountinfo").read_text()
     out += [f"mount {line.split()[4]}" for line in mounts.splitlines()
             if line.split()[4].startswith(str(cluster.CLUSTER_DIR))]
@@ -63,18 +94,31 @@ def node(lab):
     if os.geteuid() != 0:
         pytest.skip("the one-node cluster needs root (containerd, kubelet, a bridge)")
     was_up = cluster.is_up()
-    t0 = time.monotonic()
-    times = cluster.up()
-    print(f"\ncluster up in {time.monotonic() - t0:.1f} s: "
-          + ", ".join(f"{k} {v:.1f} s" for k, v in times.items()))
-    yield cluster.NODE
-    # while every controller runs: the light lab's namespace controller may not delete pods
-    kubectl("delete", "namespace", NS, "--ignore-not-found", "--timeout=60s", check=False)
     if not was_up:
+        add_foreign()
+    before = iptables_lines()
+    try:
         t0 = time.monotonic()
-        cluster.down()
-        print(f"\ncluster down in {time.monotonic() - t0:.1f} s")
-        assert leftovers() == []
+        times = cluster.up()
+        print(f"\ncluster up in {time.monotonic() - t0:.1f} s: "
+              + ", ".join(f"{k} {v:.1f} s" for k, v in times.items()))
+        if not was_up:       # its kubelet did share the foreign KUBE-FIREWALL: it jumps to it
+            assert "iptables filter: -A INPUT -j KUBE-FIREWALL" in iptables_lines() - before
+        yield cluster.NODE
+        # while every controller runs: the light lab's namespace controller may not delete pods
+        kubectl("delete", "namespace", NS, "--ignore-not-found", "--timeout=60s", check=False)
+        if not was_up:
+            made = json.loads(cluster.MANIFEST.read_text())["iptables_created"]["iptables"]
+            assert "KUBE-SERVICES" in made["nat"]["chains"], made     # kube-proxy's, recorded
+            assert "-A INPUT -j KUBE-FIREWALL" in made["filter"]["rules"], made
+            t0 = time.monotonic()
+            cluster.down()
+            print(f"\ncluster down in {time.monotonic() - t0:.1f} s")
+            assert leftovers(before) == []
+            assert sorted(before - iptables_lines()) == [], "removed what was there before"
+    finally:
+        if not was_up:
+            remove_foreign()
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +197,7 @@ def test_pod_reaches_the_lab_addresses(namespace):
     vlab = json.loads((devlab.STATE / "vlab" / "vlab.json").read_text())
     serial = next(b["serial_port"] for b in vlab["boards"] if "serial_port" in b)
     wanted = [addrs["coordinator"], addrs["minio"], addrs["apiserver"],
-              f"{cluster.HOST_ADDR}:{serial}"]
+              addrs["sshd"], f"{cluster.HOST_ADDR}:{serial}"]
     logs, took = run_pod("tcp-probe", ["tcp", *wanted])
     print(f"\ntcp-probe pod applied -> Succeeded in {took:.1f} s")
     for addr in wanted:

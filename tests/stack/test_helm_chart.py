@@ -47,6 +47,7 @@ def test_rendered_chart_passes_server_side_dry_run(restricted_namespace, tmp_pat
         custom = {"labgrid": {"coordinator": "coord.lab:20408", "proxy": "jump.lab"},
                   "minio": {"endpoint": "s3.lab:9000", "bucket": "lab-artifacts", "secure": True,
                             "existingSecret": "s3-creds"},
+                  "ssh": {"existingSecret": "lab-ssh", "configKey": "ssh_config"},
                   "metrics": {"enabled": False}, "testPlans": {"install": False},
                   "labPolicy": {"create": False},
                   "deviceTypes": {"am62x-sk": "name: am62x-sk\nconsole: {prompt: '# '}\nboot: {}\n"},
@@ -64,11 +65,26 @@ def test_rendered_chart_passes_server_side_dry_run(restricted_namespace, tmp_pat
     assert "deployment.apps/bf-benchfarm created (server dry run)" in res.stdout
     dep = next(d for d in docs if d["kind"] == "Deployment")
     env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    session_cm = next(d for d in docs if d["kind"] == "ConfigMap"
+                      and d["metadata"]["name"] == "bf-benchfarm-session")
+    session = yaml.safe_load(session_cm["data"]["pod.yaml"])["spec"]
     if variant == "custom":
         assert env["LG_PROXY"]["value"] == "jump.lab" and "Service" not in kinds
         assert "TestPlan" not in kinds
+        # the exporters' SSH in the operator's and every session's pod, readable by group 10001
+        for pod in (dep["spec"]["template"]["spec"], session):
+            c = pod["containers"][0]
+            assert {"name": "BENCHFARM_SSH_CONFIG", "value": "/etc/benchfarm/ssh/ssh_config"} \
+                in c["env"]
+            assert {"name": "ssh", "mountPath": "/etc/benchfarm/ssh", "readOnly": True} \
+                in c["volumeMounts"]
+            assert {"name": "ssh", "secret": {"secretName": "lab-ssh", "defaultMode": 0o440}} \
+                in pod["volumes"]
+            assert pod["securityContext"]["fsGroup"] == 10001
     else:
         assert "LG_PROXY" not in env and "TestPlan" in kinds and "LabPolicy" in kinds
+        assert "BENCHFARM_SSH_CONFIG" not in env
+        assert not [v for v in session["volumes"] if v["name"] == "ssh"]
 
 
 def test_pod_template_meets_restricted_pod_security_and_rbac_is_least_privilege(restricted_namespace):

@@ -98,10 +98,17 @@ def test_digest_is_stable_for_its_content_hash(image):
     assert recorded[image.key]["digest"] == image.digest
 
 
-def test_rootfs_has_no_bytecode_caches_or_logs(bundle):
+def test_rootfs_has_bytecode_by_hash_and_no_caches_or_logs(bundle):
     root = bundle / "rootfs"
     venv = root / "opt" / "benchfarm"
-    assert not list(venv.rglob("__pycache__")) and not list(venv.rglob("*.pyc"))
+    site = next(venv.glob("lib/python3*/site-packages"))
+    sources = [p for p in site.rglob("*.py") if "__pycache__" not in p.parts]
+    pycs = list(venv.rglob("*.pyc"))
+    # every module compiled, each .pyc unchecked-hash (flags 0b01: by hash, never checked, so
+    # its date is not in it and Python does not read the source to check it)
+    assert {(p.parent.name, p.stem) for p in sources} <= {
+        (p.parent.parent.name, p.name.split(".")[0]) for p in pycs}
+    assert {int.from_bytes(p.read_bytes()[4:8], "little") for p in pycs} == {1}
     assert not (root / "root" / ".cache").exists()
     assert not list((root / "tmp").iterdir())
     assert [p.name for p in (root / "var" / "lib" / "apt" / "lists").iterdir()
@@ -134,6 +141,21 @@ def test_runs_read_only_as_non_root(bundle):
     res = img.run(bundle, ["sh", "-c", "id -u; id -g; touch /tmp/ok && echo tmp-writable; touch /probe"])
     assert res.stdout.split() == ["10001", "10001", "tmp-writable"]
     assert res.returncode != 0 and "Read-only file system" in res.stderr
+
+
+def test_carries_the_clients_sessions_run(bundle):
+    """ssh and rsync (staging on exporters, LG_PROXY) and sigrok-cli (sigrok rails), for the
+    image's non-root user on a read-only root; imports read the bytecode as it is."""
+    res = img.run(bundle, ["sh", "-c", "ssh -V 2>&1; rsync --version | head -1; "
+                           "sigrok-cli --version | head -1; sigrok-cli --scan -d demo"])
+    assert res.returncode == 0, res.stderr
+    assert "OpenSSH" in res.stdout and "rsync  version" in res.stdout, res.stdout
+    assert "sigrok-cli" in res.stdout and "Demo device" in res.stdout, res.stdout
+    res = img.run(bundle, ["python3", "-v", "-c", "import benchfarm.session.runner"])
+    assert res.returncode == 0, res.stderr
+    loaded = [ln for ln in res.stderr.splitlines() if "code object from '/opt/benchfarm/" in ln]
+    assert len(loaded) > 100 and all(ln.endswith(".pyc'") for ln in loaded), \
+        [ln for ln in loaded if not ln.endswith(".pyc'")][:5]
 
 
 def test_entrypoint_resolves(bundle):

@@ -32,7 +32,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- /* What the operator and its sessions both need: the coordinator, the store, the signing
-       key, the internal ranges, device types. */ -}}
+       key, the internal ranges, device types, the exporters' SSH. */ -}}
 {{- define "benchfarm.labEnv" -}}
 - {name: LG_COORDINATOR, value: {{ .Values.labgrid.coordinator | quote }}}
 {{- if .Values.labgrid.proxy }}
@@ -47,6 +47,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   valueFrom: {secretKeyRef: {name: {{ .Values.minio.existingSecret }}, key: {{ .Values.minio.secretKeyKey }}}}
 - name: BENCHFARM_SIGNING_KEY
   valueFrom: {secretKeyRef: {name: {{ .Values.signing.existingSecret | default (printf "%s-signing" (include "benchfarm.fullname" .)) }}, key: {{ .Values.signing.key }}}}
+{{- if .Values.ssh.existingSecret }}
+- {name: BENCHFARM_SSH_CONFIG, value: /etc/benchfarm/ssh/{{ .Values.ssh.configKey }}}
+{{- end }}
 - {name: BENCHFARM_INTERNAL_CIDRS, value: {{ .Values.internalCIDRs | quote }}}
 - {name: BENCHFARM_DEVICE_TYPES, value: /etc/benchfarm/device-types}
 - {name: BENCHFARM_LOG_LEVEL, value: {{ .Values.logLevel | quote }}}
@@ -71,4 +74,19 @@ capabilities: {drop: [ALL]}
 
 {{- define "benchfarm.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- /* The exporters' SSH (staging, LG_PROXY): the keys of ssh.existingSecret as files, readable by
+       the pod's group (fsGroup 10001) and owned by root, which ssh accepts for a config and a key. */ -}}
+{{- define "benchfarm.sshMount" -}}
+{{- if .Values.ssh.existingSecret }}
+- {name: ssh, mountPath: /etc/benchfarm/ssh, readOnly: true}
+{{- end }}
+{{- end -}}
+
+{{- define "benchfarm.sshVolume" -}}
+{{- if .Values.ssh.existingSecret }}
+- name: ssh
+  secret: {secretName: {{ .Values.ssh.existingSecret | quote }}, defaultMode: 0440}
+{{- end }}
 {{- end -}}

@@ -23,6 +23,7 @@ from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
 from labgrid.util.proxy import proxymanager
 
 from ..errors import BoardBusy, InfraError, Outage
+from .sshconfig import use_ssh_config
 
 T = TypeVar("T")
 
@@ -233,6 +234,7 @@ class Coordinator:
     async def _connect(self) -> ClientSession:
         os.environ["LG_USERNAME"] = self.user
         os.environ["LG_HOSTNAME"] = self.host
+        use_ssh_config()     # LG_PROXY's ssh too (forwards to the coordinator and the exporters)
         address = proxymanager.get_grpc_address(self.address, default_port=20408)
         session = _IndexedSession(address, self._loop)
         try:

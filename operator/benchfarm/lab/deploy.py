@@ -7,9 +7,8 @@ when the exporter sees the same file) and links it into the TFTP directory. benc
 for every verified file of a run's software set, then hands the bootloader the staged names as
 variables (`bf_kernel`, `bf_initrd`, `bf_dtb`, `bf_args`) that the device type's boot command uses.
 
-SSH: labgrid's SSH takes every option from the user's ssh config. A session that runs somewhere
-else (a pod, a lab with its own keys) names an ssh_config file in `BENCHFARM_SSH_CONFIG`; it is
-given to every ssh and rsync that labgrid starts (and nothing else is read).
+SSH: the ssh_config named by `BENCHFARM_SSH_CONFIG` (sshconfig.py) is given to every ssh and
+rsync that labgrid starts.
 """
 
 from __future__ import annotations
@@ -22,29 +21,15 @@ from typing import Any
 
 from labgrid.driver.exception import ExecutionError
 from labgrid.util.managedfile import ManagedFileError
-from labgrid.util.ssh import SSHConnection
 
 from ..errors import InfraError
+from .sshconfig import use_ssh_config
 from .strategy import first_line
 
 log = logging.getLogger(__name__)
 
 # The bootloader variables a device type's boot command reads (see its labgrid environment).
 VARIABLES = {"kernel": "bf_kernel", "initrd": "bf_initrd", "dtb": "bf_dtb", "bootArgs": "bf_args"}
-_BASE_ARGS = SSHConnection._get_ssh_base_args
-
-
-def use_ssh_config(path: str | None = None) -> None:
-    """Give labgrid's ssh and rsync this ssh_config (default: BENCHFARM_SSH_CONFIG)."""
-    path = path or os.environ.get("BENCHFARM_SSH_CONFIG")
-    if not path:
-        return
-    if " " in path:   # rsync -e joins ssh's arguments with spaces
-        raise InfraError(f"BENCHFARM_SSH_CONFIG {path!r} has a space in it",
-                         reason="StagingFailed")
-    # labgrid calls SSHConnection._get_ssh_base_args() by its class name: only the class
-    # attribute reaches every ssh it starts (master, commands, rsync's -e).
-    SSHConnection._get_ssh_base_args = staticmethod(lambda: [*_BASE_ARGS(), "-F", path])
 
 
 def with_modules(initrd: Path, modules: Path) -> Path:

@@ -261,6 +261,7 @@ class Runner:
                 policy=self._lab_policy().for_namespace(ctx.namespace), namespace=ctx.namespace))
             self.lifeline.wait_out("acquire the place",
                                    lambda: self.coordinator.acquire(ctx.place))
+            log.info("%s/%s: place %s acquired", ctx.namespace, ctx.name, ctx.place)
         except BoardBusy as exc:
             ctx.status.hand_back(ctx.attempt, HandBack.busy, exc)
             return
@@ -406,8 +407,20 @@ def _logging() -> None:
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
 
 
+def _process_age() -> float:
+    """Seconds since this process started (for the log: what Python and the imports took)."""
+    try:
+        ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+        uptime = float(open("/proc/uptime").read().split()[0])
+        return uptime - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def main(ref: str) -> int:
     _logging()
+    log.info("session of %s: started %.2f s after its process (Python and imports)", ref,
+             _process_age())
     namespace, _, name = ref.partition("/")
     if not name:
         print("benchfarm session run: expected NAMESPACE/NAME", flush=True)
