@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..api import places
+
 
 @dataclass(frozen=True)
 class Launch:
@@ -21,10 +23,13 @@ class Launch:
     deadline_s: float = 3600.0          # what is left of the run's timeout
     reads: tuple[str, ...] = ()         # other runs of its namespace it reads (its baseline)
     board: str = ""                     # the board assigned (the session trusts no status for it)
+    place: str = ""                     # its place as the operator knows it (HandedPlace, JSON)
 
     def env(self) -> dict[str, str]:
-        """What identifies the run to its session, beside its NAMESPACE/NAME argument."""
-        return {"BENCHFARM_RUN_UID": self.uid, "BENCHFARM_RUN_BOARD": self.board}
+        """What identifies the run to its session, beside its NAMESPACE/NAME argument, and the
+        board's place, so that the session need not read the whole lab to learn it."""
+        return {"BENCHFARM_RUN_UID": self.uid, "BENCHFARM_RUN_BOARD": self.board,
+                **({places.ENV: self.place} if self.place else {})}
 
 
 class Launcher(Protocol):
