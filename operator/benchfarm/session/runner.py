@@ -261,7 +261,7 @@ class Runner:
             self._results_only(ctx, "no step is left")
             return
         try:
-            software = StepRunner.fetch_software(ctx, SoftwareCache(
+            software = StepRunner.fetch_software(ctx, lambda: SoftwareCache(
                 self.config.software_cache, ctx.spool.store,
                 policy=self._lab_policy().for_namespace(ctx.namespace), namespace=ctx.namespace))
             self.lifeline.wait_out("acquire the place",
