@@ -410,6 +410,9 @@ def run_phases(args: argparse.Namespace, pid: int) -> dict:
         "round_cpu_p99_ms": round(m.get('benchfarm_schedule_round_cpu_seconds{quantile="0.99"}', 0) * 1000, 2),
         "round_cpu_max_ms": round(m.get('benchfarm_schedule_round_cpu_seconds{quantile="1"}', 0) * 1000, 2),
         "rounds": int(m.get("benchfarm_schedule_rounds_total", 0)),
+        "rounds_with_full_gc": int(m.get("benchfarm_schedule_rounds_with_full_collection_total", 0)),
+        "full_gcs": int(m.get("benchfarm_gc_full_collections_total", 0)),
+        "full_gc_longest_ms": round(m.get("benchfarm_gc_full_longest_seconds", 0) * 1000, 1),
         "apply_to_power_on_p50_s": round(percentile(latencies, 0.5), 3),
         "apply_to_power_on_p99_s": round(percentile(latencies, 0.99), 3),
         "freed_to_next_p50_s": round(percentile(gaps, 0.5), 3),
@@ -443,6 +446,8 @@ def print_table(f: dict, args: argparse.Namespace) -> None:
          f"{f['round_max_ms']:.1f} ms ({f['rounds']} rounds)", "round_max_ms"),
         ("  its own CPU p99/max", f"{f['round_cpu_p99_ms']:.1f} / {f['round_cpu_max_ms']:.1f} ms "
          f"(the rest: waiting for the lock, the GIL, a CPU)", None),
+        ("  full collections in rounds", f"{f['rounds_with_full_gc']} of {f['full_gcs']} "
+         f"(longest {f['full_gc_longest_ms']:.0f} ms)", None),
         ("apply -> power-on, free board p50/p99", f"{f['apply_to_power_on_p50_s']:.2f} / "
          f"{f['apply_to_power_on_p99_s']:.2f} s", "apply_to_power_on_p99_s"),
         ("board freed -> next powered p50/p99", f"{f['freed_to_next_p50_s']:.2f} / "

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -24,6 +26,7 @@ pytestmark = pytest.mark.stack
 
 BOARDS, RUNS, SESSIONS, PROBES = 100, 1000, 4, 5
 BUDGET = 10
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +39,95 @@ def scale_lab(lab, kube):
     yield held
     bench.person_holds(held, False)
     bench.teardown()
+
+
+def test_a_session_knows_only_its_own_place_and_its_lock_is_its_own(scale_lab):
+    """Issue 23: a session's labgrid client starts from the place the operator hands it (no sync
+    of the lab's places and resources) and still takes who holds the place from the coordinator:
+    a second run's session is refused, a resumed one finds the place its own, and the place's
+    resources, expanded from the handed copy, power the board."""
+    import os
+
+    from benchfarm.api.places import HandedPlace
+    from benchfarm.errors import BoardBusy, Outage
+    from benchfarm.lab.coordinator import Coordinator, run_identity
+    from benchfarm.lab.environment import (
+        build_target,
+        derived_environment,
+        forget_target,
+        load_device_types,
+    )
+
+    address = os.environ["LG_COORDINATOR"]
+    name = scale.place_name(BOARDS - 1)               # a probe board: the flood never asks for it
+    operator = Coordinator(address, user="pytest", host="operator-view")
+    try:
+        everything = operator.places()
+        handed = HandedPlace.from_env(operator.handover(name).to_env())
+    finally:
+        operator.close()
+    assert handed is not None and handed.name == name and handed.tags["pool"] == "probe"
+    assert {r.data["cls"] for r in handed.resources} == {"NetworkSerialPort", "NetworkPowerPort"}
+    assert len(everything) >= BOARDS
+
+    def session(uid: str, first: Callable[[Coordinator], T]) -> tuple[Coordinator, T]:
+        """A run's session client, one at a time (gRPC shares the process's connection, and the
+        coordinator takes one stream per peer: a departed one may linger a moment)."""
+        for attempt in range(3):
+            host, user = run_identity(uid)
+            c = Coordinator(address, host=host, user=user, place=handed)
+            try:
+                return c, first(c)
+            except Outage:
+                c.close()
+                if attempt == 2:
+                    raise
+                time.sleep(1)
+        raise AssertionError("unreachable")
+
+    t = time.perf_counter()
+    mine, _ = session("scale-test-a", lambda c: c.acquire(name))
+    took = time.perf_counter() - t
+    try:
+        assert mine.holder(name) == mine.identity
+        places = mine.places()                        # what the session's client knows: one place
+        assert list(places) == [name] and places[name].acquired == mine.identity
+        assert set(places[name].resources) == {"NetworkSerialPort", "NetworkPowerPort"}
+        lg = mine.session()
+        assert list(lg.places) == [name]
+        assert sum(len(g) for groups in lg.resources.values() for g in groups.values()) == 2
+        dtype = load_device_types(scale.device_types())["sim-board"]
+        target = build_target(name, derived_environment(name, places[name].resources, dtype), lg)
+        try:                                          # the handed resources drive the board
+            seen = len(scale.power_events())
+            power = target.get_driver("PowerProtocol")
+            target.activate(power)
+            power.on()
+            power.off()
+            events = [e for e in scale.power_events()[seen:] if e["board"] == name]
+            assert [e["power"] for e in events] == ["on", "off"], events
+        finally:
+            forget_target(target)
+    finally:
+        mine.close()                                  # gone without releasing: a dead session
+    holder = mine.identity
+
+    def refused(c: Coordinator) -> str | None:        # another run's session: the coordinator's word
+        with pytest.raises(BoardBusy):
+            c.acquire(name)
+        return c.holder(name)
+    other, seen_holder = session("scale-test-b", refused)
+    other.close()
+    assert seen_holder == holder
+    resumed, _ = session("scale-test-a", lambda c: c.acquire(name))   # the same run, resumed
+    try:                                              # refused by the coordinator, ours anyway
+        assert resumed.holder(name) == holder
+        assert resumed.release(name)
+        assert resumed.holder(name) is None
+    finally:
+        resumed.close()
+    print(f"\nconnect + acquire from the handed place: {took * 1000:.0f} ms "
+          f"({len(everything)} places in the lab)")
 
 
 def _lease_renewed(coord, ns: str, name: str, now: float) -> bool:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -128,7 +128,7 @@ class WaitingQueue:
     def namespaces(self) -> set[str]:
         return {ns for per_ns in self._lists.values() for ns in per_ns}
 
-    def demands(self) -> Iterable[tuple[Selector, bool]]:
+    def demands(self) -> Collection[tuple[Selector, bool]]:
         """Each kind of board some waiting run asks for, once."""
         return self._demand.keys()
 
@@ -292,9 +292,10 @@ class _Demand:
             self.skip[p] = i
         return i
 
-    def has_any(self) -> bool:
-        """Whether any board fits at all (before the round takes any)."""
-        return self._has(0)
+    def first_free(self, taken: set[str]) -> BoardView | None:
+        """The first fitting board the round has not taken yet."""
+        i = self._free_from(0, taken)
+        return self.fits[i] if i < len(self.fits) else None
 
     def pick(self, avoid: frozenset[str], taken: set[str]) -> BoardView | None:
         i = self._free_from(0, taken)
@@ -322,13 +323,10 @@ def schedule(runs: Iterable[QueuedRun] | WaitingQueue, boards: Sequence[BoardVie
     free = _FreeBoards(boards)
     demands: dict[tuple[Selector, bool], _Demand] = {}
     slots = (1 << 30) if max_assignments is None else max(0, max_assignments)
-    live = 0      # kinds of run that may still fit a free board
-    if free.ordered and slots:
-        for selector, needs_gpu in queue.demands():
-            demand = demands[(selector, needs_gpu)] = _Demand(
-                selector, needs_gpu, free.candidates(selector, needs_gpu))
-            demand.exhausted = not demand.has_any()
-            live += not demand.exhausted
+    # kinds of run that may still fit a free board: each kind's free boards are looked up when
+    # the walk first meets a run of that kind (a round that starts one run meets a few kinds,
+    # not the thousand a queue of pinned runs holds); until then a kind counts as may-fit
+    live = len(queue.demands()) if free.ordered and slots else 0
     assignments: list[Assignment] = []
     remaining: list[QueuedRun] = []
     free_count = len(free.ordered)
@@ -337,7 +335,12 @@ def schedule(runs: Iterable[QueuedRun] | WaitingQueue, boards: Sequence[BoardVie
         if free_count == len(free.taken) or len(assignments) >= slots or live == 0:
             remaining.append(run)
             break
-        demand = demands[(run.selector, run.needs_gpu)]
+        demand = demands.get((run.selector, run.needs_gpu))
+        if demand is None:
+            demand = demands[(run.selector, run.needs_gpu)] = _Demand(
+                run.selector, run.needs_gpu, free.candidates(run.selector, run.needs_gpu))
+            demand.exhausted = demand.first_free(free.taken) is None
+            live -= demand.exhausted
         if demand.exhausted or \
                 running.get(run.namespace, 0) >= limits.get(run.namespace, 1 << 30):
             remaining.append(run)

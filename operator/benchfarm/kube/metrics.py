@@ -5,8 +5,10 @@ Served on BENCHFARM_METRICS_PORT (the chart's Service scrapes it); 0 or unset tu
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
+import time
 from collections import deque
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -59,10 +61,13 @@ def observe_lab(queued: int, running: int, states: list[str]) -> None:
     UTILISATION.set(running / online if online else 0.0)
 
 
-def observe_round(seconds: float, cpu_seconds: float) -> None:
-    """One round's wall and thread CPU time; the quantiles of the last 10,000 are recomputed
-    every 50 rounds (and for the first ones), the maxima every round."""
+def observe_round(seconds: float, cpu_seconds: float, collected: bool = False) -> None:
+    """One round's wall and thread CPU time, and whether a full collection landed in it; the
+    quantiles of the last 10,000 are recomputed every 50 rounds (and for the first ones), the
+    maxima every round."""
     ROUNDS.inc()
+    if collected:
+        ROUNDS_WITH_GC.inc()
     with _rounds_lock:
         _rounds.append((seconds, cpu_seconds))
         _count[0] += 1
@@ -77,3 +82,37 @@ def observe_round(seconds: float, cpu_seconds: float) -> None:
     for q in (0.5, 0.99):
         ROUND.labels(str(q)).set(walls[min(len(walls) - 1, int(q * len(walls)))])
         ROUND_CPU.labels(str(q)).set(cpus[min(len(cpus) - 1, int(q * len(cpus)))])
+
+
+# -- the heap's full collections ------------------------------------------------------------------
+GC_FULL = Counter("benchfarm_gc_full_collections_total",
+                  "Python's full (generation 2) collections in the operator", registry=REGISTRY)
+GC_FULL_LONGEST = Gauge("benchfarm_gc_full_longest_seconds",
+                        "The longest full collection since the start", registry=REGISTRY)
+ROUNDS_WITH_GC = Counter("benchfarm_schedule_rounds_with_full_collection_total",
+                         "Scheduling rounds a full collection (any thread's) landed in",
+                         registry=REGISTRY)
+_gc = [0, 0.0, 0.0]         # full collections finished, start of the one running, longest
+
+
+def _on_gc(phase: str, info: dict[str, int]) -> None:
+    if info.get("generation") != 2:
+        return
+    now = time.perf_counter()
+    if phase == "start":
+        _gc[1] = now
+        return
+    _gc[0] += 1
+    _gc[2] = max(_gc[2], now - _gc[1])
+    GC_FULL.inc()
+    GC_FULL_LONGEST.set(_gc[2])
+
+
+def full_collections() -> int:
+    """Full collections finished so far (a round compares it before and after)."""
+    return int(_gc[0])
+
+
+def watch_collections() -> None:
+    if _on_gc not in gc.callbacks:
+        gc.callbacks.append(_on_gc)

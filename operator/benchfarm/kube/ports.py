@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..api import places
 from ..api.outcomes import SessionKind
 
 
@@ -25,6 +26,7 @@ class Launch:
     reads: tuple[str, ...] = ()         # other runs of its namespace it reads (its baseline)
     board: str = ""                     # the board assigned (the session trusts no status for it)
     kind: SessionKind = SessionKind.run
+    place: str = ""                     # its place as the operator knows it (HandedPlace, JSON)
 
     @classmethod
     def health_check(cls, board: str, board_uid: str, check: int, namespace: str,
@@ -47,10 +49,12 @@ class Launch:
         return f"{self.namespace}/{self.name} (attempt {self.attempt}, run {self.resume})"
 
     def env(self) -> dict[str, str]:
-        """What identifies the run (or the board) to its session, beside its arguments."""
+        """What identifies the run (or the board) to its session, beside its arguments, and the
+        board's place, so that a run's session need not read the whole lab to learn it."""
         if self.kind == SessionKind.health_check:
             return {"BENCHFARM_BOARD_UID": self.uid, "BENCHFARM_HEALTH_NAMESPACE": self.namespace}
-        return {"BENCHFARM_RUN_UID": self.uid, "BENCHFARM_RUN_BOARD": self.board}
+        return {"BENCHFARM_RUN_UID": self.uid, "BENCHFARM_RUN_BOARD": self.board,
+                **({places.ENV: self.place} if self.place else {})}
 
 
 class Launcher(Protocol):

@@ -50,8 +50,8 @@ QUEUE_POSITION_PERIOD = 5.0
 POLICY_NAME = "default"      # the one LabPolicy the lab has (CEL refuses any other name)
 FAIRNESS_CONFIG_MAP = "benchfarm-fairness"   # who was served last, per namespace
 SLOW_ITERATION = 2.0         # seconds: a scheduler iteration longer than this is logged
-FREEZE_EVERY = 60.0          # seconds: what survived this long is frozen (never scanned by the
-COLLECT_EVERY = 600.0        # collections Python triggers itself) until the full collection
+LAUNCH_THREADS = 4           # launches in flight at once (each mostly waits for the API server)
+COLLECT_EVERY = 600.0        # seconds between the operator's own full collections (_tend_heap)
 
 
 _BOARD_IS_FINE = frozenset(r.value for r in Reason if r.board_is_fine)
@@ -89,7 +89,9 @@ class Runtime:
         # the scheduler's own thread: never queued behind a flood of admissions (which run on
         # asyncio's default executor, a few threads for the whole operator)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scheduler")
-        self.frozen_at = self.collected_at = 0.0
+        self.launches = ThreadPoolExecutor(max_workers=LAUNCH_THREADS, thread_name_prefix="launch")
+        self.supervising = threading.Lock()
+        self.collected_at = 0.0
 
     @property
     def boards(self) -> dict[str, Any]:
@@ -119,6 +121,7 @@ class Runtime:
         t0 = time.monotonic()
         await asyncio.to_thread(self._recover)
         metrics.RECOVERY.set(time.monotonic() - t0)
+        metrics.watch_collections()
         metrics.serve()
         self.task = asyncio.create_task(self._scheduler_loop(), name="benchfarm-scheduler")
 
@@ -127,6 +130,7 @@ class Runtime:
             self.task.cancel()
         # the step the scheduler thread is in (a launch, a round) ends before the operator does
         await asyncio.to_thread(self.executor.shutdown, True)
+        await asyncio.to_thread(self.launches.shutdown, True)
         await asyncio.to_thread(self.inventory.close)
         await asyncio.to_thread(self.coordinator.close)
 
@@ -242,40 +246,58 @@ class Runtime:
             loop = asyncio.get_running_loop()
             try:
                 t = [time.monotonic()]
-                for step in (self.inventory.refresh, self.sessions.supervise,
-                             self._schedule_round, self._tend_heap):
+                for step in (self.inventory.refresh, self._schedule_round, self._supervise_soon,
+                             self._tend_heap):
                     await loop.run_in_executor(self.executor, step)
                     t.append(time.monotonic())
                 if t[-1] - t[0] > SLOW_ITERATION:
-                    log.warning("a slow scheduler iteration: %.1f s (inventory %.1f, sessions "
-                                "%.1f, round %.1f, heap %.1f)", t[4] - t[0], t[1] - t[0],
-                                t[2] - t[1], t[3] - t[2], t[4] - t[3])
+                    log.warning("a slow scheduler iteration: %.1f s (inventory %.1f, round %.1f, "
+                                "heap %.1f)", t[4] - t[0], t[1] - t[0], t[2] - t[1],
+                                t[4] - t[3])
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("scheduler round failed; retrying")
                 await asyncio.sleep(1)
 
+    def _supervise_soon(self) -> None:
+        """Session supervision (it lists the session Leases: an API round trip, seconds on a
+        busy API server) on a launch thread, one at a time: the round a freed board wakes never
+        waits behind it."""
+        if not self.supervising.acquire(blocking=False):
+            return
+
+        def supervise() -> None:
+            try:
+                self.sessions.supervise()
+            except Exception:
+                log.exception("supervising the sessions failed; again at the next iteration")
+            finally:
+                self.supervising.release()
+        self.launches.submit(supervise)
+
     def _tend_heap(self) -> None:
-        """Python's full collections walk every object: ~250 ms with 10,000 runs known, in
-        whichever thread triggers them, in the middle of a round as often as not. Here, between
-        rounds: every minute what survived is frozen (the collections Python triggers itself
-        then walk only younger objects), every ten minutes one full collection (cycles among
-        frozen objects are freed there, so nothing leaks)."""
+        """Python's full collections walk every object not frozen: ~250 ms with 10,000 runs
+        known, in whichever thread triggers them (kopf's, parsing a watch event, as often as
+        the scheduler's), so in the middle of a round as often as not. Here, between rounds,
+        after every iteration: the young generations are collected (a millisecond or two) and
+        what survived them is frozen (`gc.freeze`: a list splice), so the full collections
+        Python triggers itself walk only what the last iteration left. Every ten minutes, one
+        real full collection, here too (cycles among frozen objects are freed there: nothing
+        leaks for long)."""
         now = time.monotonic()
         if now - self.collected_at >= COLLECT_EVERY:
             gc.unfreeze()
             gc.collect()
-            gc.freeze()
-            self.collected_at = self.frozen_at = now
+            self.collected_at = now
             log.debug("full collection: %.0f ms", (time.monotonic() - now) * 1000)
-        elif now - self.frozen_at >= FREEZE_EVERY:
-            gc.freeze()
-            self.frozen_at = now
+        else:
+            gc.collect(1)
+        gc.freeze()
 
     def _schedule_round(self) -> None:
         now = time.time()
-        t0, c0 = time.perf_counter(), time.thread_time()
+        t0, c0, g0 = time.perf_counter(), time.thread_time(), metrics.full_collections()
         positions_due = time.monotonic() - self.last_positions_at >= QUEUE_POSITION_PERIOD
         order: list[q.QueuedRun] | None = None
         started = []
@@ -311,16 +333,10 @@ class Runtime:
             waiting, active = len(queue), len(self.index.active)
             timeouts = list(self.index.queue_timeouts.values())
             ttl = list(self.index.ttl.values())
-        metrics.observe_round(time.perf_counter() - t0, time.thread_time() - c0)
+        metrics.observe_round(time.perf_counter() - t0, time.thread_time() - c0,
+                              collected=metrics.full_collections() != g0)
         for run, board in started:
-            try:
-                self.sessions.launch(run, board)
-            except Exception:
-                log.exception("%s: launching its session failed", run.key)
-                with self.lock:
-                    run.starting = False
-                    self.reindex(run)
-                self.inventory.free(board, run.key)
+            self.launches.submit(self._launch, run, board)
         self._save_fairness()
         metrics.observe_lab(waiting, active, [b.state for b in self.boards.values()])
         self._expire(timeouts, now)
@@ -328,6 +344,21 @@ class Runtime:
             self._publish_positions(order)
         self.inventory.health_checks()
         self._ttl(ttl, now)
+
+    def _launch(self, run: RunState, board: str) -> None:
+        """One assignment's launch (its guarded Running write, the launcher, the Scheduled
+        event: API round trips, a few hundred ms on a busy API server), on its own thread: the
+        boards freed together start together, and the next round does not wait for them (the
+        run counts as holding its board while `starting`)."""
+        try:
+            self.sessions.launch(run, board)
+        except Exception:
+            log.exception("%s: launching its session failed", run.key)
+            with self.lock:
+                run.starting = False
+                self.reindex(run)
+            self.inventory.free(board, run.key)
+            self.wake()
 
     def reindex(self, run: RunState) -> None:
         """After any change to a run (under the lock): its place in what the rounds read."""

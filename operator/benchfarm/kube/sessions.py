@@ -15,6 +15,7 @@ transitions, the API, the coordinator, the policy, the launcher) and of the inve
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -110,6 +111,7 @@ class Supervisor:
         self.launched: dict[str, float] = {}   # run key -> monotonic time of the last launch
         self.last = 0.0
         self.clock = time.monotonic
+        self.launching = threading.Lock()   # launches run on several threads; a launcher on one
 
     # -- launch -------------------------------------------------------------------------------
     def launch(self, run: RunState, board: str) -> None:
@@ -147,16 +149,28 @@ class Supervisor:
         started = run.status.get("startTime")
         left = ts(started) + run.spec.timeoutSeconds - time.time() if started else \
             float(run.spec.timeoutSeconds)
+        board = run.status.get("board") or ""
         req = Launch(run.namespace, run.name, run.uid, attempt, resume, deadline_s=max(left, 10.0),
                      reads=(run.spec.baseline,) if run.spec.baseline else (),
-                     board=run.status.get("board") or "")
+                     board=board, place=self._handover(board))
         try:
-            return self.rt.launcher.launch(req)
+            with self.launching:
+                return self.rt.launcher.launch(req)
         except Exception as exc:
             log.error("%s: the launcher could not start the session: %s", run.key, exc)
             self.rt.kube.event(run.ref(), "Warning", "LaunchFailed",
                                f"the session could not be started (a lab fault): {exc}")
             return f"not started ({exc})"
+
+    def _handover(self, board: str) -> str:
+        """The board's place as the operator knows it, for the session to start from; without
+        it (the coordinator is away) the session reads the whole lab itself."""
+        try:
+            place = self.rt.coordinator.handover(board) if board else None
+        except Exception as exc:  # an outage: the session waits it out on its own
+            log.info("cannot hand the place of %s to its session: %s", board, exc)
+            return ""
+        return place.to_env() if place is not None else ""
 
     # -- supervision --------------------------------------------------------------------------
     def supervise(self, force: bool = False) -> None:
@@ -164,7 +178,8 @@ class Supervisor:
             return
         self.last = self.clock()
         rt = self.rt
-        rt.launcher.reap()
+        with self.launching:
+            rt.launcher.reap()
         try:
             self.observer.observe(list_leases(rt.kube, f"{SESSION_LEASE_LABEL}=true"),
                                   now=self.clock())

@@ -94,6 +94,7 @@ class LeaseHolder:
     def __post_init__(self) -> None:
         self.api = client.CoordinationV1Api(self.kube.api)
         self._version: str | None = None
+        self._tried = False           # try_acquire has run before
         self.last_renewed: float | None = None   # monotonic, of the last successful renewal
         self.released = False                    # given up: renewals stop
 
@@ -117,7 +118,22 @@ class LeaseHolder:
 
     def try_acquire(self) -> bool:
         """Take the Lease if it is free, expired or already ours; False if someone else's is live.
-        Expiry here is by the wall clock (a fresh contender has no observation history)."""
+        Expiry here is by the wall clock (a fresh contender has no observation history). A
+        first session of a run finds no Lease: the first try creates one straight away (one round
+        trip, not a read first); an existing one is read (and every later try reads first)."""
+        first, self._tried = not self._tried, True
+        if first:
+            try:
+                created = self.kube._call("create lease", lambda: self.api.create_namespaced_lease(
+                    self.namespace, self._body()))
+                self._version = created.metadata.resource_version
+                self.last_renewed = time.monotonic()
+                return True
+            except ApiException as exc:
+                # 409: it exists; whose it is is read below. 403: this account may not create
+                # Leases (a warm slot's: the operator made the Lease, `kube.warm`)
+                if exc.status not in (403, 409):
+                    raise
         lease = self._read()
         try:
             if lease is None:

@@ -19,9 +19,12 @@ from typing import Any, TypeVar
 import attr
 import grpc
 from labgrid.remote.client import ClientSession
+from labgrid.remote.common import Place, ResourceEntry, ResourceMatch
 from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
+from labgrid.util import labgrid_version
 from labgrid.util.proxy import proxymanager
 
+from ..api.places import HandedMatch, HandedPlace, HandedResource
 from ..errors import BoardBusy, InfraError, Outage
 from .sshconfig import use_ssh_config
 
@@ -128,6 +131,86 @@ class _IndexedSession(ClientSession):
         self.touched_places.add(name)
 
 
+@attr.s(eq=False)
+class _OnePlaceSession(_IndexedSession):
+    """A board session's labgrid client: it knows one place and the resources that place matches.
+
+    labgrid's own client subscribes to every place and every resource when it starts (its
+    Subscribe message has only `all_places` and `all_resources`): at 1,000 boards that is 1,000
+    places and 2,000 resources read, sent and parsed for each session launched, on the session's
+    CPU and the coordinator's. This one subscribes to nothing: it starts from the place the
+    operator handed over (`HandedPlace`), and the coordinator's updates (sent to every client,
+    subscribed or not) keep that place and its resources current; updates of other places and
+    resources are dropped. Who holds the place is never taken from the handed copy: `fresh` says
+    whether the coordinator has spoken of the place on this connection (an update, or a read).
+    """
+
+    handed: HandedPlace = attr.ib(kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self.fresh = False
+        self.groups: set[tuple[str, str]] = set()
+
+    async def start(self) -> None:  # noqa: D102  (labgrid's start, without the subscriptions)
+        h = self.handed
+        self.places = {h.name: Place(
+            name=h.name, comment=h.comment, tags=dict(h.tags),
+            matches=[ResourceMatch(m.exporter, m.group, m.cls, m.name, m.rename) for m in h.matches],
+            created=0.0, changed=0.0)}
+        self.resources = {}
+        for r in h.resources:
+            self.resources.setdefault(r.exporter, {}).setdefault(r.group, {})[r.name] = \
+                ResourceEntry(dict(r.data))
+            self.groups.add((r.exporter, r.group))
+        self.pump_task = self.loop.create_task(self.message_pump())
+        msg = pb2.ClientInMessage()
+        msg.startup.version = labgrid_version()
+        msg.startup.name = f"{self.gethostname()}/{self.getuser()}"
+        self.out_queue.put_nowait(msg)
+        await self.sync_with_coordinator()
+        if self.stopping.is_set():
+            raise OSError("could not connect to the coordinator")
+
+    def _ours(self, exporter: str, group: str, resource: dict[str, Any]) -> bool:
+        if (exporter, group) in self.groups:
+            return True
+        place = self.places[self.handed.name]
+        return "cls" in resource and place.hasmatch((exporter, group, resource["cls"], "*"))
+
+    async def on_resource_changed(self, exporter, group_name, resource_name, resource):  # noqa: ANN001, ANN201
+        if self._ours(exporter, group_name, resource):
+            self.groups.add((exporter, group_name))
+            await super().on_resource_changed(exporter, group_name, resource_name, resource)
+
+    async def on_place_changed(self, place_pb2):  # noqa: ANN001, ANN201
+        if place_pb2.name == self.handed.name:
+            await super().on_place_changed(place_pb2)
+            self.fresh = True
+
+    async def on_place_deleted(self, name):  # noqa: ANN001, ANN201
+        if name == self.handed.name:
+            await super().on_place_deleted(name)
+            self.fresh = True
+
+    async def read_place(self) -> None:
+        """The place as the coordinator has it now (labgrid's GetPlaces: the one read it offers
+        reads every place; needed only when no update of the place came on this connection,
+        e.g. a resumed session that may still hold its place)."""
+        reply = await self.stub.GetPlaces(pb2.GetPlacesRequest())
+        await self.sync_with_coordinator()     # updates sent before the read are in
+        name = self.handed.name
+        read = next((p for p in reply.places if p.name == name), None)
+        known = self.places.get(name)
+        if read is None:
+            if not self.fresh:
+                self.places.pop(name, None)
+                self.touched_places.add(name)
+        elif known is None or not self.fresh or read.changed >= known.changed:
+            await _IndexedSession.on_place_changed(self, read)
+        self.fresh = True
+
+
 class _PlaceIndex:
     """Every place as benchfarm reads it, kept current from the session's updates: a place is
     matched against the resources again only when it or a group it matches changed (at 1,000
@@ -181,8 +264,11 @@ class Coordinator:
     """A long-lived connection to labgrid's coordinator, driven from one worker thread."""
 
     def __init__(self, address: str, *, user: str = DEFAULT_USER, host: str = DEFAULT_HOST,
-                 timeout: float = 20.0) -> None:
+                 timeout: float = 20.0, place: HandedPlace | None = None) -> None:
+        """`place`: a board session's own place, handed over by the operator; the client then
+        knows that place only (`_OnePlaceSession`) instead of syncing the whole lab."""
         self.address = address
+        self.place = place
         self.user = user
         self.host = host
         self.timeout = timeout
@@ -236,7 +322,8 @@ class Coordinator:
         os.environ["LG_HOSTNAME"] = self.host
         use_ssh_config()     # LG_PROXY's ssh too (forwards to the coordinator and the exporters)
         address = proxymanager.get_grpc_address(self.address, default_port=20408)
-        session = _IndexedSession(address, self._loop)
+        session = (_IndexedSession(address, self._loop) if self.place is None else
+                   _OnePlaceSession(address, self._loop, handed=self.place))
         try:
             await asyncio.wait_for(session.start(), self.timeout)
         except Exception as exc:
@@ -271,6 +358,9 @@ class Coordinator:
         return session
 
     def close(self) -> None:
+        if not self._thread.is_alive():      # closed already
+            return
+
         async def _close() -> None:
             if self._session is not None:
                 await self._session.stop()
@@ -303,6 +393,23 @@ class Coordinator:
                     for exp, groups in session.resources.items()}
         return self._call(_resources())
 
+    def handover(self, name: str) -> HandedPlace | None:
+        """A place as this client knows it now (no round trip), for a board session to start
+        from (`_OnePlaceSession`); None if it knows no such place."""
+        async def _handover() -> HandedPlace | None:
+            session = await self._ensure()
+            place = session.places.get(name)
+            if place is None:
+                return None
+            return HandedPlace(
+                name=name, tags=dict(place.tags), comment=place.comment,
+                matches=[HandedMatch(exporter=m.exporter, group=m.group, cls=m.cls, name=m.name,
+                                     rename=m.rename or None) for m in place.matches],
+                resources=[HandedResource(exporter=e, group=g, name=n, data=res.data)
+                           for e, g, n, res in _candidates(place, session.resources)
+                           if "cls" in res.data and place.getmatch((e, g, res.cls, n))])
+        return self._call(_handover())
+
     # -- place management (inventory) ---------------------------------------------------------
     def ensure_place(self, name: str, *, match: str, tags: dict[str, str], comment: str = "",
                      known: dict[str, PlaceInfo] | None = None) -> None:
@@ -332,25 +439,52 @@ class Coordinator:
         self._call(_delete(), timeout=max(self.timeout, len(names) / 20))
 
     # -- acquisition --------------------------------------------------------------------------
+    def _place_now(self, name: str, *, read: bool = True) -> tuple[bool, PlaceInfo | None]:
+        """(known, the place): the place as the coordinator has it. A board session's client
+        knows its own place from the coordinator only once an update of it came on this
+        connection; until then it reads it (`read`), or says it does not know."""
+        if self.place is not None and name == self.place.name:
+            async def _fresh() -> bool:
+                session = await self._ensure()
+                assert isinstance(session, _OnePlaceSession)
+                if not session.fresh and read:
+                    await session.read_place()
+                return session.fresh
+            if not self._call(_fresh()):
+                return False, None
+        return True, self.places().get(name)
+
     def acquire(self, name: str) -> None:
         """Acquire a place under this client's identity; anyone else's lock or reservation is
-        BoardBusy. Each run has its own identity, so "already ours" means this very run."""
+        BoardBusy. Each run has its own identity, so "already ours" means this very run. A board
+        session's client asks the coordinator straight away (it refuses a place someone holds);
+        only a refusal makes it read who holds the place: a resumed session may hold it still."""
         with self._lock:
-            place = self.places().get(name)
-            if place is None:
-                raise InfraError(f"labgrid place {name} does not exist", reason="PlaceMissing")
-            if place.acquired == self.identity:
-                return
-            if place.acquired:
-                raise BoardBusy(f"place {name} is acquired by {place.acquired}")
-            if place.reserved_by:
-                raise BoardBusy(f"place {name} is reserved ({place.reserved_by})")
+            known, place = self._place_now(name, read=False)
+            if known:
+                if place is None:
+                    raise InfraError(f"labgrid place {name} does not exist",
+                                     reason="PlaceMissing")
+                if place.acquired == self.identity:
+                    return
+                if place.acquired:
+                    raise BoardBusy(f"place {name} is acquired by {place.acquired}")
+                if place.reserved_by:
+                    raise BoardBusy(f"place {name} is reserved ({place.reserved_by})")
             try:
                 self._call(self._rpc("AcquirePlace", pb2.AcquirePlaceRequest(placename=name)))
             except InfraError as exc:
-                if "already acquired" in str(exc) or "reserved" in str(exc):
+                refused = "already acquired" in str(exc) or "reserved" in str(exc)
+                if known or not (refused or "does not exist" in str(exc)):
+                    if refused:
+                        raise BoardBusy(str(exc)) from exc
+                    raise
+                _, place = self._place_now(name)     # refused: whose is it?
+                if place is None:
+                    raise InfraError(f"labgrid place {name} does not exist",
+                                     reason="PlaceMissing") from exc
+                if place.acquired != self.identity:
                     raise BoardBusy(str(exc)) from exc
-                raise
         self._wait_served(name)   # outside the lock: on failure it releases the place
 
     def _wait_served(self, name: str, timeout: float = 15.0) -> None:
@@ -372,7 +506,7 @@ class Coordinator:
             time.sleep(0.2)
 
     def holder(self, name: str) -> str | None:
-        place = self.places().get(name)
+        _, place = self._place_now(name)
         if place is None:
             raise InfraError(f"labgrid place {name} does not exist", reason="PlaceMissing")
         return place.acquired
@@ -384,7 +518,7 @@ class Coordinator:
         the coordinator's `fromuser` makes the check and the release one atomic step."""
         holder = holder or self.identity
         with self._lock:
-            place = self.places().get(name)
+            _, place = self._place_now(name)
             if place is None or place.acquired != holder:
                 return False
             self._call(self._rpc("ReleasePlace",

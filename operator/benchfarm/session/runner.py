@@ -30,6 +30,7 @@ from kubernetes.client.rest import ApiException
 from ..api.devicetype import DeviceType
 from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
 from ..api.outcomes import HandBack, Phase, Reason, Refusal
+from ..api.places import ENV as PLACE_ENV, HandedPlace
 from ..core import steps as st, trust
 from ..core.conditions import now_iso
 from ..errors import BoardBusy, InfraError, RunError
@@ -84,8 +85,12 @@ class Runner:
             return 0
         uid = body["metadata"]["uid"]
         host, user = run_identity(uid)
-        self.coordinator = Coordinator(self.config.coordinator, host=host, user=user)
-        self.coordinator.connect_soon()     # labgrid's first sync overlaps the Lease and set-up
+        handed = HandedPlace.from_env(os.environ.get(PLACE_ENV))
+        # the place the operator handed over: the session's labgrid client knows only it (no
+        # sync of the whole lab); without it, the client reads every place like any other
+        self.coordinator = Coordinator(self.config.coordinator, host=host, user=user,
+                                       place=handed if handed and handed.name == board else None)
+        self.coordinator.connect_soon()     # the connection overlaps the Lease and set-up
         self.lifeline = Lifeline(self.kube, self.namespace, self.name, uid, self.identity,
                                  api_version_of(body), lease_seconds=self.config.lease_seconds,
                                  renew_seconds=self.config.renew_seconds)
@@ -256,7 +261,7 @@ class Runner:
             self._results_only(ctx, "no step is left")
             return
         try:
-            software = StepRunner.fetch_software(ctx, SoftwareCache(
+            software = StepRunner.fetch_software(ctx, lambda: SoftwareCache(
                 self.config.software_cache, ctx.spool.store,
                 policy=self._lab_policy().for_namespace(ctx.namespace), namespace=ctx.namespace))
             self.lifeline.wait_out("acquire the place",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ..api.devicetype import DeviceType
@@ -41,15 +42,20 @@ class StepRunner:
 
     # -- before the board ---------------------------------------------------------------------
     @staticmethod
-    def fetch_software(ctx: RunContext, cache: SoftwareCache) -> dict[str, dict[str, Fetched]]:
+    def fetch_software(ctx: RunContext, cache: Callable[[], SoftwareCache]
+                       ) -> dict[str, dict[str, Fetched]]:
         """Every software set of the run, downloaded and verified before the board is touched:
-        by side (`st.side_keys`), part -> file. A bad digest or URL is the run's error."""
+        by side (`st.side_keys`), part -> file. A bad digest or URL is the run's error. `cache`
+        is built only for a run that has software (it reads the LabPolicy: a round trip that a
+        run without software need not wait for)."""
         out = {}
+        built: SoftwareCache | None = None
         for key, label, software in ctx.sides():
             if software is not None and software.parts() != ["bootArgs"]:
                 ctx.status.progress(f"fetching software{f' {label}' if label else ''}", "Booting")
+                built = built or cache()
                 out[key] = ctx.lifeline.wait_out("fetch the software",
-                                                 functools.partial(cache.fetch_set, software))
+                                                 functools.partial(built.fetch_set, software))
         return out
 
     # -- on the board -------------------------------------------------------------------------
