@@ -130,9 +130,9 @@ def api_writes(ns, name):
     return out
 
 
-def session_pids(ns, name):
-    """PIDs of the session processes serving the run: a session writes to the run's log
-    (`NS.NAME.attempt-A.run-R.log`), a cold process or one the session server forked, from its start."""
+def pids_logging_to(prefix: str) -> list[int]:
+    """PIDs of the session processes the launcher started whose log file's name starts with
+    `prefix`: a cold process or one the session server forked writes there from its start."""
     pids = []
     for pidfile in (devlab.STATE / "pids").glob("session-*.pid"):
         try:
@@ -140,6 +140,11 @@ def session_pids(ns, name):
             out = os.path.basename(os.readlink(f"/proc/{pid}/fd/1"))
         except (OSError, ValueError):
             continue
-        if out.startswith(f"{ns}.{name}.attempt-"):
+        if out.startswith(prefix):
             pids.append(pid)
     return pids
+
+
+def session_pids(ns, name):
+    """PIDs of the session processes serving the run (`NS.NAME.attempt-A.run-R.log`)."""
+    return pids_logging_to(f"{ns}.{name}.attempt-")

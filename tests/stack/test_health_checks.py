@@ -17,7 +17,7 @@ import yaml
 import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import Coordinator
 from tests.stack.conftest import apply, wait_for
-from tests.stack.runs import GROUP, VERSION, fault, finished, run_yaml, unique
+from tests.stack.runs import GROUP, VERSION, fault, finished, pids_logging_to, run_yaml, unique
 
 pytestmark = pytest.mark.stack
 
@@ -64,16 +64,7 @@ def connected_to(pid: int, port: int) -> bool:
 
 def health_session_pids() -> set[int]:
     """Session processes the operator launched for BOARD's health checks: their log file."""
-    pids = set()
-    for pidfile in (devlab.STATE / "pids").glob("session-*.pid"):
-        try:
-            pid = int(pidfile.read_text())
-            out = os.path.basename(os.readlink(f"/proc/{pid}/fd/1"))
-        except (OSError, ValueError):
-            continue
-        if out.startswith(f"health.{BOARD}.check-"):
-            pids.add(pid)
-    return pids
+    return set(pids_logging_to(f"health.{BOARD}.check-"))
 
 
 class ConsoleWatch:

@@ -51,6 +51,15 @@ def _can(verb: str, what: str, namespace: str, account: str, *extra: str) -> boo
     return res.stdout.strip() == "yes"
 
 
+def _run_to_its_end(custom, name: str, what: str) -> dict:
+    """The run's status once it Succeeded or Failed (in `default`)."""
+    def finished():
+        st = custom.get_namespaced_custom_object("benchfarm.io", "v1alpha1", "default",
+                                                 "benchmarkruns", name).get("status", {})
+        return st if st.get("phase") in ("Succeeded", "Failed") else None
+    return wait_for(what, finished, timeout=300, every=1)
+
+
 def test_a_session_runs_as_a_job_under_an_account_of_its_own(jobs_namespace, kube, tmp_path):
     from kubernetes import client
     batch, core = client.BatchV1Api(kube), client.CoreV1Api(kube)
@@ -107,11 +116,7 @@ def test_a_session_runs_as_a_job_under_an_account_of_its_own(jobs_namespace, kub
         session = local_process(pcommand, penv, tmp_path / "session.kubeconfig",
                                 tmp_path / "session.log")
 
-        def finished():
-            st = custom.get_namespaced_custom_object("benchfarm.io", "v1alpha1", "default",
-                                                     "benchmarkruns", name).get("status", {})
-            return st if st.get("phase") in ("Succeeded", "Failed") else None
-        st = wait_for("the run, its session a Job's container", finished, timeout=300, every=1)
+        st = _run_to_its_end(custom, name, "the run, its session a Job's container")
         assert st["phase"] == "Succeeded", st
         assert session.wait(timeout=60) == 0
         for log in (operator.log, tmp_path / "session.log"):
@@ -245,11 +250,7 @@ def test_a_warm_slot_takes_a_run_and_may_touch_only_that_run(jobs_namespace, kub
         uid = custom.get_namespaced_custom_object("benchfarm.io", "v1alpha1", "default",
                                                   "benchmarkruns", name)["metadata"]["uid"]
 
-        def finished():
-            st = custom.get_namespaced_custom_object("benchfarm.io", "v1alpha1", "default",
-                                                     "benchmarkruns", name).get("status", {})
-            return st if st.get("phase") in ("Succeeded", "Failed") else None
-        st = wait_for("the run, its session the warm slot", finished, timeout=300, every=1)
+        st = _run_to_its_end(custom, name, "the run, its session the warm slot")
         assert st["phase"] == "Succeeded", st
         assert slot_process.wait(timeout=60) == 0
         text = (tmp_path / "slot.log").read_text()

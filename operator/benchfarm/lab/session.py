@@ -189,3 +189,16 @@ class BoardSession:
 
     def close(self) -> None:
         self.board.close()
+
+    def power_off_and_close(self, passes: tuple[type[BaseException], ...] = ()) -> None:
+        """The end of every session: the board off, the console closed, whatever happens; a
+        failed power-off is logged, only `passes` (the caller's own stop signals) propagate."""
+        try:
+            self.cancelled.clear()
+            self.power_off()
+        except passes:
+            raise
+        except Exception as exc:
+            log.warning("power off of %s failed: %s", self.place, exc)
+        finally:
+            self.close()

@@ -149,16 +149,10 @@ class HealthCheckSession:
                 wait("release the place", lambda: self.coordinator.release(self.board))
 
     def _power_off(self, session: BoardSession) -> None:
-        try:
-            if not self.lifeline.fenced.is_set():
-                session.cancelled.clear()
-                session.power_off()
-        except Fenced:
-            raise
-        except Exception as exc:
-            log.warning("power off of %s failed: %s", self.board, exc)
-        finally:
+        if self.lifeline.fenced.is_set():
             session.close()
+        else:
+            session.power_off_and_close(passes=(Fenced,))
 
     def _guard(self) -> None:
         """Before every power operation: still our Lease, still our place."""

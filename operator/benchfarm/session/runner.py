@@ -369,15 +369,7 @@ class Runner:
     def _power_off(self, session: BoardSession | None) -> None:
         if session is None or self.lifeline.fenced.is_set():
             return
-        try:
-            session.cancelled.clear()
-            session.power_off()
-        except Fenced:
-            raise
-        except Exception as exc:
-            log.warning("power off of %s failed: %s", session.place, exc)
-        finally:
-            session.close()
+        session.power_off_and_close(passes=(Fenced,))
 
     def _release(self, ctx: RunContext) -> None:
         if self.lifeline.fenced.is_set():
