@@ -201,6 +201,11 @@ def test_a_health_check_runs_as_a_job_under_the_health_account(jobs_namespace, k
         batch.delete_namespaced_job(job.metadata.name, NS, propagation_policy="Background")
     finally:
         stop(session)
+        stop(operator and operator.process)
+        helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
+        devlab.start_operator()
+
+
 def test_a_warm_slot_takes_a_run_and_may_touch_only_that_run(jobs_namespace, kube, tmp_path):
     """Issue 23 item 4: with `sessions.warm: 1` the operator keeps a slot (a Job, its own
     account that may read only its own ConfigMap); the test plays the node for the slot's pod
