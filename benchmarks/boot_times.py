@@ -14,7 +14,7 @@ import sys
 import benchfarm_devlab as devlab
 from benchfarm.lab.board import Board
 from benchfarm.lab.coordinator import Coordinator
-from benchfarm.lab.environment import load_device_types
+from benchfarm.lab.devicetypes import load_device_types
 
 
 def main() -> None:

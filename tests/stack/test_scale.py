@@ -51,12 +51,8 @@ def test_a_session_knows_only_its_own_place_and_its_lock_is_its_own(scale_lab):
     from benchfarm.api.places import HandedPlace
     from benchfarm.errors import BoardBusy, Outage
     from benchfarm.lab.coordinator import Coordinator, run_identity
-    from benchfarm.lab.environment import (
-        build_target,
-        derived_environment,
-        forget_target,
-        load_device_types,
-    )
+    from benchfarm.lab.devicetypes import load_device_types
+    from benchfarm.lab.environment import build_target, derived_environment, forget_target
 
     address = os.environ["LG_COORDINATOR"]
     name = scale.place_name(BOARDS - 1)               # a probe board: the flood never asks for it
