@@ -51,6 +51,15 @@ def _can(verb: str, what: str, namespace: str, account: str, *extra: str) -> boo
     return res.stdout.strip() == "yes"
 
 
+def _uninstall(*processes) -> None:
+    """The played node's and the chart operator's processes stopped, the release gone, the lab's
+    own operator back."""
+    for process in processes:
+        stop(process)
+    helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
+    devlab.start_operator()
+
+
 def _run_to_its_end(custom, name: str, what: str) -> dict:
     """The run's status once it Succeeded or Failed (in `default`)."""
     def finished():
@@ -132,10 +141,7 @@ def test_a_session_runs_as_a_job_under_an_account_of_its_own(jobs_namespace, kub
                  lambda: not core.list_namespaced_service_account(
                      NS, label_selector=f"benchfarm.io/run-uid={uid}").items, timeout=60)
     finally:
-        stop(session)
-        stop(operator and operator.process)
-        helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
-        devlab.start_operator()
+        _uninstall(session, operator and operator.process)
 
 
 
@@ -200,10 +206,7 @@ def test_a_health_check_runs_as_a_job_under_the_health_account(jobs_namespace, k
             assert "Forbidden" not in text and " 403" not in text, f"{log}:\n{text[-3000:]}"
         batch.delete_namespaced_job(job.metadata.name, NS, propagation_policy="Background")
     finally:
-        stop(session)
-        stop(operator and operator.process)
-        helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
-        devlab.start_operator()
+        _uninstall(session, operator and operator.process)
 
 
 def test_a_warm_slot_takes_a_run_and_may_touch_only_that_run(jobs_namespace, kube, tmp_path):
@@ -274,7 +277,4 @@ def test_a_warm_slot_takes_a_run_and_may_touch_only_that_run(jobs_namespace, kub
             NS, label_selector="benchfarm.io/warm-slot,!benchfarm.io/granted").items, timeout=30)
         kubectl("delete", "benchmarkrun", name, "-n", "default", "--wait=true")
     finally:
-        stop(slot_process)
-        stop(operator and operator.process)
-        helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
-        devlab.start_operator()
+        _uninstall(slot_process, operator and operator.process)
