@@ -40,7 +40,7 @@ from ..kubeapi.leases import HEALTH_LEASE_LABEL, LeaseObserver, health_lease_nam
 from ..lab.coordinator import SESSION_HOST, health_check_of, health_identity
 from . import metrics
 from .ports import Launch, Launcher
-from .state import BoardRecord, RunState, ts
+from .state import BoardRecord, RunState, ts, written
 
 if TYPE_CHECKING:
     from ..api.devicetype import DeviceType
@@ -115,12 +115,12 @@ class Inventory:
             rec.uid = board["metadata"].get("uid", "")
             rec.failures = int(st.get("consecutiveInfraFailures") or 0)
             rec.maintenance = bool((board.get("spec") or {}).get("maintenance"))
-            started = _health_start(st.get("healthCheck"))
+            started = written(HealthCheck, st, "healthCheck")
             rec.health_check = started.check if started else 0
             if st.get("state") == "Quarantined":
                 rec.quarantined_since = ts(st.get("quarantinedAt"))
                 rec.reason = st.get("reason")
-                end = _health_end(st.get("healthCheckEnd"))
+                end = written(HealthCheckEnd, st, "healthCheckEnd")
                 if started and (end is None or end.check < started.check or
                                 end.verdict == HealthVerdict.passed) and \
                         ts(started.startedAt or None) >= rec.quarantined_since:
@@ -328,7 +328,7 @@ class Inventory:
 
     def observe_health(self, name: str, status: dict[str, Any]) -> None:
         """A Board's status as the API has it: the verdict of its latest check, if it came."""
-        end = _health_end(status.get("healthCheckEnd"))
+        end = written(HealthCheckEnd, status, "healthCheckEnd")
         with self.rt.lock:
             rec = self.boards.get(name)
             if end is None or rec is None or name not in self.checking or \
@@ -361,7 +361,7 @@ class Inventory:
             except Exception as exc:
                 log.warning("cannot read board %s (%s); judging its check later", name, exc)
                 continue
-            end = _health_end((body.get("status") or {}).get("healthCheckEnd"))
+            end = written(HealthCheckEnd, body.get("status") or {}, "healthCheckEnd")
             if end is not None and end.check == check:
                 self._settle(name, end)
                 continue
@@ -398,23 +398,3 @@ class Inventory:
                       f" (health check {end.check}: {end.reason or end.message})"[:1000])
         rt.wake()
 
-
-def _health_end(raw: Any) -> HealthCheckEnd | None:
-    """`status.healthCheckEnd` as a health check's session wrote it; None if absent or not one."""
-    if not raw:
-        return None
-    try:
-        return HealthCheckEnd.model_validate(raw)
-    except ValueError as exc:
-        log.warning("ignoring a healthCheckEnd that is not one: %s", exc)
-        return None
-
-
-def _health_start(raw: Any) -> HealthCheck | None:
-    """`status.healthCheck`: the latest check the operator launched; None if absent or not one."""
-    if not raw:
-        return None
-    try:
-        return HealthCheck.model_validate(raw)
-    except ValueError:
-        return None

@@ -29,7 +29,7 @@ from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseObserver, list_leases, se
 from ..lab.coordinator import run_identity
 from . import metrics
 from .ports import Launch, Launcher
-from .state import RunState, ts
+from .state import RunState, ts, written
 
 if TYPE_CHECKING:
     from ..kubeapi.client import Kube
@@ -45,17 +45,6 @@ SUPERVISE_EVERY = 2.0
 def holder_of(uid: str) -> str:
     host, user = run_identity(uid)
     return f"{host}/{user}"
-
-
-def _session_end(raw: Any) -> SessionEnd | None:
-    """`status.sessionEnd` as written by a session; None when absent or not one (logged)."""
-    if not raw:
-        return None
-    try:
-        return SessionEnd.model_validate(raw)
-    except ValueError as exc:
-        log.warning("ignoring a sessionEnd that is not one: %s", exc)
-        return None
 
 
 class Boards(Protocol):
@@ -190,7 +179,7 @@ class Supervisor:
         now = self.clock()
         running = [r for r in rt.active_runs() if r.phase == Phase.running and not r.starting]
         for run in running:
-            end = _session_end(run.status.get("sessionEnd"))
+            end = written(SessionEnd, run.status, "sessionEnd")
             if end is not None and end.attempt == int(run.status.get("attempts") or 0):
                 self._ended(run, end)
                 continue

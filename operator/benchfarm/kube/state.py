@@ -7,10 +7,13 @@ truth: every transition is written there first and only then mirrored here.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from ..api.models import BenchmarkRunSpec
 from ..api.outcomes import FINISHED, Phase
@@ -132,3 +135,19 @@ class BoardRecord:
         if self.held_by_other:
             return "Busy"
         return "Idle"
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def written(model: type[M], status: dict[str, Any], field: str) -> M | None:
+    """What a session wrote into `status[field]` (its `sessionEnd`, a check's `healthCheckEnd`),
+    read as the typed definition both programs share; None when absent or not one (logged)."""
+    raw = status.get(field)
+    if not raw:
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValueError as exc:
+        logging.getLogger("benchfarm").warning("ignoring a %s that is not one: %s", field, exc)
+        return None
