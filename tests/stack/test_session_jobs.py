@@ -51,6 +51,17 @@ def _can(verb: str, what: str, namespace: str, account: str, *extra: str) -> boo
     return res.stdout.strip() == "yes"
 
 
+def _install(tmp_path, **sessions) -> None:
+    """The chart afresh, sessions as Jobs (and `sessions`, e.g. warm=1), no TestPlans."""
+    helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
+    # the previous release's warm slots go with its session ConfigMap, in the background
+    kubectl("delete", "jobs", "-n", NS, "-l", "benchfarm.io/warm-slot", "--wait=true",
+            "--ignore-not-found", check=False)
+    helm("install", RELEASE, str(CHART), "-n", NS, "--wait=false", "-f",
+         str(lab_values(tmp_path, sessions={"launcher": "job", "jobTTLSeconds": 600, **sessions},
+                        testPlans={"install": False})))
+
+
 def _uninstall(*processes) -> None:
     """The played node's and the chart operator's processes stopped, the release gone, the lab's
     own operator back."""
@@ -73,10 +84,7 @@ def test_a_session_runs_as_a_job_under_an_account_of_its_own(jobs_namespace, kub
     from kubernetes import client
     batch, core = client.BatchV1Api(kube), client.CoreV1Api(kube)
     rbac, custom = client.RbacAuthorizationV1Api(kube), client.CustomObjectsApi(kube)
-    helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
-    helm("install", RELEASE, str(CHART), "-n", NS, "--wait=false", "-f",
-         str(lab_values(tmp_path, sessions={"launcher": "job", "jobTTLSeconds": 600},
-                        testPlans={"install": False})))
+    _install(tmp_path)
     operator = session = None
     try:
         operator = start_chart_operator(kube, NS, RELEASE, tmp_path)
@@ -153,10 +161,7 @@ def test_a_health_check_runs_as_a_job_under_the_health_account(jobs_namespace, k
     batch, core = client.BatchV1Api(kube), client.CoreV1Api(kube)
     custom = client.CustomObjectsApi(kube)
     board = "vb-x86-1"
-    helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
-    helm("install", RELEASE, str(CHART), "-n", NS, "--wait=false", "-f",
-         str(lab_values(tmp_path, sessions={"launcher": "job", "jobTTLSeconds": 600},
-                        testPlans={"install": False})))
+    _install(tmp_path)
     operator = session = None
     try:
         # quarantined an hour ago, as a restarted operator reads it: its check is due at once
@@ -219,10 +224,7 @@ def test_a_warm_slot_takes_a_run_and_may_touch_only_that_run(jobs_namespace, kub
     from kubernetes import client
     batch, core = client.BatchV1Api(kube), client.CoreV1Api(kube)
     custom = client.CustomObjectsApi(kube)
-    helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
-    helm("install", RELEASE, str(CHART), "-n", NS, "--wait=false", "-f",
-         str(lab_values(tmp_path, sessions={"launcher": "job", "jobTTLSeconds": 600, "warm": 1},
-                        testPlans={"install": False})))
+    _install(tmp_path, warm=1)
     operator = slot_process = None
     try:
         operator = start_chart_operator(kube, NS, RELEASE, tmp_path)

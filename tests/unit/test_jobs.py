@@ -438,3 +438,15 @@ def test_a_health_check_never_takes_a_warm_slot():
     handle = lj.launch(health())
     assert "warm" not in handle and list(lj.warm.slots) == [slot]
     assert ("ConfigMap", "benchfarm", slot) not in lj.kube.objects
+
+
+def test_a_slot_that_could_not_take_its_run_is_deleted_and_the_run_goes_cold():
+    lj = warm_launcher(1)
+    [slot] = lj.warm.slots
+    running(lj, slot)
+
+    def no_grant(req, job):
+        raise RuntimeError("the API server went away")
+    lj.warm.grant = no_grant                      # the slot's Job is marked, its grant never written
+    assert lj.launch(req()) == f"job benchfarm/{jobs.job_name(req())}"
+    assert ("Job", "benchfarm", slot) not in lj.kube.objects

@@ -263,9 +263,13 @@ class JobLauncher:
             slot, created = taken
             try:
                 return self._launch_warm(req, slot, created)
-            except Exception as exc:    # a cold Job instead; the slot, now half given, exits idle
+            except Exception as exc:    # a cold Job instead; the slot, perhaps half given, goes
                 log.warning("the warm slot %s could not take %s/%s (%s); starting a cold Job",
                             slot, req.namespace, req.name, exc)
+                try:
+                    self.kube.delete_namespaced("Job", self.namespace, slot)
+                except Exception as gone:     # then it exits when idle (kube.warm.IDLE_S)
+                    log.warning("could not delete the warm slot %s: %s", slot, gone)
         return self._launch_cold(req)
 
     def _launch_warm(self, req: Launch, slot: str, created: float) -> str:
