@@ -103,7 +103,7 @@ lint: venv
 test: lab-up image-deps cluster-deps node-binaries
 	@$(VENV)/bin/lint-imports --config pyproject.toml
 	@$(MAKE) --no-print-directory lint
-	@$(VENV)/bin/pytest -q
+	@$(VENV)/bin/pytest -q --durations=25
 
 # What a tenant can try against the shared lab: one line per attempt at the end, non-zero on a breach.
 # The console flood prints 1 GiB here (64 MiB in make test).
