@@ -5,9 +5,9 @@ Kept equal to `benchfarm.suites.registry.names()` by a test (api may not import 
 
 SUITE_NAMES: list[str] = [
     "7zip", "alsa", "boot-time", "console-timing", "coremark", "coremark-pro", "cyclictest", "dd",
-    "dhrystone", "fio", "fps", "glmark2", "hackbench", "iperf3", "linpack", "lmbench", "mbw",
-    "multibench", "nbench", "netperf", "openssl", "shell", "stream", "stress-ng", "sysbench",
-    "whetstone", "low-power",
+    "dhrystone", "dmatest", "fio", "fps", "glmark2", "hackbench", "iperf3", "linpack", "lmbench",
+    "mbw", "multibench", "nbench", "ne10", "netperf", "openssl", "shell", "stream", "stress-ng",
+    "sysbench", "whetstone", "low-power",
 ]
 
 # Suites the board session runs itself (no command output to parse).

@@ -12,7 +12,9 @@ tables give `alsa-capture-48000hz-throughput`; OpenSSL `openssl-aes-128-cbc-1024
 with a phase's own name keeps it). Storage tables by buffer size go to fio (a title with the word
 FIO) or dd: `fio-emmc-ext4-fio-1g-4k-read-throughput`, `dd-emmc-ext4-102400-write-cpu-load`, as
 `suites.fio` names a job called `emmc-ext4-fio-1g` and `suites.dd` a step for table `emmc-ext4`.
-Ethernet tables (`Command Used` or `Frame Size`) go to netperf:
+DMA copy tables (a title starting with dmatest or UDMA, by buffer size) go to dmatest:
+`dmatest-ddr-to-ddr-block-copy-512-nc-latency` for "NC Channel Latency (μs)", as `suites.dmatest`
+names them. Ethernet tables (`Command Used` or `Frame Size`) go to netperf:
 `netperf-cpsw2g-udp-egress-throughput-0-loss-64-local-cpu-util`, as `suites.netperf` names a run
 for that table. A title whose first word is the suite (`fio randread`, `iperf3`) names it, as
 benchfarm's own reports title their tables. Any other table: title, row labels and column label,
@@ -25,7 +27,7 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from ..suites.base import normalize_unit
+from ..suites.base import normalize_unit, slug
 
 _BOARD = re.compile(r"^\s*([A-Za-z0-9][\w.-]*[\d_-][\w.-]*)\s*:\s*(.*)$")
 _PAREN = re.compile(r"\(([^()]*)\)")
@@ -50,10 +52,6 @@ def split_name(label: str) -> tuple[str, str]:
     return m.group(1).strip(), normalize_unit(m.group(2))
 
 
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9_.]+", "-", text.lower()).strip("-.")
-
-
 def board_of(header_cell: str) -> tuple[str, str]:
     """'am62xx_sk-fs: perf' -> ('am62xx_sk-fs', 'perf'); 'CPU 0' -> ('', 'CPU 0')."""
     m = _BOARD.match(header_cell)
@@ -65,7 +63,7 @@ def label_unit(label: str) -> tuple[str, str]:
     'CPU Load % (LOCAL_CPU_UTIL)' -> %, 'Rail voltage(V)' -> V."""
     unit = ""
     for candidate in reversed(_PAREN.findall(label)):
-        if "_" not in candidate and re.fullmatch(r"[A-Za-z%/\\]{1,12}", candidate.strip()):
+        if "_" not in candidate and re.fullmatch(r"[A-Za-zµμ%/\\]{1,12}", candidate.strip()):
             unit = normalize_unit(candidate)
             break
     bare = re.sub(r"\s+", " ", _PAREN.sub(" ", label).replace("%", " ")).strip()
@@ -151,6 +149,10 @@ def _name(title: str, header: Sequence[str], row: Sequence[str], nkeys: int, lab
         suite, table = _suite_table(title, ("netperf", "iperf3"), "netperf")
         frame = f"-{slug(key)}" if head0.startswith("frame size") else ""
         return "-".join(p for p in (suite, table) if p) + f"{frame}-{_network(suite, label)}", unit
+    if slug(title).split("-")[0] in ("dmatest", "udma") and head0.startswith("buffer size"):
+        table = "-".join(slug(title).split("-")[1:])
+        measure = "latency" if "latency" in bare.lower() else "throughput"
+        return f"dmatest-{table}-{slug(key)}-{slug(bare).split('-')[0]}-{measure}", unit
     if t.startswith(("audio capture", "audio playback")):
         kind = "cpu" if unit == "%" else "throughput"
         return f"alsa-{t.split()[1]}-{slug(key)}hz-{kind}", unit

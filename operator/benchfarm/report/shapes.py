@@ -10,6 +10,10 @@ a guide gives back each metric it was made from. Shapes, by what they gather:
 - across steps, by the guide table their metric names carry (one step per buffer size, direction
   or frame size): fio and dd by buffer size with write/read throughput and CPU load, netperf
   throughput and CPU load (by frame size for UDP);
+- across steps too: Ne10's FFTs by length and direction, one table per FFT function; dmatest's
+  copies by buffer size with each channel class's bandwidth and latency ("UDMA: DDR to DDR block
+  copy"); memory access latency by memory target with a column per core (each core a
+  console-timing step with `table: critical-memory-access-latency` and its `core`);
 - the run's boot phases as the guides' boot-time table.
 A series no shape takes stays in its step's generic "Benchmarks" table.
 """
@@ -17,12 +21,12 @@ A series no shape takes stays in its step's generic "Benchmarks" table.
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
-from collections.abc import Callable
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.guide_cells import slug
+from ..suites.base import slug
 
 Series = dict[str, Any]
 
@@ -59,6 +63,14 @@ _IPERF3_COLUMNS = (("iperf3-received", "THROUGHPUT (Mbits/sec)"),
                    ("iperf3-local-cpu-util", "CPU Load % (LOCAL_CPU_UTIL)"),
                    ("iperf3-remote-cpu-util", "CPU Load % (REMOTE_CPU_UTIL)"))
 _STORAGE_UNITS = {"throughput": "MB/s", "cpu-load": "%"}
+_NE10 = re.compile(r"^ne10-(?P<table>.+)-(\d+)-(forward|inverse)-(neon|c|neon-speed-up)$")
+_NE10_COLUMNS = (("neon", "NEON (us)"), ("c", "C (us)"), ("neon-speed-up", "NEON speed-up (x)"))
+_NE10_UNITS = {"neon": "us", "c": "us", "neon-speed-up": "x"}
+_DMA = re.compile(r"^dmatest-(?P<table>.+)-(\d+(?:\.\d+)?)-([a-z][a-z0-9]*)-(throughput|latency)$")
+_DMA_UNITS = {"throughput": "MiB/s", "latency": "us"}
+_DMA_LABELS = {"throughput": "Channel Bandwidth (MiB/s)", "latency": "Channel Latency (us)"}
+MEMORY_LATENCY = "critical-memory-access-latency"
+_MEMORY = re.compile(rf"^(?P<table>{MEMORY_LATENCY})-(.+)-([a-z0-9_]+)$")
 _NETWORK_UNITS = {"throughput": "Mbit/s", "local-cpu-util": "%", "remote-cpu-util": "%"}
 
 
@@ -83,7 +95,8 @@ def shape(doc: dict[str, Any]) -> Shaped:
         for build in (_openssl, _cyclictest, _iperf3, _rails):
             tables += build(step, series, board, taken)
     across = [s for series in steps.values() for s in series if id(s) not in taken]
-    tables += _storage(across, board, taken) + _netperf(across, board, taken)
+    for build_across in (_storage, _netperf, _ne10, _dmatest, _memory_latency):
+        tables += build_across(across, board, taken)
     order = list(steps)
     tables.sort(key=lambda t: order.index(t.section))    # stable: a step's own shapes first
     rest = OrderedDict((step, [s for s in series if id(s) not in taken])
@@ -150,7 +163,7 @@ def _rails(step: str, series: list[Series], board: str, taken: set[int]) -> list
     return tables
 
 
-def _grouped(series: list[Series], pattern: re.Pattern[str], units: dict[str, str],
+def _grouped(series: list[Series], pattern: re.Pattern[str], units: Mapping[str, str],
              key: Callable[[re.Match[str]], Any], taken: set[int]
              ) -> OrderedDict[Any, list[tuple[re.Match[str], Series]]]:
     """Series whose name matches and whose unit is its measure's (the pattern's last group), by
@@ -200,6 +213,51 @@ def _netperf(series: list[Series], board: str, taken: set[int]) -> list[Table]:
             f"{board}: {label}" for _, label in columns]
         tables.append(Table(cells[0][1]["step"], f"netperf {table}", header, rows))
     return tables
+
+
+def _ne10(series: list[Series], board: str, taken: set[int]) -> list[Table]:
+    tables = []
+    for function, cells in _grouped(series, _NE10, _NE10_UNITS, lambda m: m.group(1),
+                                    taken).items():
+        by_row: dict[tuple[int, str], dict[str, str]] = {}
+        for m, s in cells:
+            by_row.setdefault((int(m.group(2)), m.group(3)), {})[m.group(4)] = s["display"]
+        rows = [[str(length), direction] + [row.get(k, "") for k, _ in _NE10_COLUMNS]
+                for (length, direction), row in sorted(by_row.items())]
+        header = ["FFT length", "Direction"] + [f"{board}: {label}" for _, label in _NE10_COLUMNS]
+        tables.append(Table(cells[0][1]["step"], f"ne10 {function}", header, rows))
+    return tables
+
+
+def _dmatest(series: list[Series], board: str, taken: set[int]) -> list[Table]:
+    tables = []
+    for table, cells in _grouped(series, _DMA, _DMA_UNITS, lambda m: m.group(1), taken).items():
+        by_size: dict[float, dict[tuple[str, str], str]] = {}
+        for m, s in cells:
+            by_size.setdefault(float(m.group(2)), {})[(m.group(3), m.group(4))] = s["display"]
+        columns = sorted({key for row in by_size.values() for key in row},
+                         key=lambda k: (k[0], k[1] != "throughput"))
+        rows = [[f"{size:g}"] + [row.get(k, "") for k in columns]
+                for size, row in sorted(by_size.items())]
+        header = ["Buffer Size (KiB)"] + [f"{board}: {cls.upper()} {_DMA_LABELS[measure]}"
+                                          for cls, measure in columns]
+        tables.append(Table(cells[0][1]["step"], f"dmatest {table}", header, rows))
+    return tables
+
+
+def _memory_latency(series: list[Series], board: str, taken: set[int]) -> list[Table]:
+    """Rows by memory target, a column per core, in the order the run measured them."""
+    cells = _grouped(series, _MEMORY, defaultdict(lambda: "ns"), lambda m: 0, taken).get(0, [])
+    if not cells:
+        return []
+    cores = list(OrderedDict.fromkeys(m.group(3) for m, _ in cells))
+    by_target: OrderedDict[str, dict[str, str]] = OrderedDict()
+    for m, s in cells:
+        by_target.setdefault(m.group(2), {})[m.group(3)] = s["display"]
+    rows = [[target.replace("-", " ").upper()] + [row.get(core, "") for core in cores]
+            for target, row in by_target.items()]
+    header = ["Memory"] + [f"{board}: {core} (ns)" for core in cores]
+    return [Table(cells[0][1]["step"], MEMORY_LATENCY, header, rows)]
 
 
 def _boot(doc: dict[str, Any], board: str) -> Table | None:

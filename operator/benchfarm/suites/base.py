@@ -15,7 +15,7 @@ from ..errors import ParseError
 
 _UNIT_ALIASES = {
     "mb/s": "MB/s", "mbps": "Mbit/s", "mbit/s": "Mbit/s", "gbit/s": "Gbit/s", "kb/s": "KB/s",
-    "gb/s": "GB/s", "us": "us", "µs": "us", "usec": "us", "microseconds": "us", "ns": "ns",
+    "gb/s": "GB/s", "us": "us", "µs": "us", "μs": "us", "usec": "us", "microseconds": "us", "ns": "ns",
     "ms": "ms", "s": "s", "sec": "s", "seconds": "s", "mips": "MIPS", "dmips/mhz": "DMIPS/MHz",
     "kflops": "KFLOPS", "mflops": "MFLOPS", "iops": "IOPS", "fps": "FPS", "mw": "mW", "v": "V",
     "": "", "ops/s": "ops/s", "bogo ops/s": "bogo ops/s", "events/s": "events/s", "mib/s": "MiB/s",
@@ -69,6 +69,12 @@ def table_problem(params: dict[str, str]) -> str | None:
         return None
     return (f"table {table!r} is not a guide table's slugged title (lower-case letters, digits, "
             "'_', '.' and single '-', e.g. emmc-ext4)")
+
+
+def slug(text: str) -> str:
+    """A title or label as a metric name's part: lower case, runs of anything but letters, digits,
+    '_' and '.' one '-' ('R5F WKUP TCM' -> 'r5f-wkup-tcm'); core.guide_cells names cells so too."""
+    return re.sub(r"[^a-z0-9_.]+", "-", text.lower()).strip("-.")
 
 
 def metric_key(name: str, unit: str) -> str:

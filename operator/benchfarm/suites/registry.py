@@ -17,7 +17,7 @@ _MODULES = {
     "dhrystone": "dhrystone", "whetstone": "whetstone", "linpack": "linpack", "nbench": "nbench",
     "stream": "stream", "coremark": "coremark", "coremark-pro": "coremarkpro", "7zip": "sevenzip",
     "glmark2": "fps", "fps": "fps", "console-timing": "consoletiming", "netperf": "netperf",
-    "alsa": "alsa", "multibench": "multibench",
+    "alsa": "alsa", "multibench": "multibench", "ne10": "ne10", "dmatest": "dmatest",
 }
 
 
