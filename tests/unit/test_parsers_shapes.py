@@ -59,6 +59,20 @@ def test_openssl_multi_table_without_type_header_takes_sizes_from_the_children()
     assert len(m) == 6  # the children's 'Got: +F:' lines are not results
 
 
+def test_openssl_figures_under_10000_bytes_per_second_are_printed_without_k():
+    """openssl speed prints `%11.2fk` only over 10,000 bytes/s: a loaded board's 16-byte blocks
+    under `-seconds 1` may finish none (0.00), a slow one a few thousand bytes (seen on the GPU
+    board while three boards ran at once)."""
+    table = ("type             16 bytes     64 bytes    256 bytes   1024 bytes   8192 bytes  16384 bytes\n"
+             "AES-128-GCM          0.00      9512.00      2331.90k     6396.93k     3284.99k     2634.29k\n")
+    m = values(parse("openssl", table))
+    assert m["openssl-aes-128-gcm-16B"] == (0.0, "KB/s")
+    assert m["openssl-aes-128-gcm-64B"] == (9.51, "KB/s")
+    assert m["openssl-aes-128-gcm-256B"] == (2331.9, "KB/s")
+    nan = values(parse("openssl", table.replace("0.00  ", "-nan  ")))      # 0 blocks in 0 s
+    assert "openssl-aes-128-gcm-16B" not in nan and nan["openssl-aes-128-gcm-64B"] == (9.51, "KB/s")
+
+
 def test_openssl_multi_mr_lines_give_the_same_names_in_kb_per_s():
     m = values(parse("openssl", sample("openssl/speed_multi2_mr_evp_aes-128-gcm.stdout.txt")))
     assert m["openssl-aes-128-gcm-16B"] == (94753.33, "KB/s")         # 94753328.00 bytes/s

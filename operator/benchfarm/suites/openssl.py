@@ -59,20 +59,28 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     return out
 
 
+_CELL = re.compile(r"^(\d+(?:\.\d+)?|-?nan)(k?)$")
+
+
 def _table_row(line: str, n_sizes: int) -> tuple[str, list[str]] | None:
-    """'AES-128-GCM  98738.88k ... 10005413.89k' -> ('AES-128-GCM', ['98738.88', ...])."""
+    """'AES-128-GCM  98738.88k ... 10005413.89k' -> ('AES-128-GCM', ['98738.88', ...]). openssl
+    prints a figure over 10,000 bytes/s in 1000s ('k'), a smaller one as bytes/s: '0.00', or
+    '-nan' when its timer saw no time pass, if no block of that size finished (a loaded board,
+    `-seconds 1`). A '-nan' cell is no figure: '' (that size has no metric this time)."""
     fields = line.split()
-    values = fields[-n_sizes:]
-    if len(fields) <= n_sizes or not all(v.endswith("k") for v in values):
+    cells = [_CELL.match(v) for v in fields[-n_sizes:]]
+    if len(fields) <= n_sizes or not all(cells):
         return None
-    return " ".join(fields[:-n_sizes]), [v[:-1] for v in values]
+    return " ".join(fields[:-n_sizes]), [
+        "" if "nan" in m.group(1) else m.group(1) if m.group(2)
+        else f"{float(m.group(1)) / 1000:.2f}" for m in cells if m]
 
 
 def _throughput(algorithm: str, kb_per_s: list[str], sizes: list[int], line: int) -> list[Metric]:
     algo = algorithm.lower().replace(" ", "-")
     return [Metric(f"openssl-{algo}-{size}B", number(v, SUITE, line), "KB/s", True,
                    {"algorithm": algo, "block": str(size)})
-            for size, v in zip(sizes, kb_per_s, strict=False)]
+            for size, v in zip(sizes, kb_per_s, strict=False) if v]
 
 
 def _sign_verify(algo: str, sign: str, verify: str, line: int) -> list[Metric]:
