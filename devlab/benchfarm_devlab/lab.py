@@ -76,7 +76,7 @@ def up() -> Path:
     start_pdudaemon(config)
     start_sshd(["127.0.0.1", "localhost", HOST_ADDR])
     start_labgrid(config, inventory)
-    start_iperf3()
+    start_iperf3(config)
     say(f"labgrid coordinator, exporters and places ready ({time.monotonic() - phase:.1f} s)")
     if "arm64" in config["images"]:
         phase = time.monotonic()
@@ -88,7 +88,7 @@ def up() -> Path:
 
 
 COMPONENTS_DOWN_ORDER = ["benchfarm-operator*", "session-*", "kube-scheduler", "kubelet", "kube-proxy",
-                         "containerd", "lab-gateway", "iperf3", "labgrid-exporter-*", "labgrid-coordinator",
+                         "containerd", "lab-gateway", "iperf3*", "labgrid-exporter-*", "labgrid-coordinator",
                          "sshd", "pdudaemon",
                          "vlab", "minio", "kube-controller-manager", "kube-apiserver", "etcd"]
 

@@ -125,6 +125,8 @@ def start_labgrid(config: dict, inventory: dict) -> None:
             ], ports=[], ready=exporter_ready, timeout=60, restart_on_change=True)
         for b in config["boards"]:
             tags = {"device_type": b["device_type"], **{k: str(v) for k, v in b["labels"].items()}}
+            if shutil.which("iperf3"):     # its own network peer (start_iperf3), seen from QEMU
+                tags["iperf3-peer"] = f"10.0.2.2:{board_peer_port(b['index'])}"
             coordinator.ensure_place(b["name"], match=f"{b['exporter']}/{b['name']}/*", tags=tags,
                                      comment=f"virtual board ({b['device_type']})")
     finally:
@@ -140,9 +142,19 @@ def readvertise() -> None:
     start_labgrid(config, load_inventory())
 
 
-def start_iperf3() -> None:
+def board_peer_port(index: int) -> int:
+    """The iperf3 peer of virtual board `index`: each bench has its own network peer, so boards
+    measured at once (a campaign's columns) do not find one shared server busy."""
+    return PORTS.iperf3 + 1 + index
+
+
+def start_iperf3(config: dict) -> None:
     if shutil.which("iperf3") is None:
         say("iperf3 not installed on the host; network suites will have no peer")
         return
     start_process("iperf3", ["iperf3", "-s", "-p", str(PORTS.iperf3)], ports=[PORTS.iperf3],
                   ready=lambda: port_open(PORTS.iperf3))
+    for b in config["boards"]:
+        port = board_peer_port(b["index"])
+        start_process(f"iperf3-{b['name']}", ["iperf3", "-s", "-p", str(port)], ports=[port],
+                      ready=lambda port=port: port_open(port))

@@ -19,6 +19,18 @@ from ..store.spool import Spool
 from .lifeline import Lifeline
 from .status import StatusWriter
 
+PEER_TAG = "iperf3-peer"   # a place's own network peer (host:port), as a bench has one
+
+
+def iperf3_peer(peer: str) -> dict[str, str]:
+    """What a network suite's command reads of its peer: BENCHFARM_IPERF3_HOST and _PORT. The
+    lab's peer (BENCHFARM_IPERF3_PEER) serves one test at a time; a place tagged `iperf3-peer`
+    names the board's own, so boards measured at once do not find it busy."""
+    if not peer:
+        return {}
+    host, _, port = peer.partition(":")
+    return {"BENCHFARM_IPERF3_HOST": host, "BENCHFARM_IPERF3_PORT": port or "5201"}
+
 
 @dataclass
 class Config:
@@ -32,11 +44,7 @@ class Config:
 
     @classmethod
     def from_env(cls) -> Config:
-        env = {}
-        peer = os.environ.get("BENCHFARM_IPERF3_PEER")
-        if peer:
-            host, _, port = peer.partition(":")
-            env = {"BENCHFARM_IPERF3_HOST": host, "BENCHFARM_IPERF3_PORT": port or "5201"}
+        env = iperf3_peer(os.environ.get("BENCHFARM_IPERF3_PEER", ""))
         state = Path(os.environ.get("BENCHFARM_STATE", "/tmp/benchfarm"))
         return cls(coordinator=os.environ.get("LG_COORDINATOR", "127.0.0.1:20408"),
                    device_types=Path(os.environ.get("BENCHFARM_DEVICE_TYPES",

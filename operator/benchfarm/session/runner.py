@@ -44,7 +44,7 @@ from ..store.software import SoftwareCache
 from ..store.spool import Spool
 from . import reporting
 from .blame import Settled, Verdict, verdict
-from .context import Config, RunContext
+from .context import PEER_TAG, Config, RunContext, iperf3_peer
 from .lifeline import Fenced, Lifeline, api_version_of
 from .status import StatusWriter
 from .steps import StepRunner
@@ -291,7 +291,8 @@ class Runner:
         runner.software = software
         runner.steps_total, runner.steps_done = len(steps), len(steps) - len(todo)
         serial_log = SerialLog(ctx.spool.append_path(ctx.serial_key()))
-        environment = {**self.config.environment, "BENCHFARM_RUN": f"{ctx.namespace}/{ctx.name}"}
+        environment = {**self.config.environment, **iperf3_peer(info.tags.get(PEER_TAG, "")),
+                       "BENCHFARM_RUN": f"{ctx.namespace}/{ctx.name}"}
         runner.session = BoardSession(ctx.place, info.resources, dtype,
                                       self.lifeline.wait_out("connect to the coordinator",
                                                              self.coordinator.session),
