@@ -19,7 +19,7 @@ APT_STAMP := $(BENCHFARM_CACHE)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut
 IMAGE_APT_STAMP := $(BENCHFARM_CACHE)/.apt-image-$(shell echo $(IMAGE_APT_PACKAGES) | md5sum | cut -c1-8)
 CLUSTER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-cluster-$(shell echo $(CLUSTER_APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps image-deps cluster-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint test unit chaos misuse crds bench bench-scale bench-boot clean
+.PHONY: all deps image-deps cluster-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint test unit chaos misuse campaigns crds bench bench-scale bench-boot clean
 
 all: test
 
@@ -113,6 +113,11 @@ misuse: lab-up
 # Runs surviving operator/runner kills, outages and bad boards: one line per scenario at the end.
 chaos: lab-up
 	@$(VENV)/bin/pytest -q -p no:cacheprovider tests/chaos
+
+# The two example campaigns as written (4 iterations, 2 timed boots per column); make test runs
+# them with one of each.
+campaigns: lab-up
+	@BENCHFARM_CAMPAIGN_FULL=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/stack/test_campaigns.py
 
 bench: venv
 	@$(PY) benchmarks/scheduler_bench.py

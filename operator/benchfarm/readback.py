@@ -42,6 +42,68 @@ def metrics(run: str) -> dict[str, Any]:
     return json.loads(store.get(key))
 
 
+def campaign(ref: str) -> tuple[str, list[Any]] | None:
+    """A BenchmarkCampaign NAMESPACE/NAME as its release label and its guide's columns (their
+    runs' metrics; a column without results is missing); None when there is no such campaign."""
+    from .kubeapi.client import Kube
+    from .report.release import Column
+    ns, name = _split(ref)
+    body = Kube(outage_budget=10).get_custom("benchmarkcampaigns", ns, name)
+    if body is None:
+        return None
+    columns = []
+    for c in (body.get("status") or {}).get("columns") or []:
+        try:
+            doc = metrics(f"{ns}/{c['run']}") if c.get("phase") == "Succeeded" else None
+        except NotFound:
+            doc = None
+        columns.append(Column(c["name"], doc, "" if doc else c.get("reason") or "no results"))
+    if not columns:
+        raise NotFound(f"campaign {ns}/{name} has no columns yet", reason="NoResults")
+    return body["spec"]["release"], columns
+
+
+def _campaign_not_run(ref: str) -> tuple[str, list[Any]] | None:
+    """The campaign a name means, when no BenchmarkRun has that name (a run wins)."""
+    from .kubeapi.client import Kube
+    if Path(ref).suffix.lower() in (".rst", ".txt") or Kube(outage_budget=10).get_run(*_split(ref)):
+        return None
+    return campaign(ref)
+
+
+def _compare_campaign(ref: str, release: str, columns: list[Any], baseline: str,
+                      board: str | None) -> tuple[str, bool]:
+    """A campaign against another campaign (column by column, by name) or a guide (each column
+    against the guide's board of the same name, or the one --board names)."""
+    from .core.guide import GuideError, read_guide
+    from .core.regression import RegressionPolicy, Sample
+    from .report.release import Column, changes_md, release_changes
+    policy = RegressionPolicy()
+    other = _campaign_not_run(baseline)
+    if other is not None:
+        previous_release, previous = other
+    else:
+        try:
+            text = Path(baseline).read_text(errors="replace")
+        except OSError as exc:
+            raise NotFound(f"guide {baseline}: {exc.strerror}", reason="BaselineNotFound") from exc
+        guide = read_guide(text)
+        previous_release, previous = baseline, []
+        for col in columns:
+            try:
+                values = guide.baseline(board or col.name)
+            except GuideError as exc:
+                previous.append(Column(col.name, None, exc.message))
+                continue
+            previous.append(Column(col.name, None, summary={
+                k: Sample.summary(v.mean, v.min, v.max) for k, v in values.items()}))
+    changes = release_changes(previous, columns, policy)
+    if not any(ch.comparisons for ch in changes):
+        raise NotFound(f"{ref} and {baseline} have no metric in common", reason="NothingInCommon")
+    return (changes_md(release, previous_release, changes, policy.describe()),
+            any(c.verdict == "regressed" for ch in changes for c in ch.comparisons))
+
+
 def report(run: str, fmt: str = "md") -> str:
     from .report.tables import markdown, rst
     doc = metrics(run)
@@ -57,6 +119,9 @@ def compare(run: str, baseline: str, board: str | None = None) -> tuple[str, boo
     from .core.regression import RegressionPolicy, Sample, compare as compare_samples
     from .core.results import samples_by_metric_name, samples_from_document
     from .report.tables import comparison_markdown
+    found = _campaign_not_run(run)
+    if found is not None:
+        return _compare_campaign(run, *found, baseline, board)
     doc = metrics(run)
     policy = RegressionPolicy()
     path = Path(baseline)
@@ -67,6 +132,13 @@ def compare(run: str, baseline: str, board: str | None = None) -> tuple[str, boo
             raise NotFound(f"guide {baseline}: {exc.strerror}", reason="BaselineNotFound") from exc
         guide = read_guide(text).baseline(board)
         base = {k: Sample.summary(v.mean, v.min, v.max) for k, v in guide.items()}
+        current, direction = samples_by_metric_name(doc)
+    elif (other := _campaign_not_run(baseline)) is not None:
+        column = next((c for c in other[1] if c.name == board), None)
+        if column is None or column.doc is None:
+            raise NotFound(f"campaign {baseline}: name the column to compare with (--board): "
+                           + ", ".join(c.name for c in other[1] if c.doc), reason="BaselineNotFound")
+        base, _ = samples_by_metric_name(column.doc)
         current, direction = samples_by_metric_name(doc)
     else:
         base, _ = samples_from_document(metrics(baseline))

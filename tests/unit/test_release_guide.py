@@ -137,3 +137,20 @@ def test_a_column_missing_on_either_side_is_reported_not_compared():
     assert by["qemu-x86"].missing == "RunFailed: timeout"
     assert by["qemu-x86-gpu"].missing == "missing in the previous release (BoardTaken: no free board)"
     assert by["qemu-arm64-a53"].comparisons and not by["qemu-arm64-a53"].missing
+
+
+def test_changes_say_which_boards_booted_other_software():
+    before, after = columns(), columns()
+    for cols, software, release in ((before, None, "6.1.0-56-arm64"),
+                                    (after, {"name": "cloud-arm64", "kernel": {"sha256": "d418ce578d1c" + "0" * 52}},
+                                     "6.1.0-56-cloud-arm64")):
+        cols[1].doc["provenance"] = {"kernelRelease": release,
+                                     **({"software": software} if software else {})}
+    for cols in (before, after):
+        cols[0].doc["provenance"] = {"kernelRelease": "6.1.0-56-amd64"}
+    md = changes_md("11.02", "11.01", release_changes(before, after), "rule")
+    arm = md.split("## qemu-arm64-a53\n", 1)[1].split("\n## ", 1)[0]
+    assert ("**The board booted other software**: the board's own image, Linux 6.1.0-56-arm64 in "
+            "11.01, cloud-arm64 (kernel d418ce578d1c), Linux 6.1.0-56-cloud-arm64 in 11.02.") in arm
+    x86 = md.split("## qemu-x86\n", 1)[1].split("\n## ", 1)[0]
+    assert "Same software in both: the board's own image, Linux 6.1.0-56-amd64." in x86

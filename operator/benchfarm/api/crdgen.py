@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from .campaigns import CAMPAIGN_SPEC_RULES, BenchmarkCampaignSpec, status_schema
 from .models import (
     BENCHMARKRUN_SPEC_RULES,
     GROUP,
@@ -135,6 +136,8 @@ def crd(kind: str, plural: str, short: list[str], scope: str, spec: dict[str, An
 def all_crds() -> dict[str, dict[str, Any]]:
     run_spec = schema_of(BenchmarkRunSpec)
     run_spec["x-kubernetes-validations"] = BENCHMARKRUN_SPEC_RULES
+    campaign_spec = schema_of(BenchmarkCampaignSpec)
+    campaign_spec["x-kubernetes-validations"] = CAMPAIGN_SPEC_RULES
     age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
     return {
         "benchmarkruns": crd(
@@ -149,6 +152,20 @@ def all_crds() -> dict[str, dict[str, Any]]:
              {"name": "Boot(s)", "type": "string", "jsonPath": ".status.bootSeconds"},
              {"name": "Queue", "type": "integer", "jsonPath": ".status.queuePosition",
               "priority": 1},
+             age]),
+        "benchmarkcampaigns": crd(
+            "BenchmarkCampaign", "benchmarkcampaigns", ["bc"], "Namespaced", campaign_spec,
+            _status(status_schema()),
+            [{"name": "Release", "type": "string", "jsonPath": ".spec.release"},
+             {"name": "Succeeded", "type": "string",
+              "jsonPath": '.status.conditions[?(@.type=="Succeeded")].status'},
+             {"name": "Reason", "type": "string",
+              "jsonPath": '.status.conditions[?(@.type=="Succeeded")].reason'},
+             {"name": "Done", "type": "string", "jsonPath": ".status.done"},
+             {"name": "Running", "type": "integer", "jsonPath": ".status.running"},
+             {"name": "Failed", "type": "integer", "jsonPath": ".status.failed"},
+             {"name": "Regressed", "type": "string", "priority": 1,
+              "jsonPath": '.status.conditions[?(@.type=="Regressed")].status'},
              age]),
         "testplans": crd(
             "TestPlan", "testplans", ["tp"], "Cluster", schema_of(TestPlanSpec), None,

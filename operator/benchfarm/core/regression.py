@@ -16,6 +16,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..api.models import LabPolicySpec, RegressionThresholds
 from .stats import seed_format
 
 LOWER_IS_BETTER_UNITS = {"us", "ns", "ms", "s", "cycles"}
@@ -88,6 +89,16 @@ class Comparison:
     @property
     def worse_by(self) -> float:
         return -self.change if self.higher_is_better else self.change
+
+
+def regression_policy(policy: LabPolicySpec) -> RegressionPolicy:
+    """The lab's rule (LabPolicy spec.regression) for sessions and campaigns alike."""
+    rules = policy.regression
+
+    def thresholds(t: RegressionThresholds) -> Thresholds:
+        return Thresholds(alpha=t.alpha, min_effect=t.minEffect, tolerance=t.tolerance)
+    return RegressionPolicy(thresholds(rules.default),
+                            {k: thresholds(v) for k, v in rules.families.items()})
 
 
 def higher_is_better_for(unit: str) -> bool:

@@ -12,11 +12,14 @@ from typing import Any
 import kopf
 
 from ..api.models import GROUP, VERSION
+from ..core.regression import regression_policy
 from ..errors import InfraError, RunError
 from ..kubeapi.leases import LeaseHolder
+from .campaigns import Campaigns
 from .runtime import Runtime
 
 RUNTIME: Runtime | None = None
+CAMPAIGNS: Campaigns | None = None
 LEASE: LeaseHolder | None = None      # the leader Lease (kube.main), given up at cleanup
 
 
@@ -50,12 +53,17 @@ async def startup(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any
         except InfraError as exc:
             logger.warning("waiting for the lab: %s", exc)
             await asyncio.sleep(3)
+    global CAMPAIGNS
+    CAMPAIGNS = Campaigns(rt.kube, rt.store, lambda: regression_policy(rt.policy),
+                          rt.inventory.views)
     RUNTIME = rt
     logger.info("benchfarm operator ready: %d device types", len(rt.device_types))
 
 
 @kopf.on.cleanup()
 async def cleanup(**_: Any) -> None:
+    if CAMPAIGNS is not None:
+        await asyncio.to_thread(CAMPAIGNS.stop)
     if RUNTIME is not None:
         await RUNTIME.stop()
     if LEASE is not None:    # nothing schedules any more: hand over now, not when kopf is done
@@ -71,6 +79,14 @@ def scheduler_alive(**_: Any) -> bool:
 def run_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
     if RUNTIME is not None:
         RUNTIME.observe_run(event.get("type"), dict(body))
+    if CAMPAIGNS is not None:
+        CAMPAIGNS.observe_run(dict(body))
+
+
+@kopf.on.event(GROUP, VERSION, "benchmarkcampaigns")
+def campaign_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    if CAMPAIGNS is not None:
+        CAMPAIGNS.observe_campaign(event.get("type"), dict(body))
 
 
 @kopf.on.create(GROUP, VERSION, "benchmarkruns")

@@ -26,6 +26,11 @@ INFRA_FAILURES = Counter("benchfarm_infra_failures_total", "Infrastructure error
                          ["board", "reason"], registry=REGISTRY)
 FINISHED = Counter("benchfarm_runs_finished_total", "Finished runs", ["phase", "reason"],
                    registry=REGISTRY)
+CAMPAIGNS_FINISHED = Counter("benchfarm_campaigns_finished_total", "Finished campaigns",
+                             ["phase", "reason"], registry=REGISTRY)
+CAMPAIGN_REGRESSIONS = Counter("benchfarm_campaign_regressions_total",
+                               "Metrics a published campaign found regressed against the "
+                               "previous release (per board column)", registry=REGISTRY)
 RECOVERY = Gauge("benchfarm_recovery_seconds",
                  "Reading the lab back after the operator started (runs, boards, fairness)",
                  registry=REGISTRY)

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ..api.campaigns import AVOID_ANNOTATION
 from ..api.devicetype import DeviceType
 from ..api.models import BenchmarkRunSpec, LabPolicySpec
 from ..api.outcomes import FINISHED, Phase, Reason
@@ -48,6 +49,12 @@ QUEUE_POSITION_LIMIT = 2     # only the head of the queue: the next two waiting 
 QUEUE_POSITION_WRITES = 2    # and at most two position writes per run (the write budget of a run)
 QUEUE_POSITION_PERIOD = 5.0
 POLICY_NAME = "default"      # the one LabPolicy the lab has (CEL refuses any other name)
+
+
+def avoid_annotation(meta: dict[str, Any]) -> tuple[str, ...]:
+    """A campaign's retried column: the boards its first run failed on (at most a few names)."""
+    text = ((meta.get("annotations") or {}).get(AVOID_ANNOTATION) or "")[:1024]
+    return tuple(b for b in text.split(",") if b)[:16]
 FAIRNESS_CONFIG_MAP = "benchfarm-fairness"   # who was served last, per namespace
 SLOW_ITERATION = 2.0         # seconds: a scheduler iteration longer than this is logged
 LAUNCH_THREADS = 4           # launches in flight at once (each mostly waits for the API server)
@@ -183,7 +190,8 @@ class Runtime:
                 run = self.runs[key] = RunState(meta["namespace"], meta["name"], meta["uid"],
                                                 meta.get("generation", 1),
                                                 ts(meta.get("creationTimestamp")), spec, status,
-                                                deleting=bool(meta.get("deletionTimestamp")))
+                                                deleting=bool(meta.get("deletionTimestamp")),
+                                                avoid_boards=avoid_annotation(meta))
         board = status.get("board")
         if board:
             if run.phase == Phase.running and not status.get("boardReleased"):
@@ -374,7 +382,7 @@ class Runtime:
         """The run as the scheduler sees it, rebuilt only when what it is made of changes (built
         when the run is observed, so a flood of new runs costs the rounds nothing)."""
         ceiling = self.policy.for_namespace(r.namespace).maxPriority
-        avoid = tuple(r.status.get("avoidBoards") or ())
+        avoid = tuple(r.status.get("avoidBoards") or ()) + r.avoid_boards
         suites = r.status.get("resolvedSuites") or []
         fingerprint = (r.generation, ceiling, avoid, len(suites))
         if r.queue_entry is None or r.queue_entry[0] != fingerprint:

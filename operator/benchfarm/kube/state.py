@@ -41,6 +41,7 @@ class RunState:
     queue_entry: tuple[Any, Any] | None = None
     completed_at: tuple[str, float] | None = None
     position_writes: int = 0        # queuePosition writes so far (capped: a run's write budget)
+    avoid_boards: tuple[str, ...] = ()   # boards a campaign's retried column must not get
 
     @property
     def key(self) -> str:

@@ -125,6 +125,44 @@ class Kube:
             if exc.status != 404:
                 raise
 
+    # -- benchfarm's namespaced objects by plural (campaigns and the runs they make) ------------
+    def get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._call(f"get {plural}", lambda: self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, plural, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list_custom(self, plural: str, namespace: str, labels: str = "") -> list[dict[str, Any]]:
+        return self._call(f"list {plural}", lambda: self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, plural, label_selector=labels))["items"]
+
+    def create_custom(self, plural: str, namespace: str, body: dict[str, Any]) -> bool:
+        """False when one of that name exists already."""
+        try:
+            self._call(f"create {plural}", lambda: self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, plural, body))
+            return True
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+
+    def patch_custom(self, plural: str, namespace: str, name: str, patch: dict[str, Any],
+                     *, status: bool = False) -> bool:
+        """Merge-patch the object (or its status); False when it no longer exists."""
+        fn = (self.custom.patch_namespaced_custom_object_status if status
+              else self.custom.patch_namespaced_custom_object)
+        try:
+            self._call(f"patch {plural}", lambda: fn(GROUP, VERSION, namespace, plural, name, patch))
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+
     # -- cluster-scoped objects ---------------------------------------------------------------
     def list_cluster(self, plural: str) -> list[dict[str, Any]]:
         return self._call(f"list {plural}", lambda: self.custom.list_cluster_custom_object(

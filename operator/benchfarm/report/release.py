@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.guide_cells import board_of, key_columns
-from ..core.regression import Comparison, RegressionPolicy, compare
+from ..core.regression import Comparison, RegressionPolicy, Sample, compare
 from ..core.results import samples_by_metric_name
 from .shapes import Table, shape
 
@@ -46,6 +46,8 @@ class Column:
     name: str                                  # the board column's name in every table
     doc: dict[str, Any] | None                 # its run's metrics document; None: missing
     missing: str = ""                          # why it is missing (reason: message)
+    # a baseline read from a guide instead of a run: metric key -> core.regression.Sample
+    summary: dict[str, Sample] | None = None
 
 
 @dataclass
@@ -206,6 +208,23 @@ class ColumnChanges:
     column: str
     comparisons: list[Comparison]
     missing: str = ""              # why the column could not be compared
+    software: tuple[str, str] = ("", "")   # what the board booted: previously, now
+
+    @property
+    def software_changed(self) -> bool:
+        return self.software[0] != self.software[1]
+
+
+def booted(doc: dict[str, Any] | None) -> str:
+    """What a run's board booted, as a person compares two releases: the software set's name
+    and kernel digest (or the board's own image) and the kernel release it reported."""
+    prov = (doc or {}).get("provenance") or {}
+    software = prov.get("software") or {}
+    kernel = (software.get("kernel") or {}).get("sha256", "")
+    what = f"{software.get('name') or 'software'} (kernel {kernel[:12]})" if software else \
+        "the board's own image"
+    release = prov.get("kernelRelease") or ""
+    return f"{what}, Linux {release}" if release else what
 
 
 def release_changes(previous: Sequence[Column], current: Sequence[Column],
@@ -217,15 +236,19 @@ def release_changes(previous: Sequence[Column], current: Sequence[Column],
     out = []
     for col in current:
         prev = before.get(col.name)
-        if col.doc is None or prev is None or prev.doc is None:
+        if col.doc is None or prev is None or (prev.doc is None and prev.summary is None):
             why = (col.missing or "no result") if col.doc is None else (
                 "not in the previous release" if prev is None else
                 f"missing in the previous release ({prev.missing or 'no result'})")
             out.append(ColumnChanges(col.name, [], why))
             continue
-        base, base_dir = samples_by_metric_name(prev.doc)
+        base, base_dir = (prev.summary, {}) if prev.summary is not None else \
+            samples_by_metric_name(prev.doc or {})
         cur, cur_dir = samples_by_metric_name(col.doc)
-        out.append(ColumnChanges(col.name, compare(base, cur, {**base_dir, **cur_dir}, policy)))
+        software = (booted(prev.doc) if prev.doc else "", booted(col.doc)) \
+            if prev.doc else ("", "")
+        out.append(ColumnChanges(col.name, compare(base, cur, {**base_dir, **cur_dir}, policy),
+                                 software=software))
     return out
 
 
@@ -237,6 +260,11 @@ def changes_md(release: str, previous: str, changes: Sequence[ColumnChanges],
         if ch.missing:
             out += [f"Not compared: {ch.missing}.", ""]
             continue
+        if ch.software_changed:
+            out += [f"**The board booted other software**: {ch.software[0]} in {previous}, "
+                    f"{ch.software[1]} in {release}.", ""]
+        elif ch.software[1]:
+            out += [f"Same software in both: {ch.software[1]}.", ""]
         out += [f"| Metric | {previous} | {release} | Change | Verdict |", "|---|---|---|---|---|"]
         out += [f"| {c.key} | {c.baseline.display} | {c.current.display} | {c.change:+.1%} | "
                 f"{c.verdict} |" for c in ch.comparisons] + [""]
@@ -252,6 +280,9 @@ def changes_html(release: str, previous: str, changes: Sequence[ColumnChanges],
         if ch.missing:
             body.append(f"<p>Not compared: {esc(ch.missing)}.</p>")
             continue
+        if ch.software_changed:
+            body.append(f"<p><b>The board booted other software</b>: {esc(ch.software[0])} in "
+                        f"{esc(previous)}, {esc(ch.software[1])} in {esc(release)}.</p>")
         body.append(f"<table><tr><th>Metric</th><th>{esc(previous)}</th><th>{esc(release)}</th>"
                     "<th>Change</th><th>Verdict</th></tr>" + "".join(
                         f'<tr class="{c.verdict}"><td>{esc(c.key)}</td><td>{esc(c.baseline.display)}'

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..api.devicetype import DeviceType
 from ..api.models import LabPolicySpec, RepeatSpec, SuiteSpec
-from ..core.regression import RegressionPolicy, Thresholds, compare, worst_offenders
+from ..core.regression import RegressionPolicy, compare, regression_policy, worst_offenders
 from ..core.repeat import AT_MAXIMUM, decide, interval
 from ..core.results import SuiteRecord, headline, metrics_document, series, summary
 from ..core.steps import BOOT, PROVENANCE, SUITE
@@ -86,15 +86,6 @@ def repetition(records: list[SuiteRecord], suites: list[SuiteSpec], rule: Repeat
             "maxIterations": rule.maxIterations, "iterations": measured,
             "stoppedBecause": verdict or AT_MAXIMUM,
             "metrics": [interval(k, v).as_dict(rule.relativeCI95) for k, v in values.items()]}
-
-
-def regression_policy(policy: LabPolicySpec) -> RegressionPolicy:
-    rules = policy.regression
-
-    def thresholds(t: Any) -> Thresholds:
-        return Thresholds(alpha=t.alpha, min_effect=t.minEffect, tolerance=t.tolerance)
-    return RegressionPolicy(thresholds(rules.default),
-                            {k: thresholds(v) for k, v in rules.families.items()})
 
 
 def compare_with(doc: dict[str, Any], baseline_name: str, baseline_doc: dict[str, Any] | None,
