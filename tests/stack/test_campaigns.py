@@ -9,6 +9,7 @@ columns as written); `make campaigns` applies them as written (4 iterations, 2 b
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -71,11 +72,17 @@ def fetch(store, url: str) -> str:
 
 
 def run_metrics(store, custom, run) -> set[str]:
-    import json
     meta = run["metadata"]
     doc = json.loads(store.get(f"{NS}/{meta['name']}/{meta['uid']}/metrics.json"))
     return {f"{s['name']} ({s['unit']})" for s in doc["series"]} | {
         f"{phase} (s)" for phase in doc["bootSummary"]}
+
+
+def cli(*args: str):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "benchfarm.cli", *args], text=True,
+                          capture_output=True, env={**os.environ, **devlab.lab_env()}, timeout=120)
 
 
 def test_a_release_and_the_next_publish_their_guides_and_the_changes(custom, store):
@@ -122,6 +129,23 @@ def test_a_release_and_the_next_publish_their_guides_and_the_changes(custom, sto
             line = next(ln for ln in section.splitlines() if ln.startswith(f"| {key} |"))
             assert line.rstrip().endswith(("| regressed |", "| improved |", "| unchanged |"))
             assert "%" in line.split("|")[4], line
+
+    # the CLI: the guide read back as any vendor's guide, and compare with campaigns on a side
+    guide_file = devlab.STATE / f"{first}-guide.rst"
+    guide_file.write_text(text)
+    listed = cli("import-guide", str(guide_file), "--format", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert {t["board"] for t in json.loads(listed.stdout)["tables"]} == set(runs)
+    both = cli("compare", f"{NS}/{second}", f"{NS}/{first}")
+    assert both.returncode in (0, 3), both.stderr              # 3: something regressed
+    assert all(f"## {column}" in both.stdout for column in runs)
+    assert "**The board booted other software**" in both.stdout.split("## qemu-arm64-a53")[1]
+    against = cli("compare", f"{NS}/{first}", str(guide_file))   # against its own guide
+    assert against.returncode in (0, 3), against.stderr
+    rows = [ln for ln in against.stdout.splitlines() if ln.startswith("| ") and "%" in ln]
+    assert len(rows) >= sum(len(run_metrics(store, custom, r)) for r in runs.values()) * 0.9
+    # its own figures, rounded to 2 decimals (cyclictest per core: to 1 us) in the guide
+    assert sum("| unchanged |" in ln for ln in rows) >= len(rows) * 0.95, against.stdout
 
 
 def test_a_column_that_never_boots_is_missing_with_its_reason_and_cancel_reaches_the_runs(
