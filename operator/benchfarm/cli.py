@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -107,9 +108,11 @@ def main(argv: list[str] | None = None) -> int:
                                    "(people sign in with a Kubernetes token)")
     w.add_argument("--address", default="127.0.0.1")
     w.add_argument("--port", type=int, default=8080)
-    w.add_argument("--history-source", default=None, metavar="MODULE:FACTORY",
+    w.add_argument("--history-source", metavar="MODULE:FACTORY",
+                   default=os.environ.get("BENCHFARM_WEB_HISTORY_SOURCE") or None,
                    help="where the history page's series come from (default: the finished "
-                        "runs' metrics.json in the store, no change points)")
+                        "runs' metrics.json in the store, no change points; or "
+                        "BENCHFARM_WEB_HISTORY_SOURCE)")
     _plugins(sub)
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("lab", "demo") and argv[0] not in sub.choices:

@@ -58,6 +58,11 @@ def test_the_queue_in_the_schedulers_order_with_starts_from_the_median_duration(
     # median 200 s: x1 is free now, x0 in 150 s (busy for 50 s of its 200)
     assert eta == {"team-b/hi": NOW, "team-a/a1": NOW + 150, "team-b/b1": NOW + 200,
                    "team-a/a2": NOW + 350, "team-b/gpu": None}
+    assert rows[-1].waits_for == "no board of the lab fits it"
+    pinned = run("team-a", "pinned", created=5)
+    pinned["spec"]["selector"] = {"board": "q"}
+    assert views.queue_rows([pinned], boards, NOW)[0].waits_for == \
+        "every board it fits is out: q quarantined"
     served_b_last = views.queue_rows(waiting[:3], boards, NOW, {"team-a": 1.0, "team-b": 2.0})
     assert [r.run for r in served_b_last] == ["team-a/a1", "team-b/b1", "team-a/a2"]
 

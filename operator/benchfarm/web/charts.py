@@ -34,7 +34,7 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
 
 
 def fmt(v: float) -> str:
-    return f"{v:.4g}"
+    return f"{v:,.0f}" if abs(v) >= 10_000 else f"{v:.4g}"
 
 
 def history_svg(doc: dict[str, Any], unit: str, link: Callable[[str], str]) -> str:
@@ -70,10 +70,13 @@ def history_svg(doc: dict[str, Any], unit: str, link: Callable[[str], str]) -> s
         out.append('<polyline class="mean" points="' +
                    " ".join(f"{x(i):.1f},{y(p['mean']):.1f}" for i, p in enumerate(series)) + '"/>')
     label_every = max(1, math.ceil(n / 8))
+    days = {str(p.get("time") or "")[:10] for p in series}
     for i, p in enumerate(series):
-        if i % label_every == 0:
+        if i % label_every == 0:        # the time of day too when the runs are of a few days
+            when = str(p.get("time") or "").replace("T", " ")
+            label = when[5:16] if len(days) <= 3 else when[:10]
             out.append(f'<text class="tick" x="{x(i):.1f}" y="{TOP + ph + 16}" '
-                       f'text-anchor="middle">{escape(str(p.get("time") or "")[:10])}</text>')
+                       f'text-anchor="middle">{escape(label)}</text>')
     index = {p["run"]: i for i, p in enumerate(series)}
     for cp in doc.get("changePoints") or []:
         if cp.get("run") not in index:

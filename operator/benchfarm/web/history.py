@@ -58,22 +58,27 @@ class StoreHistorySource:
     def _points(self) -> list[tuple[SeriesKey, dict[str, Any]]]:
         out = []
         for run in self.kube.list_runs():
-            meta, spec, st = run["metadata"], run.get("spec") or {}, run.get("status") or {}
+            meta, st = run["metadata"], run.get("status") or {}
             if st.get("phase") != Phase.succeeded:
                 continue
             uid = meta["uid"]
             with self._lock:
                 known = self._docs.get(uid)
             if known is None:
-                known = self._read(meta["namespace"], meta["name"], uid, spec, st)
+                known = self._read(run)
                 with self._lock:
                     self._docs[uid] = known
             out += known
         return out
 
-    def _read(self, ns: str, name: str, uid: str, spec: dict[str, Any],
-              st: dict[str, Any]) -> list[tuple[SeriesKey, dict[str, Any]]]:
-        key = f"{run_prefix(ns, name, uid, spec.get('artifactPrefix', ''))}/metrics.json"
+    def software_of(self, run: dict[str, Any]) -> str:
+        """The build a run booted: its software set's name ("" for the board's own image)."""
+        return str(((run.get("spec") or {}).get("software") or {}).get("name") or "")
+
+    def _read(self, run: dict[str, Any]) -> list[tuple[SeriesKey, dict[str, Any]]]:
+        meta, spec, st = run["metadata"], run.get("spec") or {}, run.get("status") or {}
+        ns, name = meta["namespace"], meta["name"]
+        key = f"{run_prefix(ns, name, meta['uid'], spec.get('artifactPrefix', ''))}/metrics.json"
         if self.store.sha256(key) is None:
             return []
         doc = json.loads(self.store.get(key))
@@ -87,8 +92,7 @@ class StoreHistorySource:
                 continue
             out.append((SeriesKey(metric, device_type, spec.get("plan") or ""), {
                 "run": f"{ns}/{name}", "time": st.get("completionTime"),
-                "software": (spec.get("software") or {}).get("name") or "",
-                "board": st.get("board") or "", "mean": sum(values) / len(values),
+                "software": self.software_of(run), "board": st.get("board") or "", "mean": sum(values) / len(values),
                 "samples": values}))
         return out
 

@@ -44,6 +44,7 @@ class Dashboard:
         self.env = jinja2.Environment(loader=jinja2.PackageLoader("benchfarm.web", "templates"),
                                       autoescape=True)
         self.env.filters["when"] = _when
+        self.env.filters["result"] = _result
         self.env.globals["quote"] = quote
 
     # -- sign-in --------------------------------------------------------------------------------
@@ -203,13 +204,15 @@ class Dashboard:
             want = keys[0] if not want.metric else want
         svg = ""
         doc: dict[str, Any] = {"series": [], "changePoints": []}
+        choices = {f: sorted({getattr(k, f) for k in keys})
+                   for f in ("metric", "device_type", "plan")}
         if want in keys:
             doc = visible(await asyncio.to_thread(self.history.history, *want), person.may_read)
             unit = want.metric.rsplit("(", 1)[-1].rstrip(")") if "(" in want.metric else ""
             svg = charts.history_svg(doc, unit, lambda run: "/runs/" + quote(run))
         softwares = sorted({p["software"] for p in doc["series"] if p.get("software")})
         return self.page("history.html.j2", person, keys=keys, want=want, svg=svg, doc=doc,
-                         softwares=softwares)
+                         softwares=softwares, choices=choices, known=want in keys)
 
     async def compare(self, request: web.Request) -> web.StreamResponse:
         """Every metric of a device type and plan: the runs of build A against those of B."""
@@ -254,12 +257,23 @@ class Dashboard:
 
 
 def _when(value: Any) -> str:
-    """An ISO time or seconds since the epoch, as UTC to the minute."""
+    """An ISO time or seconds since the epoch, as UTC to the second."""
     if value in (None, ""):
         return ""
     if isinstance(value, int | float):
-        return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return str(value).replace("T", " ").replace("Z", " UTC")
+        return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return str(value).replace("T", " ").replace("Z", " UTC").replace("+00:00", " UTC")
+
+
+def _result(value: Any) -> str:
+    """A headline figure of `status.results` as the guides print it: its `display`, and a
+    suite's headline metric with it."""
+    if isinstance(value, dict) and "display" in value:
+        return f"{value.get('phase', '')} {value['display']}".strip()
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {v.get('headline', '')} {v.get('value', '')}".rstrip()
+                         if isinstance(v, dict) else f"{k}: {v}" for k, v in value.items())
+    return str(value)
 
 
 def serve(address: str, port: int, history_source: str | None = None) -> int:

@@ -87,7 +87,8 @@ class QueueRow:
     position: int                 # in the whole lab's queue (1 = next)
     priority: int
     selector: str
-    estimated_start: float | None  # seconds since the epoch; None: no board fits it
+    estimated_start: float | None  # seconds since the epoch; None: see `waits_for`
+    waits_for: str = ""            # why there is no estimate
 
 
 @dataclass
@@ -138,6 +139,7 @@ def queue_rows(runs: list[Mapping[str, Any]], boards: list[Mapping[str, Any]], n
     durations = Durations.of(runs)
     by_key = {key_of(r): r for r in runs}
     free_at: dict[str, float] = {}
+    out: dict[str, str] = {}           # boards no estimate counts on, and why
     views = []
     for b in boards:
         name = (b.get("metadata") or {}).get("name", "")
@@ -146,6 +148,8 @@ def queue_rows(runs: list[Mapping[str, Any]], boards: list[Mapping[str, Any]], n
         state, run = st.get("state"), st.get("run") or ""
         if state in ("Quarantined", "Offline", "Maintenance") or run.startswith("labgrid: ") \
                 or (b.get("spec") or {}).get("maintenance"):
+            out[name] = "held by a person" if run.startswith("labgrid: ") else \
+                str(state or "maintenance").lower()
             continue                       # no estimate counts on a board that is out
         if run and run in by_key:
             busy = by_key[run]
@@ -157,14 +161,19 @@ def queue_rows(runs: list[Mapping[str, Any]], boards: list[Mapping[str, Any]], n
     for position, qr in enumerate(order, start=1):
         run = queued[qr.key][0]
         fits = [v.name for v in views if v.name in free_at and q.matches(qr.selector, v)]
-        eta = None
+        eta, waits = None, ""
         if fits:
             board = min(fits, key=lambda n: (free_at[n], n))
             eta = free_at[board]
             free_at[board] = eta + durations.of_run(run)
+        else:
+            outs = sorted(f"{v.name} {out[v.name]}" for v in views
+                          if v.name in out and q.matches(qr.selector, v))
+            waits = "every board it fits is out: " + ", ".join(outs) if outs else \
+                "no board of the lab fits it"
         sel = (run.get("spec") or {}).get("selector") or {}
         rows.append(QueueRow(qr.key, qr.namespace, position, qr.priority,
-                             sel.get("board") or sel.get("deviceType") or "", eta))
+                             sel.get("board") or sel.get("deviceType") or "", eta, waits))
     return rows
 
 
