@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..api.devicetype import DeviceType
-from ..api.models import BenchmarkRunSpec, LabPolicySpec
+from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY, BenchmarkRunSpec, LabPolicySpec
 from ..api.outcomes import FINISHED, Phase, Reason
 from ..core import queue as q, trust
 from ..core.conditions import now_iso, set_condition
@@ -48,7 +48,6 @@ QUEUE_POSITION_LIMIT = 2     # only the head of the queue: the next two waiting 
 QUEUE_POSITION_WRITES = 2    # and at most two position writes per run (the write budget of a run)
 QUEUE_POSITION_PERIOD = 5.0
 POLICY_NAME = "default"      # the one LabPolicy the lab has (CEL refuses any other name)
-FAIRNESS_CONFIG_MAP = "benchfarm-fairness"   # who was served last, per namespace
 SLOW_ITERATION = 2.0         # seconds: a scheduler iteration longer than this is logged
 LAUNCH_THREADS = 4           # launches in flight at once (each mostly waits for the API server)
 COLLECT_EVERY = 600.0        # seconds between the operator's own full collections (_tend_heap)
@@ -388,7 +387,7 @@ class Runtime:
         """Round-robin state from before a restart, so a restart does not reorder the queue."""
         data = self.kube.get_config_map(self.namespace, FAIRNESS_CONFIG_MAP) or {}
         try:
-            served = {k: float(v) for k, v in json.loads(data.get("lastServed", "{}")).items()}
+            served = {k: float(v) for k, v in json.loads(data.get(FAIRNESS_KEY, "{}")).items()}
         except (ValueError, AttributeError):
             log.warning("ConfigMap %s is unreadable; fairness starts afresh", FAIRNESS_CONFIG_MAP)
             served = {}
@@ -402,7 +401,7 @@ class Runtime:
             return
         try:
             self.kube.put_config_map(self.namespace, FAIRNESS_CONFIG_MAP,
-                                     {"lastServed": json.dumps(current, sort_keys=True)})
+                                     {FAIRNESS_KEY: json.dumps(current, sort_keys=True)})
             self.fairness_saved = current
         except Exception as exc:  # fairness is kept in memory; the next round tries again
             log.warning("could not save the fairness state: %s", exc)

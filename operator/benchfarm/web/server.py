@@ -23,6 +23,7 @@ import jinja2
 from aiohttp import web
 from kubernetes.client.rest import ApiException
 
+from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
 from ..errors import BenchfarmError
 from ..kubeapi.client import Kube
 from ..store.artifacts import ArtifactStore, StoreConfig, run_prefix
@@ -32,7 +33,6 @@ from .history import HistorySource, SeriesKey, load_source, visible
 
 log = logging.getLogger(__name__)
 COOKIE = "benchfarm_token"
-FAIRNESS_CONFIG_MAP = "benchfarm-fairness"     # the operator's: who was served last, per namespace
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -111,7 +111,7 @@ class Dashboard:
     def _last_served(self) -> dict[str, float]:
         try:
             data = self.kube.get_config_map(self.namespace, FAIRNESS_CONFIG_MAP) or {}
-            return {str(k): float(v) for k, v in json.loads(data.get("lastServed", "{}")).items()}
+            return {str(k): float(v) for k, v in json.loads(data.get(FAIRNESS_KEY, "{}")).items()}
         except (ApiException, ValueError, BenchfarmError):
             return {}       # not readable here: namespaces take turns from the start
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..api.models import held_by
 from ..api.outcomes import FINISHED, Phase
 from ..core import queue as q
 
@@ -35,6 +36,13 @@ def key_of(run: Mapping[str, Any]) -> str:
 
 def phase_of(run: Mapping[str, Any]) -> str:
     return (run.get("status") or {}).get("phase") or Phase.pending
+
+
+def _holder(status: Mapping[str, Any]) -> str | None:
+    """Who else holds the board: labgrid's holder as the operator records it, or the holder of
+    a lease of the board when its status carries one (a person's reservation)."""
+    lease: dict[str, Any] = status["lease"] if isinstance(status.get("lease"), dict) else {}
+    return held_by(status.get("run")) or lease.get("holder") or lease.get("holderIdentity")
 
 
 @dataclass
@@ -57,11 +65,10 @@ def board_rows(boards: Iterable[Mapping[str, Any]], may_read: Any) -> dict[str, 
             "benchfarm.io/device-type", "unknown")
         state = str(st.get("state") or "Offline")
         run = st.get("run") or ""
-        lease: dict[str, Any] = st["lease"] if isinstance(st.get("lease"), dict) else {}
-        holder = lease.get("holder") or lease.get("heldBy") or lease.get("holderIdentity")
+        holder = _holder(st)
         row = BoardRow(name, dtype, "offline")
-        if run.startswith("labgrid: ") or holder:
-            row.state, row.detail = "held", f"held by {holder or run.removeprefix('labgrid: ')}"
+        if holder:
+            row.state, row.detail = "held", f"held by {holder}"
         elif state == "Quarantined":
             row.state, row.detail = "quarantined", st.get("reason") or ""
         elif state == "Maintenance" or (b.get("spec") or {}).get("maintenance"):
@@ -146,10 +153,9 @@ def queue_rows(runs: list[Mapping[str, Any]], boards: list[Mapping[str, Any]], n
         st = b.get("status") or {}
         views.append(q.BoardView(name, st.get("deviceType") or "", st.get("labels") or {}))
         state, run = st.get("state"), st.get("run") or ""
-        if state in ("Quarantined", "Offline", "Maintenance") or run.startswith("labgrid: ") \
+        if state in ("Quarantined", "Offline", "Maintenance") or _holder(st) \
                 or (b.get("spec") or {}).get("maintenance"):
-            out[name] = "held by a person" if run.startswith("labgrid: ") else \
-                str(state or "maintenance").lower()
+            out[name] = "held by a person" if _holder(st) else str(state or "maintenance").lower()
             continue                       # no estimate counts on a board that is out
         if run and run in by_key:
             busy = by_key[run]
