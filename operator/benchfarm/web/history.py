@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
@@ -20,6 +21,8 @@ from ..api.outcomes import Phase
 from ..core.results import samples_from_document
 from ..kubeapi.client import Kube
 from ..store.artifacts import ArtifactStore, run_prefix
+
+LIST_TTL = 5.0      # seconds the store source's view of the finished runs is reused
 
 
 class SeriesKey(NamedTuple):
@@ -48,14 +51,20 @@ def visible(doc: dict[str, Any], may_read: Callable[[str], bool]) -> dict[str, A
 
 
 class StoreHistorySource:
-    """Series from the finished runs' metrics.json (each document read once per run uid)."""
+    """Series from the finished runs' metrics.json (each document read once per run uid, the
+    list of runs at most every LIST_TTL seconds)."""
 
     def __init__(self, kube: Kube, store: ArtifactStore) -> None:
         self.kube, self.store = kube, store
         self._docs: dict[str, list[tuple[SeriesKey, dict[str, Any]]]] = {}
+        self._listed: tuple[float, list[tuple[SeriesKey, dict[str, Any]]]] = (-LIST_TTL, [])
         self._lock = threading.Lock()
 
     def _points(self) -> list[tuple[SeriesKey, dict[str, Any]]]:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._listed[0] < LIST_TTL:    # a page asks for several series at once
+                return self._listed[1]
         out = []
         for run in self.kube.list_runs():
             meta, st = run["metadata"], run.get("status") or {}
@@ -69,6 +78,8 @@ class StoreHistorySource:
                 with self._lock:
                     self._docs[uid] = known
             out += known
+        with self._lock:
+            self._listed = (now, out)
         return out
 
     def software_of(self, run: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import jinja2
+import urllib3
 from aiohttp import web
 from kubernetes.client.rest import ApiException
 
@@ -48,6 +49,17 @@ class Dashboard:
         self.env.globals["quote"] = quote
 
     # -- sign-in --------------------------------------------------------------------------------
+    @web.middleware
+    async def outages(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """The API server or the store out of reach: a page that says so (503), not a crash."""
+        try:
+            return await handler(request)
+        except (BenchfarmError, ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            if isinstance(exc, ApiException) and exc.status and exc.status < 500:
+                raise
+            log.warning("%s: %s", request.path, exc)
+            return web.Response(status=503, text=f"benchfarm web: unavailable: {exc}")
+
     @web.middleware
     async def signed_in(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path in ("/signin", "/healthz") or request.path.startswith("/static/"):
@@ -243,7 +255,7 @@ class Dashboard:
         return web.Response(text="ok")
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self.signed_in])
+        app = web.Application(middlewares=[self.outages, self.signed_in])
         static = os.path.join(os.path.dirname(__file__), "static")
         app.add_routes([
             web.get("/", self.index), web.get("/healthz", self.healthz),
