@@ -13,6 +13,7 @@ is checked over HTTP.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -163,6 +164,7 @@ def browser(site):
         yield driver
     finally:
         driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 def _shot(driver, site, name: str) -> None:
