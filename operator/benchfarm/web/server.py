@@ -46,6 +46,7 @@ class Dashboard:
                                       autoescape=True)
         self.env.filters["when"] = _when
         self.env.filters["result"] = _result
+        self.env.filters["num"] = charts.fmt
         self.env.globals["quote"] = quote
 
     # -- sign-in --------------------------------------------------------------------------------
