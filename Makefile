@@ -14,12 +14,15 @@ APT_PACKAGES := qemu-system-x86 qemu-system-arm qemu-utils ipxe-qemu seabios bus
 IMAGE_APT_PACKAGES := mmdebstrap buildah umoci runc
 # The one-node cluster (make cluster-up and its stack test) only, likewise.
 CLUSTER_APT_PACKAGES := containerd runc containernetworking-plugins umoci iptables
+# The dashboard's browser test (tests/stack/test_web.py: a real Chromium through its WebDriver) only.
+BROWSER_APT_PACKAGES := chromium chromium-driver
 
 APT_STAMP := $(BENCHFARM_CACHE)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 IMAGE_APT_STAMP := $(BENCHFARM_CACHE)/.apt-image-$(shell echo $(IMAGE_APT_PACKAGES) | md5sum | cut -c1-8)
 CLUSTER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-cluster-$(shell echo $(CLUSTER_APT_PACKAGES) | md5sum | cut -c1-8)
+BROWSER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-browser-$(shell echo $(BROWSER_APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps image-deps cluster-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint test unit chaos misuse campaigns crds bench bench-scale bench-boot clean
+.PHONY: all deps image-deps cluster-deps browser-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint test unit chaos misuse campaigns crds bench bench-scale bench-boot clean
 
 all: test
 
@@ -29,10 +32,13 @@ image-deps: $(IMAGE_APT_STAMP)
 
 cluster-deps: $(CLUSTER_APT_STAMP)
 
+browser-deps: $(BROWSER_APT_STAMP)
+
 $(APT_STAMP): PKGS := $(APT_PACKAGES)
 $(IMAGE_APT_STAMP): PKGS := $(IMAGE_APT_PACKAGES)
 $(CLUSTER_APT_STAMP): PKGS := $(CLUSTER_APT_PACKAGES)
-$(APT_STAMP) $(IMAGE_APT_STAMP) $(CLUSTER_APT_STAMP):
+$(BROWSER_APT_STAMP): PKGS := $(BROWSER_APT_PACKAGES)
+$(APT_STAMP) $(IMAGE_APT_STAMP) $(CLUSTER_APT_STAMP) $(BROWSER_APT_STAMP):
 	@echo "[setup] apt packages: $(PKGS)"
 	@missing=$$(for p in $(PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -95,12 +101,12 @@ demo-cluster: cluster-up image
 unit: venv
 	@$(VENV)/bin/pytest -q -m 'not stack'
 
-# ruff (lint only, no formatting) and mypy (strict on api, core, session, kube); pyproject.toml
+# ruff (lint only, no formatting) and mypy (strict on api, core, session, kube, web); pyproject.toml
 lint: venv
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/mypy
 
-test: lab-up image-deps cluster-deps node-binaries
+test: lab-up image-deps cluster-deps browser-deps node-binaries
 	@$(VENV)/bin/lint-imports --config pyproject.toml
 	@$(MAKE) --no-print-directory lint
 	@$(VENV)/bin/pytest -q --durations=25

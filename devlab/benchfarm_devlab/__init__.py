@@ -28,12 +28,13 @@ from .config import (
     LabError,
 )
 from .env import kubectl, lab_env
-from .lab import LAB_POLICY, apply_lab_policy, down, start_operator, status, up
+from .lab import LAB_POLICY, apply_lab_policy, down, start_operator, start_web, status, up
 from .pki import write_kubeconfig
 from .processes import http_ok, running_pid, start_process, stop_process
 
 __all__ = ["LAB_POLICY", "apply_lab_policy", "CACHE", "cluster_down", "cluster_up", "import_image",
            "pod_addresses", "DEVICE_TYPES", "HELM_VERSION", "K8S_VERSION", "PORTS", "PORT_BASE", "REPO",
            "STATE", "VENV_BIN", "LabError", "down", "http_ok", "kubectl", "lab_env",
-           "load_inventory", "running_pid", "start_operator", "start_process", "status", "stop_process", "up",
+           "load_inventory", "running_pid", "start_operator", "start_process", "start_web", "status",
+           "stop_process", "up",
            "write_kubeconfig"]

@@ -53,6 +53,10 @@ def lab(action: str, rebuild: bool = False) -> int:
             lab_.up()
             lab_.start_operator()
             say("operator running; log: " + str(STATE / "logs" / "benchfarm-operator.log"))
+            lab_.start_web()
+            say(f"dashboard at {lab_.lab_env()['BENCHFARM_WEB_URL']} (sign in with a token: "
+                "`kubectl create token NAME -n NAMESPACE`); log: "
+                + str(STATE / "logs" / "benchfarm-web.log"))
         elif action == "operator":
             lab_.start_operator()
             say("operator running; log: " + str(STATE / "logs" / "benchfarm-operator.log"))

@@ -54,6 +54,7 @@ class Ports:
     serial_base: int = PORT_BASE + 100
     # the simulated boards of the scale benchmark (scale.py): a PDU and up to 1,000 serial ports
     sim_pdu: int = PORT_BASE + 87
+    web: int = PORT_BASE + 88                # benchfarm web, the dashboard (BENCHFARM_WEB_URL)
     sim_serial_base: int = PORT_BASE + 1000
     # the one-node cluster of `benchfarm lab cluster-up` (cluster.py)
     kubelet_healthz: int = PORT_BASE + 248

@@ -1,5 +1,6 @@
 """How programs reach the lab: `.benchfarm/env` (kubeconfig, coordinator, store, operator
-settings, PATH) written once the lab is up, read back by tests and the demo, and kubectl with it.
+settings, the dashboard's address, PATH) written once the lab is up, read back by tests and the
+demo, and kubectl with it.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def write_env() -> Path:
         "BENCHFARM_IPERF3_PEER": f"10.0.2.2:{PORTS.iperf3}",
         "BENCHFARM_DEVICE_TYPES": str(DEVICE_TYPES),
         "BENCHFARM_LIVENESS": f"http://127.0.0.1:{PORTS.operator_liveness}/healthz",
+        "BENCHFARM_WEB_URL": f"http://127.0.0.1:{PORTS.web}",
         "BENCHFARM_METRICS_PORT": str(PORTS.operator_metrics),
         "BENCHFARM_METRICS_ADDR": "127.0.0.1",
         "BENCHFARM_SESSION_PIDS": str(STATE / "pids"),

@@ -1,6 +1,6 @@
 """The lab as a whole: `up` starts every stopped part in order, `down` stops them in reverse,
-`status` lists them; the operator is started like any other component, with the same command a
-cluster Deployment runs.
+`status` lists them; the operator and the dashboard are started like any other component, with
+the same commands a cluster's Deployments run.
 """
 
 from __future__ import annotations
@@ -57,6 +57,15 @@ def start_operator() -> None:
                   ready=lambda: http_ok(env["BENCHFARM_LIVENESS"]))
 
 
+def start_web() -> None:
+    """The dashboard (`benchfarm web`) as a lab component, at BENCHFARM_WEB_URL: the lab's admin
+    kubeconfig is its account (it reviews people's tokens and reads for them)."""
+    env = lab_env()
+    start_process("benchfarm-web", [str(VENV_BIN / "benchfarm"), "web", "--address", "127.0.0.1",
+                                    "--port", str(PORTS.web)], env=env, ports=[PORTS.web],
+                  timeout=60, ready=lambda: http_ok(f"{env['BENCHFARM_WEB_URL']}/healthz"))
+
+
 def up() -> Path:
     t0 = time.monotonic()
     STATE.mkdir(parents=True, exist_ok=True)
@@ -87,7 +96,7 @@ def up() -> Path:
     return env
 
 
-COMPONENTS_DOWN_ORDER = ["benchfarm-operator*", "session-*", "kube-scheduler", "kubelet", "kube-proxy",
+COMPONENTS_DOWN_ORDER = ["benchfarm-web", "benchfarm-operator*", "session-*", "kube-scheduler", "kubelet", "kube-proxy",
                          "containerd", "lab-gateway", "iperf3*", "labgrid-exporter-*", "labgrid-coordinator",
                          "sshd", "pdudaemon",
                          "vlab", "minio", "kube-controller-manager", "kube-apiserver", "etcd"]

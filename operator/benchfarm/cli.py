@@ -1,4 +1,5 @@
-"""The `benchfarm` command: the operator, board sessions, parsing, reports and comparisons.
+"""The `benchfarm` command: the operator, board sessions, the dashboard, parsing, reports and
+comparisons.
 
 Other packages add subcommands through the `benchfarm.commands` entry point group (a function
 that registers a subparser and sets `func`): the dev lab adds `benchfarm lab …` and `benchfarm
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -102,6 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     ig.add_argument("--board", default=None, help="only this board's columns")
     sub.add_parser("check", help="check this installation: API, leader, labgrid (places and their "
                                  "serial ports), store; what `helm test` runs")
+    w = sub.add_parser("web", help="the dashboard: boards, queues, runs, results over time "
+                                   "(people sign in with a Kubernetes token)")
+    w.add_argument("--address", default="127.0.0.1")
+    w.add_argument("--port", type=int, default=8080)
+    w.add_argument("--history-source", metavar="MODULE:FACTORY",
+                   default=os.environ.get("BENCHFARM_WEB_HISTORY_SOURCE") or None,
+                   help="where the history page's series come from (default: the finished "
+                        "runs' metrics.json in the store, no change points; or "
+                        "BENCHFARM_WEB_HISTORY_SOURCE)")
     _plugins(sub)
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("lab", "demo") and argv[0] not in sub.choices:
@@ -129,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
             return warm.main()
         from .session import runner
         return runner.main(args.run)
+    if args.cmd == "web":
+        from .web.server import serve
+        return serve(args.address, args.port, args.history_source)
     if args.cmd == "parse":
         return _parse(args)
     if args.cmd == "report":

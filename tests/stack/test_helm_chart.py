@@ -49,6 +49,7 @@ def test_rendered_chart_passes_server_side_dry_run(restricted_namespace, tmp_pat
                             "existingSecret": "s3-creds"},
                   "ssh": {"existingSecret": "lab-ssh", "configKey": "ssh_config"},
                   "metrics": {"enabled": False}, "testPlans": {"install": False},
+                  "web": {"enabled": False},
                   "labPolicy": {"create": False},
                   "deviceTypes": {"am62x-sk": "name: am62x-sk\nconsole: {prompt: '# '}\nboot: {}\n"},
                   "nodeSelector": {"lab/role": "control"},
@@ -63,13 +64,14 @@ def test_rendered_chart_passes_server_side_dry_run(restricted_namespace, tmp_pat
     assert {"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap"} <= kinds
     res = kubectl("apply", "--dry-run=server", "-n", NS, "-f", "-", input=rendered)
     assert "deployment.apps/bf-benchfarm created (server dry run)" in res.stdout
-    dep = next(d for d in docs if d["kind"] == "Deployment")
+    dep = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "bf-benchfarm")
     env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    web = [d["metadata"]["name"] for d in docs if d["metadata"]["name"] == "bf-benchfarm-web"]
     session_cm = next(d for d in docs if d["kind"] == "ConfigMap"
                       and d["metadata"]["name"] == "bf-benchfarm-session")
     session = yaml.safe_load(session_cm["data"]["pod.yaml"])["spec"]
     if variant == "custom":
-        assert env["LG_PROXY"]["value"] == "jump.lab" and "Service" not in kinds
+        assert env["LG_PROXY"]["value"] == "jump.lab" and "Service" not in kinds and not web
         assert "TestPlan" not in kinds
         # the exporters' SSH in the operator's and every session's pod, readable by group 10001
         for pod in (dep["spec"]["template"]["spec"], session):
@@ -83,6 +85,8 @@ def test_rendered_chart_passes_server_side_dry_run(restricted_namespace, tmp_pat
             assert pod["securityContext"]["fsGroup"] == 10001
     else:
         assert "LG_PROXY" not in env and "TestPlan" in kinds and "LabPolicy" in kinds
+        assert "deployment.apps/bf-benchfarm-web created (server dry run)" in res.stdout
+        assert len(web) == 7   # its SA, ClusterRole(Binding), Role(Binding), Deployment, Service
         assert "BENCHFARM_SSH_CONFIG" not in env
         assert not [v for v in session["volumes"] if v["name"] == "ssh"]
 
@@ -90,12 +94,14 @@ def test_rendered_chart_passes_server_side_dry_run(restricted_namespace, tmp_pat
 def test_pod_template_meets_restricted_pod_security_and_rbac_is_least_privilege(restricted_namespace):
     docs = [d for d in yaml.safe_load_all(helm("template", "bf", str(CHART), "-n", NS,
                                                 "--kube-version", "1.34.4").stdout) if d]
-    dep = next(d for d in docs if d["kind"] == "Deployment")
-    spec = dict(dep["spec"]["template"]["spec"], serviceAccountName="default")  # SA not installed
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "psa-probe", "namespace": NS},
-           "spec": spec}
-    res = kubectl("create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(pod), check=False)
-    assert res.returncode == 0 and "violate" not in res.stderr, res.stderr
+    dep = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "bf-benchfarm")
+    for deployment in (d for d in docs if d["kind"] == "Deployment"):    # the operator's, web's
+        spec = dict(deployment["spec"]["template"]["spec"], serviceAccountName="default")
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "psa-probe", "namespace": NS},
+               "spec": spec}
+        res = kubectl("create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(pod),
+                      check=False)
+        assert res.returncode == 0 and "violate" not in res.stderr, res.stderr
     # the board sessions' pod template (a Job each) meets the same standard
     session_cm = next(d for d in docs if d["kind"] == "ConfigMap" and
                       d["metadata"]["name"] == "bf-benchfarm-session")

@@ -30,8 +30,9 @@ RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "Ro
 OPERATOR = f"system:serviceaccount:{NS}:{NAME}"
 SESSION = f"system:serviceaccount:{NS}:{jobs.account_name(UID)}"
 HEALTH = f"system:serviceaccount:{NS}:{jobs.HEALTH_ACCOUNT}"     # health checks' Jobs
+WEB = f"system:serviceaccount:{NS}:{NAME}-web"                   # the dashboard
 PEOPLE = {"user": "rbac-alice", "plan author": "rbac-paula", "admin": "rbac-ada"}
-COLUMNS = {"operator SA": OPERATOR, "session SA": SESSION, "health SA": HEALTH,
+COLUMNS = {"operator SA": OPERATOR, "session SA": SESSION, "health SA": HEALTH, "web SA": WEB,
            **{who: name for who, name in PEOPLE.items()}}
 BR = "benchmarkruns.benchfarm.io"
 ROWS = [
@@ -54,6 +55,9 @@ ROWS = [
     ("create", "leases.coordination.k8s.io", NS),
     ("get", "secrets", TEAM),
     ("get", "secrets", NS),
+    ("create", "tokenreviews.authentication.k8s.io", None),
+    ("create", "subjectaccessreviews.authorization.k8s.io", None),
+    ("list", BR, TEAM),
 ]
 
 
@@ -171,6 +175,11 @@ def test_benchfarms_accounts_and_people_can_do_what_they_need_and_no_more(chart_
     assert not can("patch", "boards.benchfarm.io", None, "health SA")
     assert not can("create", "leases.coordination.k8s.io", TEAM, "health SA")
     assert not can("patch", f"{BR}/status", TEAM, "health SA")
+    # the dashboard: reviews people's tokens and access, reads runs and Boards, writes nothing
+    web_can = {row for row in ROWS if can(*row, "web SA")}
+    assert web_can == {("create", "tokenreviews.authentication.k8s.io", None),
+                       ("create", "subjectaccessreviews.authorization.k8s.io", None),
+                       ("list", BR, TEAM), ("list", "boards.benchfarm.io", None)}, web_can
 
 
 def test_the_policies_hold_benchfarms_accounts_to_benchfarms_own_objects(chart_rbac):

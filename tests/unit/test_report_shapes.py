@@ -223,3 +223,27 @@ def test_the_boot_section_shows_the_kernel_clock_and_retried_boots():
     assert cells == ["1", "0.301", "1.0000", "3", "1", "2", "2", "1", "2", "2"], cells
     assert "Boot 2 took 2 power cycles; the failed attempts: BootFailed: vb-x86-0: boot failed: " \
            "Kernel panic" in md
+
+
+def _fills(svg: str) -> dict[str, str]:
+    """SVG id -> the fill of the first path in that group (matplotlib writes `style="fill: #…"`)."""
+    import re
+    return {m.group(1): m.group(2) for m in re.finditer(
+        r'<g id="([^"]+)">\s*<path [^>]*?style="fill: (#[0-9a-f]{6})', svg)}
+
+
+def test_the_boot_timeline_gives_each_stage_one_colour_in_every_boot_and_in_the_legend():
+    from benchfarm.report.html import STAGE_COLOURS, boot_plot
+    boots = [{"power-on": 0.0, "first-byte": 0.7 + i / 10, "kernel": 0.8 + i / 10,
+              "init": 3.5, "userspace": 4.6, "prompt": 4.7} for i in range(3)]
+    boots[1].pop("kernel")            # a boot that lacks a stage must not shift the others' colours
+    svg = boot_plot({"bootEvents": boots})
+    fills = _fills(svg)
+    for stage, colour in STAGE_COLOURS.items():
+        got = {fills[f"boot{i}-{stage}"] for i in (1, 2, 3) if f"boot{i}-{stage}" in fills}
+        assert got == {colour}, (stage, got)
+    assert "boot2-kernel" not in fills and "boot3-kernel" in fills
+    legend = svg[svg.index('<g id="boot-legend">'):]
+    assert [c for c in STAGE_COLOURS.values() if f"fill: {c}" in legend] == \
+        list(STAGE_COLOURS.values())
+    assert len(set(STAGE_COLOURS.values())) == len(STAGE_COLOURS)

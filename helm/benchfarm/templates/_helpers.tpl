@@ -23,6 +23,13 @@ app.kubernetes.io/name: {{ include "benchfarm.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The dashboard's pods: a name of their own, so the operator's selectorLabels never match them */}}
+{{- define "benchfarm.webSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "benchfarm.name" . }}-web
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: web
+{{- end -}}
+
 {{- define "benchfarm.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "benchfarm.fullname" .) .Values.serviceAccount.name -}}

@@ -244,6 +244,21 @@ class BoardState(str, Enum):  # noqa: UP042 - StrEnum would change str() and for
     maintenance = "Maintenance"
 
 
+# What the operator writes and the dashboard reads besides the objects' fields:
+# a board someone else holds in labgrid (a person's lock, a reservation) has BoardStatus.run
+# HELD_PREFIX + the holder; who was served last per namespace (the queue's turn order) is the
+# ConfigMap FAIRNESS_CONFIG_MAP in the operator's namespace, key FAIRNESS_KEY: JSON {namespace:
+# seconds since the epoch}.
+HELD_PREFIX = "labgrid: "
+FAIRNESS_CONFIG_MAP = "benchfarm-fairness"
+FAIRNESS_KEY = "lastServed"
+
+
+def held_by(run: str | None) -> str | None:
+    """Who holds the board in labgrid, from BoardStatus.run; None when nobody else does."""
+    return run[len(HELD_PREFIX):] if run and run.startswith(HELD_PREFIX) else None
+
+
 class BoardSpec(Model):
     maintenance: bool = Field(False, description="Drain: finish the current run, take no new one.")
 

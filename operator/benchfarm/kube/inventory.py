@@ -32,6 +32,7 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..api.models import HELD_PREFIX
 from ..api.outcomes import HealthCheck, HealthCheckEnd, HealthVerdict
 from ..core import queue as q
 from ..core.conditions import now_iso
@@ -223,7 +224,7 @@ class Inventory:
             if rec is None:
                 return
             status = {"deviceType": rec.device_type, "labels": rec.labels, "state": rec.state,
-                      "run": rec.run or (f"labgrid: {rec.held_by_other}" if rec.held_by_other
+                      "run": rec.run or (f"{HELD_PREFIX}{rec.held_by_other}" if rec.held_by_other
                                          else None),
                       "consecutiveInfraFailures": rec.failures, "reason": rec.reason,
                       "quarantinedAt": datetime.fromtimestamp(rec.quarantined_since, UTC)

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..api.campaigns import AVOID_ANNOTATION
 from ..api.devicetype import DeviceType
-from ..api.models import BenchmarkRunSpec, LabPolicySpec
+from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY, BenchmarkRunSpec, LabPolicySpec
 from ..api.outcomes import FINISHED, Phase, Reason
 from ..core import queue as q, trust
 from ..core.conditions import now_iso, set_condition
@@ -49,16 +49,15 @@ QUEUE_POSITION_LIMIT = 2     # only the head of the queue: the next two waiting 
 QUEUE_POSITION_WRITES = 2    # and at most two position writes per run (the write budget of a run)
 QUEUE_POSITION_PERIOD = 5.0
 POLICY_NAME = "default"      # the one LabPolicy the lab has (CEL refuses any other name)
+SLOW_ITERATION = 2.0         # seconds: a scheduler iteration longer than this is logged
+LAUNCH_THREADS = 4           # launches in flight at once (each mostly waits for the API server)
+COLLECT_EVERY = 600.0        # seconds between the operator's own full collections (_tend_heap)
 
 
 def avoid_annotation(meta: dict[str, Any]) -> tuple[str, ...]:
     """A campaign's retried column: the boards its first run failed on (at most a few names)."""
     text = ((meta.get("annotations") or {}).get(AVOID_ANNOTATION) or "")[:1024]
     return tuple(b for b in text.split(",") if b)[:16]
-FAIRNESS_CONFIG_MAP = "benchfarm-fairness"   # who was served last, per namespace
-SLOW_ITERATION = 2.0         # seconds: a scheduler iteration longer than this is logged
-LAUNCH_THREADS = 4           # launches in flight at once (each mostly waits for the API server)
-COLLECT_EVERY = 600.0        # seconds between the operator's own full collections (_tend_heap)
 
 
 _BOARD_IS_FINE = frozenset(r.value for r in Reason if r.board_is_fine)
@@ -396,7 +395,7 @@ class Runtime:
         """Round-robin state from before a restart, so a restart does not reorder the queue."""
         data = self.kube.get_config_map(self.namespace, FAIRNESS_CONFIG_MAP) or {}
         try:
-            served = {k: float(v) for k, v in json.loads(data.get("lastServed", "{}")).items()}
+            served = {k: float(v) for k, v in json.loads(data.get(FAIRNESS_KEY, "{}")).items()}
         except (ValueError, AttributeError):
             log.warning("ConfigMap %s is unreadable; fairness starts afresh", FAIRNESS_CONFIG_MAP)
             served = {}
@@ -410,7 +409,7 @@ class Runtime:
             return
         try:
             self.kube.put_config_map(self.namespace, FAIRNESS_CONFIG_MAP,
-                                     {"lastServed": json.dumps(current, sort_keys=True)})
+                                     {FAIRNESS_KEY: json.dumps(current, sort_keys=True)})
             self.fairness_saved = current
         except Exception as exc:  # fairness is kept in memory; the next round tries again
             log.warning("could not save the fairness state: %s", exc)

@@ -1,8 +1,9 @@
 """A self-contained HTML report with plots: boot phases, cyclictest histogram, lat_mem_rd curve;
 its tables in the guides' shapes (report.shapes), like the Markdown and RST reports.
 
-Rendered with jinja2; plots drawn with matplotlib (Agg, no display) and embedded as PNG data, so
-the one file uploaded next to the run is all a reader needs.
+Rendered with jinja2; plots drawn with matplotlib (Agg, no display) and embedded, the boot
+timeline as inline SVG (a browser test reads its colours and where its legend is), the others as
+PNG data, so the one file uploaded next to the run is all a reader needs.
 """
 
 from __future__ import annotations
@@ -29,24 +30,49 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
+BOOT_STAGES = ("first-byte", "kernel", "init", "userspace", "prompt")
+# One colour per stage, the same in every boot's bar and in the legend (matplotlib's default cycle
+# would give each new bar segment the next colour: boot 2's stages came out in others' colours).
+STAGE_COLOURS = dict(zip(BOOT_STAGES, ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"),
+                         strict=True))
+
+
+def _svg(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+    buf = io.StringIO()
+    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "benchfarm"}):
+        fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]      # inline in the page: no XML declaration or doctype
+
+
 def boot_plot(doc: dict[str, Any]) -> str | None:
+    """The boot timeline as inline SVG: a bar per boot, a segment per stage in the stage's own
+    colour, the legend above the axes (never on a bar). Each segment's SVG id is
+    `boot<N>-<stage>`, the legend's `boot-legend`, the plot area's `boot-axes`."""
     events = doc.get("bootEvents") or []
     if not events:
         return None
     import matplotlib.pyplot as plt
-    order = [e for e in ("first-byte", "kernel", "init", "userspace", "prompt") if e in events[0]]
-    fig, ax = plt.subplots(figsize=(8, 0.6 + 0.45 * len(events)))
+    order = [e for e in BOOT_STAGES if any(e in ev for ev in events)]
+    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.45 * len(events)))
     for i, ev in enumerate(events):
         start = 0.0
         for name in order:
             if name in ev:
-                ax.barh(i, ev[name] - start, left=start, label=name if i == 0 else None)
+                ax.barh(i, ev[name] - start, left=start, color=STAGE_COLOURS[name],
+                        gid=f"boot{i + 1}-{name}")
                 start = ev[name]
     ax.set_yticks(range(len(events)), [f"boot {i + 1}" for i in range(len(events))])
     ax.invert_yaxis()
     ax.set_xlabel("seconds since power-on (each bar ends when that marker appeared)")
-    ax.legend(ncol=len(order), fontsize="small", loc="lower right")
-    return _png(fig)
+    ax.patch.set_gid("boot-axes")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=STAGE_COLOURS[n]) for n in order]
+    legend = ax.legend(handles, order, ncol=len(order), fontsize="small", frameon=False,
+                       loc="lower left", bbox_to_anchor=(0.0, 1.0), borderaxespad=0.3)
+    legend.set_gid("boot-legend")
+    return _svg(fig)
 
 
 def cyclictest_plot(doc: dict[str, Any]) -> str | None:
@@ -91,9 +117,10 @@ def html(doc: dict[str, Any]) -> str:
     shaped = shape(doc)
     steps = {step: [s for s in series if not s["name"].startswith("cyclictest-hist-")]
              for step, series in shaped.rest.items()}   # the histogram is plotted instead
-    plots = [(title, png) for title, png in (
-        ("Boot timeline", boot_plot(doc)), ("cyclictest latency histogram", cyclictest_plot(doc)),
-        ("lat_mem_rd: latency against size", lat_mem_rd_plot(doc))) if png]
+    plots = [(title, kind, data) for title, kind, data in (
+        ("Boot timeline", "svg", boot_plot(doc)),
+        ("cyclictest latency histogram", "png", cyclictest_plot(doc)),
+        ("lat_mem_rd: latency against size", "png", lat_mem_rd_plot(doc))) if data]
     facts = [(k, run.get(v)) for k, v in (("Board", "board"), ("Device type", "deviceType"),
                                           ("Plan", "plan"), ("Iterations", "iterations"),
                                           ("Boot cycles", "bootCycles"), ("Kernel", "uname"),

@@ -1,0 +1,127 @@
+"""Where the history page's series come from: a `HistorySource`, in the shape `benchfarm history
+--format json` prints (one run's mean and samples per point, change points naming a run).
+
+The results database (benchfarm.history) is one source; `StoreHistorySource` is the other, read
+straight from the finished runs' metrics.json in the artifact store (the record), without change
+points: a lab without the database still charts its runs. `benchfarm web --history-source
+MODULE:FACTORY` names another (a factory called with the Kube client and the ArtifactStore).
+Whatever the source, a person is shown only the points and change points of runs they may read.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+from ..api.outcomes import Phase
+from ..core.results import samples_from_document
+from ..kubeapi.client import Kube
+from ..store.artifacts import ArtifactStore, run_prefix
+
+LIST_TTL = 5.0      # seconds the store source's view of the finished runs is reused
+
+
+class SeriesKey(NamedTuple):
+    metric: str
+    device_type: str
+    plan: str
+
+
+class HistorySource(Protocol):
+    def series_keys(self) -> list[SeriesKey]:
+        """Every (metric, device type, plan) that has at least one run."""
+        ...
+
+    def history(self, metric: str, device_type: str, plan: str) -> dict[str, Any]:
+        """{"series": [{"run", "time", "software", "board", "mean", "samples"}], oldest first,
+        "changePoints": [{"run", "software", "magnitude", "pvalue", "direction"}]}"""
+        ...
+
+
+def visible(doc: dict[str, Any], may_read: Callable[[str], bool]) -> dict[str, Any]:
+    """The history without the runs of namespaces the person may not read."""
+    def ok(item: dict[str, Any]) -> bool:
+        return may_read(str(item.get("run", "")).split("/", 1)[0])
+    return {"series": [p for p in doc.get("series", []) if ok(p)],
+            "changePoints": [c for c in doc.get("changePoints", []) if ok(c)]}
+
+
+class StoreHistorySource:
+    """Series from the finished runs' metrics.json (each document read once per run uid, the
+    list of runs at most every LIST_TTL seconds)."""
+
+    def __init__(self, kube: Kube, store: ArtifactStore) -> None:
+        self.kube, self.store = kube, store
+        self._docs: dict[str, list[tuple[SeriesKey, dict[str, Any]]]] = {}
+        self._listed: tuple[float, list[tuple[SeriesKey, dict[str, Any]]]] = (-LIST_TTL, [])
+        self._lock = threading.Lock()
+
+    def _points(self) -> list[tuple[SeriesKey, dict[str, Any]]]:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._listed[0] < LIST_TTL:    # a page asks for several series at once
+                return self._listed[1]
+        out = []
+        for run in self.kube.list_runs():
+            meta, st = run["metadata"], run.get("status") or {}
+            if st.get("phase") != Phase.succeeded:
+                continue
+            uid = meta["uid"]
+            with self._lock:
+                known = self._docs.get(uid)
+            if known is None:
+                known = self._read(run)
+                with self._lock:
+                    self._docs[uid] = known
+            out += known
+        with self._lock:
+            self._listed = (now, out)
+        return out
+
+    def software_of(self, run: dict[str, Any]) -> str:
+        """The build a run booted: its software set's name ("" for the board's own image)."""
+        return str(((run.get("spec") or {}).get("software") or {}).get("name") or "")
+
+    def _read(self, run: dict[str, Any]) -> list[tuple[SeriesKey, dict[str, Any]]]:
+        meta, spec, st = run["metadata"], run.get("spec") or {}, run.get("status") or {}
+        ns, name = meta["namespace"], meta["name"]
+        key = f"{run_prefix(ns, name, meta['uid'], spec.get('artifactPrefix', ''))}/metrics.json"
+        if self.store.sha256(key) is None:
+            return []
+        doc = json.loads(self.store.get(key))
+        samples, _ = samples_from_document(doc)
+        device_type = (spec.get("selector") or {}).get("deviceType") or \
+            (doc.get("run") or {}).get("deviceType") or ""
+        out = []
+        for metric, sample in samples.items():
+            values = list(sample.values)
+            if not values:
+                continue
+            out.append((SeriesKey(metric, device_type, spec.get("plan") or ""), {
+                "run": f"{ns}/{name}", "time": st.get("completionTime"),
+                "software": self.software_of(run), "board": st.get("board") or "", "mean": sum(values) / len(values),
+                "samples": values}))
+        return out
+
+    def series_keys(self) -> list[SeriesKey]:
+        return sorted({k for k, _ in self._points()})
+
+    def history(self, metric: str, device_type: str, plan: str) -> dict[str, Any]:
+        want = SeriesKey(metric, device_type, plan)
+        series = sorted((p for k, p in self._points() if k == want),
+                        key=lambda p: (p["time"] or "", p["run"]))
+        return {"series": series, "changePoints": []}
+
+
+def load_source(spec: str | None, kube: Kube, store: ArtifactStore) -> HistorySource:
+    """`MODULE:FACTORY` called with (kube, store), or the store's own series."""
+    if not spec:
+        return StoreHistorySource(kube, store)
+    module, _, attr = spec.partition(":")
+    factory = getattr(importlib.import_module(module), attr)
+    source: HistorySource = factory(kube, store)
+    return source

@@ -1,0 +1,299 @@
+"""The dashboard's HTTP server (aiohttp): pages rendered here, artifacts passed through from the
+store, every request signed in (access) and every run checked against the person's namespaces.
+
+The Kubernetes client and the store client block: their calls run on threads, never on the
+server's event loop. A run of a namespace the person may not read is answered like a run that
+does not exist (404), on every path that names it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import mimetypes
+import os
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import jinja2
+import urllib3
+from aiohttp import web
+from kubernetes.client.rest import ApiException
+
+from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
+from ..errors import BenchfarmError
+from ..kubeapi.client import Kube
+from ..store.artifacts import ArtifactStore, StoreConfig, run_prefix
+from . import charts, views
+from .access import Access, Person
+from .history import HistorySource, SeriesKey, load_source, visible
+
+log = logging.getLogger(__name__)
+COOKIE = "benchfarm_token"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class Dashboard:
+    def __init__(self, kube: Kube, store: ArtifactStore, history: HistorySource,
+                 access: Access, namespace: str) -> None:
+        self.kube, self.store, self.history, self.access = kube, store, history, access
+        self.namespace = namespace          # the operator's (its fairness ConfigMap)
+        self.env = jinja2.Environment(loader=jinja2.PackageLoader("benchfarm.web", "templates"),
+                                      autoescape=True)
+        self.env.filters["when"] = _when
+        self.env.filters["result"] = _result
+        self.env.filters["num"] = charts.fmt
+        self.env.globals["quote"] = quote
+
+    # -- sign-in --------------------------------------------------------------------------------
+    @web.middleware
+    async def outages(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """The API server or the store out of reach: a page that says so (503), not a crash."""
+        try:
+            return await handler(request)
+        except (BenchfarmError, ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            if isinstance(exc, ApiException) and exc.status and exc.status < 500:
+                raise
+            log.warning("%s: %s", request.path, exc)
+            return web.Response(status=503, text=f"benchfarm web: unavailable: {exc}")
+
+    @web.middleware
+    async def signed_in(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in ("/signin", "/healthz") or request.path.startswith("/static/"):
+            return await handler(request)
+        header = request.headers.get("Authorization", "")
+        token = header[7:].strip() if header.lower().startswith("bearer ") else \
+            request.cookies.get(COOKIE, "")
+        person = await asyncio.to_thread(self.access.person, token) if token else None
+        if person is None:
+            if header:
+                raise web.HTTPUnauthorized(text="the token was not accepted")
+            raise web.HTTPFound("/signin?" + urlencode({"next": request.path_qs}))
+        request["person"] = person
+        return await handler(request)
+
+    async def signin_form(self, request: web.Request) -> web.StreamResponse:
+        return self.page("signin.html.j2", None, next=request.query.get("next", "/lab"), error="")
+
+    async def signin(self, request: web.Request) -> web.StreamResponse:
+        form = await request.post()
+        token, nxt = str(form.get("token", "")).strip(), str(form.get("next") or "/lab")
+        if not nxt.startswith("/") or nxt.startswith("//"):
+            nxt = "/lab"
+        person = await asyncio.to_thread(self.access.person, token) if token else None
+        if person is None:
+            return self.page("signin.html.j2", None, next=nxt, status=401,
+                             error="Kubernetes did not accept that token.")
+        resp = web.HTTPSeeOther(nxt)
+        resp.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/",
+                        secure=request.secure)
+        raise resp
+
+    async def signout(self, request: web.Request) -> web.StreamResponse:
+        resp = web.HTTPSeeOther("/signin")
+        resp.del_cookie(COOKIE, path="/")
+        raise resp
+
+    # -- pages ----------------------------------------------------------------------------------
+    def page(self, template: str, person: Person | None, status: int = 200,
+             **context: Any) -> web.Response:
+        html = self.env.get_template(template).render(person=person, **context)
+        return web.Response(text=html, content_type="text/html", status=status, headers={
+            "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+                                       "style-src 'self' 'unsafe-inline'; frame-src 'self'",
+            "Cache-Control": "no-store"})
+
+    async def lab(self, request: web.Request) -> web.StreamResponse:
+        person: Person = request["person"]
+        runs, boards, served = await asyncio.gather(
+            asyncio.to_thread(self.kube.list_runs),
+            asyncio.to_thread(self.kube.list_cluster, "boards"),
+            asyncio.to_thread(self._last_served))
+        rows = views.queue_rows(runs, boards, time.time(), served)
+        queues: dict[str, list[views.QueueRow]] = {}
+        for row in rows:
+            if person.may_read(row.namespace):
+                queues.setdefault(row.namespace, []).append(row)
+        return self.page("lab.html.j2", person, boards=views.board_rows(boards, person.may_read),
+                         queues=dict(sorted(queues.items())), waiting=len(rows))
+
+    def _last_served(self) -> dict[str, float]:
+        try:
+            data = self.kube.get_config_map(self.namespace, FAIRNESS_CONFIG_MAP) or {}
+            return {str(k): float(v) for k, v in json.loads(data.get(FAIRNESS_KEY, "{}")).items()}
+        except (ApiException, ValueError, BenchfarmError):
+            return {}       # not readable here: namespaces take turns from the start
+
+    async def runs(self, request: web.Request) -> web.StreamResponse:
+        person: Person = request["person"]
+        runs = await asyncio.to_thread(self.kube.list_runs)
+        rows = [views.run_row(r) for r in runs if person.may_read(r["metadata"]["namespace"])]
+        filters = {f: request.query.get(f, "") for f in views.FILTERS}
+        choices = {f: sorted({str(r[f]) for r in rows if r[f]}) for f in views.FILTERS if f != "q"}
+        return self.page("runs.html.j2", person, rows=views.filter_runs(rows, filters),
+                         filters=filters, choices=choices, total=len(rows))
+
+    async def _run(self, request: web.Request) -> tuple[Person, dict[str, Any]]:
+        person: Person = request["person"]
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        run = await asyncio.to_thread(self.kube.get_run, ns, name) if person.may_read(ns) else None
+        if run is None:
+            raise web.HTTPNotFound(text=f"no run {ns}/{name} that you may see")
+        return person, run
+
+    def _prefix(self, run: dict[str, Any]) -> str:
+        meta = run["metadata"]
+        return run_prefix(meta["namespace"], meta["name"], meta["uid"],
+                          (run.get("spec") or {}).get("artifactPrefix", ""))
+
+    async def run(self, request: web.Request) -> web.StreamResponse:
+        person, run = await self._run(request)
+        meta = run["metadata"]
+        prefix = self._prefix(run)
+        events, keys = await asyncio.gather(
+            asyncio.to_thread(self._events, meta["namespace"], meta["name"], meta["uid"]),
+            asyncio.to_thread(self._artifacts, prefix))
+        base = f"/runs/{quote(meta['namespace'])}/{quote(meta['name'])}"
+        artifacts = [(k[len(prefix) + 1:], f"{base}/artifacts/{quote(k[len(prefix) + 1:])}")
+                     for k in keys]
+        return self.page("run.html.j2", person, run=run, row=views.run_row(run),
+                         st=run.get("status") or {}, events=events, artifacts=artifacts,
+                         report=f"{base}/artifacts/report.html"
+                         if f"{prefix}/report.html" in keys else None,
+                         spec_yaml=json.dumps(run.get("spec") or {}, indent=2))
+
+    def _events(self, namespace: str, name: str, uid: str) -> list[dict[str, Any]]:
+        found = self.kube.core.list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={name}")
+        events = [self.kube.api.sanitize_for_serialization(e) for e in found.items]
+        events = [e for e in events if (e.get("involvedObject") or {}).get("uid") in (None, uid)]
+        return sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+
+    def _artifacts(self, prefix: str) -> list[str]:
+        try:
+            return sorted(self.store.list(prefix + "/"))
+        except BenchfarmError as exc:
+            log.warning("artifacts of %s not listed: %s", prefix, exc)
+            return []
+
+    async def artifact(self, request: web.Request) -> web.StreamResponse:
+        _, run = await self._run(request)
+        path = request.match_info["path"]
+        if any(s in ("", ".", "..") for s in path.split("/")):
+            raise web.HTTPNotFound()
+        key = f"{self._prefix(run)}/{path}"
+        try:
+            stream = await asyncio.to_thread(self.store.open, key)
+        except BenchfarmError as exc:
+            raise web.HTTPNotFound(text=f"{path}: {exc}") from exc
+        ctype = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        if path.endswith((".log", ".md", ".rst", ".txt", ".out")):
+            ctype = "text/plain"
+        resp = web.StreamResponse(headers={
+            "Content-Type": ctype + ("; charset=utf-8" if ctype.startswith("text/") else ""),
+            # a report is the run's own document: shown, never given this site's cookies or scripts
+            "Content-Security-Policy": "sandbox; default-src 'none'; img-src data:; "
+                                       "style-src 'unsafe-inline'",
+            "X-Content-Type-Options": "nosniff"})
+        await resp.prepare(request)
+        try:
+            while chunk := await asyncio.to_thread(stream.read, 256 * 1024):
+                await resp.write(chunk)
+        finally:
+            stream.close()
+        await resp.write_eof()
+        return resp
+
+    async def history_page(self, request: web.Request) -> web.StreamResponse:
+        person: Person = request["person"]
+        keys = await asyncio.to_thread(self.history.series_keys)
+        want = SeriesKey(request.query.get("metric", ""), request.query.get("deviceType", ""),
+                         request.query.get("plan", ""))
+        if want not in keys and keys:
+            want = keys[0] if not want.metric else want
+        svg = ""
+        doc: dict[str, Any] = {"series": [], "changePoints": []}
+        choices = {f: sorted({getattr(k, f) for k in keys})
+                   for f in ("metric", "device_type", "plan")}
+        if want in keys:
+            doc = visible(await asyncio.to_thread(self.history.history, *want), person.may_read)
+            unit = want.metric.rsplit("(", 1)[-1].rstrip(")") if "(" in want.metric else ""
+            svg = charts.history_svg(doc, unit, lambda run: "/runs/" + quote(run))
+        softwares = sorted({p["software"] for p in doc["series"] if p.get("software")})
+        return self.page("history.html.j2", person, keys=keys, want=want, svg=svg, doc=doc,
+                         softwares=softwares, choices=choices, known=want in keys)
+
+    async def compare(self, request: web.Request) -> web.StreamResponse:
+        """Every metric of a device type and plan: the runs of build A against those of B."""
+        person: Person = request["person"]
+        dtype, plan = request.query.get("deviceType", ""), request.query.get("plan", "")
+        a, b = request.query.get("a", ""), request.query.get("b", "")
+        keys = [k for k in await asyncio.to_thread(self.history.series_keys)
+                if k.device_type == dtype and k.plan == plan]
+        rows = []
+        for k in keys:
+            doc = visible(await asyncio.to_thread(self.history.history, *k), person.may_read)
+            sa = [s for p in doc["series"] if p.get("software") == a for s in p["samples"]]
+            sb = [s for p in doc["series"] if p.get("software") == b for s in p["samples"]]
+            if sa and sb:
+                ma, mb = sum(sa) / len(sa), sum(sb) / len(sb)
+                rows.append({"metric": k.metric, "a": ma, "amin": min(sa), "amax": max(sa),
+                             "b": mb, "bmin": min(sb), "bmax": max(sb), "runs": (
+                                 sum(p.get("software") == a for p in doc["series"]),
+                                 sum(p.get("software") == b for p in doc["series"])),
+                             "change": (mb - ma) / ma * 100 if ma else None})
+        return self.page("compare.html.j2", person, rows=rows, a=a, b=b, deviceType=dtype,
+                         plan=plan)
+
+    async def index(self, request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound("/lab")
+
+    async def healthz(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(text="ok")
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self.outages, self.signed_in])
+        static = os.path.join(os.path.dirname(__file__), "static")
+        app.add_routes([
+            web.get("/", self.index), web.get("/healthz", self.healthz),
+            web.get("/signin", self.signin_form), web.post("/signin", self.signin),
+            web.post("/signout", self.signout), web.get("/lab", self.lab),
+            web.get("/runs", self.runs), web.get("/runs/{ns}/{name}", self.run),
+            web.get("/runs/{ns}/{name}/artifacts/{path:.+}", self.artifact),
+            web.get("/history", self.history_page), web.get("/compare", self.compare),
+            web.static("/static", static)])
+        return app
+
+
+def _when(value: Any) -> str:
+    """An ISO time or seconds since the epoch, as UTC to the second."""
+    if value in (None, ""):
+        return ""
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return str(value).replace("T", " ").replace("Z", " UTC").replace("+00:00", " UTC")
+
+
+def _result(value: Any) -> str:
+    """A headline figure of `status.results` as the guides print it: its `display`, and a
+    suite's headline metric with it."""
+    if isinstance(value, dict) and "display" in value:
+        return f"{value.get('phase', '')} {value['display']}".strip()
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {v.get('headline', '')} {v.get('value', '')}".rstrip()
+                         if isinstance(v, dict) else f"{k}: {v}" for k, v in value.items())
+    return str(value)
+
+
+def serve(address: str, port: int, history_source: str | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    kube = Kube(outage_budget=10)
+    store = ArtifactStore(StoreConfig.from_env(), attempts=2)
+    dashboard = Dashboard(kube, store, load_source(history_source, kube, store), Access(kube.api),
+                          os.environ.get("BENCHFARM_NAMESPACE", "default"))
+    web.run_app(dashboard.app(), host=address, port=port, print=None, access_log=None)
+    return 0

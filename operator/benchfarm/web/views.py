@@ -1,0 +1,209 @@
+"""What the dashboard's pages show, from the objects as the API server returns them. Pure.
+
+The lab page: each board's state as a person reads it (idle, busy with which run, quarantined,
+held by a person, in maintenance, offline) and the queue with each waiting run's place and an
+estimated start. The place is the scheduler's own order (core.queue: priority, then namespaces
+taking turns); the estimate plays that order forward over the boards each run fits, every run
+taking as long as the finished runs of its plan and device type took (their median).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ..api.models import held_by
+from ..api.outcomes import FINISHED, Phase
+from ..core import queue as q
+
+DEFAULT_DURATION = 600.0     # seconds a run is expected to take when no run like it finished yet
+
+
+def parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+def key_of(run: Mapping[str, Any]) -> str:
+    meta = run.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def phase_of(run: Mapping[str, Any]) -> str:
+    return (run.get("status") or {}).get("phase") or Phase.pending
+
+
+def _holder(status: Mapping[str, Any]) -> str | None:
+    """Who else holds the board: labgrid's holder as the operator records it, or the holder of
+    a lease of the board when its status carries one (a person's reservation)."""
+    lease: dict[str, Any] = status["lease"] if isinstance(status.get("lease"), dict) else {}
+    return held_by(status.get("run")) or lease.get("holder") or lease.get("holderIdentity")
+
+
+@dataclass
+class BoardRow:
+    name: str
+    device_type: str
+    state: str            # idle | busy | quarantined | held | maintenance | offline
+    detail: str = ""      # the run (when the person may see it), the holder, the reason
+    run: str | None = None
+
+
+def board_rows(boards: Iterable[Mapping[str, Any]], may_read: Any) -> dict[str, list[BoardRow]]:
+    """Boards by device type. `may_read(namespace)`: whether the person may see a run of it (a
+    run of another namespace shows as "a run of another namespace")."""
+    out: dict[str, list[BoardRow]] = defaultdict(list)
+    for b in sorted(boards, key=lambda b: (b.get("metadata") or {}).get("name", "")):
+        name = (b.get("metadata") or {}).get("name", "")
+        st = b.get("status") or {}
+        dtype = st.get("deviceType") or ((b.get("metadata") or {}).get("labels") or {}).get(
+            "benchfarm.io/device-type", "unknown")
+        state = str(st.get("state") or "Offline")
+        run = st.get("run") or ""
+        holder = _holder(st)
+        row = BoardRow(name, dtype, "offline")
+        if holder:
+            row.state, row.detail = "held", f"held by {holder}"
+        elif state == "Quarantined":
+            row.state, row.detail = "quarantined", st.get("reason") or ""
+        elif state == "Maintenance" or (b.get("spec") or {}).get("maintenance"):
+            row.state, row.detail = "maintenance", "drained"
+        elif state == "Busy" or run:
+            row.state = "busy"
+            if run and may_read(run.split("/", 1)[0]):
+                row.run, row.detail = run, run
+            else:
+                row.detail = "a run of another namespace"
+        elif state == "Idle":
+            row.state = "idle"
+        else:
+            row.detail = st.get("reason") or ""
+        out[dtype].append(row)
+    return dict(sorted(out.items()))
+
+
+@dataclass
+class QueueRow:
+    run: str
+    namespace: str
+    position: int                 # in the whole lab's queue (1 = next)
+    priority: int
+    selector: str
+    estimated_start: float | None  # seconds since the epoch; None: see `waits_for`
+    waits_for: str = ""            # why there is no estimate
+
+
+@dataclass
+class Durations:
+    by_kind: dict[tuple[str, str], float] = field(default_factory=dict)
+    overall: float = DEFAULT_DURATION
+
+    @classmethod
+    def of(cls, runs: Iterable[Mapping[str, Any]]) -> Durations:
+        taken: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for r in runs:
+            st = r.get("status") or {}
+            start, end = parse_time(st.get("startTime")), parse_time(st.get("completionTime"))
+            if st.get("phase") == Phase.succeeded and start and end and end >= start:
+                taken[_kind(r)].append(end - start)
+        every = [s for v in taken.values() for s in v]
+        return cls({k: statistics.median(v) for k, v in taken.items()},
+                   statistics.median(every) if every else DEFAULT_DURATION)
+
+    def of_run(self, run: Mapping[str, Any]) -> float:
+        return self.by_kind.get(_kind(run), self.overall)
+
+
+def _kind(run: Mapping[str, Any]) -> tuple[str, str]:
+    spec = run.get("spec") or {}
+    return spec.get("plan") or "", (spec.get("selector") or {}).get("deviceType") or ""
+
+
+def _selector(run: Mapping[str, Any]) -> q.Selector:
+    sel = (run.get("spec") or {}).get("selector") or {}
+    return q.Selector.of(sel.get("deviceType"), sel.get("labels"), sel.get("board"))
+
+
+def queue_rows(runs: list[Mapping[str, Any]], boards: list[Mapping[str, Any]], now: float,
+               last_served: Mapping[str, float] | None = None) -> list[QueueRow]:
+    """Every waiting run in the order the scheduler walks them, with an estimated start."""
+    waiting = [r for r in runs if phase_of(r) == Phase.pending and
+               not (r.get("spec") or {}).get("cancel")]
+    queued = {}
+    for r in waiting:
+        meta = r.get("metadata") or {}
+        queued[key_of(r)] = (r, q.QueuedRun(
+            key_of(r), meta.get("namespace", ""), int((r.get("spec") or {}).get("priority", 100)),
+            parse_time(meta.get("creationTimestamp")) or now, _selector(r)))
+    fairness = q.RoundRobinFairness()
+    fairness.last_served.update(last_served or {})
+    order = fairness.order(v[1] for v in queued.values())
+    durations = Durations.of(runs)
+    by_key = {key_of(r): r for r in runs}
+    free_at: dict[str, float] = {}
+    out: dict[str, str] = {}           # boards no estimate counts on, and why
+    views = []
+    for b in boards:
+        name = (b.get("metadata") or {}).get("name", "")
+        st = b.get("status") or {}
+        views.append(q.BoardView(name, st.get("deviceType") or "", st.get("labels") or {}))
+        state, run = st.get("state"), st.get("run") or ""
+        if state in ("Quarantined", "Offline", "Maintenance") or _holder(st) \
+                or (b.get("spec") or {}).get("maintenance"):
+            out[name] = "held by a person" if _holder(st) else str(state or "maintenance").lower()
+            continue                       # no estimate counts on a board that is out
+        if run and run in by_key:
+            busy = by_key[run]
+            started = parse_time((busy.get("status") or {}).get("startTime")) or now
+            free_at[name] = max(now, started + durations.of_run(busy))
+        else:
+            free_at[name] = now
+    rows = []
+    for position, qr in enumerate(order, start=1):
+        run = queued[qr.key][0]
+        fits = [v.name for v in views if v.name in free_at and q.matches(qr.selector, v)]
+        eta, waits = None, ""
+        if fits:
+            board = min(fits, key=lambda n: (free_at[n], n))
+            eta = free_at[board]
+            free_at[board] = eta + durations.of_run(run)
+        else:
+            outs = sorted(f"{v.name} {out[v.name]}" for v in views
+                          if v.name in out and q.matches(qr.selector, v))
+            waits = "every board it fits is out: " + ", ".join(outs) if outs else \
+                "no board of the lab fits it"
+        sel = (run.get("spec") or {}).get("selector") or {}
+        rows.append(QueueRow(qr.key, qr.namespace, position, qr.priority,
+                             sel.get("board") or sel.get("deviceType") or "", eta, waits))
+    return rows
+
+
+FILTERS = ("namespace", "phase", "plan", "deviceType", "board", "q")
+
+
+def run_row(run: Mapping[str, Any]) -> dict[str, Any]:
+    meta, spec, st = run.get("metadata") or {}, run.get("spec") or {}, run.get("status") or {}
+    cond: dict[str, Any] = next(
+        (c for c in st.get("conditions") or [] if c.get("type") == "Succeeded"), {})
+    return {"key": key_of(run), "namespace": meta.get("namespace", ""), "name": meta.get("name"),
+            "phase": phase_of(run), "reason": cond.get("reason", ""), "plan": spec.get("plan") or "",
+            "deviceType": (spec.get("selector") or {}).get("deviceType") or "",
+            "board": st.get("board") or "", "created": meta.get("creationTimestamp") or "",
+            "software": (spec.get("software") or {}).get("name") or "",
+            "finished": phase_of(run) in FINISHED}
+
+
+def filter_runs(rows: Iterable[dict[str, Any]], filters: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Rows whose fields equal every filter given (`q`: a part of the name), newest first."""
+    out = []
+    for row in rows:
+        if all(not filters.get(f) or str(row.get(f, "")) == filters[f]
+               for f in FILTERS if f != "q") and \
+                (not filters.get("q") or filters["q"].lower() in str(row["name"]).lower()):
+            out.append(row)
+    return sorted(out, key=lambda r: (r["created"], r["key"]), reverse=True)

@@ -1,0 +1,102 @@
+"""The dashboard's pure parts: board states, the queue's order and estimated starts, run filters,
+what a person may see of a history, and its chart."""
+
+from __future__ import annotations
+
+import re
+
+from benchfarm.web import charts, views
+from benchfarm.web.history import visible
+
+NOW = 1_800_000_000.0
+
+
+def iso(t: float) -> str:
+    import time
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def run(ns, name, phase="Pending", created=0.0, priority=100, dtype="qemu-x86", **status):
+    return {"metadata": {"namespace": ns, "name": name, "creationTimestamp": iso(NOW + created)},
+            "spec": {"selector": {"deviceType": dtype}, "plan": "p", "priority": priority},
+            "status": {"phase": phase, **status}}
+
+
+def board(name, state="Idle", run="", dtype="qemu-x86", **extra):
+    return {"metadata": {"name": name}, "spec": {},
+            "status": {"deviceType": dtype, "state": state, "run": run, **extra}}
+
+
+def test_board_states_as_a_person_reads_them_and_runs_of_other_namespaces_unnamed():
+    boards = [board("a", "Busy", "team-a/r1"), board("b", "Busy", "team-b/r2"),
+              board("c", "Idle", "labgrid: desk/alice"), board("d", "Quarantined", reason="boot"),
+              board("e", "Maintenance"), board("f"), board("g", "Offline"),
+              board("h", "Idle", lease={"holder": "bob"}), board("x", dtype="other")]
+    rows = views.board_rows(boards, lambda ns: ns == "team-a")
+    assert list(rows) == ["other", "qemu-x86"]
+    got = {r.name: (r.state, r.detail, r.run) for r in rows["qemu-x86"]}
+    assert got == {"a": ("busy", "team-a/r1", "team-a/r1"),
+                   "b": ("busy", "a run of another namespace", None),
+                   "c": ("held", "held by desk/alice", None), "d": ("quarantined", "boot", None),
+                   "e": ("maintenance", "drained", None), "f": ("idle", "", None),
+                   "g": ("offline", "", None), "h": ("held", "held by bob", None)}
+
+
+def test_the_queue_in_the_schedulers_order_with_starts_from_the_median_duration():
+    done = [run("team-a", f"old{i}", "Succeeded", startTime=iso(NOW - 1000),
+                completionTime=iso(NOW - 1000 + d)) for i, d in enumerate((100, 300, 200))]
+    busy = run("team-a", "busy", "Running", startTime=iso(NOW - 50))
+    waiting = [run("team-a", "a1", created=1), run("team-a", "a2", created=2),
+               run("team-b", "b1", created=3), run("team-b", "hi", created=9, priority=500),
+               run("team-b", "gpu", created=4, dtype="nothing-fits")]
+    boards = [board("x0", "Busy", "team-a/busy"), board("x1"), board("q", "Quarantined")]
+    rows = views.queue_rows([*done, busy, *waiting], boards, NOW)
+    assert [(r.run, r.position) for r in rows] == [
+        ("team-b/hi", 1), ("team-a/a1", 2), ("team-b/b1", 3), ("team-a/a2", 4),
+        ("team-b/gpu", 5)]                    # priority first, then namespaces take turns
+    eta = {r.run: r.estimated_start for r in rows}
+    # median 200 s: x1 is free now, x0 in 150 s (busy for 50 s of its 200)
+    assert eta == {"team-b/hi": NOW, "team-a/a1": NOW + 150, "team-b/b1": NOW + 200,
+                   "team-a/a2": NOW + 350, "team-b/gpu": None}
+    assert rows[-1].waits_for == "no board of the lab fits it"
+    pinned = run("team-a", "pinned", created=5)
+    pinned["spec"]["selector"] = {"board": "q"}
+    assert views.queue_rows([pinned], boards, NOW)[0].waits_for == \
+        "every board it fits is out: q quarantined"
+    served_b_last = views.queue_rows(waiting[:3], boards, NOW, {"team-a": 1.0, "team-b": 2.0})
+    assert [r.run for r in served_b_last] == ["team-a/a1", "team-b/b1", "team-a/a2"]
+
+
+def test_runs_filtered_by_field_and_name_newest_first():
+    rows = [views.run_row(r) for r in (run("a", "x-1", "Succeeded", created=1),
+                                       run("a", "y-2", "Failed", created=2),
+                                       run("b", "x-3", "Succeeded", created=3))]
+    assert [r["key"] for r in views.filter_runs(rows, {"phase": "Succeeded"})] == ["b/x-3", "a/x-1"]
+    assert [r["key"] for r in views.filter_runs(rows, {"namespace": "a", "q": "X"})] == ["a/x-1"]
+    assert [r["key"] for r in views.filter_runs(rows, {})] == ["b/x-3", "a/y-2", "a/x-1"]
+
+
+DOC = {"series": [{"run": f"{ns}/r{i}", "time": iso(NOW + i), "software": "b1" if i < 3 else "b2",
+                   "board": "x0", "mean": 10.0 + i, "samples": [9.0 + i, 10.0 + i, 11.0 + i]}
+                  for i, ns in enumerate(("a", "b", "a", "a", "b"))],
+       "changePoints": [{"run": "a/r3", "software": "b2", "magnitude": 12.5, "pvalue": 0.001,
+                         "direction": "regression"},
+                        {"run": "b/r4", "software": "b2", "magnitude": 5.0, "pvalue": 0.01,
+                         "direction": "improvement"}]}
+
+
+def test_a_person_sees_only_their_namespaces_points_and_change_points():
+    seen = visible(DOC, lambda ns: ns == "a")
+    assert [p["run"] for p in seen["series"]] == ["a/r0", "a/r2", "a/r3"]
+    assert [c["run"] for c in seen["changePoints"]] == ["a/r3"]
+
+
+def test_the_chart_links_every_point_to_its_run_and_marks_the_change_point_before_it():
+    svg = charts.history_svg(visible(DOC, lambda ns: ns == "a"), "us", lambda r: f"/runs/{r}")
+    assert re.findall(r'href="(/runs/[^"]+)"', svg) == ["/runs/a/r0", "/runs/a/r2", "/runs/a/r3"]
+    points = {m[0]: float(m[1]) for m in re.findall(r'data-run="([^"]+)" cx="([\d.]+)"', svg)}
+    line = re.search(r'class="change-point regression" data-run="a/r3">.*?<line x1="([\d.]+)"',
+                     svg)
+    assert line and points["a/r2"] < float(line.group(1)) < points["a/r3"]
+    assert "b/r" not in svg and 'class="band"' in svg
+    assert charts.nice_ticks(9.0, 14.0)[0] <= 9.0 and charts.nice_ticks(9.0, 14.0)[-1] >= 14.0
