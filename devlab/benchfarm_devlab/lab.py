@@ -24,7 +24,8 @@ from .sshd import start_sshd, stop_masters
 LAB_POLICY = {
     "apiVersion": "benchfarm.io/v1alpha1", "kind": "LabPolicy", "metadata": {"name": "default"},
     "spec": {"namespaces": [{"namespace": "default", "allowSoftware": True,
-                             "softwareSources": ["builds/"]}]}}
+                             "softwareSources": ["builds/"],
+                             "leases": {"allowed": True, "maxLeaseSeconds": 4 * 3600}}]}}
 
 
 def apply_lab_policy() -> None:

@@ -299,7 +299,7 @@ class Runtime:
         now = time.time()
         t0, c0, g0 = time.perf_counter(), time.thread_time(), metrics.full_collections()
         positions_due = time.monotonic() - self.last_positions_at >= QUEUE_POSITION_PERIOD
-        order: list[q.QueuedRun] | None = None
+        order: list[q.QueueEntry] | None = None
         started = []
         with self.lock:
             queue = self.index.queue
@@ -370,7 +370,7 @@ class Runtime:
         with self.lock:
             return list(self.index.active.values())
 
-    def _queue_entry(self, r: RunState) -> q.QueuedRun:
+    def _queue_entry(self, r: RunState) -> q.QueueEntry:
         """The run as the scheduler sees it, rebuilt only when what it is made of changes (built
         when the run is observed, so a flood of new runs costs the rounds nothing)."""
         ceiling = self.policy.for_namespace(r.namespace).maxPriority
@@ -378,7 +378,7 @@ class Runtime:
         suites = r.status.get("resolvedSuites") or []
         fingerprint = (r.generation, ceiling, avoid, len(suites))
         if r.queue_entry is None or r.queue_entry[0] != fingerprint:
-            entry = q.QueuedRun(r.key, r.namespace, min(r.spec.priority, ceiling), r.created,
+            entry = q.QueueEntry(r.key, r.namespace, min(r.spec.priority, ceiling), r.created,
                                 self.selector(r.spec), frozenset(avoid),
                                 needs_gpu=admission.needs_gpu(suites))
             r.queue_entry = (fingerprint, entry)
@@ -414,7 +414,7 @@ class Runtime:
                 self.finish(r, Phase.failed, "QueueTimeout",
                             f"no matching board became free within {limit} s")
 
-    def _publish_positions(self, order: list[q.QueuedRun]) -> None:
+    def _publish_positions(self, order: list[q.QueueEntry]) -> None:
         self.last_positions_at = time.monotonic()
         new: dict[str, int | None] = {**q.queue_positions(order, QUEUE_POSITION_LIMIT)}
         for key in set(self.positions) | set(new):

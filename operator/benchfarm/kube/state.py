@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from ..api.models import BenchmarkRunSpec
 from ..api.outcomes import FINISHED, Phase
-from ..core.queue import QueuedRun, WaitingQueue
+from ..core.queue import QueueEntry, WaitingQueue
 
 
 def ts(iso: str | None) -> float:
@@ -80,7 +80,7 @@ class RunIndex:
         self.queue_timeouts: dict[str, RunState] = {}
         self.ttl: dict[str, RunState] = {}
 
-    def update(self, run: RunState, entry: QueuedRun | None) -> None:
+    def update(self, run: RunState, entry: QueueEntry | None) -> None:
         """`entry`: the run as the queue sees it, when it waits."""
         key = run.key
         if entry is not None:
