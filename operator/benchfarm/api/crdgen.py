@@ -23,8 +23,8 @@ from .models import (
     BenchmarkRunSpec,
     BoardLeaseSpec,
     BoardSpec,
-    LeasePolicy,
     LabPolicySpec,
+    LeasePolicy,
     TestPlanSpec,
 )
 

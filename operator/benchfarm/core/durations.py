@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ..api.models import DURATION_PATTERN as PATTERN   # hours, minutes, seconds, in that order
+from ..api.models import DURATION_PATTERN as PATTERN  # hours, minutes, seconds, in that order
 
 _RE = re.compile(PATTERN)
 
