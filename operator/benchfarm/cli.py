@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
                                                       "its own image to its prompt, report")
     sess_health.add_argument("board", help="the board (labgrid place)")
     sess_health.add_argument("check", type=int, help="the number of the check (the operator's)")
+    sess_end = sess_sub.add_parser("lease-end", help="the end of a BoardLease: power its board "
+                                                     "off, release the place")
+    sess_end.add_argument("lease", help="NAMESPACE/NAME")
     sess_sub.add_parser("server", help="import everything once, then fork a session for each run "
                                        "named on stdin (the operator keeps one running)")
     sess_sub.add_parser("warm", help="a warm session pod: import everything, wait for the run the "
@@ -124,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.session_cmd == "health":
             from .session import health
             return health.main(args.board, args.check)
+        if args.session_cmd == "lease-end":
+            from .session import leaseend
+            return leaseend.main(args.lease)
         if args.session_cmd == "warm":
             from .session import warm
             return warm.main()

@@ -37,7 +37,7 @@ from ..core import queue as q
 from ..core.conditions import now_iso
 from ..errors import InfraError
 from ..kubeapi.leases import HEALTH_LEASE_LABEL, LeaseObserver, health_lease_name, list_leases
-from ..lab.coordinator import SESSION_HOST, health_check_of, health_identity
+from ..lab.coordinator import SESSION_HOST, health_check_of, health_identity, lease_uid_of
 from . import metrics
 from .ports import Launch, Launcher
 from .state import BoardRecord, RunState, ts, written
@@ -85,6 +85,8 @@ class InventoryRuntime(Protocol):
     def launcher(self) -> Launcher: ...
 
     def active_runs(self) -> list[RunState]: ...
+
+    def active_lease_places(self) -> dict[str, str]: ...
 
     def wake(self) -> None: ...
 
@@ -182,6 +184,7 @@ class Inventory:
             log.warning("labgrid coordinator unavailable: %s", exc)
             return
         running_uids = {r.uid: r for r in rt.active_runs()}
+        leased = rt.active_lease_places()
         orphans = {}
         for name, place in places.items():
             with rt.lock:
@@ -196,13 +199,17 @@ class Inventory:
                 rec.online = bool(place.resources) and rec.device_type in rt.device_types
                 uid = run_uid_of(place.acquired)
                 check = health_check_of(place.acquired)
+                lease_uid = lease_uid_of(place.acquired)
+                rec.holder = place.acquired
                 ours = place.acquired == rt.coordinator.identity or uid is not None or \
-                    check is not None
+                    check is not None or lease_uid is not None
                 rec.held_by_other = None if (place.free or ours) else \
                     (place.acquired or f"reserved {place.reserved_by}")
                 run = running_uids.get(uid) if uid else None
                 if uid and (run is None or run.status.get("board") != name):
                     orphans[name] = place.acquired
+                if lease_uid is not None and leased.get(lease_uid) != name:
+                    orphans[name] = place.acquired    # a lease that ended while we were away
                 if check is not None and (check[0] != name or name not in self.checking or
                                           check[1] != rec.health_check):
                     orphans[name] = place.acquired    # a health check given up, or another's

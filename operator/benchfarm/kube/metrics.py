@@ -26,6 +26,14 @@ INFRA_FAILURES = Counter("benchfarm_infra_failures_total", "Infrastructure error
                          ["board", "reason"], registry=REGISTRY)
 FINISHED = Counter("benchfarm_runs_finished_total", "Finished runs", ["phase", "reason"],
                    registry=REGISTRY)
+LEASES_GRANTED = Counter("benchfarm_leases_granted_total", "BoardLeases granted a board",
+                         registry=REGISTRY)
+LEASES_ACTIVE = Gauge("benchfarm_leases_active", "BoardLeases holding a board now",
+                      registry=REGISTRY)
+LEASES_EXPIRED = Counter("benchfarm_leases_expired_total", "BoardLeases that ran to their expiry",
+                         registry=REGISTRY)
+LEASES_ENDED = Counter("benchfarm_leases_ended_total", "BoardLeases ended, by how (Expired, "
+                       "Released, Deleted)", ["reason"], registry=REGISTRY)
 RECOVERY = Gauge("benchfarm_recovery_seconds",
                  "Reading the lab back after the operator started (runs, boards, fairness)",
                  registry=REGISTRY)

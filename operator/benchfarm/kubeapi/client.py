@@ -86,7 +86,7 @@ class Kube:
             raise
 
     def guarded_status_write(self, namespace: str, name: str, expect: dict[str, Any],
-                             status: dict[str, Any]) -> bool:
+                             status: dict[str, Any], plural: str = "benchmarkruns") -> bool:
         """Set status fields only if the run's status still has the `expect` values, atomically
         (a JSON patch whose `test` operations the API server checks). False when the run is
         gone; PreconditionFailed when it changed (e.g. cancelled while being scheduled)."""
@@ -95,7 +95,7 @@ class Kube:
         ops += [{"op": "add", "path": f"/status/{k}", "value": v} for k, v in status.items()]
         try:
             self._call("guarded status write", lambda: self.custom.patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, "benchmarkruns", name, ops,
+                GROUP, VERSION, namespace, plural, name, ops,
                 _content_type="application/json-patch+json"))
             return True
         except ApiException as exc:
@@ -124,6 +124,44 @@ class Kube:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+    # -- other namespaced objects of benchfarm's group (BoardLeases) ----------------------------
+    def get_object(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._call(f"get {plural}", lambda: self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, plural, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list_objects(self, plural: str) -> list[dict[str, Any]]:
+        return self._call(f"list {plural}", lambda: self.custom.list_cluster_custom_object(
+            GROUP, VERSION, plural))["items"]
+
+    def patch_object_status(self, plural: str, namespace: str, name: str,
+                            status: dict[str, Any]) -> bool:
+        """Merge-patch status; False when the object no longer exists."""
+        try:
+            self._call(f"patch {plural} status",
+                       lambda: self.custom.patch_namespaced_custom_object_status(
+                           GROUP, VERSION, namespace, plural, name, {"status": status}))
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    def patch_object(self, plural: str, namespace: str, name: str, patch: dict[str, Any]) -> bool:
+        """Merge-patch the object (its spec); False when it no longer exists."""
+        try:
+            self._call(f"patch {plural}", lambda: self.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, plural, name, patch))
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
 
     # -- cluster-scoped objects ---------------------------------------------------------------
     def list_cluster(self, plural: str) -> list[dict[str, Any]]:
