@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 import os
+from datetime import UTC, datetime
 
 from ..api.outcomes import LeaseEnd
-from ..core.conditions import now_iso
 from ..kubeapi.client import Kube
 from ..lab.board import Board
 from ..lab.coordinator import Coordinator, lease_identity
@@ -25,6 +25,11 @@ from ..lab.devicetypes import load_device_types
 from .context import Config
 
 log = logging.getLogger("benchfarm.session")
+
+
+def now_iso() -> str:
+    """The end's time to the millisecond: how soon the next run follows is measured from it."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def power_off_and_release(coordinator: Coordinator, place: str, config: Config) -> LeaseEnd:
