@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     ig.add_argument("file")
     ig.add_argument("--format", choices=["json", "rst"], default="json")
     ig.add_argument("--board", default=None, help="only this board's columns")
+    from .leasecli import add_parser as add_lease
+    add_lease(sub)
     sub.add_parser("check", help="check this installation: API, leader, labgrid (places and their "
                                  "serial ports), store; what `helm test` runs")
     _plugins(sub)
@@ -143,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "compare":
         from .readback import main_compare
         return main_compare(args.run, args.baseline, args.board)
+    if args.cmd == "lease":
+        from .leasecli import main as lease_main
+        return lease_main(args)
     if args.cmd == "import-guide":
         return _import_guide(args.file, args.format, args.board)
     return 2

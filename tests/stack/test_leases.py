@@ -51,15 +51,19 @@ def lab_ns(kube, operator):
     for ns in names:
         client.CoreV1Api(kube).create_namespace({"metadata": {"name": ns}})
     apply(PLAN)
+    lease_policy(names[2])
+    yield names
+    devlab.lab.apply_lab_policy()
+
+
+def lease_policy(ns):
+    """`ns` may lease for 60 s at most, warned 4 s before the end (the lab's policy otherwise)."""
     policy = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LabPolicy",
               "metadata": {"name": "default"},
               "spec": {"leaseWarningSeconds": 4, "namespaces": [
-                  {"namespace": names[2], "leases": {"allowed": True, "maxLeaseSeconds": 60}},
-                  {"namespace": "default", "leases": {"allowed": True, "maxLeaseSeconds": 60}}]}}
+                  {"namespace": ns, "leases": {"allowed": True, "maxLeaseSeconds": 60}}]}}
     apply(yaml.safe_dump(policy))
     time.sleep(1)       # the operator's watch (the admission policy reads it at once)
-    yield names
-    devlab.lab.apply_lab_policy()
 
 
 def at(iso):
@@ -127,7 +131,7 @@ def test_a_lease_is_granted_in_fair_queue_order_driven_and_ended_on_time(custom,
         time.sleep(1.1)                   # creation times a second apart: the order is theirs
         apply(run_yaml("b1", ns_b, plan="stacktest-lease", selector={"board": BOARD}))
         time.sleep(1.1)
-        apply(lease_yaml("hold", ns_c, "14s"))
+        apply(lease_yaml("hold", ns_c, "25s"))
         st = wait_for("the lease's position", lambda: (
             s if (s := lease_status(custom, "hold", ns_c)).get("queuePosition") == 3 else None),
             timeout=30)
@@ -212,7 +216,8 @@ def test_a_lease_outlives_an_operator_kill_and_a_coordinator_restart(custom, lab
     os.kill(pid, signal.SIGKILL)
     devlab.stop_process("labgrid-coordinator")      # forgets every lock
     devlab.up()
-    devlab.start_operator()
+    devlab.start_operator()      # (puts the lab's own LabPolicy back)
+    lease_policy(ns_c)
 
     def held():
         c = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="lease")

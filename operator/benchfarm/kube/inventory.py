@@ -32,9 +32,10 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..api.models import DirectLocks
 from ..api.outcomes import HealthCheck, HealthCheckEnd, HealthVerdict
 from ..core import queue as q
-from ..core.conditions import now_iso
+from ..core.conditions import now_iso, set_condition
 from ..errors import InfraError
 from ..kubeapi.leases import HEALTH_LEASE_LABEL, LeaseObserver, health_lease_name, list_leases
 from ..lab.coordinator import SESSION_HOST, health_check_of, health_identity, lease_uid_of
@@ -185,6 +186,8 @@ class Inventory:
             return
         running_uids = {r.uid: r for r in rt.active_runs()}
         leased = rt.active_lease_places()
+        report = rt.policy.directLocks == DirectLocks.report
+        direct: list[tuple[str, str]] = []
         orphans = {}
         for name, place in places.items():
             with rt.lock:
@@ -205,6 +208,16 @@ class Inventory:
                     check is not None or lease_uid is not None
                 rec.held_by_other = None if (place.free or ours) else \
                     (place.acquired or f"reserved {place.reserved_by}")
+                lock = place.acquired if report and place.acquired and not ours else None
+                if lock != rec.direct_lock:
+                    rec.direct_lock = lock
+                    rec.conditions = set_condition(
+                        rec.conditions, "DirectLock", "True" if lock else "False",
+                        "AcquiredOutsideBenchfarm" if lock else "NoDirectLock",
+                        f"acquired with labgrid by {lock}, outside any BoardLease; benchfarm "
+                        "leaves it alone" if lock else "no lock outside benchfarm")
+                    if lock:
+                        direct.append((name, lock))
                 run = running_uids.get(uid) if uid else None
                 if uid and (run is None or run.status.get("board") != name):
                     orphans[name] = place.acquired
@@ -223,6 +236,12 @@ class Inventory:
                     log.warning("could not release %s: %s", name, exc)
         self.orphans = orphans
         rt.inventory_known = True
+        for name, holder in direct:
+            rt.kube.event({"apiVersion": "benchfarm.io/v1alpha1", "kind": "Board",
+                           "metadata": {"name": name}}, "Warning", "DirectLock",
+                          f"{name} was acquired outside benchfarm by {holder} (labgrid-client "
+                          "acquire, no BoardLease): it skips the queue; the lab reports it "
+                          "(LabPolicy directLocks: Report)")
 
     def sync(self, name: str) -> None:
         with self.rt.lock:
@@ -234,7 +253,8 @@ class Inventory:
                                          else None),
                       "consecutiveInfraFailures": rec.failures, "reason": rec.reason,
                       "quarantinedAt": datetime.fromtimestamp(rec.quarantined_since, UTC)
-                      .strftime("%Y-%m-%dT%H:%M:%SZ") if rec.quarantined_since else None}
+                      .strftime("%Y-%m-%dT%H:%M:%SZ") if rec.quarantined_since else None,
+                      **({"conditions": rec.conditions} if rec.conditions else {})}
             if status == rec.last_status:
                 return
             rec.last_status = status

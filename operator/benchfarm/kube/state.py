@@ -175,6 +175,8 @@ class BoardRecord:
     last_status: dict[str, Any] | None = None
     uid: str = ""                   # the Board object's (a health check's Lease is owned by it)
     holder: str | None = None       # who the coordinator says holds the place (last refresh)
+    direct_lock: str | None = None  # a lock outside benchfarm, reported (LabPolicy directLocks)
+    conditions: list[dict[str, Any]] = field(default_factory=list)
     health_check: int = 0           # the number of its latest health check (status.healthCheck)
 
     @property
