@@ -16,6 +16,7 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.request
 import uuid
 from datetime import datetime
 
@@ -203,6 +204,14 @@ def test_a_lease_is_granted_in_fair_queue_order_driven_and_ended_on_time(custom,
     assert {"Queued", "Granted", "LeaseExpiring", "Expired", "PoweredOff"} <= \
         set(events(custom, "hold", ns_c))
     assert all(finished(custom, n, ns)["phase"] == "Succeeded" for n, ns in runs.items())
+    metrics = urllib.request.urlopen(
+        f"http://127.0.0.1:{devlab.PORTS.operator_metrics}/metrics").read().decode()
+    values = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines()
+              if line.startswith("benchfarm_leases_")}
+    assert values["benchfarm_leases_granted_total"] >= 1, values
+    assert values["benchfarm_leases_expired_total"] >= 1, values
+    assert values['benchfarm_leases_ended_total{reason="Expired"}'] >= 1, values
+    assert values["benchfarm_leases_active"] == 0, values
 
 
 def test_a_lease_outlives_an_operator_kill_and_a_coordinator_restart(custom, lab_ns):
@@ -257,3 +266,50 @@ def test_a_lease_over_the_policy_is_refused_at_apply_with_a_clear_message(custom
         s if (s := lease_status(custom, "ext", ns_c)).get("phase") == "Ended" else None),
         timeout=30)
     assert json.dumps(st).count("Released") >= 1
+
+
+def test_benchfarm_lease_shell_releases_the_board_when_the_shell_exits(custom, lab_ns, tmp_path):
+    ns_c = lab_ns[2]
+    seen = tmp_path / "seen"
+    shell = tmp_path / "shell"
+    shell.write_text(f"#!/bin/sh\nlabgrid-client -p \"$LG_PLACE\" power on && "
+                     f"env | grep ^LG_ > {seen}\n")
+    shell.chmod(0o755)
+    res = subprocess.run(
+        [str(devlab.VENV_BIN / "benchfarm"), "lease", "--board", "vb-x86-0", "--duration", "50s",
+         "--user", "desk/dave", "-n", ns_c, "--name", "cli", "--shell"],
+        env={**os.environ, "SHELL": str(shell)}, capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stderr
+    assert "LG_PLACE=vb-x86-0" in seen.read_text() and "LG_USERNAME=dave" in seen.read_text()
+    assert "is yours until" in res.stderr and "released: vb-x86-0 powered off" in res.stderr, \
+        res.stderr
+    st = lease_status(custom, "cli", ns_c)
+    assert st["phase"] == "Ended" and st["endReason"] == "Released" and not outlet_on("vb-x86-0")
+    # a lease over the maximum: the API server's own words
+    res = subprocess.run([str(devlab.VENV_BIN / "benchfarm"), "lease", "--board", "vb-x86-0",
+                          "--duration", "2h", "-n", ns_c], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 1 and "at most 60 s" in res.stderr, res.stderr
+
+
+def test_a_direct_lock_is_reported_when_the_lab_says_so(custom, lab_ns):
+    policy = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LabPolicy",
+              "metadata": {"name": "default"}, "spec": {"directLocks": "Report"}}
+    apply(yaml.safe_dump(policy))
+
+    def condition():
+        st = custom.get_cluster_custom_object(GROUP, VERSION, "boards", "vb-x86-0").get(
+            "status") or {}
+        return next((c for c in st.get("conditions") or [] if c["type"] == "DirectLock"), None)
+    try:
+        with PersonLock("vb-x86-0"):
+            c = wait_for("the DirectLock condition", lambda: (
+                c if (c := condition()) and c["status"] == "True" else None), timeout=30)
+            assert "desk/alice" in c["message"]
+            from kubernetes import client
+            evs = client.CoreV1Api(custom.api_client).list_namespaced_event(
+                "default", field_selector="involvedObject.name=vb-x86-0").items
+            assert any(e.reason == "DirectLock" and "desk/alice" in e.message for e in evs)
+        wait_for("the condition cleared", lambda: condition()["status"] == "False", timeout=30)
+    finally:
+        lease_policy(lab_ns[2])

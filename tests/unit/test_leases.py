@@ -87,3 +87,25 @@ def test_priority_orders_leases_and_runs_alike():
     d = schedule([run("r1", "a", 0, prio=100), lease("l1", "a", 5, prio=500)],
                  [BoardView("b0", "qemu-x86")])
     assert [a.run for a in d.assignments] == ["lease:a/l1"]
+
+
+def test_only_a_grant_the_operator_signed_moves_a_board():
+    from benchfarm.core import trust
+    from benchfarm.kube.leases import commands, trusted
+    key = b"k" * 32
+    status = {"place": "vb-x86-1", "grantedAt": "2026-01-01T00:00:00Z"}
+    signed = {**status, "grantSignature": trust.sign_text(
+        key, trust.LEASE_PURPOSE, trust.lease_grant_text("uid-1", "vb-x86-1",
+                                                         "2026-01-01T00:00:00Z"))}
+    assert trusted(key, "uid-1", signed)
+    assert not trusted(key, "uid-2", signed)                          # another lease's grant
+    assert not trusted(key, "uid-1", {**signed, "place": "vb-x86-0"})  # moved to another board
+    assert not trusted(key, "uid-1", status)                          # none at all
+    # a run's suites signature never passes for a lease grant
+    assert not trusted(key, "uid-1", {**status, "grantSignature": trust.sign_text(
+        key, trust.GRANT_PURPOSE, trust.lease_grant_text("uid-1", "vb-x86-1",
+                                                         "2026-01-01T00:00:00Z"))})
+    cmds = commands("vb-x86-1", "desk/carol", "127.0.0.1:20408")
+    assert cmds["env"] == {"LG_COORDINATOR": "127.0.0.1:20408", "LG_PLACE": "vb-x86-1",
+                           "LG_HOSTNAME": "desk", "LG_USERNAME": "carol"}
+    assert cmds["powerCycle"] == "labgrid-client -p vb-x86-1 power cycle"

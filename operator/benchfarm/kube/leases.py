@@ -32,8 +32,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..api.models import BoardLeaseSpec, LabPolicySpec
-from ..api.outcomes import LeaseEnd, LeasePhase, LeaseReason
-from ..core import durations, queue as q
+from ..api.outcomes import LeaseEnd, LeasePhase, LeaseReason, Refusal
+from ..core import durations, queue as q, trust
 from ..core.conditions import now_iso, set_condition
 from ..errors import BoardBusy
 from ..kubeapi.client import PreconditionFailed
@@ -55,6 +55,11 @@ POSITIONS_EVERY = 5.0     # seconds between two writes of the waiting leases' po
 
 def iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def trusted(key: bytes, uid: str, status: dict[str, Any]) -> bool:
+    return trust.verify_text(key, trust.LEASE_PURPOSE, trust.lease_grant_text(
+        uid, status.get("place"), status.get("grantedAt")), status.get("grantSignature"))
 
 
 def commands(place: str, user: str, coordinator: str) -> dict[str, Any]:
@@ -108,6 +113,9 @@ class LeaseRuntime(Protocol):
     @property
     def fairness(self) -> q.FairnessPolicy: ...
 
+    @property
+    def signing_key(self) -> bytes: ...
+
     def launch_session(self, req: Launch) -> str: ...
 
     def board_free_at(self, board: str, now: float) -> float | None: ...
@@ -142,6 +150,10 @@ class Leases:
         except Exception:  # refused at admission by the schema; ignored here
             return
         status = dict(body.get("status") or {})
+        forged = status.get("phase") in (LeasePhase.granted, LeasePhase.releasing) and \
+            not trusted(self.rt.signing_key, meta["uid"], status)
+        if forged:           # never claimed, never powered off: ended, said loudly
+            status = {**status, "phase": LeasePhase.ended}
         with self.rt.lock:
             lease = self.leases.get(key)
             if lease is not None and lease.uid == meta["uid"]:
@@ -155,6 +167,10 @@ class Leases:
                     ts(meta.get("creationTimestamp")), spec, status,
                     deleting=bool(meta.get("deletionTimestamp")))
             self.reindex(lease)
+        if forged and not lease.busy:
+            lease.busy = True
+            self.rt.launches.submit(self._untrusted, lease)
+            return
         place = status.get("place")
         if place and lease.phase in (LeasePhase.granted, LeasePhase.releasing):
             self.rt.inventory.claim(place, key)          # adopted after a restart, too
@@ -260,7 +276,10 @@ class Leases:
             client.close()
         now = time.time()
         seconds = durations.parse(lease.spec.duration)
+        signature = trust.sign_text(self.rt.signing_key, trust.LEASE_PURPOSE,
+                                    trust.lease_grant_text(lease.uid, board, iso(now)))
         status = {"phase": LeasePhase.granted, "place": board, "grantedAt": iso(now),
+                  "grantSignature": signature,
                   "expiresAt": iso(now + seconds), "queuePosition": None,
                   "estimatedStart": None, "commands": commands(board, lease.spec.user,
                                                                self.address),
@@ -358,21 +377,20 @@ class Leases:
         return wanted
 
     def _end(self, lease: LeaseState, reason: LeaseReason) -> None:
-        """The lease is over: Releasing, and its end session powers the board off."""
+        """The lease is over: its end session powers the board off (launched first: the next
+        run waits for it, not for our writes), and the lease goes Releasing."""
         place = lease.status.get("place") or ""
         message = {LeaseReason.expired: "the lease expired",
                    LeaseReason.released: "released by its holder (spec.release)",
                    LeaseReason.deleted: "the lease was deleted"}.get(reason, str(reason))
-        if not self._write(lease.namespace, lease.name, {
-                "phase": LeasePhase.releasing, "endReason": reason, "conditions": set_condition(
-                    lease.status.get("conditions"), "Granted", "False", reason,
-                    f"{message}; powering {place} off", lease.generation)}) and \
-                not lease.deleting:
-            return
+        self._launch_end(lease)
+        self._write(lease.namespace, lease.name, {
+            "phase": LeasePhase.releasing, "endReason": reason, "conditions": set_condition(
+                lease.status.get("conditions"), "Granted", "False", reason,
+                f"{message}; powering {place} off", lease.generation)})
         if reason == LeaseReason.expired:
             metrics.LEASES_EXPIRED.inc()
         self.rt.kube.event(lease.ref(), "Normal", reason, f"{message}; powering {place} off")
-        self._launch_end(lease)
 
     def _launch_end(self, lease: LeaseState) -> None:
         lease.ending_since = self.clock()
@@ -422,6 +440,20 @@ class Leases:
                     lease.generation)})
             metrics.LEASES_ENDED.labels(ended.value).inc()
             self.rt.kube.event(lease.ref(), kind, reason, end.message)
+        finally:
+            lease.busy = False
+
+    def _untrusted(self, lease: LeaseState) -> None:
+        """A grant the operator did not sign (its status written by someone else): Ended, no
+        board claimed or touched."""
+        message = ("status.place and the grant were not written by benchfarm (no valid "
+                   "grantSignature): no board was given or touched")
+        try:
+            self._write(lease.namespace, lease.name, {
+                "phase": LeasePhase.ended, "endedAt": now_iso(), "conditions": set_condition(
+                    lease.status.get("conditions"), "Granted", "False",
+                    Refusal.statusTampered, message, lease.generation)})
+            self.rt.kube.event(lease.ref(), "Warning", Refusal.statusTampered, message)
         finally:
             lease.busy = False
 

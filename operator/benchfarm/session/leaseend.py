@@ -18,6 +18,7 @@ import os
 from datetime import UTC, datetime
 
 from ..api.outcomes import LeaseEnd
+from ..core import trust
 from ..kubeapi.client import Kube
 from ..lab.board import Board
 from ..lab.coordinator import Coordinator, lease_identity
@@ -75,6 +76,13 @@ def main(ref: str) -> int:
     if not place or status.get("leaseEnd"):
         log.info("lease %s holds no place, or ended already", ref)
         return 0
+    if not trust.verify_text(trust.key_from(os.environ), trust.LEASE_PURPOSE,
+                             trust.lease_grant_text(body["metadata"]["uid"], place,
+                                                    status.get("grantedAt")),
+                             status.get("grantSignature")):
+        log.warning("lease %s: its grant is not benchfarm's (no valid signature); the board "
+                    "is not touched", ref)
+        return 3
     host, user = lease_identity(body["metadata"]["uid"])
     coordinator = Coordinator(config.coordinator, host=host, user=user)
     try:
