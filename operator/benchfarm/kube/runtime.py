@@ -405,8 +405,10 @@ class Runtime:
     def active_lease_places(self) -> dict[str, str]:
         """uid -> place of every lease holding a board (the inventory keeps their locks)."""
         with self.lock:
-            return {lease.uid: lease.status.get("place") or "" for lease in
-                    self.index.leases.values()}
+            held = {rec.run: name for name, rec in self.boards.items() if rec.run}
+            # a lease being granted has its board before its status names it
+            return {lease.uid: lease.status.get("place") or held.get(lease.key, "")
+                    for lease in self.index.leases.values()}
 
     def reindex(self, run: RunState) -> None:
         """After any change to a run (under the lock): its place in what the rounds read."""
