@@ -34,6 +34,7 @@ PEOPLE = {"user": "rbac-alice", "plan author": "rbac-paula", "admin": "rbac-ada"
 COLUMNS = {"operator SA": OPERATOR, "session SA": SESSION, "health SA": HEALTH,
            **{who: name for who, name in PEOPLE.items()}}
 BR = "benchmarkruns.benchfarm.io"
+BL = "boardleases.benchfarm.io"
 ROWS = [
     ("create", "leases.coordination.k8s.io", "kube-system"),
     ("update", "leases.coordination.k8s.io", "kube-system"),
@@ -44,6 +45,8 @@ ROWS = [
     ("patch", BR, TEAM),
     ("delete", BR, TEAM),
     ("patch", f"{BR}/status", TEAM),
+    ("create", BL, TEAM),
+    ("patch", f"{BL}/status", TEAM),
     ("list", "labpolicies.benchfarm.io", None),
     ("patch", "labpolicies.benchfarm.io", None),
     ("list", "testplans.benchfarm.io", None),
@@ -171,6 +174,14 @@ def test_benchfarms_accounts_and_people_can_do_what_they_need_and_no_more(chart_
     assert not can("patch", "boards.benchfarm.io", None, "health SA")
     assert not can("create", "leases.coordination.k8s.io", TEAM, "health SA")
     assert not can("patch", f"{BR}/status", TEAM, "health SA")
+    # BoardLeases: people make them, only benchfarm writes their status (the grant), and a
+    # lease's end (a Job under the health account) writes its end
+    assert can("create", BL, TEAM, "user") and not can("patch", f"{BL}/status", TEAM, "user")
+    assert can("patch", f"{BL}/status", TEAM, "operator SA")
+    assert can("patch", f"{BL}/status", TEAM, "health SA") and not can("create", BL, TEAM,
+                                                                       "health SA")
+    assert not can("create", BL, TEAM, "session SA")
+    assert not can("patch", f"{BL}/status", TEAM, "session SA")
 
 
 def test_the_policies_hold_benchfarms_accounts_to_benchfarms_own_objects(chart_rbac):
