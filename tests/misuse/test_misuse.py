@@ -300,21 +300,25 @@ def test_a_forged_lease_grant_moves_no_board(custom, attempt):
     grant carries no operator signature, so the lease is Ended (StatusNotTrusted), the board is
     never claimed for it and its end session never runs."""
     from datetime import UTC, datetime
+
+    from tests.stack.runs import PersonLock, seen_held
     name, board = unique("forged"), "vb-x86-0"
-    apply(yaml.safe_dump({"apiVersion": f"{GROUP}/{VERSION}", "kind": "BoardLease",
-                          "metadata": {"name": name, "namespace": "default"},
-                          "spec": {"selector": {"deviceType": "no-such-type"}, "duration": "1m",
-                                   "user": "desk/mallory"}}))
     get_lease = lambda: custom.get_namespaced_custom_object(  # noqa: E731
         GROUP, VERSION, "default", "boardleases", name).get("status") or {}
-    wait_for(f"{name} queued", lambda: get_lease().get("phase") == "Pending", timeout=60)
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    custom.patch_namespaced_custom_object_status(
-        GROUP, VERSION, "default", "boardleases", name, {"status": {
-            "phase": "Granted", "place": board, "grantedAt": now, "expiresAt": now,
-            "grantSignature": "0" * 64}})
-    st = wait_for(f"{name} ended", lambda: (s if (s := get_lease()).get("phase") == "Ended"
-                                            else None), timeout=60)
+    with PersonLock("vb-sigrok-0"):      # the lease waits behind a person's own lock
+        seen_held(custom, "vb-sigrok-0")
+        apply(yaml.safe_dump({"apiVersion": f"{GROUP}/{VERSION}", "kind": "BoardLease",
+                              "metadata": {"name": name, "namespace": "default"},
+                              "spec": {"selector": {"board": "vb-sigrok-0"}, "duration": "1m",
+                                       "user": "desk/mallory"}}))
+        wait_for(f"{name} queued", lambda: get_lease().get("phase") == "Pending", timeout=60)
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, "default", "boardleases", name, {"status": {
+                "phase": "Granted", "place": board, "grantedAt": now, "expiresAt": now,
+                "grantSignature": "0" * 64}})
+        st = wait_for(f"{name} ended", lambda: (s if (s := get_lease()).get("phase") == "Ended"
+                                                else None), timeout=60)
     reason = next(c for c in st["conditions"] if c["type"] == "Granted")["reason"]
     time.sleep(3)
     run = (custom.get_cluster_custom_object(GROUP, VERSION, "boards", board).get("status")

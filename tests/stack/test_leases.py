@@ -27,7 +27,17 @@ import yaml
 import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import Coordinator
 from tests.stack.conftest import apply, wait_for
-from tests.stack.runs import GROUP, VERSION, PersonLock, finished, outlet_on, run_yaml, status, ts
+from tests.stack.runs import (
+    GROUP,
+    VERSION,
+    PersonLock,
+    finished,
+    outlet_on,
+    run_yaml,
+    seen_held,
+    status,
+    ts,
+)
 
 pytestmark = pytest.mark.stack
 
@@ -124,9 +134,7 @@ def test_a_lease_is_granted_in_fair_queue_order_driven_and_ended_on_time(custom,
     ns_a, ns_b, ns_c = lab_ns
     runs = {"a1": ns_a, "b1": ns_b, "a2": ns_a}
     with PersonLock(BOARD) as person:     # everything queues behind a person's own lock
-        wait_for("the operator to see the person's lock", lambda: "alice" in str((
-            custom.get_cluster_custom_object(GROUP, VERSION, "boards", BOARD).get("status")
-            or {}).get("run")), timeout=30)
+        seen_held(custom, BOARD)
         apply(run_yaml("a1", ns_a, plan="stacktest-lease", selector={"board": BOARD}))
         apply(run_yaml("a2", ns_a, plan="stacktest-lease", selector={"board": BOARD}))
         time.sleep(1.1)                   # creation times a second apart: the order is theirs
@@ -255,17 +263,24 @@ def test_a_lease_over_the_policy_is_refused_at_apply_with_a_clear_message(custom
     with pytest.raises(RuntimeError) as not_allowed:
         apply(lease_yaml("nope", ns_a, "10s"))
     assert f"namespace {ns_a} may not lease boards" in str(not_allowed.value)
-    # an extension over the maximum is refused the same way; releasing never is
-    apply(lease_yaml("ext", ns_c, "30s", selector={"deviceType": "no-such-type"}))
-    with pytest.raises(RuntimeError) as ext:
-        apply(lease_yaml("ext", ns_c, "61s", selector={"deviceType": "no-such-type"}))
-    assert "at most 60 s" in str(ext.value)
-    apply(lease_yaml("ext", ns_c, "30s", selector={"deviceType": "no-such-type"},
-                     release=True))
-    st = wait_for("the waiting lease released", lambda: (
-        s if (s := lease_status(custom, "ext", ns_c)).get("phase") == "Ended" else None),
+    # a selector no board of the lab fits: refused by the operator at once
+    apply(lease_yaml("typo", ns_c, "10s", selector={"deviceType": "no-such-type"}))
+    st = wait_for("the lease refused", lambda: (
+        s if (s := lease_status(custom, "typo", ns_c)).get("phase") == "Refused" else None),
         timeout=30)
-    assert json.dumps(st).count("Released") >= 1
+    assert "NoMatchingBoard" in json.dumps(st)
+    # an extension over the maximum is refused like the lease; releasing never is
+    with PersonLock("vb-gpu-0"):          # the lease waits behind a person's own lock
+        seen_held(custom, "vb-gpu-0")
+        apply(lease_yaml("ext", ns_c, "30s", selector={"board": "vb-gpu-0"}))
+        with pytest.raises(RuntimeError) as ext:
+            apply(lease_yaml("ext", ns_c, "61s", selector={"board": "vb-gpu-0"}))
+        assert "at most 60 s" in str(ext.value)
+        apply(lease_yaml("ext", ns_c, "30s", selector={"board": "vb-gpu-0"}, release=True))
+        st = wait_for("the waiting lease released", lambda: (
+            s if (s := lease_status(custom, "ext", ns_c)).get("phase") == "Ended" else None),
+            timeout=30)
+    assert "Released" in json.dumps(st) and not st.get("place")
 
 
 def test_benchfarm_lease_shell_releases_the_board_when_the_shell_exits(custom, lab_ns, tmp_path):

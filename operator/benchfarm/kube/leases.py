@@ -85,6 +85,8 @@ class LeaseBoards(Protocol):
 
     def free(self, board: str | None, key: str) -> None: ...
 
+    def views(self) -> list[q.BoardView]: ...
+
 
 class LeaseRuntime(Protocol):
     """What the lease keeper needs of the operator's registry (`kube.runtime.Runtime` is one)."""
@@ -115,6 +117,9 @@ class LeaseRuntime(Protocol):
 
     @property
     def signing_key(self) -> bytes: ...
+
+    @property
+    def inventory_known(self) -> bool: ...
 
     def launch_session(self, req: Launch) -> str: ...
 
@@ -224,13 +229,23 @@ class Leases:
         allowed = self.rt.policy.for_namespace(ns).leases
         seconds = durations.parse(spec.duration)
         ref = {"apiVersion": "benchfarm.io/v1alpha1", "kind": "BoardLease", "metadata": meta}
-        if not allowed.allowed or seconds > allowed.maxLeaseSeconds:
-            reason = LeaseReason.not_allowed if not allowed.allowed else LeaseReason.too_long
-            message = (f"namespace {ns} may not lease boards (LabPolicy leases.allowed)"
-                       if not allowed.allowed else
-                       f"duration {spec.duration} ({seconds} s) is longer than namespace {ns} "
-                       f"may lease a board: at most {allowed.maxLeaseSeconds} s "
-                       "(LabPolicy leases.maxLeaseSeconds)")
+        sel = spec.selector
+        fits = not self.rt.inventory_known or q.could_ever_match(
+            q.Selector.of(sel.deviceType, sel.labels, sel.board), self.rt.inventory.views())
+        if not allowed.allowed or seconds > allowed.maxLeaseSeconds or not fits:
+            reason = LeaseReason.not_allowed if not allowed.allowed else \
+                LeaseReason.too_long if seconds > allowed.maxLeaseSeconds else \
+                LeaseReason.no_matching_board
+            message = {
+                LeaseReason.not_allowed:
+                    f"namespace {ns} may not lease boards (LabPolicy leases.allowed)",
+                LeaseReason.too_long:
+                    f"duration {spec.duration} ({seconds} s) is longer than namespace {ns} may "
+                    f"lease a board: at most {allowed.maxLeaseSeconds} s (LabPolicy "
+                    "leases.maxLeaseSeconds)",
+                LeaseReason.no_matching_board:
+                    "no board in the lab matches the selector "
+                    f"{sel.model_dump(exclude_none=True)}"}[reason]
             self._write(ns, name, {"phase": LeasePhase.refused, "conditions": set_condition(
                 None, "Granted", "False", reason, message, meta.get("generation"))})
             self.rt.kube.event(ref, "Warning", reason, message)
@@ -264,7 +279,12 @@ class Leases:
             with self.rt.lock:
                 lease.starting = False
                 self.reindex(lease)
+                released = lease.spec.release and not lease.busy   # asked meanwhile
+                lease.busy = lease.busy or released
             self.rt.inventory.free(board, lease.key)
+            if released:
+                self._ended(lease, LeaseEnd(poweredOff=False, at=now_iso(),
+                                            message="released before it was granted"))
 
     def _grant(self, lease: LeaseState, board: str) -> None:
         host, user = lease_identity(lease.uid)

@@ -226,9 +226,12 @@ class Runtime:
         policy = LabPolicySpec() if deleted else LabPolicySpec(**body.get("spec") or {})
         with self.lock:
             changed, self.policy = policy != self.policy, policy
-            if changed:   # priority ceilings: every waiting run's place in the queue may move
+            if changed:   # priority ceilings: every waiting entry's place in the queue may move
                 for key in list(self.index.queue.keys()):
-                    self.reindex(self.runs[key])
+                    if key in self.runs:
+                        self.reindex(self.runs[key])
+                    else:
+                        self.leases.reindex(self.leases.leases[key])
         self.wake()
 
     def admit(self, body: dict[str, Any]) -> None:
