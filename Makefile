@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export BENCHFARM_CACHE ?= $(HOME)/.cache/benchfarm
 
-APT_PACKAGES := qemu-system-x86 qemu-system-arm qemu-utils ipxe-qemu seabios busybox-static ser2net pdudaemon u-boot-qemu \
+APT_PACKAGES := qemu-system-x86 microcom qemu-system-arm qemu-utils ipxe-qemu seabios busybox-static ser2net pdudaemon u-boot-qemu \
 	openssh-server openssh-client rsync \
 	sigrok-cli \
 	pax-utils python3-pyelftools iperf3 cpio e2fsprogs openssl ca-certificates

@@ -25,7 +25,7 @@ from benchfarm.core.queue import (
     BoardView,
     Decision,
     FairnessPolicy,
-    QueuedRun,
+    QueueEntry,
     RoundRobinFairness,
     Selector,
     WaitingQueue,
@@ -36,7 +36,7 @@ from benchfarm.core.queue import (
 TYPES = [f"soc-{i}" for i in range(8)]
 
 
-def baseline_schedule(runs: Sequence[QueuedRun], boards: Sequence[BoardView], *,
+def baseline_schedule(runs: Sequence[QueueEntry], boards: Sequence[BoardView], *,
                       running_per_namespace: Mapping[str, int] | None = None,
                       max_boards: Mapping[str, int] | None = None,
                       fairness: FairnessPolicy | None = None, now: float = 0.0) -> Decision:
@@ -52,7 +52,7 @@ def baseline_schedule(runs: Sequence[QueuedRun], boards: Sequence[BoardView], *,
             free_by_type[b.device_type].append(b)
     taken: set[str] = set()
     assignments: list[Assignment] = []
-    remaining: list[QueuedRun] = []
+    remaining: list[QueueEntry] = []
     free_count = sum(len(v) for v in free_by_type.values())
     for run in order:
         if free_count == len(taken):
@@ -94,17 +94,17 @@ def with_busy_revision(boards: list[BoardView]) -> list[BoardView]:
             for i, b in enumerate(boards)]
 
 
-def queue(n_runs: int, rnd: random.Random) -> list[QueuedRun]:
+def queue(n_runs: int, rnd: random.Random) -> list[QueueEntry]:
     runs = []
     for i in range(n_runs):
         ns = f"team-{rnd.randrange(50)}"
         labels = {"ddr": "lpddr4"} if rnd.random() < 0.3 else {}
-        runs.append(QueuedRun(f"{ns}/r{i}", ns, rnd.choice([10, 50, 100, 100, 500]), float(i),
+        runs.append(QueueEntry(f"{ns}/r{i}", ns, rnd.choice([10, 50, 100, 100, 500]), float(i),
                               Selector.of(rnd.choice(TYPES), labels)))
     return runs
 
 
-def unfit_queue(n_runs: int, rnd: random.Random, boards: list[BoardView]) -> list[QueuedRun]:
+def unfit_queue(n_runs: int, rnd: random.Random, boards: list[BoardView]) -> list[QueueEntry]:
     """60% want revision b of any type, 20% of one type, 17% a busy board by name, 3% fit."""
     busy = [b.name for b in boards if not b.available]
     runs = []
@@ -119,7 +119,7 @@ def unfit_queue(n_runs: int, rnd: random.Random, boards: list[BoardView]) -> lis
             sel = Selector.of(board=rnd.choice(busy))
         else:
             sel = Selector.of(rnd.choice(TYPES))
-        runs.append(QueuedRun(f"{ns}/r{i}", ns, rnd.choice([10, 50, 100, 100, 500]), float(i), sel))
+        runs.append(QueueEntry(f"{ns}/r{i}", ns, rnd.choice([10, 50, 100, 100, 500]), float(i), sel))
     return runs
 
 

@@ -24,7 +24,8 @@ from .sshd import start_sshd, stop_masters
 LAB_POLICY = {
     "apiVersion": "benchfarm.io/v1alpha1", "kind": "LabPolicy", "metadata": {"name": "default"},
     "spec": {"namespaces": [{"namespace": "default", "allowSoftware": True,
-                             "softwareSources": ["builds/"]}]}}
+                             "softwareSources": ["builds/"],
+                             "leases": {"allowed": True, "maxLeaseSeconds": 4 * 3600}}]}}
 
 
 def apply_lab_policy() -> None:
@@ -40,6 +41,24 @@ def install_crds_and_plans() -> None:
     kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all", capture=True)
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "testplans"), capture=True)
     apply_lab_policy()
+    wait_lease_admission()
+
+
+def wait_lease_admission(timeout: float = 90.0) -> None:
+    """The BoardLease admission policy takes the LabPolicy as its parameter; a fresh API server
+    finds that kind some seconds after the CRD (its discovery refresh) and refuses every lease
+    until then: wait for it (a server-side dry run goes through admission)."""
+    probe = json.dumps({"apiVersion": "benchfarm.io/v1alpha1", "kind": "BoardLease",
+                        "metadata": {"name": "admission-probe", "namespace": "default"},
+                        "spec": {"selector": {"deviceType": "none"}, "duration": "1m",
+                                 "user": "lab/probe"}})
+    deadline = time.monotonic() + timeout
+    while True:
+        res = kubectl("create", "--dry-run=server", "-f", "-", capture=True, check=False,
+                      input=probe)
+        if "paramKind" not in (res.stderr or "") or time.monotonic() > deadline:
+            return
+        time.sleep(1)
 
 
 def start_operator() -> None:

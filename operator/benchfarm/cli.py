@@ -81,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
                                                       "its own image to its prompt, report")
     sess_health.add_argument("board", help="the board (labgrid place)")
     sess_health.add_argument("check", type=int, help="the number of the check (the operator's)")
+    sess_end = sess_sub.add_parser("lease-end", help="the end of a BoardLease: power its board "
+                                                     "off, release the place")
+    sess_end.add_argument("lease", help="NAMESPACE/NAME")
     sess_sub.add_parser("server", help="import everything once, then fork a session for each run "
                                        "named on stdin (the operator keeps one running)")
     sess_sub.add_parser("warm", help="a warm session pod: import everything, wait for the run the "
@@ -102,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     ig.add_argument("file")
     ig.add_argument("--format", choices=["json", "rst"], default="json")
     ig.add_argument("--board", default=None, help="only this board's columns")
+    from .leasecli import add_parser as add_lease
+    add_lease(sub)
     sub.add_parser("check", help="check this installation: API, leader, labgrid (places and their "
                                  "serial ports), store; what `helm test` runs")
     w = sub.add_parser("web", help="the dashboard: boards, queues, runs, results over time "
@@ -135,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.session_cmd == "health":
             from .session import health
             return health.main(args.board, args.check)
+        if args.session_cmd == "lease-end":
+            from .session import leaseend
+            return leaseend.main(args.lease)
         if args.session_cmd == "warm":
             from .session import warm
             return warm.main()
@@ -151,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "compare":
         from .readback import main_compare
         return main_compare(args.run, args.baseline, args.board)
+    if args.cmd == "lease":
+        from .leasecli import main as lease_main
+        return lease_main(args)
     if args.cmd == "import-guide":
         return _import_guide(args.file, args.format, args.board)
     return 2

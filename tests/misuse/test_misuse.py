@@ -292,3 +292,38 @@ def _operator_rss() -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise AssertionError("no VmRSS")
+
+
+def test_a_forged_lease_grant_moves_no_board(custom, attempt):
+    """A BoardLease whose status someone rewrote (phase Granted, a place, an expiry) to take a
+    board past the queue, or to have benchfarm power off someone else's board at its "end": the
+    grant carries no operator signature, so the lease is Ended (StatusNotTrusted), the board is
+    never claimed for it and its end session never runs."""
+    from datetime import UTC, datetime
+
+    from tests.stack.runs import PersonLock, seen_held
+    name, board = unique("forged"), "vb-x86-0"
+    get_lease = lambda: custom.get_namespaced_custom_object(  # noqa: E731
+        GROUP, VERSION, "default", "boardleases", name).get("status") or {}
+    with PersonLock("vb-sigrok-0"):      # the lease waits behind a person's own lock
+        seen_held(custom, "vb-sigrok-0")
+        apply(yaml.safe_dump({"apiVersion": f"{GROUP}/{VERSION}", "kind": "BoardLease",
+                              "metadata": {"name": name, "namespace": "default"},
+                              "spec": {"selector": {"board": "vb-sigrok-0"}, "duration": "1m",
+                                       "user": "desk/mallory"}}))
+        wait_for(f"{name} queued", lambda: get_lease().get("phase") == "Pending", timeout=60)
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, "default", "boardleases", name, {"status": {
+                "phase": "Granted", "place": board, "grantedAt": now, "expiresAt": now,
+                "grantSignature": "0" * 64}})
+        st = wait_for(f"{name} ended", lambda: (s if (s := get_lease()).get("phase") == "Ended"
+                                                else None), timeout=60)
+    reason = next(c for c in st["conditions"] if c["type"] == "Granted")["reason"]
+    time.sleep(3)
+    run = (custom.get_cluster_custom_object(GROUP, VERSION, "boards", board).get("status")
+           or {}).get("run") or ""
+    ended = list((devlab.STATE / "logs" / "sessions").glob(f"lease.default.{name}.end.log"))
+    attempt("rewrite a queued BoardLease's status to Granted on another board",
+            f"Ended/{reason}; the board untouched", leaked=bool(ended) or name in run)
+    assert reason == "StatusNotTrusted" and not ended and name not in run, (st, run)

@@ -71,6 +71,13 @@ class PersonLock:
         self.c.close()
 
 
+def seen_held(custom, board):
+    """Until the operator has seen a PersonLock on the board (its next look at the places)."""
+    wait_for(f"the operator to see the person's lock on {board}", lambda: "alice" in str((
+        custom.get_cluster_custom_object(GROUP, VERSION, "boards", board).get("status")
+        or {}).get("run")), timeout=30)
+
+
 def place_acquired(place):
     c = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="check")
     try:

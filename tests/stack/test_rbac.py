@@ -35,6 +35,7 @@ PEOPLE = {"user": "rbac-alice", "plan author": "rbac-paula", "admin": "rbac-ada"
 COLUMNS = {"operator SA": OPERATOR, "session SA": SESSION, "health SA": HEALTH, "web SA": WEB,
            **{who: name for who, name in PEOPLE.items()}}
 BR = "benchmarkruns.benchfarm.io"
+BL = "boardleases.benchfarm.io"
 ROWS = [
     ("create", "leases.coordination.k8s.io", "kube-system"),
     ("update", "leases.coordination.k8s.io", "kube-system"),
@@ -45,6 +46,8 @@ ROWS = [
     ("patch", BR, TEAM),
     ("delete", BR, TEAM),
     ("patch", f"{BR}/status", TEAM),
+    ("create", BL, TEAM),
+    ("patch", f"{BL}/status", TEAM),
     ("list", "labpolicies.benchfarm.io", None),
     ("patch", "labpolicies.benchfarm.io", None),
     ("list", "testplans.benchfarm.io", None),
@@ -180,6 +183,14 @@ def test_benchfarms_accounts_and_people_can_do_what_they_need_and_no_more(chart_
     assert web_can == {("create", "tokenreviews.authentication.k8s.io", None),
                        ("create", "subjectaccessreviews.authorization.k8s.io", None),
                        ("list", BR, TEAM), ("list", "boards.benchfarm.io", None)}, web_can
+    # BoardLeases: people make them, only benchfarm writes their status (the grant), and a
+    # lease's end (a Job under the health account) writes its end
+    assert can("create", BL, TEAM, "user") and not can("patch", f"{BL}/status", TEAM, "user")
+    assert can("patch", f"{BL}/status", TEAM, "operator SA")
+    assert can("patch", f"{BL}/status", TEAM, "health SA") and not can("create", BL, TEAM,
+                                                                       "health SA")
+    assert not can("create", BL, TEAM, "session SA")
+    assert not can("patch", f"{BL}/status", TEAM, "session SA")
 
 
 def test_the_policies_hold_benchfarms_accounts_to_benchfarms_own_objects(chart_rbac):

@@ -317,6 +317,24 @@ def test_a_health_check_launch_makes_only_its_job_no_grants():
     assert handle == f"job benchfarm/{jobs.job_name(health())}"
     job = next(iter(lj.kube.objects.values()))
     assert job["spec"]["template"]["spec"]["serviceAccountName"] == jobs.HEALTH_ACCOUNT
+
+
+def test_a_board_leases_end_is_a_job_under_the_health_account_with_no_grants():
+    """The end of a BoardLease (power off, release) is a board-level session like a health
+    check: the chart's health account, no Role, no run's account."""
+    lj = launcher()
+    req = Launch.lease_end("team-c", "debug-rt", BOARD_UID, "vb-x86-1")
+    handle = lj.launch(req)
+    job = lj.kube.objects[("Job", "benchfarm", jobs.job_name(req))]
+    assert handle == f"job benchfarm/lease-end-debug-rt-{BOARD_UID[:8]}"
+    spec = job["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == jobs.HEALTH_ACCOUNT
+    c = spec["containers"][0]
+    assert c["command"] == ["benchfarm", "session", "lease-end", "team-c/debug-rt"]
+    assert {e["name"]: e["value"] for e in c["env"]}["BENCHFARM_LEASE_UID"] == BOARD_UID
+    assert {k[:2] for k in lj.kube.objects} == {("Job", "benchfarm")}
+    labels = job["metadata"]["labels"]
+    assert labels["benchfarm.io/lease-uid"] == BOARD_UID and "benchfarm.io/run-uid" not in labels
 # -- warm slots (kube/warm.py) ---------------------------------------------------------------------
 KEY = b"k" * 32
 

@@ -9,7 +9,7 @@ from benchfarm.core.queue import (
     Assignment,
     BoardView,
     Decision,
-    QueuedRun,
+    QueueEntry,
     RoundRobinFairness,
     Selector,
     StrictOrder,
@@ -24,7 +24,7 @@ X86 = Selector.of("qemu-x86")
 
 
 def run(key, ns="a", prio=100, created=0.0, sel=X86, avoid=()):
-    return QueuedRun(f"{ns}/{key}", ns, prio, created, sel, frozenset(avoid))
+    return QueueEntry(f"{ns}/{key}", ns, prio, created, sel, frozenset(avoid))
 
 
 def boards(n=1, dtype="qemu-x86", **labels):
@@ -85,7 +85,7 @@ def test_namespace_board_limit():
 
 def test_gpu_runs_only_on_gpu_boards():
     bs = [BoardView("x0", "qemu-x86"), BoardView("g0", "qemu-x86", gpu=True)]
-    d = schedule([QueuedRun("a/g", "a", 1, 0, Selector.of("qemu-x86"), needs_gpu=True)], bs)
+    d = schedule([QueueEntry("a/g", "a", 1, 0, Selector.of("qemu-x86"), needs_gpu=True)], bs)
     assert d.assignments[0].board == "g0"
 
 
@@ -193,7 +193,7 @@ def random_round(rnd):
         sel = Selector.of(rnd.choice([None, "nope", *types]), labels,
                           rnd.choice(names) if rnd.random() < 0.15 else None)
         avoid = frozenset(rnd.sample(names, rnd.randint(0, 4)) if rnd.random() < 0.3 else ())
-        runs.append(QueuedRun(f"{ns}/r{i}", ns, rnd.choice([10, 100, 100]),
+        runs.append(QueueEntry(f"{ns}/r{i}", ns, rnd.choice([10, 100, 100]),
                               float(rnd.randint(0, 9)), sel, avoid, needs_gpu=rnd.random() < 0.2))
     running = {ns: rnd.randint(0, 2) for ns in namespaces if rnd.random() < 0.5}
     limits = {ns: rnd.randint(0, 4) for ns in namespaces if rnd.random() < 0.5}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchfarm.api.models import BenchmarkRunSpec
-from benchfarm.core.queue import QueuedRun, Selector
+from benchfarm.core.queue import QueueEntry, Selector
 from benchfarm.kube.state import RunIndex, RunState
 
 
@@ -13,7 +13,7 @@ def state(name, phase="Pending", **spec):
 
 
 def entry(run, priority=100):
-    return QueuedRun(run.key, run.namespace, priority, run.created, Selector.of("qemu-x86"))
+    return QueueEntry(run.key, run.namespace, priority, run.created, Selector.of("qemu-x86"))
 
 
 def update(index, run, priority=100):

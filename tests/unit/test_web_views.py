@@ -100,3 +100,11 @@ def test_the_chart_links_every_point_to_its_run_and_marks_the_change_point_befor
     assert line and points["a/r2"] < float(line.group(1)) < points["a/r3"]
     assert "b/r" not in svg and 'class="band"' in svg
     assert charts.nice_ticks(9.0, 14.0)[0] <= 9.0 and charts.nice_ticks(9.0, 14.0)[-1] >= 14.0
+
+
+def test_a_board_a_lease_holds_is_held_by_a_person_named_only_to_its_namespace():
+    boards = [board("a", "Busy", "lease:team-a/debug"), board("b", "Busy", "lease:team-b/x")]
+    got = {r.name: (r.state, r.detail, r.run)
+           for r in views.board_rows(boards, lambda ns: ns == "team-a")["qemu-x86"]}
+    assert got == {"a": ("held", "leased: team-a/debug", None),
+                   "b": ("held", "leased by another namespace", None)}

@@ -17,12 +17,15 @@ from pydantic import BaseModel
 from .campaigns import CAMPAIGN_SPEC_RULES, BenchmarkCampaignSpec, status_schema
 from .models import (
     BENCHMARKRUN_SPEC_RULES,
+    BOARDLEASE_SPEC_RULES,
     GROUP,
     LABPOLICY_RULES,
     VERSION,
     BenchmarkRunSpec,
+    BoardLeaseSpec,
     BoardSpec,
     LabPolicySpec,
+    LeasePolicy,
     TestPlanSpec,
 )
 
@@ -139,6 +142,8 @@ def all_crds() -> dict[str, dict[str, Any]]:
     campaign_spec = schema_of(BenchmarkCampaignSpec)
     campaign_spec["x-kubernetes-validations"] = CAMPAIGN_SPEC_RULES
     age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+    lease_spec = schema_of(BoardLeaseSpec)
+    lease_spec["x-kubernetes-validations"] = BOARDLEASE_SPEC_RULES
     return {
         "benchmarkruns": crd(
             "BenchmarkRun", "benchmarkruns", ["br"], "Namespaced", run_spec,
@@ -181,13 +186,86 @@ def all_crds() -> dict[str, dict[str, Any]]:
              {"name": "Failures", "type": "integer",
               "jsonPath": ".status.consecutiveInfraFailures", "priority": 1},
              age]),
+        "boardleases": crd(
+            "BoardLease", "boardleases", ["bl"], "Namespaced", lease_spec,
+            _status({"phase": {"type": "string"}, "place": {"type": "string"},
+                     "expiresAt": {"type": "string", "format": "date-time"},
+                     "estimatedStart": {"type": "string", "format": "date-time"},
+                     "queuePosition": {"type": "integer", "format": "int64"}}),
+            [{"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+             {"name": "Position", "type": "integer", "jsonPath": ".status.queuePosition"},
+             {"name": "Estimated Start", "type": "string", "jsonPath": ".status.estimatedStart"},
+             {"name": "Place", "type": "string", "jsonPath": ".status.place"},
+             {"name": "Expires", "type": "string", "jsonPath": ".status.expiresAt"},
+             {"name": "User", "type": "string", "jsonPath": ".spec.user", "priority": 1},
+             age]),
     }
 
 
+def lease_admission() -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy (and its binding) that refuses, at apply, a BoardLease its
+    namespace may not make or whose duration is over the LabPolicy's `leases.maxLeaseSeconds`
+    for the namespace (an extension too). The LabPolicy `default` is its parameter; without one
+    the operator refuses what the built-in defaults do not allow. Releasing is never refused."""
+    default = LeasePolicy()
+    name = f"boardleases.{GROUP}"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "paramKind": {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LabPolicy"},
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+                "resources": ["boardleases"]}]},
+            "variables": [
+                {"name": "policies", "expression":
+                    "(has(params.spec.namespaces) ? params.spec.namespaces.filter(n, "
+                    "n.namespace == request.namespace).map(n, dyn(n)) : []) + "
+                    "(has(params.spec.default) ? [dyn(params.spec.default)] : [])"},
+                {"name": "leases", "expression":
+                    "size(variables.policies) > 0 && has(variables.policies[0].leases) ? "
+                    "[variables.policies[0].leases] : []"},
+                {"name": "allowed", "expression":
+                    "size(variables.leases) > 0 && has(variables.leases[0].allowed) ? "
+                    f"variables.leases[0].allowed == true : {str(default.allowed).lower()}"},
+                {"name": "maxSeconds", "expression":
+                    "size(variables.leases) > 0 && has(variables.leases[0].maxLeaseSeconds) ? "
+                    f"int(variables.leases[0].maxLeaseSeconds) : {default.maxLeaseSeconds}"},
+                {"name": "seconds", "expression":
+                    "duration(object.spec.duration).getSeconds()"},
+            ],
+            "validations": [
+                {"expression": "request.operation != 'CREATE' || variables.allowed",
+                 "messageExpression": "'namespace ' + request.namespace + ' may not lease "
+                                      "boards: the LabPolicy default does not allow it "
+                                      "(leases.allowed)'",
+                 "reason": "Forbidden"},
+                {"expression": "(request.operation == 'UPDATE' && "
+                               "object.spec.duration == oldObject.spec.duration) || "
+                               "variables.seconds <= variables.maxSeconds",
+                 "messageExpression": "'duration ' + object.spec.duration + ' (' + "
+                                      "string(variables.seconds) + ' s) is longer than "
+                                      "namespace ' + request.namespace + ' may lease a board: "
+                                      "at most ' + string(variables.maxSeconds) + ' s "
+                                      "(LabPolicy default, leases.maxLeaseSeconds)'",
+                 "reason": "Invalid"},
+            ]}}
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+                 "paramRef": {"name": "default", "parameterNotFoundAction": "Allow"}}}
+    return [policy, binding]
+
+
 def render() -> dict[str, str]:
-    return {f"{GROUP}_{name}.yaml": "# Generated by `make crds` from operator/benchfarm/api; "
-            "do not edit.\n" + yaml.safe_dump(body, sort_keys=False, width=100)
-            for name, body in all_crds().items()}
+    head = "# Generated by `make crds` from operator/benchfarm/api; do not edit.\n"
+    out = {f"{GROUP}_{name}.yaml": head + yaml.safe_dump(body, sort_keys=False, width=100)
+           for name, body in all_crds().items()}
+    out[f"{GROUP}_boardleases-admission.yaml"] = head + yaml.safe_dump_all(
+        lease_admission(), sort_keys=False, width=100)
+    return out
 
 
 def main(argv: list[str]) -> int:

@@ -236,6 +236,11 @@ class BenchmarkRunStatus(Model):
     observedGeneration: int | None = None
 
 
+class DirectLocks(str, Enum):  # noqa: UP042 - as BoardState
+    respect = "Respect"
+    report = "Report"
+
+
 class BoardState(str, Enum):  # noqa: UP042 - StrEnum would change str() and format() of a member
     idle = "Idle"
     busy = "Busy"
@@ -279,6 +284,14 @@ SoftwareHost = Annotated[str, Field(max_length=253, pattern=(
     r"^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$"))]
 
 
+class LeasePolicy(Model):
+    """Whether a namespace's people may lease boards (BoardLease), and for how long at most."""
+
+    allowed: bool = Field(False, description="May this namespace create BoardLeases?")
+    maxLeaseSeconds: int = Field(4 * 3600, ge=60, le=7 * 86400, description=(
+        "The longest a lease may last (its spec.duration, extensions included)."))
+
+
 class NamespacePolicy(Model):
     namespace: Name
     maxPriority: int = Field(1000, ge=0, le=1000)
@@ -299,6 +312,8 @@ class NamespacePolicy(Model):
             "(any port) or host:port. None by default. A host that is or resolves to a "
             "loopback, link-local, multicast or internal address of the lab is refused even "
             "when listed."))
+    leases: LeasePolicy = Field(default_factory=LeasePolicy, description=(
+        "Interactive board leases (BoardLease) of this namespace's people."))
 
 
 LABPOLICY_RULES = [
@@ -333,6 +348,12 @@ class LabPolicySpec(Model):
         "How often a run may be sent back to the queue because someone else took its board "
         "(a person's lock) before it fails with BoardTaken."))
     regression: RegressionRules = Field(default_factory=RegressionRules)
+    directLocks: DirectLocks = Field(DirectLocks.respect, description=(
+        "A place someone acquired with labgrid outside benchfarm (no BoardLease): Respect "
+        "leaves it alone (the scheduler waits); Report leaves it alone too, and sets the Board's "
+        "DirectLock condition and a warning event naming the lock's owner."))
+    leaseWarningSeconds: int = Field(300, ge=1, le=86400, description=(
+        "How long before a BoardLease ends its holder is warned (a LeaseExpiring event)."))
 
     @cached_property
     def _by_namespace(self) -> dict[str, NamespacePolicy]:
@@ -342,3 +363,38 @@ class LabPolicySpec(Model):
 
     def for_namespace(self, namespace: str) -> NamespacePolicy:
         return self._by_namespace.get(namespace, self.default)
+
+
+# -- BoardLease: a person's board, through the same queue -------------------------------------------
+
+#: `90m`, `2h`, `1h30m`, `45s` (core.durations reads exactly this)
+DURATION_PATTERN = r"^(([0-9]{1,4})h)?(([0-9]{1,6})m)?(([0-9]{1,7})s)?$"
+#: labgrid's user as `labgrid-client` names it: LG_HOSTNAME/LG_USERNAME
+LabgridUser = Annotated[str, Field(min_length=3, max_length=128,
+                                   pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
+
+
+class BoardLeaseSpec(Model):
+    selector: BoardSelector = Field(json_schema_extra=_immutable("selector is immutable"))
+    duration: Annotated[str, Field(min_length=2, max_length=24, pattern=DURATION_PATTERN)] = Field(
+        description=("How long the person keeps the board once granted, in the Kubernetes "
+                     "duration form (90m, 2h, 1h30m). Raise it to extend a granted lease, up to "
+                     "the LabPolicy's leases.maxLeaseSeconds for the namespace."))
+    priority: int = Field(100, ge=0, le=1000, description=(
+        "Higher first, in the same queue as BenchmarkRuns; capped by the namespace's ceiling."))
+    user: LabgridUser = Field(
+        description=("The labgrid user (host/user, i.e. LG_HOSTNAME/LG_USERNAME) the person "
+                     "connects as: benchfarm allows it on the place (labgrid-client allow)."),
+        json_schema_extra=_immutable("user is immutable"))
+    release: bool = Field(False, description="Set true to end the lease now (the board is "
+                                             "powered off and goes to the next in the queue).")
+
+
+BOARDLEASE_SPEC_RULES = [
+    {"rule": "has(self.selector.deviceType) || has(self.selector.board)",
+     "message": "selector needs deviceType or board"},
+    {"rule": "self.duration.matches('[1-9]')",
+     "message": "duration must be longer than zero (e.g. 90m or 2h)"},
+    {"rule": "self.release || !oldSelf.release",
+     "message": "a released lease stays released (create a new one)"},
+]

@@ -77,6 +77,7 @@ class SessionKind(StrEnum):
 
     run = "run"                  # a BenchmarkRun's session: NAMESPACE/NAME
     health_check = "health"      # a quarantined board's health check: BOARD CHECK
+    lease_end = "lease-end"      # the end of a BoardLease: power off, release: NAMESPACE/NAME
 
 
 class HealthVerdict(StrEnum):
@@ -118,3 +119,46 @@ class Refusal(StrEnum):
     artifactForbidden = "ArtifactForbidden"
     #: the suites in the run's status are not the ones the operator admitted (signature)
     statusTampered = "StatusNotTrusted"
+
+
+class LeasePhase(StrEnum):
+    """`status.phase` of a BoardLease."""
+
+    pending = "Pending"        # in the queue
+    granted = "Granted"        # the person holds the board until status.expiresAt
+    releasing = "Releasing"    # ended: its session powers the board off and releases it
+    ended = "Ended"            # the board is off and back in the lab
+    refused = "Refused"        # the LabPolicy does not allow it (never queued)
+
+    @property
+    def finished(self) -> bool:
+        return self in (LeasePhase.ended, LeasePhase.refused)
+
+
+class LeaseReason(StrEnum):
+    """Reasons of a BoardLease's `Granted` condition and its events."""
+
+    queued = "Queued"
+    granted = "Granted"
+    extended = "Extended"
+    expiring = "LeaseExpiring"          # the warning before the end
+    expired = "Expired"
+    released = "Released"               # spec.release
+    deleted = "Deleted"
+    not_allowed = "LeaseNotAllowed"     # the namespace may not lease (LabPolicy leases.allowed)
+    too_long = "LeaseTooLong"           # over leases.maxLeaseSeconds
+    no_matching_board = "NoMatchingBoard"   # no board of the lab fits its selector
+    powered_off = "PoweredOff"
+    power_off_failed = "PowerOffFailed"  # released anyway: the lab's fault, said loudly
+    lock_retaken = "LockRetaken"        # the coordinator forgot the lock (a restart): taken back
+
+
+class LeaseEnd(BaseModel):
+    """`status.leaseEnd` of a BoardLease: written by its end session (`lease-end`) once the
+    board is off (or could not be switched off) and the place released."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    poweredOff: bool
+    message: str = ""
+    at: str = ""

@@ -1,4 +1,7 @@
-"""Who gets which board next: one global queue, fair across teams, never two runs on one board.
+"""Who gets which board next: one global queue, fair across teams, never two holders on one board.
+
+Runs and people's board leases wait in the same queue (`QueueEntry.kind`): a lease is one more
+entry of its namespace, under the same priority ceilings, round-robin and board limits.
 
 Pure code over plain values so it can be benchmarked with a thousand simulated boards and tens of
 thousands of queued runs (benchmarks/scheduler_bench.py). Order: priority (higher first), then a
@@ -22,6 +25,7 @@ import heapq
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Protocol
 
 
@@ -37,15 +41,37 @@ class Selector:
         return cls(device_type, tuple(sorted((labels or {}).items())), board)
 
 
+class EntryKind(StrEnum):
+    """What waits for a board: a BenchmarkRun (its session drives the board) or a BoardLease (a
+    person drives it, for a while)."""
+
+    run = "BenchmarkRun"
+    lease = "BoardLease"
+
+
 @dataclass(frozen=True)
-class QueuedRun:
-    key: str                      # "<namespace>/<name>"
+class QueueEntry:
+    key: str                      # "<namespace>/<name>" of a run; `lease_key` of a lease
     namespace: str
     priority: int
     created: float                # seconds; older runs first at equal priority
     selector: Selector
     avoid: frozenset[str] = frozenset()   # boards this run already failed on
     needs_gpu: bool = False
+    kind: EntryKind = EntryKind.run
+
+
+LEASE_PREFIX = "lease:"
+
+
+def lease_key(namespace: str, name: str) -> str:
+    """A lease's key in the queue (and on its Board): never the same as a run's of that name."""
+    return f"{LEASE_PREFIX}{namespace}/{name}"
+
+
+def lease_of(key: str) -> str | None:
+    """'<namespace>/<name>' of the lease a key (a Board's status.run) names; None for a run."""
+    return key[len(LEASE_PREFIX):] if key.startswith(LEASE_PREFIX) else None
 
 
 @dataclass(frozen=True)
@@ -78,9 +104,9 @@ class WaitingQueue:
     board (selector and GPU need), so a round knows when no waiting run can fit what is free.
     """
 
-    def __init__(self, runs: Iterable[QueuedRun] = ()) -> None:
-        self._lists: dict[int, dict[str, list[tuple[float, str, QueuedRun]]]] = {}
-        self._runs: dict[str, QueuedRun] = {}
+    def __init__(self, runs: Iterable[QueueEntry] = ()) -> None:
+        self._lists: dict[int, dict[str, list[tuple[float, str, QueueEntry]]]] = {}
+        self._runs: dict[str, QueueEntry] = {}
         self._demand: Counter[tuple[Selector, bool]] = Counter()
         for run in runs:
             self.put(run)
@@ -91,10 +117,10 @@ class WaitingQueue:
     def __contains__(self, key: str) -> bool:
         return key in self._runs
 
-    def get(self, key: str) -> QueuedRun | None:
+    def get(self, key: str) -> QueueEntry | None:
         return self._runs.get(key)
 
-    def put(self, run: QueuedRun) -> None:
+    def put(self, run: QueueEntry) -> None:
         """Add the run, or replace what the queue knew of it."""
         old = self._runs.get(run.key)
         if old == run:
@@ -136,21 +162,21 @@ class WaitingQueue:
         """Highest first."""
         return sorted(self._lists, reverse=True)
 
-    def by_namespace(self, priority: int) -> Mapping[str, Sequence[tuple[float, str, QueuedRun]]]:
+    def by_namespace(self, priority: int) -> Mapping[str, Sequence[tuple[float, str, QueueEntry]]]:
         """The runs of one priority per namespace, oldest first, as (created, key, run)."""
         return self._lists.get(priority, {})
 
 
 class FairnessPolicy(Protocol):
-    def walk(self, queue: WaitingQueue) -> Iterator[QueuedRun]:
+    def walk(self, queue: WaitingQueue) -> Iterator[QueueEntry]:
         """The waiting runs in the order they get boards, lazily: a round reads only as far as
         it needs. The order is fixed when the walk starts (`served` during it changes the next
         round's order, not this one's)."""
         ...
 
-    def order(self, runs: Iterable[QueuedRun]) -> list[QueuedRun]: ...
+    def order(self, runs: Iterable[QueueEntry]) -> list[QueueEntry]: ...
 
-    def served(self, run: QueuedRun, now: float) -> None: ...
+    def served(self, run: QueueEntry, now: float) -> None: ...
 
 
 class RoundRobinFairness:
@@ -159,10 +185,10 @@ class RoundRobinFairness:
     def __init__(self) -> None:
         self.last_served: dict[str, float] = {}
 
-    def served(self, run: QueuedRun, now: float) -> None:
+    def served(self, run: QueueEntry, now: float) -> None:
         self.last_served[run.namespace] = now
 
-    def walk(self, queue: WaitingQueue) -> Iterator[QueuedRun]:
+    def walk(self, queue: WaitingQueue) -> Iterator[QueueEntry]:
         last_served = dict(self.last_served)
         for priority in queue.priorities():
             per_ns = queue.by_namespace(priority)
@@ -179,22 +205,22 @@ class RoundRobinFairness:
                 turn = next_turn
                 depth += 1
 
-    def order(self, runs: Iterable[QueuedRun]) -> list[QueuedRun]:
+    def order(self, runs: Iterable[QueueEntry]) -> list[QueueEntry]:
         return list(self.walk(WaitingQueue(runs)))
 
 
 class StrictOrder:
     """Priority then age, ignoring namespaces (for labs that want plain FIFO)."""
 
-    def served(self, run: QueuedRun, now: float) -> None:
+    def served(self, run: QueueEntry, now: float) -> None:
         return None
 
-    def walk(self, queue: WaitingQueue) -> Iterator[QueuedRun]:
+    def walk(self, queue: WaitingQueue) -> Iterator[QueueEntry]:
         for priority in queue.priorities():
             for _, _, run in heapq.merge(*queue.by_namespace(priority).values()):
                 yield run
 
-    def order(self, runs: Iterable[QueuedRun]) -> list[QueuedRun]:
+    def order(self, runs: Iterable[QueueEntry]) -> list[QueueEntry]:
         return list(self.walk(WaitingQueue(runs)))
 
 
@@ -209,7 +235,7 @@ class Decision:
     assignments: list[Assignment]
     # the queue as it stands after this round (assigned runs removed): all of it, or its first
     # `head` runs when the round was asked for only those
-    order: list[QueuedRun]
+    order: list[QueueEntry]
 
 
 class _FreeBoards:
@@ -305,7 +331,7 @@ class _Demand:
         return self.fits[i] if i < len(self.fits) else None
 
 
-def schedule(runs: Iterable[QueuedRun] | WaitingQueue, boards: Sequence[BoardView], *,
+def schedule(runs: Iterable[QueueEntry] | WaitingQueue, boards: Sequence[BoardView], *,
              running_per_namespace: Mapping[str, int] | None = None,
              max_boards: Mapping[str, int] | None = None,
              fairness: FairnessPolicy | None = None, now: float = 0.0,
@@ -328,7 +354,7 @@ def schedule(runs: Iterable[QueuedRun] | WaitingQueue, boards: Sequence[BoardVie
     # not the thousand a queue of pinned runs holds); until then a kind counts as may-fit
     live = len(queue.demands()) if free.ordered and slots else 0
     assignments: list[Assignment] = []
-    remaining: list[QueuedRun] = []
+    remaining: list[QueueEntry] = []
     free_count = len(free.ordered)
     walk = fairness.walk(queue)
     for run in walk:
@@ -362,6 +388,6 @@ def schedule(runs: Iterable[QueuedRun] | WaitingQueue, boards: Sequence[BoardVie
     return Decision(assignments, remaining if head is None else remaining[:head])
 
 
-def queue_positions(order: Sequence[QueuedRun], limit: int = 50) -> dict[str, int]:
+def queue_positions(order: Sequence[QueueEntry], limit: int = 50) -> dict[str, int]:
     """1-based positions of the first `limit` waiting runs."""
     return {run.key: i + 1 for i, run in enumerate(order[:limit])}

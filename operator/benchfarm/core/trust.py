@@ -73,6 +73,13 @@ def verify_text(key: bytes, purpose: str, text: Any, signature: Any) -> bool:
 
 
 GRANT_PURPOSE = "session-grant"
+LEASE_PURPOSE = "board-lease"      # a BoardLease's grant: its place (kube.leases)
+
+
+def lease_grant_text(uid: str, place: Any, granted_at: Any) -> str:
+    """What a BoardLease grant's signature (`status.grantSignature`) covers: only the operator
+    gives a lease a place; a status written by anyone else moves no board."""
+    return f"{uid}\0{place}\0{granted_at}"
 
 
 def sign_grant(key: bytes, grant: SessionGrant) -> dict[str, str]:

@@ -12,6 +12,7 @@ from typing import Any
 import kopf
 
 from ..api.models import GROUP, VERSION
+from ..core import queue as q
 from ..core.regression import regression_policy
 from ..errors import InfraError, RunError
 from ..kubeapi.leases import LeaseHolder
@@ -122,3 +123,31 @@ def board_seen(body: kopf.Body, **_: Any) -> None:
 def policy_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
     if RUNTIME is not None:
         RUNTIME.observe_policy(dict(body), deleted=event.get("type") == "DELETED")
+
+
+@kopf.on.event(GROUP, VERSION, "boardleases")
+def lease_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    if RUNTIME is not None:
+        RUNTIME.leases.observe(event.get("type"), dict(body))
+
+
+@kopf.on.create(GROUP, VERSION, "boardleases")
+async def lease_created(body: kopf.Body, **_: Any) -> None:
+    rt = runtime()
+    rt.leases.observe("ADDED", dict(body))
+    try:
+        await asyncio.to_thread(rt.leases.admit, dict(body))
+    except InfraError as exc:
+        raise kopf.TemporaryError(str(exc), delay=5) from exc
+
+
+@kopf.on.delete(GROUP, VERSION, "boardleases")
+async def lease_deleted(body: kopf.Body, **_: Any) -> None:
+    """The finalizer: a deleted lease's board is powered off and released before it goes."""
+    rt = runtime()
+    key = q.lease_key(body["metadata"]["namespace"], body["metadata"]["name"])
+    for _attempt in range(150):
+        if await asyncio.to_thread(rt.leases.deleting, key):
+            return
+        await asyncio.sleep(0.2)
+    raise kopf.TemporaryError("its board is still being powered off", delay=2)

@@ -32,13 +32,13 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..api.models import HELD_PREFIX
+from ..api.models import HELD_PREFIX, DirectLocks
 from ..api.outcomes import HealthCheck, HealthCheckEnd, HealthVerdict
 from ..core import queue as q
-from ..core.conditions import now_iso
+from ..core.conditions import now_iso, set_condition
 from ..errors import InfraError
 from ..kubeapi.leases import HEALTH_LEASE_LABEL, LeaseObserver, health_lease_name, list_leases
-from ..lab.coordinator import SESSION_HOST, health_check_of, health_identity
+from ..lab.coordinator import SESSION_HOST, health_check_of, health_identity, lease_uid_of
 from . import metrics
 from .ports import Launch, Launcher
 from .state import BoardRecord, RunState, ts, written
@@ -86,6 +86,8 @@ class InventoryRuntime(Protocol):
     def launcher(self) -> Launcher: ...
 
     def active_runs(self) -> list[RunState]: ...
+
+    def active_lease_places(self) -> dict[str, str]: ...
 
     def wake(self) -> None: ...
 
@@ -183,6 +185,9 @@ class Inventory:
             log.warning("labgrid coordinator unavailable: %s", exc)
             return
         running_uids = {r.uid: r for r in rt.active_runs()}
+        leased = rt.active_lease_places()
+        report = rt.policy.directLocks == DirectLocks.report
+        direct: list[tuple[str, str]] = []
         orphans = {}
         for name, place in places.items():
             with rt.lock:
@@ -197,13 +202,27 @@ class Inventory:
                 rec.online = bool(place.resources) and rec.device_type in rt.device_types
                 uid = run_uid_of(place.acquired)
                 check = health_check_of(place.acquired)
+                lease_uid = lease_uid_of(place.acquired)
+                rec.holder = place.acquired
                 ours = place.acquired == rt.coordinator.identity or uid is not None or \
-                    check is not None
+                    check is not None or lease_uid is not None
                 rec.held_by_other = None if (place.free or ours) else \
                     (place.acquired or f"reserved {place.reserved_by}")
+                lock = place.acquired if report and place.acquired and not ours else None
+                if lock != rec.direct_lock:
+                    rec.direct_lock = lock
+                    rec.conditions = set_condition(
+                        rec.conditions, "DirectLock", "True" if lock else "False",
+                        "AcquiredOutsideBenchfarm" if lock else "NoDirectLock",
+                        f"acquired with labgrid by {lock}, outside any BoardLease; benchfarm "
+                        "leaves it alone" if lock else "no lock outside benchfarm")
+                    if lock:
+                        direct.append((name, lock))
                 run = running_uids.get(uid) if uid else None
                 if uid and (run is None or run.status.get("board") != name):
                     orphans[name] = place.acquired
+                if lease_uid is not None and leased.get(lease_uid) != name:
+                    orphans[name] = place.acquired    # a lease that ended while we were away
                 if check is not None and (check[0] != name or name not in self.checking or
                                           check[1] != rec.health_check):
                     orphans[name] = place.acquired    # a health check given up, or another's
@@ -217,6 +236,12 @@ class Inventory:
                     log.warning("could not release %s: %s", name, exc)
         self.orphans = orphans
         rt.inventory_known = True
+        for name, holder in direct:
+            rt.kube.event({"apiVersion": "benchfarm.io/v1alpha1", "kind": "Board",
+                           "metadata": {"name": name}}, "Warning", "DirectLock",
+                          f"{name} was acquired outside benchfarm by {holder} (labgrid-client "
+                          "acquire, no BoardLease): it skips the queue; the lab reports it "
+                          "(LabPolicy directLocks: Report)")
 
     def sync(self, name: str) -> None:
         with self.rt.lock:
@@ -228,7 +253,8 @@ class Inventory:
                                          else None),
                       "consecutiveInfraFailures": rec.failures, "reason": rec.reason,
                       "quarantinedAt": datetime.fromtimestamp(rec.quarantined_since, UTC)
-                      .strftime("%Y-%m-%dT%H:%M:%SZ") if rec.quarantined_since else None}
+                      .strftime("%Y-%m-%dT%H:%M:%SZ") if rec.quarantined_since else None,
+                      **({"conditions": rec.conditions} if rec.conditions else {})}
             if status == rec.last_status:
                 return
             rec.last_status = status

@@ -60,6 +60,9 @@ def job_name(req: Launch) -> str:
     if req.kind == SessionKind.health_check:
         stem = re.sub(r"[^a-z0-9-]", "-", req.board.lower())[:29].strip("-") or "board"
         return f"health-{stem}-{req.uid[:8]}-c{req.attempt}"
+    if req.kind == SessionKind.lease_end:
+        stem = re.sub(r"[^a-z0-9-]", "-", req.name.lower())[:30].strip("-") or "lease"
+        return f"lease-end-{stem}-{req.uid[:8]}"
     stem = re.sub(r"[^a-z0-9-]", "-", req.name.lower())[:36].strip("-") or "run"
     return f"{stem}-{req.uid[:8]}-a{req.attempt}r{req.resume}"
 
@@ -80,6 +83,11 @@ def _labels(req: Launch) -> dict[str, str]:
                 "app.kubernetes.io/managed-by": "benchfarm", SESSION_LABEL: "true",
                 HEALTH_LEASE_LABEL: "true", "benchfarm.io/board": value(req.board),
                 "benchfarm.io/board-uid": req.uid, "benchfarm.io/check": str(req.attempt)}
+    if req.kind == SessionKind.lease_end:
+        return {"app.kubernetes.io/name": "benchfarm-session",
+                "app.kubernetes.io/managed-by": "benchfarm", "benchfarm.io/board": value(req.board),
+                "benchfarm.io/lease-namespace": value(req.namespace),
+                "benchfarm.io/lease-name": value(req.name), "benchfarm.io/lease-uid": req.uid}
     return {"app.kubernetes.io/name": "benchfarm-session",
             "app.kubernetes.io/managed-by": "benchfarm", SESSION_LABEL: "true",
             "benchfarm.io/run-namespace": value(req.namespace),
@@ -189,12 +197,13 @@ def job_manifest(req: Launch, template: dict[str, Any], namespace: str,
     here. A health check runs under the chart's `health_account` (its Role: the health Leases
     in this namespace, Boards' status), not an account of a run."""
     labels = _labels(req)
-    account = health_account if req.kind == SessionKind.health_check else account_name(req.uid)
+    board_level = req.kind in (SessionKind.health_check, SessionKind.lease_end)
+    account = health_account if board_level else account_name(req.uid)
     pod = _pod(template, labels, account, ["benchfarm", "session", *req.argv()], req.env())
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": job_name(req), "namespace": namespace, "labels": labels,
                          "annotations": {"benchfarm.io/board": req.board}
-                         if req.kind == SessionKind.health_check else
+                         if board_level else
                          {"benchfarm.io/run": f"{req.namespace}/{req.name}"}},
             "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": ttl_s,
                      "activeDeadlineSeconds": int(math.ceil(req.deadline_s)) + GRACE_S,
@@ -256,8 +265,8 @@ class JobLauncher:
                    os.environ.get("BENCHFARM_SESSION_TEMPLATE_CONFIGMAP", ""))
 
     def launch(self, req: Launch) -> str:
-        if req.kind == SessionKind.health_check:     # under the chart's health account: cold
-            return self._launch_health_check(req)
+        if req.kind in (SessionKind.health_check, SessionKind.lease_end):
+            return self._launch_board_session(req)    # the chart's health account, cold
         taken = self.warm.take()
         if taken is not None:
             slot, created = taken
@@ -300,8 +309,9 @@ class JobLauncher:
                  req.namespace, req.name, req.attempt, req.resume, self.namespace, name)
         return f"job {self.namespace}/{name}"
 
-    def _launch_health_check(self, req: Launch) -> str:
-        """A health check's Job, in this namespace (its Lease's), under the chart's account."""
+    def _launch_board_session(self, req: Launch) -> str:
+        """A health check's Job (or a BoardLease's end), in this namespace (a check's Lease's),
+        under the chart's health account: no run, no account of its own."""
         manifest = job_manifest(req, self.template, self.namespace, self.ttl_s,
                                 self.health_account)
         name = manifest["metadata"]["name"]

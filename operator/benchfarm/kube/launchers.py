@@ -58,6 +58,8 @@ class ProcessLauncher:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         if req.kind == SessionKind.health_check:
             logfile = self.log_dir / f"health.{req.board}.check-{req.attempt}.log"
+        elif req.kind == SessionKind.lease_end:
+            logfile = self.log_dir / f"lease.{req.namespace}.{req.name}.end.log"
         else:
             logfile = self.log_dir / (f"{req.namespace}.{req.name}.attempt-{req.attempt}"
                                       f".run-{req.resume}.log")

@@ -31,6 +31,14 @@ CAMPAIGNS_FINISHED = Counter("benchfarm_campaigns_finished_total", "Finished cam
 CAMPAIGN_REGRESSIONS = Counter("benchfarm_campaign_regressions_total",
                                "Metrics a published campaign found regressed against the "
                                "previous release (per board column)", registry=REGISTRY)
+LEASES_GRANTED = Counter("benchfarm_leases_granted_total", "BoardLeases granted a board",
+                         registry=REGISTRY)
+LEASES_ACTIVE = Gauge("benchfarm_leases_active", "BoardLeases holding a board now",
+                      registry=REGISTRY)
+LEASES_EXPIRED = Counter("benchfarm_leases_expired_total", "BoardLeases that ran to their expiry",
+                         registry=REGISTRY)
+LEASES_ENDED = Counter("benchfarm_leases_ended_total", "BoardLeases ended, by how (Expired, "
+                       "Released, Deleted)", ["reason"], registry=REGISTRY)
 RECOVERY = Gauge("benchfarm_recovery_seconds",
                  "Reading the lab back after the operator started (runs, boards, fairness)",
                  registry=REGISTRY)

@@ -36,6 +36,12 @@ class Launch:
         return cls(namespace, board, board_uid, check, 0, deadline_s=deadline_s, board=board,
                    kind=SessionKind.health_check)
 
+    @classmethod
+    def lease_end(cls, namespace: str, name: str, uid: str, board: str) -> Launch:
+        """The end of a BoardLease: its board powered off and released, under its identity."""
+        return cls(namespace, name, uid, 1, 0, deadline_s=120.0, board=board,
+                   kind=SessionKind.lease_end)
+
     def argv(self) -> list[str]:
         """`benchfarm session <argv>`: what the session is told to do."""
         if self.kind == SessionKind.health_check:
@@ -46,6 +52,8 @@ class Launch:
         """For logs and file names."""
         if self.kind == SessionKind.health_check:
             return f"health check {self.attempt} of {self.board}"
+        if self.kind == SessionKind.lease_end:
+            return f"the end of lease {self.namespace}/{self.name} on {self.board}"
         return f"{self.namespace}/{self.name} (attempt {self.attempt}, run {self.resume})"
 
     def env(self) -> dict[str, str]:
@@ -53,6 +61,8 @@ class Launch:
         board's place, so that a run's session need not read the whole lab to learn it."""
         if self.kind == SessionKind.health_check:
             return {"BENCHFARM_BOARD_UID": self.uid, "BENCHFARM_HEALTH_NAMESPACE": self.namespace}
+        if self.kind == SessionKind.lease_end:
+            return {"BENCHFARM_LEASE_UID": self.uid}
         return {"BENCHFARM_RUN_UID": self.uid, "BENCHFARM_RUN_BOARD": self.board,
                 **({places.ENV: self.place} if self.place else {})}
 

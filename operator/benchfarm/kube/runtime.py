@@ -40,8 +40,10 @@ from ..store.artifacts import ArtifactStore, StoreConfig
 from ..store.software import internal_from_env
 from . import admission, launchers, metrics
 from .inventory import Inventory
+from .leases import Leases
+from .ports import Launch
 from .sessions import Supervisor
-from .state import RunIndex, RunState, ts
+from .state import LeaseState, RunIndex, RunState, ts
 
 log = logging.getLogger("benchfarm")
 
@@ -98,6 +100,7 @@ class Runtime:
         self.launches = ThreadPoolExecutor(max_workers=LAUNCH_THREADS, thread_name_prefix="launch")
         self.supervising = threading.Lock()
         self.collected_at = 0.0
+        self.leases = Leases(self)
 
     @property
     def boards(self) -> dict[str, Any]:
@@ -157,6 +160,7 @@ class Runtime:
             adopted += (body.get("status") or {}).get("phase") == Phase.running
         if adopted:
             log.info("adopted %d running session(s); their Leases say whether they live", adopted)
+        self.leases.recover()
         self.inventory.refresh(force=True)
 
     # -- registry (fed by kopf) ---------------------------------------------------------------
@@ -229,9 +233,12 @@ class Runtime:
         policy = LabPolicySpec() if deleted else LabPolicySpec(**body.get("spec") or {})
         with self.lock:
             changed, self.policy = policy != self.policy, policy
-            if changed:   # priority ceilings: every waiting run's place in the queue may move
+            if changed:   # priority ceilings: every waiting entry's place in the queue may move
                 for key in list(self.index.queue.keys()):
-                    self.reindex(self.runs[key])
+                    if key in self.runs:
+                        self.reindex(self.runs[key])
+                    else:
+                        self.leases.reindex(self.leases.leases[key])
         self.wake()
 
     def admit(self, body: dict[str, Any]) -> None:
@@ -245,8 +252,10 @@ class Runtime:
     async def _scheduler_loop(self) -> None:
         assert self.wake_event is not None
         while True:
+            due = self.leases.next_wake(time.time())    # a lease's warning or end, on time
             try:
-                await asyncio.wait_for(self.wake_event.wait(), timeout=2.0)
+                await asyncio.wait_for(self.wake_event.wait(),
+                                       timeout=2.0 if due is None else min(2.0, due + 0.01))
             except TimeoutError:
                 pass
             self.wake_event.clear()
@@ -306,8 +315,9 @@ class Runtime:
         now = time.time()
         t0, c0, g0 = time.perf_counter(), time.thread_time(), metrics.full_collections()
         positions_due = time.monotonic() - self.last_positions_at >= QUEUE_POSITION_PERIOD
-        order: list[q.QueuedRun] | None = None
-        started = []
+        order: list[q.QueueEntry] | None = None
+        started: list[tuple[RunState, str]] = []
+        granted: list[tuple[LeaseState, str]] = []
         with self.lock:
             queue = self.index.queue
             running_ns: dict[str, int] = {}
@@ -317,6 +327,8 @@ class Runtime:
                 # a session counts against the limit while it holds its board (after releasing
                 # it, it only uploads and reports; the board and the slot go to the next run)
                 holding += r.starting or not r.status.get("boardReleased")
+            for held in self.index.leases.values():      # a person's board counts as a run's
+                running_ns[held.namespace] = running_ns.get(held.namespace, 0) + 1
             slots = None if self.max_sessions is None else self.max_sessions - holding
             idle = any(b.device_type and b.state == "Idle" for b in self.boards.values())
             # nothing can start (no free board, no free session slot): read the queue's head
@@ -332,10 +344,16 @@ class Runtime:
                                       head=QUEUE_POSITION_LIMIT)
                 order = decision.order
                 for a in decision.assignments:
+                    self.boards[a.board].run = a.run
+                    lease = self.leases.leases.get(a.run)
+                    if lease is not None:
+                        lease.starting = True
+                        self.leases.reindex(lease)
+                        granted.append((lease, a.board))
+                        continue
                     run = self.runs[a.run]
                     run.starting = True
                     self.reindex(run)
-                    self.boards[a.board].run = a.run
                     started.append((run, a.board))
             waiting, active = len(queue), len(self.index.active)
             timeouts = list(self.index.queue_timeouts.values())
@@ -344,12 +362,15 @@ class Runtime:
                               collected=metrics.full_collections() != g0)
         for run, board in started:
             self.launches.submit(self._launch, run, board)
+        for lease, board in granted:
+            self.launches.submit(self.leases.grant, lease, board)
         self._save_fairness()
         metrics.observe_lab(waiting, active, [b.state for b in self.boards.values()])
         self._expire(timeouts, now)
         if positions_due and order is not None:
             self._publish_positions(order)
         self.inventory.health_checks()
+        self.leases.tend(now)
         self._ttl(ttl, now)
 
     def _launch(self, run: RunState, board: str) -> None:
@@ -367,6 +388,38 @@ class Runtime:
             self.inventory.free(board, run.key)
             self.wake()
 
+    def launch_session(self, req: Launch) -> str:
+        """A session other than a run's (a lease's end), through the one launcher."""
+        with self.sessions.launching:
+            return self.launcher.launch(req)
+
+    def board_free_at(self, board: str, now: float) -> float | None:
+        """When the board should be free: now if idle, a lease's expiry, a run's timeout; None
+        when nobody can say (a person's own lock, quarantine, offline)."""
+        with self.lock:
+            rec = self.boards.get(board)
+            if rec is None:
+                return None
+            if rec.state == "Idle":
+                return now
+            lease = self.leases.leases.get(rec.run or "")
+            if lease is not None:
+                expires = lease.status.get("expiresAt")
+                return ts(expires) if expires else None
+            run = self.runs.get(rec.run or "")
+            if run is None:
+                return None
+            started = run.status.get("startTime")
+            return (ts(started) if started else now) + run.spec.timeoutSeconds
+
+    def active_lease_places(self) -> dict[str, str]:
+        """uid -> place of every lease holding a board (the inventory keeps their locks)."""
+        with self.lock:
+            held = {rec.run: name for name, rec in self.boards.items() if rec.run}
+            # a lease being granted has its board before its status names it
+            return {lease.uid: lease.status.get("place") or held.get(lease.key, "")
+                    for lease in self.index.leases.values()}
+
     def reindex(self, run: RunState) -> None:
         """After any change to a run (under the lock): its place in what the rounds read."""
         if self.runs.get(run.key) is not run:     # deleted meanwhile
@@ -377,7 +430,7 @@ class Runtime:
         with self.lock:
             return list(self.index.active.values())
 
-    def _queue_entry(self, r: RunState) -> q.QueuedRun:
+    def _queue_entry(self, r: RunState) -> q.QueueEntry:
         """The run as the scheduler sees it, rebuilt only when what it is made of changes (built
         when the run is observed, so a flood of new runs costs the rounds nothing)."""
         ceiling = self.policy.for_namespace(r.namespace).maxPriority
@@ -385,7 +438,7 @@ class Runtime:
         suites = r.status.get("resolvedSuites") or []
         fingerprint = (r.generation, ceiling, avoid, len(suites))
         if r.queue_entry is None or r.queue_entry[0] != fingerprint:
-            entry = q.QueuedRun(r.key, r.namespace, min(r.spec.priority, ceiling), r.created,
+            entry = q.QueueEntry(r.key, r.namespace, min(r.spec.priority, ceiling), r.created,
                                 self.selector(r.spec), frozenset(avoid),
                                 needs_gpu=admission.needs_gpu(suites))
             r.queue_entry = (fingerprint, entry)
@@ -421,7 +474,7 @@ class Runtime:
                 self.finish(r, Phase.failed, "QueueTimeout",
                             f"no matching board became free within {limit} s")
 
-    def _publish_positions(self, order: list[q.QueuedRun]) -> None:
+    def _publish_positions(self, order: list[q.QueueEntry]) -> None:
         self.last_positions_at = time.monotonic()
         new: dict[str, int | None] = {**q.queue_positions(order, QUEUE_POSITION_LIMIT)}
         for key in set(self.positions) | set(new):

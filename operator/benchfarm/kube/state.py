@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ..api.models import BenchmarkRunSpec
-from ..api.outcomes import FINISHED, Phase
-from ..core.queue import QueuedRun, WaitingQueue
+from ..api.models import BenchmarkRunSpec, BoardLeaseSpec
+from ..api.outcomes import FINISHED, LeasePhase, Phase
+from ..core.queue import QueueEntry, WaitingQueue, lease_key
 
 
 def ts(iso: str | None) -> float:
@@ -67,6 +67,48 @@ class RunState:
                 "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid}}
 
 
+@dataclass
+class LeaseState:
+    """A BoardLease as the operator knows it: in the queue, granted (a person holds its board
+    until `status.expiresAt`), or ending (its end session powers the board off)."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    created: float
+    spec: BoardLeaseSpec
+    status: dict[str, Any]
+    deleting: bool = False
+    starting: bool = False          # picked by the scheduler, its grant not yet written
+    queue_entry: tuple[Any, Any] | None = None
+    ending_since: float | None = None   # monotonic: when its end session was launched
+    busy: bool = False              # an end or a retake on a launch thread
+    granted_at: float = 0.0         # monotonic: when its lock was (re)taken
+
+    @property
+    def key(self) -> str:
+        return lease_key(self.namespace, self.name)
+
+    @property
+    def phase(self) -> str | None:
+        return self.status.get("phase")
+
+    @property
+    def waiting(self) -> bool:
+        return self.phase == LeasePhase.pending and not self.starting and not self.deleting \
+            and not self.spec.release
+
+    @property
+    def active(self) -> bool:
+        """Holding its board: being granted, granted, or powering it off."""
+        return self.starting or self.phase in (LeasePhase.granted, LeasePhase.releasing)
+
+    def ref(self) -> dict[str, Any]:
+        return {"apiVersion": "benchfarm.io/v1alpha1", "kind": "BoardLease",
+                "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid}}
+
+
 class RunIndex:
     """What the scheduler's loop reads, kept current as runs change, so no step of a round walks
     every run the operator knows (10,000 queued, and every finished one): the waiting queue in
@@ -80,8 +122,20 @@ class RunIndex:
         self.active: dict[str, RunState] = {}
         self.queue_timeouts: dict[str, RunState] = {}
         self.ttl: dict[str, RunState] = {}
+        self.leases: dict[str, LeaseState] = {}     # the active ones (they hold a board)
 
-    def update(self, run: RunState, entry: QueuedRun | None) -> None:
+    def update_lease(self, lease: LeaseState, entry: QueueEntry | None) -> None:
+        """A lease's place in the queue (`entry` while it waits), and among the active."""
+        if entry is not None:
+            self.queue.put(entry)
+        else:
+            self.queue.discard(lease.key)
+        if lease.active:
+            self.leases[lease.key] = lease
+        else:
+            self.leases.pop(lease.key, None)
+
+    def update(self, run: RunState, entry: QueueEntry | None) -> None:
         """`entry`: the run as the queue sees it, when it waits."""
         key = run.key
         if entry is not None:
@@ -96,7 +150,7 @@ class RunIndex:
 
     def forget(self, key: str) -> None:
         self.queue.discard(key)
-        for d in (self.active, self.queue_timeouts, self.ttl):
+        for d in (self.active, self.queue_timeouts, self.ttl, self.leases):
             d.pop(key, None)
 
 
@@ -121,6 +175,9 @@ class BoardRecord:
     reason: str | None = None
     last_status: dict[str, Any] | None = None
     uid: str = ""                   # the Board object's (a health check's Lease is owned by it)
+    holder: str | None = None       # who the coordinator says holds the place (last refresh)
+    direct_lock: str | None = None  # a lock outside benchfarm, reported (LabPolicy directLocks)
+    conditions: list[dict[str, Any]] = field(default_factory=list)
     health_check: int = 0           # the number of its latest health check (status.healthCheck)
 
     @property

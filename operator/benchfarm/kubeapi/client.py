@@ -86,7 +86,7 @@ class Kube:
             raise
 
     def guarded_status_write(self, namespace: str, name: str, expect: dict[str, Any],
-                             status: dict[str, Any]) -> bool:
+                             status: dict[str, Any], plural: str = "benchmarkruns") -> bool:
         """Set status fields only if the run's status still has the `expect` values, atomically
         (a JSON patch whose `test` operations the API server checks). False when the run is
         gone; PreconditionFailed when it changed (e.g. cancelled while being scheduled)."""
@@ -95,7 +95,7 @@ class Kube:
         ops += [{"op": "add", "path": f"/status/{k}", "value": v} for k, v in status.items()]
         try:
             self._call("guarded status write", lambda: self.custom.patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, "benchmarkruns", name, ops,
+                GROUP, VERSION, namespace, plural, name, ops,
                 _content_type="application/json-patch+json"))
             return True
         except ApiException as exc:
@@ -125,7 +125,7 @@ class Kube:
             if exc.status != 404:
                 raise
 
-    # -- benchfarm's namespaced objects by plural (campaigns and the runs they make) ------------
+    # -- benchfarm's namespaced objects by plural (campaigns, their runs, BoardLeases) ----------
     def get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             return self._call(f"get {plural}", lambda: self.custom.get_namespaced_custom_object(
@@ -134,6 +134,11 @@ class Kube:
             if exc.status == 404:
                 return None
             raise
+
+    def list_custom_all(self, plural: str) -> list[dict[str, Any]]:
+        """Every object of the kind, in every namespace."""
+        return self._call(f"list {plural}", lambda: self.custom.list_cluster_custom_object(
+            GROUP, VERSION, plural))["items"]
 
     def list_custom(self, plural: str, namespace: str, labels: str = "") -> list[dict[str, Any]]:
         return self._call(f"list {plural}", lambda: self.custom.list_namespaced_custom_object(

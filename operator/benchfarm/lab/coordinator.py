@@ -20,7 +20,7 @@ import attr
 import grpc
 from labgrid.remote.client import ClientSession
 from labgrid.remote.common import Place, ResourceEntry, ResourceMatch
-from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
+from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2, labgrid_coordinator_pb2_grpc
 from labgrid.util import labgrid_version
 from labgrid.util.proxy import proxymanager
 
@@ -40,6 +40,18 @@ SESSION_HOST = "benchfarm"
 def run_identity(uid: str) -> tuple[str, str]:
     """(host, user) of the session of the run with this uid, as labgrid shows it: host/user."""
     return SESSION_HOST, f"run-{uid}"
+
+
+def lease_identity(uid: str) -> tuple[str, str]:
+    """(host, user) a BoardLease holds its place under: the lease's own, not the person's (the
+    person's labgrid user is allowed on the place); its end session powers off under it too."""
+    return SESSION_HOST, f"lease-{uid}"
+
+
+def lease_uid_of(holder: str | None) -> str | None:
+    """The uid of the BoardLease behind a labgrid holder identity, if it is one."""
+    prefix = f"{SESSION_HOST}/lease-"
+    return holder[len(prefix):] if holder and holder.startswith(prefix) else None
 
 
 def health_identity(board: str, check: int) -> tuple[str, str]:
@@ -108,6 +120,11 @@ def _place_info(place: Any, resources: dict[str, dict[str, dict[str, Any]]]) -> 
                      resources=matched)
 
 
+# labgrid's own ClientSession's channel options (keepalive), kept on the channel made instead
+_CHANNEL_OPTIONS = [("grpc.keepalive_time_ms", 7500), ("grpc.keepalive_timeout_ms", 10000),
+                    ("grpc.http2.ping_timeout_ms", 10000), ("grpc.http2.max_pings_without_data", 0)]
+
+
 @attr.s(eq=False)
 class _IndexedSession(ClientSession):
     """labgrid's ClientSession, noting what the coordinator's updates touch (places by name,
@@ -115,6 +132,13 @@ class _IndexedSession(ClientSession):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
+        # a connection of its own: the coordinator tells clients apart by their TCP peer, and
+        # grpc would share one connection between two clients of a process (the operator's and
+        # a BoardLease's identity), which the coordinator refuses
+        shared, self.channel = self.channel, grpc.aio.insecure_channel(
+            target=self.address, options=[*_CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1)])
+        self.stub = labgrid_coordinator_pb2_grpc.CoordinatorStub(self.channel)
+        self.loop.create_task(shared.close())
         self.touched_places: set[str] = set()
         self.touched_groups: set[tuple[str, str]] = set()
 
@@ -264,18 +288,24 @@ class Coordinator:
     """A long-lived connection to labgrid's coordinator, driven from one worker thread."""
 
     def __init__(self, address: str, *, user: str = DEFAULT_USER, host: str = DEFAULT_HOST,
-                 timeout: float = 20.0, place: HandedPlace | None = None) -> None:
+                 timeout: float = 20.0, place: HandedPlace | None = None,
+                 shared: Coordinator | None = None) -> None:
         """`place`: a board session's own place, handed over by the operator; the client then
-        knows that place only (`_OnePlaceSession`) instead of syncing the whole lab."""
+        knows that place only (`_OnePlaceSession`) instead of syncing the whole lab. `shared`:
+        run on that client's loop and thread (`as_identity`)."""
         self.address = address
         self.place = place
         self.user = user
         self.host = host
         self.timeout = timeout
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="labgrid-client",
-                                        daemon=True)
-        self._thread.start()
+        self._owns_loop = shared is None
+        if shared is not None:
+            self._loop, self._thread = shared._loop, shared._thread
+        else:
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._loop.run_forever,
+                                            name="labgrid-client", daemon=True)
+            self._thread.start()
         self._session: ClientSession | None = None
         self._index: _PlaceIndex | None = None
         self._lock = threading.Lock()
@@ -284,6 +314,11 @@ class Coordinator:
     @property
     def identity(self) -> str:
         return f"{self.host}/{self.user}"
+
+    def as_identity(self, host: str, user: str) -> Coordinator:
+        """A client of another labgrid identity (a BoardLease's) on this client's loop and
+        thread: grpc's asyncio client wants one event loop per process. Close it after use."""
+        return Coordinator(self.address, host=host, user=user, timeout=self.timeout, shared=self)
 
     # -- plumbing -----------------------------------------------------------------------------
     def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
@@ -324,6 +359,9 @@ class Coordinator:
         address = proxymanager.get_grpc_address(self.address, default_port=20408)
         session = (_IndexedSession(address, self._loop) if self.place is None else
                    _OnePlaceSession(address, self._loop, handed=self.place))
+        # this client's identity, whatever another client of the process set in the environment
+        # since (the operator keeps its own and, for moments, a lease's)
+        session.gethostname, session.getuser = (lambda: self.host), (lambda: self.user)
         try:
             await asyncio.wait_for(session.start(), self.timeout)
         except Exception as exc:
@@ -370,8 +408,9 @@ class Coordinator:
             self._call(_close(), timeout=5)
         except Exception:  # closing a dead session is best effort
             pass
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+        if self._owns_loop:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
 
     # -- queries ------------------------------------------------------------------------------
     def places(self) -> dict[str, PlaceInfo]:
@@ -504,6 +543,11 @@ class Coordinator:
                                  f"{', '.join(pending)} {timeout:.0f} s after acquiring it "
                                  "(is ser2net installed on the exporter?)", reason="PlaceIncomplete")
             time.sleep(0.2)
+
+    def allow(self, name: str, user: str) -> None:
+        """Let labgrid user `host/user` use the place this client holds (`labgrid-client
+        allow`): the person of a BoardLease drives the board the lease acquired."""
+        self._call(self._rpc("AllowPlace", pb2.AllowPlaceRequest(placename=name, user=user)))
 
     def holder(self, name: str) -> str | None:
         _, place = self._place_now(name)

@@ -32,7 +32,7 @@ log = logging.getLogger("benchfarm.session")
 
 
 def _import_everything() -> None:
-    from . import health, runner  # noqa: F401
+    from . import health, leaseend, runner  # noqa: F401
     runner._prewarm()              # statistics and plotting, the end of a session
     # the Kubernetes client builds its API and model classes on first use: a second or more
     from kubernetes import client, watch  # noqa: F401
@@ -90,6 +90,9 @@ def dispatch(argv: list[str]) -> int:
     if kind == SessionKind.health_check:
         from . import health
         return health.main(args[0], int(args[1]))
+    if kind == SessionKind.lease_end:
+        from . import leaseend
+        return leaseend.main(args[0])
     from . import runner
     return runner.main(args[0])
 

@@ -69,6 +69,10 @@ def board_rows(boards: Iterable[Mapping[str, Any]], may_read: Any) -> dict[str, 
         row = BoardRow(name, dtype, "offline")
         if holder:
             row.state, row.detail = "held", f"held by {holder}"
+        elif (leased := q.lease_of(run)) is not None:     # a person's BoardLease
+            row.state = "held"
+            row.detail = f"leased: {leased}" if may_read(leased.split("/", 1)[0]) else \
+                "leased by another namespace"
         elif state == "Quarantined":
             row.state, row.detail = "quarantined", st.get("reason") or ""
         elif state == "Maintenance" or (b.get("spec") or {}).get("maintenance"):
@@ -137,7 +141,7 @@ def queue_rows(runs: list[Mapping[str, Any]], boards: list[Mapping[str, Any]], n
     queued = {}
     for r in waiting:
         meta = r.get("metadata") or {}
-        queued[key_of(r)] = (r, q.QueuedRun(
+        queued[key_of(r)] = (r, q.QueueEntry(
             key_of(r), meta.get("namespace", ""), int((r.get("spec") or {}).get("priority", 100)),
             parse_time(meta.get("creationTimestamp")) or now, _selector(r)))
     fairness = q.RoundRobinFairness()

@@ -1,0 +1,144 @@
+"""`benchfarm lease`: a board for a person, through the lab's queue (what `jmp shell` is to
+Jumpstarter).
+
+It creates a BoardLease, waits showing its place in the queue and the estimated start, then
+prints the labgrid environment the lease's status gives (`status.commands`), or with `--shell`
+runs a shell with it and releases the lease (`spec.release: true`: the board is powered off and
+goes to the next in the queue) when that shell exits. Ctrl-C while waiting gives the place in the
+queue up the same way. Any cluster: a kubeconfig (KUBECONFIG) or in-cluster credentials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+from .api.models import GROUP, VERSION, BoardLeaseSpec
+from .api.outcomes import LeasePhase
+from .core import durations
+
+PLURAL = "boardleases"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("lease", help="lease a board for yourself through the lab's queue; "
+                                     "print its labgrid environment or run a shell with it")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--device-type", help="any board of this device type")
+    which.add_argument("--board", help="this board (labgrid place)")
+    p.add_argument("--label", action="append", default=[], help="KEY=VALUE the board must carry")
+    p.add_argument("--duration", default="1h", help="how long, e.g. 90m, 2h (default 1h)")
+    p.add_argument("--user", default=None,
+                   help="your labgrid user host/user (default: this host and login)")
+    p.add_argument("--priority", type=int, default=100)
+    p.add_argument("-n", "--namespace", default=None, help="default: the kubeconfig's")
+    p.add_argument("--name", default=None, help="the BoardLease's name (default: generated)")
+    p.add_argument("--shell", action="store_true",
+                   help="run $SHELL with the environment; release the lease when it exits")
+
+
+def _namespace(given: str | None) -> str:
+    if given:
+        return given
+    try:
+        from kubernetes import config
+        _, current = config.list_kube_config_contexts(os.environ.get("KUBECONFIG"))
+        return str(current.get("context", {}).get("namespace") or "default")
+    except Exception:   # in-cluster or no context: the default namespace
+        return "default"
+
+
+def _release(custom: Any, ns: str, name: str) -> None:
+    custom.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name,
+                                          {"spec": {"release": True}})
+
+
+def _wait(custom: Any, ns: str, name: str, until: set[str], out: Any) -> dict[str, Any]:
+    """The lease's status once its phase is one of `until`, saying where it stands meanwhile."""
+    said = None
+    while True:
+        st = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name).get(
+            "status") or {}
+        if st.get("phase") in until:
+            return dict(st)
+        now = (st.get("phase"), st.get("queuePosition"), st.get("estimatedStart"))
+        if now != said and st.get("phase"):
+            said = now
+            where = f"position {now[1]}" if now[1] else "in the queue"
+            print(f"benchfarm lease: {ns}/{name} {now[0]}: {where}"
+                  f"{', estimated start ' + now[2] if now[2] else ''}", file=out, flush=True)
+        time.sleep(1)
+
+
+def main(args: argparse.Namespace) -> int:
+    from kubernetes import client
+
+    from .kubeapi.client import Kube
+    user = args.user or f"{socket.gethostname()}/{getpass.getuser()}"
+    ns = _namespace(args.namespace)
+    labels = dict(kv.split("=", 1) for kv in args.label)
+    try:
+        durations.parse(args.duration)
+        spec = BoardLeaseSpec(selector={"deviceType": args.device_type, "board": args.board,
+                                        "labels": labels},
+                              duration=args.duration, user=user, priority=args.priority)
+    except ValueError as exc:
+        print(f"benchfarm lease: {exc}", file=sys.stderr)
+        return 2
+    name = args.name or f"{user.split('/')[-1].lower()}-{uuid.uuid4().hex[:5]}"
+    custom = Kube(outage_budget=60.0).custom
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "BoardLease",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": spec.model_dump(mode="json", exclude_none=True)}
+    try:
+        custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+    except client.ApiException as exc:    # refused at admission: the API server's message
+        import json
+        try:
+            message = json.loads(exc.body or "{}").get("message", exc.body)
+        except (TypeError, ValueError):
+            message = exc.body
+        print(f"benchfarm lease: refused: {message}", file=sys.stderr)
+        return 1
+    err = sys.stderr
+    print(f"benchfarm lease: {ns}/{name} created ({args.duration} for {user})", file=err)
+    try:
+        st = _wait(custom, ns, name, {LeasePhase.granted, LeasePhase.refused, LeasePhase.ended},
+                   err)
+    except KeyboardInterrupt:
+        _release(custom, ns, name)
+        print(f"benchfarm lease: {ns}/{name} given up", file=err)
+        return 130
+    if st.get("phase") != LeasePhase.granted:
+        cond: dict[str, Any] = next((c for c in st.get("conditions") or []
+                                     if c.get("type") == "Granted"), {})
+        print(f"benchfarm lease: {st.get('phase')}: {cond.get('message', '')}", file=err)
+        return 1
+    cmds = st.get("commands") or {}
+    env = {k: str(v) for k, v in (cmds.get("env") or {}).items()}
+    print(f"benchfarm lease: {st['place']} is yours until {st['expiresAt']}", file=err)
+    if not args.shell:
+        for k, v in env.items():
+            print(f"export {k}={v}")
+        print(f"# {cmds.get('console')}\n# {cmds.get('powerCycle')}\n"
+              f"# end it early: kubectl -n {ns} patch boardlease {name} --type merge "
+              "-p '{\"spec\":{\"release\":true}}'")
+        return 0
+    print(f"benchfarm lease: {cmds.get('console')}; {cmds.get('powerCycle')}; exit the shell "
+          "to release the board", file=err)
+    try:
+        code = subprocess.call([os.environ.get("SHELL") or "/bin/sh"],
+                               env={**os.environ, **env})
+    finally:
+        _release(custom, ns, name)
+        st = _wait(custom, ns, name, {LeasePhase.ended}, err)
+        end = st.get("leaseEnd") or {}
+        print(f"benchfarm lease: {ns}/{name} released: {end.get('message', '')}", file=err)
+    return code

@@ -1,0 +1,95 @@
+"""`benchfarm session lease-end NAMESPACE/NAME`: the end of a BoardLease, as a session.
+
+When a lease ends (its expiry, `spec.release`, or its deletion) the board must be switched off
+before the next holder gets it, and the operator never drives a board (the import contract "The
+operator never drives a board"): it launches this short session as it launches a run's. The
+session takes the lease's own labgrid identity (`lab.coordinator.lease_identity`), takes the lock
+back if the coordinator forgot it (a restart), powers the board off through the place's power
+driver (labgrid's PowerProtocol, as a run's session ends; the console is never opened), releases
+the place and writes `status.leaseEnd` (`api.outcomes.LeaseEnd`). A place someone else holds now
+is left alone and said so. The operator acts on `leaseEnd` (the board back in the queue's hands);
+if no end comes it releases the place itself and says the board may still be on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import UTC, datetime
+
+from ..api.outcomes import LeaseEnd
+from ..core import trust
+from ..kubeapi.client import Kube
+from ..lab.board import Board
+from ..lab.coordinator import Coordinator, lease_identity
+from ..lab.devicetypes import load_device_types
+from .context import Config
+
+log = logging.getLogger("benchfarm.session")
+
+
+def now_iso() -> str:
+    """The end's time to the millisecond: how soon the next run follows is measured from it."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def power_off_and_release(coordinator: Coordinator, place: str, config: Config) -> LeaseEnd:
+    """The board of `place` off and the place released, under the coordinator's identity."""
+    info = coordinator.places().get(place)
+    if info is None:
+        return LeaseEnd(poweredOff=False, message=f"place {place} no longer exists", at=now_iso())
+    if info.acquired not in (None, coordinator.identity):
+        return LeaseEnd(poweredOff=False, at=now_iso(),
+                        message=f"place {place} is held by {info.acquired}; not touched")
+    if info.acquired is None:          # the coordinator restarted and forgot the lease's lock
+        coordinator.acquire(place)
+    ok, message = False, ""
+    try:
+        dtype = load_device_types(config.device_types)[info.tags.get("device_type", "")]
+        board = Board(place, info.resources, dtype, coordinator.session())
+        try:
+            board.power_off()
+            ok, message = True, f"{place} powered off and released"
+        finally:
+            board.close()
+    except Exception as exc:   # the PDU's or the exporter's fault: released anyway, said loudly
+        log.warning("power off of %s failed: %s", place, exc)
+        message = f"power off of {place} failed ({exc}); released anyway"
+    finally:
+        coordinator.release(place)
+    return LeaseEnd(poweredOff=ok, message=message[:500], at=now_iso())
+
+
+def main(ref: str) -> int:
+    from .runner import _logging
+    _logging()
+    namespace, name = ref.split("/", 1)
+    config = Config.from_env()
+    kube = Kube(outage_budget=120.0)
+    body = kube.get_custom("boardleases", namespace, name)
+    expected = os.environ.get("BENCHFARM_LEASE_UID")
+    if body is None or (expected and body["metadata"]["uid"] != expected):
+        log.info("lease %s is gone (or was re-created); nothing to end", ref)
+        return 0
+    status = body.get("status") or {}
+    place = status.get("place")
+    if not place or status.get("leaseEnd"):
+        log.info("lease %s holds no place, or ended already", ref)
+        return 0
+    if not trust.verify_text(trust.key_from(os.environ), trust.LEASE_PURPOSE,
+                             trust.lease_grant_text(body["metadata"]["uid"], place,
+                                                    status.get("grantedAt")),
+                             status.get("grantSignature")):
+        log.warning("lease %s: its grant is not benchfarm's (no valid signature); the board "
+                    "is not touched", ref)
+        return 3
+    host, user = lease_identity(body["metadata"]["uid"])
+    coordinator = Coordinator(config.coordinator, host=host, user=user)
+    try:
+        end = power_off_and_release(coordinator, place, config)
+    finally:
+        coordinator.close()
+    kube.patch_custom("boardleases", namespace, name,
+                      {"status": {"leaseEnd": end.model_dump(mode="json")}}, status=True)
+    log.info("lease %s ended: %s", ref, end.message)
+    return 0
