@@ -8,7 +8,8 @@ export BENCHFARM_CACHE ?= $(HOME)/.cache/benchfarm
 APT_PACKAGES := qemu-system-x86 qemu-system-arm qemu-utils ipxe-qemu seabios busybox-static ser2net pdudaemon u-boot-qemu \
 	openssh-server openssh-client rsync \
 	sigrok-cli \
-	pax-utils python3-pyelftools iperf3 cpio e2fsprogs openssl ca-certificates
+	pax-utils python3-pyelftools iperf3 cpio e2fsprogs openssl ca-certificates \
+	postgresql
 # The operator image without a daemon (make image): a Debian base, buildah, and umoci + runc to run it
 # read-only in its test. Kept out of APT_PACKAGES: lab-up does not need them.
 IMAGE_APT_PACKAGES := mmdebstrap buildah umoci runc
