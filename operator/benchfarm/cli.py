@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     ig.add_argument("--board", default=None, help="only this board's columns")
     sub.add_parser("check", help="check this installation: API, leader, labgrid (places and their "
                                  "serial ports), store; what `helm test` runs")
+    from .history.commands import register as register_history
+    register_history(sub)
     _plugins(sub)
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("lab", "demo") and argv[0] not in sub.choices:
