@@ -26,6 +26,11 @@ INFRA_FAILURES = Counter("benchfarm_infra_failures_total", "Infrastructure error
                          ["board", "reason"], registry=REGISTRY)
 FINISHED = Counter("benchfarm_runs_finished_total", "Finished runs", ["phase", "reason"],
                    registry=REGISTRY)
+INDEXED = Counter("benchfarm_results_indexed_total",
+                  "Finished runs written to the results database", registry=REGISTRY)
+CHANGE_POINTS = Counter("benchfarm_change_points_total",
+                        "New regressions found in a metric's history (change points)",
+                        ["device_type", "plan", "metric"], registry=REGISTRY)
 RECOVERY = Gauge("benchfarm_recovery_seconds",
                  "Reading the lab back after the operator started (runs, boards, fairness)",
                  registry=REGISTRY)
