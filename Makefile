@@ -20,7 +20,7 @@ APT_STAMP := $(BENCHFARM_CACHE)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut
 IMAGE_APT_STAMP := $(BENCHFARM_CACHE)/.apt-image-$(shell echo $(IMAGE_APT_PACKAGES) | md5sum | cut -c1-8)
 CLUSTER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-cluster-$(shell echo $(CLUSTER_APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps image-deps cluster-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint test unit chaos misuse crds bench bench-scale bench-boot clean
+.PHONY: all deps image-deps cluster-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint test unit chaos misuse crds bench bench-scale bench-boot bench-history history-experiment clean
 
 all: test
 
@@ -123,6 +123,17 @@ bench: venv
 # and coordinator; prints the table and writes .benchfarm/bench-scale.json (ARGS: --runs 2000 ...).
 bench-scale: lab-up
 	@$(PY) benchmarks/scale_bench.py $(ARGS)
+
+# The results database at a lab's size: a generated year of nightly runs (365 x 20 board types x
+# 200 metrics, 1.46 M rows) in its own database on the lab's PostgreSQL; prints one metric's
+# history with change points and indexing a run (ARGS: --days 90 --types 5 ... for a smaller one).
+bench-history: lab-up
+	@$(PY) benchmarks/history_bench.py $(ARGS)
+
+# Real runs on the arm64 board: 20 with a build that is slower from the 13th, 20 without; prints
+# both histories, their change points and the false alarms over resampled quiet series (~30 min).
+history-experiment: lab-up
+	@$(PY) benchmarks/history_experiment.py $(ARGS)
 
 bench-boot: lab-up
 	@$(PY) benchmarks/boot_times.py vb-x86-1 5

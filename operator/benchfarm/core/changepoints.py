@@ -2,8 +2,9 @@
 
 Pure (no I/O): `benchfarm.history` feeds it one (metric, device type, plan) series ordered by
 time, each run with every sample it measured. Two steps:
-1. candidates: binary segmentation (`ruptures.Binseg`, least squares on the runs' means, a
-   BIC-like penalty scaled by the series' own run-to-run noise) proposes where the mean shifts;
+1. candidates: `ruptures.KernelCPD` with the linear kernel (least squares on the runs' means,
+   the optimal segmentation by PELT, in C; a BIC-like penalty scaled by the series' own
+   run-to-run noise) proposes where the mean shifts;
 2. judgement by the runs' own noise, not one number per run: a candidate stands only when, over
    the runs between its neighbouring points, the two sides' samples differ (two-sided
    Mann-Whitney U, p < alpha) AND so do the runs' means (Welch's t-test, p < alpha: a shift the
@@ -50,7 +51,7 @@ def _candidates(means: list[float]) -> list[int]:
     sigma = float(np.median(np.abs(diffs - np.median(diffs)))) * 1.4826 / math.sqrt(2)
     if sigma <= 0:
         sigma = float(np.std(y)) or 1.0
-    algo = ruptures.Binseg(model="l2", min_size=MIN_SIZE, jump=1).fit(y.reshape(-1, 1))
+    algo = ruptures.KernelCPD(kernel="linear", min_size=MIN_SIZE).fit(y.reshape(-1, 1))
     ends = algo.predict(pen=2.0 * math.log(n) * sigma * sigma)
     return [int(e) for e in ends if 0 < e < n]
 
