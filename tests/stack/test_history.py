@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
 import time
+import urllib.request
 
 import pytest
 
+import benchfarm_devlab as devlab
 from benchfarm_devlab import VENV_BIN
 from benchfarm_devlab.postgres import start_postgres, stop_postgres
 from tests.stack.conftest import apply, wait_for
@@ -109,3 +112,55 @@ def test_a_database_outage_neither_fails_nor_delays_runs_and_they_are_indexed_af
     for name in names:
         wait_for(f"{name} in the history after the outage", lambda n=name: indexed(n),
                  timeout=60, every=2)
+
+
+def test_a_new_regression_is_a_change_point_event_on_the_run_and_a_counter(custom):
+    """Earlier runs of a plan measured twice the throughput (rows put in the database as the
+    indexer would, dated before), later ones the same as the real run (dated after): the real
+    run, the first after the step, gets the ChangePoint event once it is indexed. The plan's
+    "benchmark" prints a fixed figure, so the step is there whatever the machine's load."""
+    from kubernetes import client
+
+    from benchfarm.history import Database
+    plan = unique("stacktest-cp")
+    metric = "probe/sysbench-cpu-events"
+    apply(f"""
+apiVersion: benchfarm.io/v1alpha1
+kind: TestPlan
+metadata: {{name: {plan}}}
+spec:
+  suites:
+    - {{name: probe, suite: sysbench, command: "echo 'events per second: 500.00'", timeoutSeconds: 30}}
+""")
+    db = Database.from_env()
+    db.migrate()
+    now = dt.datetime.now(dt.UTC)
+
+    def row(i: int, when: dt.datetime, samples: list[float]) -> dict:
+        return {"run_uid": f"{plan}-{i}", "side": "", "metric": metric, "unit": "events/s",
+                "higher_is_better": True, "samples": samples, "mean": sum(samples) / len(samples),
+                "n": len(samples), "namespace": "default", "name": f"{plan}-other-{i}",
+                "plan": plan, "plan_digest": None, "device_type": "qemu-x86", "board": "vb-x86-0",
+                "software": "", "software_digests": {}, "kernel_release": None, "labels": {},
+                "time": when}
+    db.upsert([row(i, now - dt.timedelta(days=20 - i), [1000.0 + i % 3, 1001.0, 999.0])
+               for i in range(12)]
+              + [row(100 + i, now + dt.timedelta(hours=1 + i), [500.0 + i % 2, 500.0, 499.0])
+                 for i in range(4)])
+    name = unique("hist-cp")
+    apply(run_yaml(name, plan=plan, bootCycles=1, iterations=3))
+    assert cond(finished(custom, name))["status"] == "True"
+
+    def events():
+        return [e for e in client.CoreV1Api(custom.api_client).list_namespaced_event(
+            "default", field_selector=f"involvedObject.name={name}").items
+            if e.reason == "ChangePoint"]
+    event = wait_for(f"the ChangePoint event on {name}", events, timeout=60)[0]
+    assert event.type == "Warning" and "regressed -50" in event.message and plan in event.message
+    with urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.operator_metrics}/metrics") as r:
+        text = r.read().decode()
+    from prometheus_client.parser import text_string_to_metric_families
+    counted = [s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == "benchfarm_change_points_total" and s.labels == {
+                   "device_type": "qemu-x86", "plan": plan, "metric": metric}]
+    assert counted == [1.0]

@@ -56,3 +56,11 @@ def test_a_shift_within_the_run_to_run_noise_is_not_a_point():
 
 def test_short_series_have_no_points():
     assert detect([[1.0], [1.0], [5.0]], higher_is_better=True) == []
+
+
+def test_a_step_in_a_series_without_run_to_run_noise_is_found_where_it_is():
+    """Runs whose means repeat exactly (a fixed figure): the step is still at the 13th run."""
+    series = [[1000.0 + i % 3, 1001.0, 999.0] for i in range(12)] + \
+        [[500.0 + i % 2, 500.0, 499.0] for i in range(8)]
+    assert [(p.index, p.direction) for p in detect(series, higher_is_better=True)] == \
+        [(12, "regression")]

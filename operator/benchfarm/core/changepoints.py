@@ -4,7 +4,8 @@ Pure (no I/O): `benchfarm.history` feeds it one (metric, device type, plan) seri
 time, each run with every sample it measured. Two steps:
 1. candidates: `ruptures.KernelCPD` with the linear kernel (least squares on the runs' means,
    the optimal segmentation by PELT, in C; a BIC-like penalty scaled by the series' own
-   run-to-run noise) proposes where the mean shifts;
+   run-to-run noise, or at least the noise of a run's mean by its own samples) proposes where
+   the mean shifts;
 2. judgement by the runs' own noise, not one number per run: a candidate stands only when, over
    the runs between its neighbouring points, the two sides' samples differ (two-sided
    Mann-Whitney U, p < alpha) AND so do the runs' means (Welch's t-test, p < alpha: a shift the
@@ -43,14 +44,16 @@ def _means(runs: Sequence[Sequence[float]]) -> list[float]:
     return [statistics.fmean(r) for r in runs]
 
 
-def _candidates(means: list[float]) -> list[int]:
+def _candidates(runs: Sequence[Sequence[float]], means: list[float]) -> list[int]:
     n = len(means)
     y = np.asarray(means, dtype=float)
     diffs = np.diff(y)
-    # run-to-run noise from successive differences (a step inflates only one of them)
+    # run-to-run noise from successive differences (a step inflates only one of them), never
+    # below what the runs' own samples say a mean is good for
     sigma = float(np.median(np.abs(diffs - np.median(diffs)))) * 1.4826 / math.sqrt(2)
-    if sigma <= 0:
-        sigma = float(np.std(y)) or 1.0
+    within = statistics.median(statistics.stdev(r) / math.sqrt(len(r)) if len(r) > 1 else 0.0
+                               for r in runs)
+    sigma = max(sigma, within, 1e-6 * abs(float(np.median(y))), 1e-12)
     algo = ruptures.KernelCPD(kernel="linear", min_size=MIN_SIZE).fit(y.reshape(-1, 1))
     ends = algo.predict(pen=2.0 * math.log(n) * sigma * sigma)
     return [int(e) for e in ends if 0 < e < n]
@@ -79,7 +82,7 @@ def detect(runs: Sequence[Sequence[float]], higher_is_better: bool, *, alpha: fl
     if len(runs) < 2 * MIN_SIZE:
         return []
     means = _means(runs)
-    points = _candidates(means)
+    points = _candidates(runs, means)
     while points:
         bounds = [0, *points, len(runs)]
         judged = [(*_judge(runs, means, bounds[i - 1], bounds[i], bounds[i + 1]), bounds[i])

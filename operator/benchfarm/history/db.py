@@ -122,12 +122,13 @@ class Database:
 
     def series_rows(self, metric: str, device_type: str, plan: str,
                     since: dt.datetime | None = None) -> list[dict[str, Any]]:
-        q = (select(results).where(results.c.metric == metric,
-                                   results.c.device_type == device_type,
-                                   results.c.plan == plan)
-             .order_by(results.c.time, results.c.run_uid, results.c.side))
+        c = results.c
+        q = (select(c.run_uid, c.side, c.namespace, c.name, c.time, c.software, c.kernel_release,
+                    c.board, c.mean, c.samples, c.unit, c.higher_is_better)
+             .where(c.metric == metric, c.device_type == device_type, c.plan == plan)
+             .order_by(c.time, c.run_uid, c.side))
         if since is not None:
-            q = q.where(results.c.time >= since)
+            q = q.where(c.time >= since)
         return self._do("read", lambda conn: [dict(r._mapping) for r in conn.execute(q)])
 
     def run_series(self, uid: str) -> list[tuple[str, str, str]]:
