@@ -3,7 +3,8 @@
 `rows` is the pure part: which metrics a document has and their direction come from
 `core.results.samples_from_document` (the one definition reports and comparisons use), the run's
 identity from the document's `run` (and its provenance). `index_run` reads one run's document and
-upserts it; `reindex` rebuilds the index from every metrics.json in the store.
+upserts it; `reindex` rebuilds the index from every metrics.json in the store (and takes the
+change points it then finds as reported: a rebuilt index raises no events).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..core.results import samples_from_document
 from ..errors import InfraError
 from ..store.artifacts import ArtifactStore
 from .db import Database
+from .query import change_points
 
 log = logging.getLogger("benchfarm.history")
 DOCUMENT = "metrics.json"
@@ -94,4 +96,8 @@ def reindex(db: Database, store: ArtifactStore, *, drop: bool = False) -> tuple[
             continue
         runs += bool(n)
         total += n
+    # the change points there are now count as reported: rebuilding the index is no news
+    for series in db.known_series():
+        db.record_points([row for row, _ in change_points(db, series["metric"],
+                                                          series["deviceType"], series["plan"])])
     return runs, total

@@ -51,3 +51,15 @@ def history(db: Database, metric: str, device_type: str, plan: str,
 def known_series(db: Database) -> list[dict[str, Any]]:
     """[{"metric", "deviceType", "plan", "unit", "higherIsBetter", "runs", "last"}]."""
     return db.known_series()
+
+
+def change_points(db: Database, metric: str, device_type: str, plan: str
+                  ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The series' change points now, each as (its row of `change_points`, the point as
+    `history` shows it): what the indexer compares with the points already reported."""
+    out = []
+    for p in history(db, metric, device_type, plan)["changePoints"]:
+        out.append(({"metric": metric, "device_type": device_type, "plan": plan,
+                     "run_uid": p["uid"], "direction": p["direction"],
+                     "magnitude": p["magnitude"], "pvalue": p["pvalue"]}, p))
+    return out

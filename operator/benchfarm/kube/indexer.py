@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from ..errors import InfraError, Outage
 from ..history.db import Database
 from ..history.index import index_run
-from ..history.query import history
+from ..history.query import change_points
 from ..store.artifacts import ArtifactStore
 from . import metrics
 
@@ -133,26 +133,17 @@ class Indexer:
             self._change_points(uid)
 
     def _change_points(self, uid: str) -> None:
-        found = []
-        for metric, device_type, plan in self.db.run_series(uid):
-            doc = history(self.db, metric, device_type, plan)
-            for p in doc["changePoints"]:
-                found.append({"metric": metric, "device_type": device_type, "plan": plan,
-                              "run_uid": p["uid"], "direction": p["direction"],
-                              "magnitude": p["magnitude"], "pvalue": p["pvalue"],
-                              "_point": p})
-        new = self.db.record_points([{k: v for k, v in f.items() if k != "_point"}
-                                     for f in found])
-        new_keys = {(n["metric"], n["device_type"], n["plan"], n["run_uid"]) for n in new}
-        for f in found:
-            if (f["metric"], f["device_type"], f["plan"], f["run_uid"]) not in new_keys:
+        found = [pair for series in self.db.run_series(uid)
+                 for pair in change_points(self.db, *series)]
+        new = {(r["metric"], r["device_type"], r["plan"], r["run_uid"])
+               for r in self.db.record_points([row for row, _ in found])}
+        for row, p in found:
+            if (row["metric"], row["device_type"], row["plan"], row["run_uid"]) not in new or \
+                    row["direction"] != "regression":
                 continue
-            if f["direction"] != "regression":
-                continue
-            p = f["_point"]
             namespace, name = p["run"].split("/", 1)
-            metrics.CHANGE_POINTS.labels(f["device_type"], f["plan"], f["metric"]).inc()
-            message = (f"{f['metric']} on {f['device_type']} (plan {f['plan']}) regressed "
+            metrics.CHANGE_POINTS.labels(row["device_type"], row["plan"], row["metric"]).inc()
+            message = (f"{row['metric']} on {row['device_type']} (plan {row['plan']}) regressed "
                        f"{p['magnitude']:+.2f} % (p {p['pvalue']:.2g}) from this run on: "
                        f"software {p['software'] or '?'}, board {p['board']}")
             log.warning("change point: %s/%s: %s", namespace, name, message)
