@@ -5,9 +5,11 @@ On the embedded lab's arm64 board (U-Boot loads the run's kernel over TFTP: `spe
 two series of real runs of one plan (hackbench: processes talking through pipes, lower is
 better), each run booting Debian's cloud kernel from the lab's builds/:
 - "step": runs 1-12 boot it as it is (software `cloud`), runs 13-20 with `init_on_alloc=1
-  init_on_free=1` (software `cloud-initmem`: every page zeroed when allocated and freed, really
-  slower: hackbench 4.5 -> 7.1 s in a first try; `maxcpus=1` beside a background load was not
-  slower at all on this shared, loaded host: host contention took as much from four vCPUs);
+  init_on_free=1` (software `cloud-initmem`: every page zeroed when allocated and freed).
+  Measured once (2026-11-25, the host shared with three other labs): NOT slower after all
+  (hackbench 4.7 s on either build when the host was quiet; 5-25 s on either when it was
+  loaded), and neither was `maxcpus=1` beside a background load: both series gave no change
+  point, rightly. A build that is slower under TCG whatever the host's load is still to find;
 - "quiet": 20 runs of `cloud`.
 Runs go one after another (the lab has one such board), each indexed by the operator. Then it
 prints both histories with their change points (`benchfarm.history.history`) and the false alarms
