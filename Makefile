@@ -8,7 +8,8 @@ export BENCHFARM_CACHE ?= $(HOME)/.cache/benchfarm
 APT_PACKAGES := qemu-system-x86 microcom qemu-system-arm qemu-utils ipxe-qemu seabios busybox-static ser2net pdudaemon u-boot-qemu \
 	openssh-server openssh-client rsync \
 	sigrok-cli \
-	pax-utils python3-pyelftools iperf3 cpio e2fsprogs openssl ca-certificates
+	pax-utils python3-pyelftools iperf3 cpio e2fsprogs openssl ca-certificates \
+	postgresql
 # The operator image without a daemon (make image): a Debian base, buildah, and umoci + runc to run it
 # read-only in its test. Kept out of APT_PACKAGES: lab-up does not need them.
 IMAGE_APT_PACKAGES := mmdebstrap buildah umoci runc
@@ -22,7 +23,7 @@ IMAGE_APT_STAMP := $(BENCHFARM_CACHE)/.apt-image-$(shell echo $(IMAGE_APT_PACKAG
 CLUSTER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-cluster-$(shell echo $(CLUSTER_APT_PACKAGES) | md5sum | cut -c1-8)
 BROWSER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-browser-$(shell echo $(BROWSER_APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps image-deps cluster-deps browser-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint test unit chaos misuse campaigns crds bench bench-scale bench-boot clean
+.PHONY: all deps image-deps cluster-deps browser-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint test unit chaos misuse campaigns crds bench bench-scale bench-boot bench-history history-experiment clean
 
 all: test
 
@@ -133,6 +134,17 @@ bench: venv
 # and coordinator; prints the table and writes .benchfarm/bench-scale.json (ARGS: --runs 2000 ...).
 bench-scale: lab-up
 	@$(PY) benchmarks/scale_bench.py $(ARGS)
+
+# The results database at a lab's size: a generated year of nightly runs (365 x 20 board types x
+# 200 metrics, 1.46 M rows) in its own database on the lab's PostgreSQL; prints one metric's
+# history with change points and indexing a run (ARGS: --days 90 --types 5 ... for a smaller one).
+bench-history: lab-up
+	@$(PY) benchmarks/history_bench.py $(ARGS)
+
+# Real runs on the arm64 board: 20 with a build that is slower from the 13th, 20 without; prints
+# both histories, their change points and the false alarms over resampled quiet series (~30 min).
+history-experiment: lab-up
+	@$(PY) benchmarks/history_experiment.py $(ARGS)
 
 bench-boot: lab-up
 	@$(PY) benchmarks/boot_times.py vb-x86-1 5

@@ -40,6 +40,7 @@ class Ports:
     controller_manager: int = PORT_BASE + 257
     minio: int = PORT_BASE + 900
     minio_console: int = PORT_BASE + 901
+    postgres: int = PORT_BASE + 432             # the results database (postgres.py)
     coordinator: int = PORT_BASE + 408
     pdu: int = PORT_BASE + 80
     pdudaemon: int = PORT_BASE + 90

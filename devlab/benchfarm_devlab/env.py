@@ -25,6 +25,7 @@ from .config import (
     VENV_BIN,
 )
 from .pki import minio_credentials, write_kubeconfig
+from .postgres import url as database_url
 
 
 def signing_key() -> str:
@@ -50,6 +51,7 @@ def write_env() -> Path:
         "BENCHFARM_S3_SECRET_KEY": secret,
         "BENCHFARM_S3_BUCKET": BUCKET,
         "BENCHFARM_S3_SECURE": "false",
+        "BENCHFARM_DATABASE_URL": database_url(),     # the results index (postgres.py)
         "BENCHFARM_STATE": str(STATE),
         "BENCHFARM_IPERF3_PEER": f"10.0.2.2:{PORTS.iperf3}",
         "BENCHFARM_DEVICE_TYPES": str(DEVICE_TYPES),

@@ -16,6 +16,7 @@ from .config import HOST_ADDR, PORTS, REPO, STATE, VENV_BIN, say
 from .controlplane import start_control_plane, start_minio
 from .env import kubectl, lab_env, write_env
 from .places import start_iperf3, start_labgrid, start_pdudaemon
+from .postgres import start_postgres, stop_postgres
 from .processes import http_ok, running_pid, start_process, stop_process
 from .sshd import start_sshd, stop_masters
 
@@ -93,7 +94,8 @@ def up() -> Path:
     bins = binaries()
     say(f"binaries ready ({time.monotonic() - phase:.1f} s)")
     for name, step in (("control plane", lambda: start_control_plane(bins)),
-                       ("MinIO", lambda: start_minio(bins))):
+                       ("MinIO", lambda: start_minio(bins)),
+                       ("PostgreSQL", start_postgres)):
         phase = time.monotonic()
         step()
         say(f"{name} ready ({time.monotonic() - phase:.1f} s)")
@@ -118,7 +120,7 @@ def up() -> Path:
 COMPONENTS_DOWN_ORDER = ["benchfarm-web", "benchfarm-operator*", "session-*", "kube-scheduler", "kubelet", "kube-proxy",
                          "containerd", "lab-gateway", "iperf3*", "labgrid-exporter-*", "labgrid-coordinator",
                          "sshd", "pdudaemon",
-                         "vlab", "minio", "kube-controller-manager", "kube-apiserver", "etcd"]
+                         "vlab", "postgres", "minio", "kube-controller-manager", "kube-apiserver", "etcd"]
 
 
 def down() -> None:
@@ -135,6 +137,8 @@ def down() -> None:
                           (n == pattern or (pattern.endswith("*") and n.startswith(pattern[:-1]))))
     ordered += [n for n in names if n not in ordered]
     for name in ordered:
+        if name == "postgres":
+            stop_postgres()     # a fast shutdown: its clients are not waited for
         if stop_process(name):
             say(f"stopped {name}")
     if stopped := stop_masters():

@@ -118,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="where the history page's series come from (default: the finished "
                         "runs' metrics.json in the store, no change points; or "
                         "BENCHFARM_WEB_HISTORY_SOURCE)")
+    from .history.commands import register as register_history
+    register_history(sub)
     _plugins(sub)
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("lab", "demo") and argv[0] not in sub.choices:

@@ -97,3 +97,12 @@ capabilities: {drop: [ALL]}
   secret: {secretName: {{ .Values.ssh.existingSecret | quote }}, defaultMode: 0440}
 {{- end }}
 {{- end -}}
+
+{{- /* The results database (benchfarm.history): the operator indexes finished runs there. An
+       existing PostgreSQL, its URL in a Secret; none named = no index (runs are unaffected). */ -}}
+{{- define "benchfarm.databaseEnv" -}}
+{{- if .Values.database.existingSecret }}
+- name: BENCHFARM_DATABASE_URL
+  valueFrom: {secretKeyRef: {name: {{ .Values.database.existingSecret }}, key: {{ .Values.database.urlKey }}}}
+{{- end }}
+{{- end -}}

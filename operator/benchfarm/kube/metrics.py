@@ -39,6 +39,11 @@ LEASES_EXPIRED = Counter("benchfarm_leases_expired_total", "BoardLeases that ran
                          registry=REGISTRY)
 LEASES_ENDED = Counter("benchfarm_leases_ended_total", "BoardLeases ended, by how (Expired, "
                        "Released, Deleted)", ["reason"], registry=REGISTRY)
+INDEXED = Counter("benchfarm_results_indexed_total",
+                  "Finished runs written to the results database", registry=REGISTRY)
+CHANGE_POINTS = Counter("benchfarm_change_points_total",
+                        "New regressions found in a metric's history (change points)",
+                        ["device_type", "plan", "metric"], registry=REGISTRY)
 RECOVERY = Gauge("benchfarm_recovery_seconds",
                  "Reading the lab back after the operator started (runs, boards, fairness)",
                  registry=REGISTRY)

@@ -33,12 +33,14 @@ from ..api.outcomes import FINISHED, Phase, Reason
 from ..core import queue as q, trust
 from ..core.conditions import now_iso, set_condition
 from ..errors import RunError
+from ..history.db import Database
 from ..kubeapi.client import Kube, PreconditionFailed
 from ..lab.coordinator import Coordinator
 from ..lab.devicetypes import load_device_types
 from ..store.artifacts import ArtifactStore, StoreConfig
 from ..store.software import internal_from_env
 from . import admission, launchers, metrics
+from .indexer import Indexer
 from .inventory import Inventory
 from .leases import Leases
 from .ports import Launch
@@ -68,8 +70,10 @@ _BOARD_IS_FINE = frozenset(r.value for r in Reason if r.board_is_fine)
 class Runtime:
     def __init__(self, kube: Kube, coordinator: Coordinator, store: ArtifactStore,
                  device_types: dict[str, DeviceType], launcher: launchers.Launcher,
-                 signing_key: bytes = b"", internal: tuple[Any, ...] = ()) -> None:
+                 signing_key: bytes = b"", internal: tuple[Any, ...] = (),
+                 indexer: Indexer | None = None) -> None:
         self.kube = kube
+        self.indexer = indexer            # finished runs into the results database, if there is one
         self.signing_key = signing_key    # signs what sessions execute (core.trust)
         self.internal = internal          # the lab's internal ranges: no software from there
         self.coordinator = coordinator
@@ -120,13 +124,17 @@ class Runtime:
         except ValueError as exc:
             raise SystemExit(str(exc)) from exc
         kube = Kube()
+        url = os.environ.get("BENCHFARM_DATABASE_URL", "")
+        indexer = Indexer(Database(url), store, kube) if url else None
         return cls(kube, coordinator, store, device_types, launchers.from_env(kube),
-                   signing_key=key, internal=internal_from_env())
+                   signing_key=key, internal=internal_from_env(), indexer=indexer)
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.wake_event = asyncio.Event()
+        if self.indexer is not None:
+            self.indexer.start()
         t0 = time.monotonic()
         await asyncio.to_thread(self._recover)
         metrics.RECOVERY.set(time.monotonic() - t0)
@@ -142,6 +150,8 @@ class Runtime:
         await asyncio.to_thread(self.launches.shutdown, True)
         await asyncio.to_thread(self.inventory.close)
         await asyncio.to_thread(self.coordinator.close)
+        if self.indexer is not None:
+            await asyncio.to_thread(self.indexer.stop)
 
     def wake(self) -> None:
         if self.loop is not None and self.wake_event is not None:
@@ -207,6 +217,8 @@ class Runtime:
                     self.inventory.board_ok(board)
         with self.lock:
             self.reindex(run)
+        if self.indexer is not None and run.phase in FINISHED:
+            self.indexer.finished(run.namespace, run.name, run.uid, status)
         self.wake()
 
     def observe_board(self, body: dict[str, Any]) -> None:

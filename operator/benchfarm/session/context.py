@@ -9,7 +9,7 @@ spec is immutable after admission and the prefix is computed from it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..api.models import BenchmarkRunSpec, SoftwareSet, SuiteSpec
@@ -75,6 +75,7 @@ class RunContext:
     lifeline: Lifeline
     status: StatusWriter
     spool: Spool
+    labels: dict[str, str] = field(default_factory=dict)    # the run's metadata.labels
 
     def sides(self) -> list[tuple[str, str, SoftwareSet | None]]:
         """(key, label, software set or None) of each side: key "" for a one-sided run."""

@@ -15,6 +15,7 @@ from typing import Any
 from ..api.devicetype import DeviceType
 from ..api.models import LabPolicySpec
 from ..api.outcomes import Phase, Reason
+from ..core.conditions import now_iso
 from ..errors import InfraError, RunError
 from ..store.artifacts import ArtifactStore
 from .context import RunContext
@@ -36,7 +37,10 @@ def complete(ctx: RunContext, dtype: DeviceType) -> None:
                 "board": ctx.place, "deviceType": dtype.name,
                 "plan": spec.plan or "(inline)", "iterations": ctx.iterations(),
                 "bootCycles": spec.bootCycles, "attempt": ctx.attempt,
-                "warmupIterations": spec.warmupIterations, "resumes": ctx.resume}
+                "warmupIterations": spec.warmupIterations, "resumes": ctx.resume,
+                # the run's identity in the results index (benchfarm.history)
+                "labels": ctx.labels, "softwareSets": software_sets(ctx),
+                "finishedAt": now_iso()}
     sides = ctx.sides()
     if len(sides) == 2:
         labels = {key: label for key, label, _ in sides}
@@ -69,6 +73,20 @@ def complete(ctx: RunContext, dtype: DeviceType) -> None:
                           f"{ctx.place}", status)
     if docs.regression is not None and docs.regression[0] == "True":
         ctx.status.event("Warning", "Regressed", docs.regression[2])
+
+
+def software_sets(ctx: RunContext) -> dict[str, dict[str, Any]]:
+    """Each side's software set by its label: its name and its artifacts' digests."""
+    out: dict[str, dict[str, Any]] = {}
+    for _key, label, software in ctx.sides():
+        if software is None:
+            continue
+        digests = {part: a.sha256 or a.sha256Url for part in ("kernel", "initrd", "dtb", "modules")
+                   if (a := getattr(software, part)) is not None}
+        if software.bootArgs:
+            digests["bootArgs"] = software.bootArgs
+        out[label] = {"name": label, "digests": digests}
+    return out
 
 
 def serial_log(ctx: RunContext) -> str:

@@ -163,7 +163,7 @@ class Runner:
             resume=int(status.get("resumes") or 0), deadline=self.lifeline.deadline,
             prefix=store.run_prefix(self.namespace, self.name, meta["uid"], spec.artifactPrefix),
             config=self.config, kube=self.kube, lifeline=self.lifeline, status=self.status,
-            spool=spool)
+            spool=spool, labels=dict(meta.get("labels") or {}))
         try:
             ctx.suites = self._admitted_suites(ctx, status)
             if status.get("boardReleased"):

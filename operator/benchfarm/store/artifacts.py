@@ -10,6 +10,7 @@ Outages are retried briefly and then surface as `Outage(party="store")`; the ses
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import io
 import os
@@ -140,6 +141,11 @@ class ArtifactStore:
     def size(self, key: str) -> int:
         return self._retry(f"stat {key}",
                            lambda: self.client.stat_object(self.config.bucket, key)).size
+
+    def modified(self, key: str) -> datetime.datetime | None:
+        """When the object was last written (the results index's time of a run without one)."""
+        return self._retry(f"stat {key}",
+                           lambda: self.client.stat_object(self.config.bucket, key)).last_modified
 
     def open(self, key: str) -> BinaryIO:
         """A streaming reader of an object (close it: it holds a connection)."""

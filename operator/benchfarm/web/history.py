@@ -1,7 +1,8 @@
 """Where the history page's series come from: a `HistorySource`, in the shape `benchfarm history
 --format json` prints (one run's mean and samples per point, change points naming a run).
 
-The results database (benchfarm.history) is one source; `StoreHistorySource` is the other, read
+The results database (benchfarm.history, `DatabaseHistorySource`: the default where
+BENCHFARM_DATABASE_URL is set) is one source; `StoreHistorySource` is the other, read
 straight from the finished runs' metrics.json in the artifact store (the record), without change
 points: a lab without the database still charts its runs. `benchfarm web --history-source
 MODULE:FACTORY` names another (a factory called with the Kube client and the ArtifactStore).
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -117,10 +119,37 @@ class StoreHistorySource:
         return {"series": series, "changePoints": []}
 
 
+class DatabaseHistorySource:
+    """The results database's series, with their change points (benchfarm.history): what
+    `benchfarm history --format json` prints. SQLAlchemy loads on the first page that asks."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._db: Any = None
+
+    def _database(self) -> Any:
+        if self._db is None:
+            from ..history import Database
+            self._db = Database(self.url)
+        return self._db
+
+    def series_keys(self) -> list[SeriesKey]:
+        from ..history import known_series
+        return sorted({SeriesKey(s["metric"], s["deviceType"], s["plan"])
+                       for s in known_series(self._database())})
+
+    def history(self, metric: str, device_type: str, plan: str) -> dict[str, Any]:
+        from ..history import history
+        doc: dict[str, Any] = history(self._database(), metric, device_type, plan)
+        return doc
+
+
 def load_source(spec: str | None, kube: Kube, store: ArtifactStore) -> HistorySource:
-    """`MODULE:FACTORY` called with (kube, store), or the store's own series."""
+    """`MODULE:FACTORY` called with (kube, store); else the results database when the lab has
+    one (BENCHFARM_DATABASE_URL), else the store's own series."""
     if not spec:
-        return StoreHistorySource(kube, store)
+        url = os.environ.get("BENCHFARM_DATABASE_URL", "")
+        return DatabaseHistorySource(url) if url else StoreHistorySource(kube, store)
     module, _, attr = spec.partition(":")
     factory = getattr(importlib.import_module(module), attr)
     source: HistorySource = factory(kube, store)

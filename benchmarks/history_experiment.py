@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Does the history find the build that made a metric slower, and only that? (make history-experiment)
+
+On the embedded lab's arm64 board (U-Boot loads the run's kernel over TFTP: `spec.software`),
+two series of real runs of one plan (hackbench: processes talking through pipes, lower is
+better), each run booting Debian's cloud kernel from the lab's builds/:
+- "step": runs 1-12 boot it as it is (software `cloud`), runs 13-20 with `init_on_alloc=1
+  init_on_free=1` (software `cloud-initmem`: every page zeroed when allocated and freed).
+  Measured once (2026-11-25, the host shared with three other labs): NOT slower after all
+  (hackbench 4.7 s on either build when the host was quiet; 5-25 s on either when it was
+  loaded), and neither was `maxcpus=1` beside a background load: both series gave no change
+  point, rightly. A build that is slower under TCG whatever the host's load is still to find;
+- "quiet": 20 runs of `cloud`.
+Runs go one after another (the lab has one such board), each indexed by the operator. Then it
+prints both histories with their change points (`benchfarm.history.history`) and the false alarms
+over RESAMPLED quiet series (20 runs drawn, with replacement, from the quiet runs and the step
+series' first 12: the samples real runs measured). Takes about 30 minutes.
+Usage: history_experiment.py [--runs 20] [--step-at 13] [--resampled 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import time
+import uuid
+
+import benchfarm_devlab as devlab
+from benchfarm.core.changepoints import detect
+from benchfarm.history import Database, history
+
+DEVICE_TYPE = "qemu-arm64-a53"
+METRIC = "hackbench/hackbench-time"
+SLOWER = "init_on_alloc=1 init_on_free=1"
+KERNEL = {"url": "s3://benchfarm-artifacts/builds/qemu-arm64/debian-cloud-arm64/vmlinuz",
+          "sha256Url": "s3://benchfarm-artifacts/builds/qemu-arm64/debian-cloud-arm64/SHA256SUMS"}
+
+
+def plan(name: str) -> dict:
+    return {"apiVersion": "benchfarm.io/v1alpha1", "kind": "TestPlan", "metadata": {"name": name},
+            "spec": {"suites": [{"name": "hackbench", "suite": "hackbench",
+                                 "command": "hackbench -g 2 -l 50", "timeoutSeconds": 120}]}}
+
+
+def run(name: str, plan_name: str, slower: bool) -> dict:
+    software = {"name": "cloud-initmem" if slower else "cloud", "kernel": KERNEL,
+                "bootArgs": SLOWER if slower else "benchfarm.build=cloud"}
+    return {"apiVersion": "benchfarm.io/v1alpha1", "kind": "BenchmarkRun",
+            "metadata": {"name": name, "namespace": "default",
+                         "labels": {"benchfarm.io/experiment": "history"}},
+            "spec": {"selector": {"deviceType": DEVICE_TYPE}, "plan": plan_name,
+                     "bootCycles": 1, "iterations": 3, "timeoutSeconds": 600,
+                     "software": software}}
+
+
+def apply(obj: dict) -> None:
+    devlab.kubectl("apply", "-f", "-", input=json.dumps(obj), capture=True)
+
+
+def phase(name: str) -> str:
+    return devlab.kubectl("get", "br", name, "-o", "jsonpath={.status.phase}",
+                          capture=True).stdout
+
+
+def series(runs: int, plan_name: str, step_at: int | None) -> list[str]:
+    apply(plan(plan_name))
+    names = []
+    for i in range(1, runs + 1):
+        name = f"{plan_name}-{i:02d}-{uuid.uuid4().hex[:4]}"
+        apply(run(name, plan_name, slower=step_at is not None and i >= step_at))
+        t0 = time.monotonic()
+        while (p := phase(name)) not in ("Succeeded", "Failed", "Cancelled"):
+            time.sleep(2)
+        print(f"  {name}: {p} in {time.monotonic() - t0:.0f} s", flush=True)
+        names.append(name)
+    return names
+
+
+def wait_indexed(db: Database, plan_name: str, runs: int) -> dict:
+    deadline = time.monotonic() + 120
+    while True:
+        doc = history(db, METRIC, DEVICE_TYPE, plan_name)
+        if len(doc["series"]) >= runs or time.monotonic() > deadline:
+            return doc
+
+
+def show(doc: dict) -> None:
+    from benchfarm.history.commands import table
+    print(table(doc))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--step-at", type=int, default=13)
+    ap.add_argument("--resampled", type=int, default=100)
+    args = ap.parse_args()
+    tag = uuid.uuid4().hex[:4]
+    step_plan, quiet_plan = f"hist-step-{tag}", f"hist-quiet-{tag}"
+    os.environ.update({k: v for k, v in devlab.lab_env().items() if k != "PATH"})
+    db = Database.from_env()
+    print(f"step series ({args.runs} runs, the slower build from run {args.step_at}):", flush=True)
+    series(args.runs, step_plan, args.step_at)
+    print(f"quiet series ({args.runs} runs):", flush=True)
+    series(args.runs, quiet_plan, None)
+    step = wait_indexed(db, step_plan, args.runs)
+    quiet = wait_indexed(db, quiet_plan, args.runs)
+    show(step)
+    show(quiet)
+    points = step["changePoints"]
+    print(f"\nstep series: {len(points)} change point(s): " + "; ".join(
+        f"at run {p['index'] + 1} ({p['run']}, software {p['software']}) {p['direction']} "
+        f"{p['magnitude']:+.1f} % p={p['pvalue']:.2g}" for p in points))
+    print(f"quiet series: {len(quiet['changePoints'])} change point(s)")
+    pool = [s["samples"] for s in quiet["series"]] + \
+        [s["samples"] for s in step["series"][:args.step_at - 1]]
+    rng = random.Random(24)
+    alarms = sum(bool(detect([rng.choice(pool) for _ in range(args.runs)],
+                                  step["higherIsBetter"]))
+                 for _ in range(args.resampled))
+    print(f"false alarms over {args.resampled} quiet series of {args.runs} runs resampled from "
+          f"the {len(pool)} runs of the unchanged build: {alarms}")
+
+
+if __name__ == "__main__":
+    main()

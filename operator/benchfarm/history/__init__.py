@@ -1,0 +1,32 @@
+"""Results over time: the results database (an index of the store), its series and change points.
+
+Every finished run's metrics.json (the record, in MinIO) becomes one row per (run, side, metric)
+in PostgreSQL (`schema`), with every sample, the unit, the direction and the run's identity;
+`index` builds the rows and upserts them (indexing a run twice changes nothing), `reindex`
+rebuilds everything from the store. `query.history` answers one (metric, device type, plan)
+series with its change points (`core.changepoints`) in the JSON shape the CLI and the web page
+show; `query.known_series` lists the series there are. Neither the operator's nor a session's
+code lives here: the operator calls `index` off kopf's loop, the CLI and the web room call
+`query`. The names are imported on first use: the CLI registers its commands without loading
+SQLAlchemy (a session never needs it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .db import Database
+    from .query import history, known_series
+
+__all__ = ["Database", "history", "known_series"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Database":
+        from .db import Database
+        return Database
+    if name in ("history", "known_series"):
+        from . import query
+        return getattr(query, name)
+    raise AttributeError(name)

@@ -1,0 +1,149 @@
+"""The results database: connecting, migrating, upserting a run's rows, reading a series.
+
+A URL as `BENCHFARM_DATABASE_URL` gives it (`postgresql://user:password@host:port/db`; psycopg 3
+drives it). Any failure to reach the server is an `Outage(party="database")`: the operator's
+indexer waits it out and catches up, nothing a run does waits for it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import create_engine, delete, func, select, text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from ..errors import InfraError, Outage
+from .schema import change_points, metadata, results
+
+T = TypeVar("T")
+MIGRATIONS = Path(__file__).with_name("migrations")
+_ROW_COLUMNS = [c.name for c in results.columns]
+
+
+def sqlalchemy_url(url: str) -> str:
+    for scheme in ("postgresql://", "postgres://"):
+        if url.startswith(scheme):
+            return "postgresql+psycopg://" + url[len(scheme):]
+    return url
+
+
+class Database:
+    def __init__(self, url: str, *, connect_timeout: int = 3) -> None:
+        self.url = url
+        self.engine: Engine = create_engine(
+            sqlalchemy_url(url), pool_pre_ping=True, pool_size=2, max_overflow=2,
+            connect_args={"connect_timeout": connect_timeout})
+
+    @classmethod
+    def from_env(cls) -> Database:
+        url = os.environ.get("BENCHFARM_DATABASE_URL", "")
+        if not url:
+            raise InfraError("the results database is not configured: BENCHFARM_DATABASE_URL "
+                             "is not set", reason="DatabaseNotConfigured")
+        return cls(url)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def _do(self, what: str, fn: Callable[[Connection], T]) -> T:
+        try:
+            with self.engine.begin() as conn:
+                return fn(conn)
+        except (OperationalError, DBAPIError) as exc:
+            if isinstance(exc, OperationalError) or exc.connection_invalidated:
+                raise Outage(f"results database unreachable ({what}): {exc.orig}",
+                             party="database", reason="DatabaseUnreachable") from exc
+            raise
+
+    # -- schema -------------------------------------------------------------------------------
+    def migrate(self) -> None:
+        """Bring the schema to the newest Alembic revision (idempotent)."""
+        from alembic import command
+        from alembic.config import Config
+
+        def _upgrade(conn: Connection) -> None:
+            cfg = Config()
+            cfg.set_main_option("script_location", str(MIGRATIONS))
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+        self._do("migrate", _upgrade)
+
+    def drop(self) -> None:
+        """Every table of the index (and Alembic's version): what `results reindex --drop` and
+        the tests start from."""
+        def _drop(conn: Connection) -> None:
+            metadata.drop_all(conn)
+            conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
+        self._do("drop", _drop)
+
+    # -- writing ------------------------------------------------------------------------------
+    def upsert(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Insert or replace rows by (run uid, side, metric): indexing twice changes nothing."""
+        if not rows:
+            return 0
+        stmt = insert(results)
+        stmt = stmt.on_conflict_do_update(
+            constraint="results_pkey",
+            set_={c: stmt.excluded[c] for c in _ROW_COLUMNS
+                  if c not in ("run_uid", "side", "metric")})
+        self._do("index", lambda conn: conn.execute(stmt, list(rows)))
+        return len(rows)
+
+    def forget_run(self, uid: str) -> None:
+        self._do("forget", lambda conn: conn.execute(delete(results).where(
+            results.c.run_uid == uid)))
+
+    def record_points(self, points: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Remember change points; returns those not known before (the new ones)."""
+        now = dt.datetime.now(dt.UTC)
+        rows = [{**p, "reported": now} for p in points]
+        if not rows:
+            return []
+
+        def _insert(conn: Connection) -> list[dict[str, Any]]:
+            stmt = insert(change_points).on_conflict_do_nothing().returning(
+                change_points.c.metric, change_points.c.device_type, change_points.c.plan,
+                change_points.c.run_uid)
+            new = {tuple(r) for r in conn.execute(stmt, rows)}
+            return [r for r in rows if (r["metric"], r["device_type"], r["plan"], r["run_uid"])
+                    in new]
+        return self._do("record change points", _insert)
+
+    # -- reading ------------------------------------------------------------------------------
+    def indexed_uids(self) -> set[str]:
+        return self._do("read", lambda conn: {r[0] for r in conn.execute(
+            select(results.c.run_uid).distinct())})
+
+    def series_rows(self, metric: str, device_type: str, plan: str,
+                    since: dt.datetime | None = None) -> list[dict[str, Any]]:
+        c = results.c
+        q = (select(c.run_uid, c.side, c.namespace, c.name, c.time, c.software, c.kernel_release,
+                    c.board, c.mean, c.samples, c.unit, c.higher_is_better)
+             .where(c.metric == metric, c.device_type == device_type, c.plan == plan)
+             .order_by(c.time, c.run_uid, c.side))
+        if since is not None:
+            q = q.where(c.time >= since)
+        return self._do("read", lambda conn: [dict(r._mapping) for r in conn.execute(q)])
+
+    def run_series(self, uid: str) -> list[tuple[str, str, str]]:
+        """The (metric, device type, plan) series one run has rows in."""
+        q = select(results.c.metric, results.c.device_type, results.c.plan).where(
+            results.c.run_uid == uid).distinct()
+        return self._do("read", lambda conn: [tuple(r) for r in conn.execute(q)])
+
+    def known_series(self) -> list[dict[str, Any]]:
+        q = (select(results.c.metric, results.c.device_type, results.c.plan,
+                    func.min(results.c.unit), func.bool_and(results.c.higher_is_better),
+                    func.count(func.distinct(results.c.run_uid)), func.max(results.c.time))
+             .group_by(results.c.metric, results.c.device_type, results.c.plan)
+             .order_by(results.c.device_type, results.c.plan, results.c.metric))
+        return self._do("read", lambda conn: [
+            {"metric": m, "deviceType": d, "plan": p, "unit": u, "higherIsBetter": h,
+             "runs": n, "last": t.isoformat() if t else None}
+            for m, d, p, u, h, n, t in conn.execute(q)])

@@ -1,0 +1,1 @@
+"""Alembic migrations of the results database (`db.Database.migrate` runs them)."""

@@ -1,0 +1,65 @@
+"""One series' history with its change points, in the JSON shape the CLI and the web page show.
+
+`history(db, metric, device_type, plan, since)` ->
+`{"series": [{"run": "ns/name", "time", "software", "board", "mean", "samples", ...}],
+  "changePoints": [{"run": "ns/name", "software", "board", "time", "magnitude", "pvalue",
+  "direction": "regression"|"improvement"}]}`; `known_series(db)` lists the (metric, device type,
+plan) series there are. A/B runs give a point per side (`side`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from ..core.changepoints import detect
+from .db import Database
+
+
+def _software(row: dict[str, Any]) -> str:
+    return str(row["software"] or row["kernel_release"] or "")
+
+
+def _point(row: dict[str, Any]) -> dict[str, Any]:
+    return {"run": f"{row['namespace']}/{row['name']}", "uid": row["run_uid"],
+            "side": row["side"], "time": row["time"].isoformat(), "software": _software(row),
+            "kernelRelease": row["kernel_release"], "board": row["board"],
+            "mean": row["mean"], "min": min(row["samples"]), "max": max(row["samples"]),
+            "samples": list(row["samples"])}
+
+
+def history(db: Database, metric: str, device_type: str, plan: str,
+            since: dt.datetime | None = None) -> dict[str, Any]:
+    """The series of `metric` on `device_type` under `plan` (oldest first) and its change
+    points. Raises Outage when the database is unreachable."""
+    rows = db.series_rows(metric, device_type, plan, since)
+    series = [_point(r) for r in rows]
+    higher = bool(rows[0]["higher_is_better"]) if rows else True
+    points = []
+    for cp in detect([r["samples"] for r in rows], higher):
+        first = rows[cp.index]
+        points.append({"run": f"{first['namespace']}/{first['name']}", "uid": first["run_uid"],
+                       "side": first["side"], "index": cp.index,
+                       "time": first["time"].isoformat(), "software": _software(first),
+                       "board": first["board"], "magnitude": cp.magnitude, "pvalue": cp.pvalue,
+                       "direction": cp.direction})
+    return {"metric": metric, "deviceType": device_type, "plan": plan,
+            "unit": rows[0]["unit"] if rows else None, "higherIsBetter": higher,
+            "series": series, "changePoints": points}
+
+
+def known_series(db: Database) -> list[dict[str, Any]]:
+    """[{"metric", "deviceType", "plan", "unit", "higherIsBetter", "runs", "last"}]."""
+    return db.known_series()
+
+
+def change_points(db: Database, metric: str, device_type: str, plan: str
+                  ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The series' change points now, each as (its row of `change_points`, the point as
+    `history` shows it): what the indexer compares with the points already reported."""
+    out = []
+    for p in history(db, metric, device_type, plan)["changePoints"]:
+        out.append(({"metric": metric, "device_type": device_type, "plan": plan,
+                     "run_uid": p["uid"], "direction": p["direction"],
+                     "magnitude": p["magnitude"], "pvalue": p["pvalue"]}, p))
+    return out

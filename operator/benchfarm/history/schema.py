@@ -1,0 +1,65 @@
+"""The results database's tables (SQLAlchemy Core), as the Alembic migrations create them.
+
+`results`: one row per (run, A/B side, metric): every measured sample (`samples`, in iteration
+order, warm-ups left out), their mean and count, the unit and direction, and the run's identity
+(namespace, name, uid, plan and its digest, device type, board, software set: name, artifact
+digests, the booted kernel release; the A/B side, the run's labels, its finish time). Denormalised
+on purpose: a lab's Grafana charts it with one SELECT. `change_points`: the points already
+reported (a ChangePoint event and the counter are for new ones only).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+
+metadata = MetaData()
+
+results = Table(
+    "results", metadata,
+    Column("run_uid", Text, nullable=False),
+    Column("side", Text, nullable=False, server_default=""),     # "" unless an A/B run
+    Column("metric", Text, nullable=False),                       # "step/name", "boot/phase"
+    Column("unit", Text, nullable=False),
+    Column("higher_is_better", Boolean, nullable=False),
+    Column("samples", ARRAY(Float), nullable=False),
+    Column("mean", Float, nullable=False),
+    Column("n", Integer, nullable=False),
+    Column("namespace", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("plan", Text, nullable=False),
+    Column("plan_digest", Text),
+    Column("device_type", Text, nullable=False),
+    Column("board", Text, nullable=False),
+    Column("software", Text, nullable=False, server_default=""),  # the set's name ("" = board's own)
+    Column("software_digests", JSONB, nullable=False, server_default="{}"),
+    Column("kernel_release", Text),
+    Column("labels", JSONB, nullable=False, server_default="{}"),
+    Column("time", DateTime(timezone=True), nullable=False),      # when the run finished
+    PrimaryKeyConstraint("run_uid", "side", "metric", name="results_pkey"),
+    Index("results_series", "metric", "device_type", "plan", "time"),
+)
+
+change_points = Table(
+    "change_points", metadata,
+    Column("metric", Text, nullable=False),
+    Column("device_type", Text, nullable=False),
+    Column("plan", Text, nullable=False),
+    Column("run_uid", Text, nullable=False),          # the first run after the change
+    Column("direction", Text, nullable=False),
+    Column("magnitude", Float, nullable=False),
+    Column("pvalue", Float, nullable=False),
+    Column("reported", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("metric", "device_type", "plan", "run_uid", name="change_points_pkey"),
+)

@@ -1,0 +1,166 @@
+"""Issue 24 on the real stack: finished runs in the results database (PostgreSQL of the lab),
+`benchfarm history`, `benchfarm results reindex`, and a database outage that no run notices."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+import benchfarm_devlab as devlab
+from benchfarm_devlab import VENV_BIN
+from benchfarm_devlab.postgres import start_postgres, stop_postgres
+from tests.stack.conftest import apply, wait_for
+from tests.stack.runs import cond, finished, get, run_yaml, ts, unique
+
+pytestmark = pytest.mark.stack
+
+PLAN = """
+apiVersion: benchfarm.io/v1alpha1
+kind: TestPlan
+metadata: {name: stacktest-history}
+spec:
+  suites:
+    - {name: cyclictest, suite: cyclictest, command: cyclictest -m -t1 -p99 -i1000 -l200 -q, timeoutSeconds: 60}
+"""
+METRIC = "cyclictest/cyclictest-max"
+
+
+@pytest.fixture(scope="module")
+def custom(kube, operator):
+    from kubernetes import client
+    apply(PLAN)
+    return client.CustomObjectsApi(kube)
+
+
+def benchfarm(*args: str) -> str:
+    return subprocess.run([str(VENV_BIN / "benchfarm"), *args], check=True, text=True,
+                          capture_output=True, env=os.environ).stdout
+
+
+def history() -> dict:
+    return json.loads(benchfarm("history", METRIC, "--device-type", "qemu-x86", "--plan",
+                                "stacktest-history", "--format", "json"))
+
+
+def indexed(name: str) -> dict | None:
+    return next((s for s in history()["series"] if s["run"] == f"default/{name}"), None)
+
+
+def labelled_run(name: str) -> str:
+    return run_yaml(name, plan="stacktest-history", bootCycles=1, iterations=3).replace(
+        "namespace: default\n", "namespace: default\n  labels: {benchfarm.io/release: '11.01'}\n")
+
+
+def test_a_finished_run_is_indexed_with_every_sample_and_history_shows_it(custom):
+    name = unique("hist")
+    apply(labelled_run(name))
+    st = finished(custom, name)
+    assert cond(st)["status"] == "True", st
+    point = wait_for(f"{name} in the history", lambda: indexed(name), timeout=30)
+    assert len(point["samples"]) == 3 and min(point["samples"]) <= point["mean"] <= max(
+        point["samples"])
+    assert point["board"] == st["board"]
+    assert point["kernelRelease"] == st["provenance"]["kernelRelease"]
+    assert point["uid"] == get(custom, name)["metadata"]["uid"]
+    from sqlalchemy import select
+
+    from benchfarm.history import Database
+    from benchfarm.history.schema import results
+    with Database.from_env().engine.connect() as conn:
+        row = conn.execute(select(results).where(results.c.run_uid == point["uid"],
+                                                 results.c.metric == METRIC)).one()._mapping
+    assert row["labels"] == {"benchfarm.io/release": "11.01"}
+    assert row["higher_is_better"] is False and row["unit"] == "us"
+    assert row["plan_digest"] == st["provenance"]["planDigest"]
+    table = benchfarm("history", METRIC, "--device-type", "qemu-x86", "--plan",
+                      "stacktest-history")
+    assert f"default/{name}" in table
+
+
+def test_reindex_after_dropping_the_database_gives_the_same_history(custom):
+    before = history()
+    assert before["series"], "the test above left runs to index"
+    from benchfarm.history import Database
+    Database.from_env().drop()
+    out = benchfarm("results", "reindex")
+    assert out.startswith("indexed ")
+    assert history() == before
+
+
+def test_a_database_outage_neither_fails_nor_delays_runs_and_they_are_indexed_after(custom):
+    names = [unique("hist-outage") for _ in range(2)]
+    stop_postgres()
+    down_since = time.monotonic()
+    try:
+        for name in names:
+            apply(labelled_run(name))
+        for name in names:
+            st = finished(custom, name)
+            assert cond(st)["status"] == "True", st
+            # a run's own time (board acquired to done) as without the database: seconds
+            started, done = ts(st["startTime"]), ts(cond(st)["lastTransitionTime"])
+            assert done - started < 60, st
+        time.sleep(max(0.0, 20 - (time.monotonic() - down_since)))     # down 20 s at least
+    finally:
+        start_postgres()
+    for name in names:
+        wait_for(f"{name} in the history after the outage", lambda n=name: indexed(n),
+                 timeout=60, every=2)
+
+
+def test_a_new_regression_is_a_change_point_event_on_the_run_and_a_counter(custom):
+    """Earlier runs of a plan measured twice the throughput (rows put in the database as the
+    indexer would, dated before), later ones the same as the real run (dated after): the real
+    run, the first after the step, gets the ChangePoint event once it is indexed. The plan's
+    "benchmark" prints a fixed figure, so the step is there whatever the machine's load."""
+    from kubernetes import client
+
+    from benchfarm.history import Database
+    plan = unique("stacktest-cp")
+    metric = "probe/sysbench-cpu-events"
+    apply(f"""
+apiVersion: benchfarm.io/v1alpha1
+kind: TestPlan
+metadata: {{name: {plan}}}
+spec:
+  suites:
+    - {{name: probe, suite: sysbench, command: "echo 'events per second: 500.00'", timeoutSeconds: 30}}
+""")
+    db = Database.from_env()
+    db.migrate()
+    now = dt.datetime.now(dt.UTC)
+
+    def row(i: int, when: dt.datetime, samples: list[float]) -> dict:
+        return {"run_uid": f"{plan}-{i}", "side": "", "metric": metric, "unit": "events/s",
+                "higher_is_better": True, "samples": samples, "mean": sum(samples) / len(samples),
+                "n": len(samples), "namespace": "default", "name": f"{plan}-other-{i}",
+                "plan": plan, "plan_digest": None, "device_type": "qemu-x86", "board": "vb-x86-0",
+                "software": "", "software_digests": {}, "kernel_release": None, "labels": {},
+                "time": when}
+    db.upsert([row(i, now - dt.timedelta(days=20 - i), [1000.0 + i % 3, 1001.0, 999.0])
+               for i in range(12)]
+              + [row(100 + i, now + dt.timedelta(hours=1 + i), [500.0 + i % 2, 500.0, 499.0])
+                 for i in range(4)])
+    name = unique("hist-cp")
+    apply(run_yaml(name, plan=plan, bootCycles=1, iterations=3))
+    assert cond(finished(custom, name))["status"] == "True"
+
+    def events():
+        return [e for e in client.CoreV1Api(custom.api_client).list_namespaced_event(
+            "default", field_selector=f"involvedObject.name={name}").items
+            if e.reason == "ChangePoint"]
+    event = wait_for(f"the ChangePoint event on {name}", events, timeout=60)[0]
+    assert event.type == "Warning" and "regressed -50" in event.message and plan in event.message
+    with urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.operator_metrics}/metrics") as r:
+        text = r.read().decode()
+    from prometheus_client.parser import text_string_to_metric_families
+    counted = [s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == "benchfarm_change_points_total" and s.labels == {
+                   "device_type": "qemu-x86", "plan": plan, "metric": metric}]
+    assert counted == [1.0]

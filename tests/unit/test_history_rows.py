@@ -1,0 +1,58 @@
+"""metrics.json -> rows of the results database (benchfarm.history.index.rows): pure."""
+
+import datetime as dt
+
+from benchfarm.history.index import rows
+
+RUN = {"namespace": "team-a", "name": "nightly-1", "uid": "u-1", "board": "vb-a53-0",
+       "deviceType": "qemu-arm64-a53", "plan": "nightly", "labels": {"benchfarm.io/release": "11.01"},
+       "finishedAt": "2026-11-25T20:00:00Z"}
+SERIES = [{"step": "sysbench-cpu", "name": "sysbench-cpu-events", "unit": "events/s",
+           "higherIsBetter": True, "values": [100.0, 110.0, 90.0]},
+          {"step": "cyclictest", "name": "cyclictest-max", "unit": "us", "higherIsBetter": False,
+           "values": [50.0, 70.0]}]
+
+
+def side(kernel):
+    return {"series": SERIES, "boots": [{"kernel-to-prompt": 9.5}, {"kernel-to-prompt": 9.7}],
+            "bootSummary": {"kernel-to-prompt": {}},
+            "provenance": {"kernelRelease": kernel, "planDigest": "sha256:abc"}}
+
+
+def test_one_row_per_metric_with_every_sample_direction_and_the_runs_identity():
+    doc = {"run": {**RUN, "softwareSets": {"cloud": {"name": "cloud",
+                                                        "digests": {"kernel": "f" * 64}}}},
+           **side("6.1.0-cloud-arm64")}
+    got = {r["metric"]: r for r in rows(doc)}
+    assert set(got) == {"sysbench-cpu/sysbench-cpu-events", "cyclictest/cyclictest-max",
+                        "boot/kernel-to-prompt"}
+    cpu = got["sysbench-cpu/sysbench-cpu-events"]
+    assert cpu["samples"] == [100.0, 110.0, 90.0] and cpu["mean"] == 100.0 and cpu["n"] == 3
+    assert cpu["unit"] == "events/s" and cpu["higher_is_better"] is True
+    assert got["cyclictest/cyclictest-max"]["higher_is_better"] is False
+    assert got["boot/kernel-to-prompt"]["samples"] == [9.5, 9.7]
+    assert got["boot/kernel-to-prompt"]["higher_is_better"] is False
+    assert cpu["software"] == "cloud" and cpu["software_digests"] == {"kernel": "f" * 64}
+    assert cpu["kernel_release"] == "6.1.0-cloud-arm64" and cpu["plan_digest"] == "sha256:abc"
+    assert cpu["labels"] == {"benchfarm.io/release": "11.01"} and cpu["side"] == ""
+    assert cpu["time"] == dt.datetime(2026, 11, 25, 20, 0, tzinfo=dt.UTC)
+    assert (cpu["namespace"], cpu["name"], cpu["run_uid"], cpu["board"], cpu["device_type"],
+            cpu["plan"]) == ("team-a", "nightly-1", "u-1", "vb-a53-0", "qemu-arm64-a53", "nightly")
+
+
+def test_an_ab_run_gives_each_side_its_rows_and_software():
+    doc = {"run": {**RUN, "ab": {"a": "old", "b": "new"},
+                   "softwareSets": {"old": {"name": "old", "digests": {"kernel": "a" * 64}},
+                                    "new": {"name": "new", "digests": {"kernel": "b" * 64}}}},
+           "sides": {"old": side("6.1-old"), "new": side("6.12-new")}}
+    got = rows(doc)
+    assert {r["side"] for r in got} == {"old", "new"} and len(got) == 6
+    new = next(r for r in got if r["side"] == "new")
+    assert new["software"] == "new" and new["kernel_release"] == "6.12-new"
+
+
+def test_a_document_without_a_run_uid_or_time_falls_back():
+    assert rows({"series": SERIES}) == []
+    when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    run = {k: v for k, v in RUN.items() if k != "finishedAt"}
+    assert {r["time"] for r in rows({"run": run, "series": SERIES}, when)} == {when}
