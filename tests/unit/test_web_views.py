@@ -108,3 +108,25 @@ def test_a_board_a_lease_holds_is_held_by_a_person_named_only_to_its_namespace()
            for r in views.board_rows(boards, lambda ns: ns == "team-a")["qemu-x86"]}
     assert got == {"a": ("held", "leased: team-a/debug", None),
                    "b": ("held", "leased by another namespace", None)}
+
+
+def lease(ns, name, phase="Pending", created=0.0, duration="10m", **status):
+    return {"metadata": {"namespace": ns, "name": name, "creationTimestamp": iso(NOW + created)},
+            "spec": {"selector": {"deviceType": "qemu-x86"}, "duration": duration,
+                     "user": "desk/alice"}, "status": {"phase": phase, **status}}
+
+
+def test_leases_wait_in_the_same_queue_and_hold_their_board_for_their_duration():
+    done = [run("team-a", "old", "Succeeded", startTime=iso(NOW - 1000),
+                completionTime=iso(NOW - 800))]                       # runs take 200 s
+    waiting = [run("team-a", "a1", created=1), run("team-a", "a2", created=3)]
+    leases = [lease("team-c", "debug", created=2, duration="10m"),
+              lease("team-c", "held", "Granted", expiresAt=iso(NOW + 60))]
+    boards = [board("x0", "Busy", "lease:team-c/held"), board("x1")]
+    rows = views.queue_rows([*done, *waiting], boards, NOW, leases=leases)
+    assert [(r.run, r.lease, r.position) for r in rows] == [
+        ("team-a/a1", False, 1), ("team-c/debug", True, 2), ("team-a/a2", False, 3)]
+    eta = {r.run: r.estimated_start for r in rows}
+    # x1 is free now and takes a1 (200 s); x0 frees when the granted lease expires (60 s) and
+    # takes the queued lease for its 10 minutes; a2 gets x1 after a1
+    assert eta == {"team-a/a1": NOW, "team-c/debug": NOW + 60, "team-a/a2": NOW + 200}

@@ -109,11 +109,12 @@ class Dashboard:
 
     async def lab(self, request: web.Request) -> web.StreamResponse:
         person: Person = request["person"]
-        runs, boards, served = await asyncio.gather(
+        runs, boards, served, leases = await asyncio.gather(
             asyncio.to_thread(self.kube.list_runs),
             asyncio.to_thread(self.kube.list_cluster, "boards"),
-            asyncio.to_thread(self._last_served))
-        rows = views.queue_rows(runs, boards, time.time(), served)
+            asyncio.to_thread(self._last_served),
+            asyncio.to_thread(self.kube.list_custom_all, "boardleases"))
+        rows = views.queue_rows(runs, boards, time.time(), served, leases)
         queues: dict[str, list[views.QueueRow]] = {}
         for row in rows:
             if person.may_read(row.namespace):

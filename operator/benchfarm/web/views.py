@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from ..api.models import held_by
-from ..api.outcomes import FINISHED, Phase
-from ..core import queue as q
+from ..api.outcomes import FINISHED, LeasePhase, Phase
+from ..core import durations, queue as q
 
 DEFAULT_DURATION = 600.0     # seconds a run is expected to take when no run like it finished yet
 
@@ -93,13 +93,14 @@ def board_rows(boards: Iterable[Mapping[str, Any]], may_read: Any) -> dict[str, 
 
 @dataclass
 class QueueRow:
-    run: str
+    run: str                      # "<namespace>/<name>" of the run, or of the lease
     namespace: str
     position: int                 # in the whole lab's queue (1 = next)
     priority: int
     selector: str
     estimated_start: float | None  # seconds since the epoch; None: see `waits_for`
     waits_for: str = ""            # why there is no estimate
+    lease: bool = False            # a person's BoardLease, not a run
 
 
 @dataclass
@@ -133,9 +134,19 @@ def _selector(run: Mapping[str, Any]) -> q.Selector:
     return q.Selector.of(sel.get("deviceType"), sel.get("labels"), sel.get("board"))
 
 
+def _lease_seconds(lease: Mapping[str, Any]) -> float:
+    try:
+        return float(durations.parse(str((lease.get("spec") or {}).get("duration", ""))))
+    except ValueError:
+        return 0.0
+
+
 def queue_rows(runs: list[Mapping[str, Any]], boards: list[Mapping[str, Any]], now: float,
-               last_served: Mapping[str, float] | None = None) -> list[QueueRow]:
-    """Every waiting run in the order the scheduler walks them, with an estimated start."""
+               last_served: Mapping[str, float] | None = None,
+               leases: Sequence[Mapping[str, Any]] = ()) -> list[QueueRow]:
+    """Every waiting run and BoardLease in the order the scheduler walks them (one queue), with
+    an estimated start: a lease holds its board for its duration, a granted one until it
+    expires."""
     waiting = [r for r in runs if phase_of(r) == Phase.pending and
                not (r.get("spec") or {}).get("cancel")]
     queued = {}
@@ -144,10 +155,22 @@ def queue_rows(runs: list[Mapping[str, Any]], boards: list[Mapping[str, Any]], n
         queued[key_of(r)] = (r, q.QueueEntry(
             key_of(r), meta.get("namespace", ""), int((r.get("spec") or {}).get("priority", 100)),
             parse_time(meta.get("creationTimestamp")) or now, _selector(r)))
+    held_until: dict[str, float] = {}       # the lease key of a granted lease -> its expiry
+    for lease in leases:
+        meta, st = lease.get("metadata") or {}, lease.get("status") or {}
+        key = q.lease_key(meta.get("namespace", ""), meta.get("name", ""))
+        phase = st.get("phase") or LeasePhase.pending
+        if phase == LeasePhase.granted:
+            held_until[key] = parse_time(st.get("expiresAt")) or now
+        elif phase == LeasePhase.pending and not (lease.get("spec") or {}).get("release"):
+            queued[key] = (lease, q.QueueEntry(
+                key, meta.get("namespace", ""), int((lease.get("spec") or {}).get("priority", 100)),
+                parse_time(meta.get("creationTimestamp")) or now, _selector(lease),
+                kind=q.EntryKind.lease))
     fairness = q.RoundRobinFairness()
     fairness.last_served.update(last_served or {})
     order = fairness.order(v[1] for v in queued.values())
-    durations = Durations.of(runs)
+    runtimes = Durations.of(runs)
     by_key = {key_of(r): r for r in runs}
     free_at: dict[str, float] = {}
     out: dict[str, str] = {}           # boards no estimate counts on, and why
@@ -164,7 +187,9 @@ def queue_rows(runs: list[Mapping[str, Any]], boards: list[Mapping[str, Any]], n
         if run and run in by_key:
             busy = by_key[run]
             started = parse_time((busy.get("status") or {}).get("startTime")) or now
-            free_at[name] = max(now, started + durations.of_run(busy))
+            free_at[name] = max(now, started + runtimes.of_run(busy))
+        elif run in held_until:
+            free_at[name] = max(now, held_until[run])
         else:
             free_at[name] = now
     rows = []
@@ -175,15 +200,18 @@ def queue_rows(runs: list[Mapping[str, Any]], boards: list[Mapping[str, Any]], n
         if fits:
             board = min(fits, key=lambda n: (free_at[n], n))
             eta = free_at[board]
-            free_at[board] = eta + durations.of_run(run)
+            free_at[board] = eta + (_lease_seconds(run) if qr.kind == q.EntryKind.lease
+                                    else runtimes.of_run(run))
         else:
             outs = sorted(f"{v.name} {out[v.name]}" for v in views
                           if v.name in out and q.matches(qr.selector, v))
             waits = "every board it fits is out: " + ", ".join(outs) if outs else \
                 "no board of the lab fits it"
         sel = (run.get("spec") or {}).get("selector") or {}
-        rows.append(QueueRow(qr.key, qr.namespace, position, qr.priority,
-                             sel.get("board") or sel.get("deviceType") or "", eta, waits))
+        is_lease = qr.kind == q.EntryKind.lease
+        rows.append(QueueRow(q.lease_of(qr.key) or qr.key if is_lease else qr.key, qr.namespace,
+                             position, qr.priority, sel.get("board") or sel.get("deviceType") or "",
+                             eta, waits, is_lease))
     return rows
 
 
