@@ -28,7 +28,6 @@ import logging
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,13 +40,10 @@ from ..kubeapi.leases import HEALTH_LEASE_LABEL, LeaseObserver, health_lease_nam
 from ..lab.coordinator import SESSION_HOST, health_check_of, health_identity, lease_uid_of
 from . import metrics
 from .ports import Launch, Launcher
-from .state import BoardRecord, RunState, ts, written
+from .state import BoardRecord, Registry, RunState, ts, written
 
 if TYPE_CHECKING:
     from ..api.devicetype import DeviceType
-    from ..api.models import LabPolicySpec
-    from ..kubeapi.client import Kube
-    from ..lab.coordinator import Coordinator
 
 log = logging.getLogger("benchfarm")
 REFRESH_EVERY = 3.0
@@ -61,26 +57,14 @@ def run_uid_of(holder: str | None) -> str | None:
     return holder[len(prefix):] if holder and holder.startswith(prefix) else None
 
 
-class InventoryRuntime(Protocol):
+class InventoryRuntime(Registry, Protocol):
     """What the inventory needs of the operator's registry (`kube.runtime.Runtime` is one)."""
 
     inventory_known: bool       # set once the coordinator's places have been read
     namespace: str              # the operator's: health checks' Leases live there
 
     @property
-    def lock(self) -> AbstractContextManager[Any]: ...
-
-    @property
-    def kube(self) -> Kube: ...
-
-    @property
-    def coordinator(self) -> Coordinator: ...
-
-    @property
     def device_types(self) -> Mapping[str, DeviceType]: ...
-
-    @property
-    def policy(self) -> LabPolicySpec: ...
 
     @property
     def launcher(self) -> Launcher: ...

@@ -27,11 +27,10 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
-from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..api.models import BoardLeaseSpec, LabPolicySpec
+from ..api.models import BoardLeaseSpec
 from ..api.outcomes import LeaseEnd, LeasePhase, LeaseReason, Refusal
 from ..core import durations, queue as q, trust
 from ..core.conditions import now_iso, set_condition
@@ -40,10 +39,10 @@ from ..kubeapi.client import PreconditionFailed
 from ..lab.coordinator import Coordinator, lease_identity
 from . import metrics
 from .ports import Launch
-from .state import BoardRecord, LeaseState, RunIndex, ts, written
+from .state import BoardRecord, LeaseState, Registry, RunIndex, ts, written
 
 if TYPE_CHECKING:
-    from ..kubeapi.client import Kube
+    pass
 
 log = logging.getLogger("benchfarm")
 
@@ -88,20 +87,8 @@ class LeaseBoards(Protocol):
     def views(self) -> list[q.BoardView]: ...
 
 
-class LeaseRuntime(Protocol):
+class LeaseRuntime(Registry, Protocol):
     """What the lease keeper needs of the operator's registry (`kube.runtime.Runtime` is one)."""
-
-    @property
-    def lock(self) -> AbstractContextManager[Any]: ...
-
-    @property
-    def kube(self) -> Kube: ...
-
-    @property
-    def coordinator(self) -> Coordinator: ...
-
-    @property
-    def policy(self) -> LabPolicySpec: ...
 
     @property
     def inventory(self) -> LeaseBoards: ...

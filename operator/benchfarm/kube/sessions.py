@@ -17,10 +17,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..api.models import LabPolicySpec
 from ..api.outcomes import HandBack, Phase, Reason, SessionEnd
 from ..core.conditions import set_condition
 from ..errors import InfraError
@@ -29,11 +27,10 @@ from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseObserver, list_leases, se
 from ..lab.coordinator import run_identity
 from . import metrics
 from .ports import Launch, Launcher
-from .state import RunState, ts, written
+from .state import Registry, RunState, ts, written
 
 if TYPE_CHECKING:
-    from ..kubeapi.client import Kube
-    from ..lab.coordinator import Coordinator
+    pass
 
 log = logging.getLogger("benchfarm")
 
@@ -57,20 +54,8 @@ class Boards(Protocol):
     def board_failed(self, board: str, exc: InfraError) -> bool: ...
 
 
-class SessionRuntime(Protocol):
+class SessionRuntime(Registry, Protocol):
     """What the supervisor needs of the operator's registry (`kube.runtime.Runtime` is one)."""
-
-    @property
-    def lock(self) -> AbstractContextManager[Any]: ...
-
-    @property
-    def kube(self) -> Kube: ...
-
-    @property
-    def coordinator(self) -> Coordinator: ...
-
-    @property
-    def policy(self) -> LabPolicySpec: ...
 
     @property
     def launcher(self) -> Launcher: ...

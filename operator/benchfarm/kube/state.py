@@ -9,15 +9,36 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from ..api.models import BenchmarkRunSpec, BoardLeaseSpec
+from ..api.models import BenchmarkRunSpec, BoardLeaseSpec, LabPolicySpec
 from ..api.outcomes import FINISHED, LeasePhase, Phase
 from ..core.queue import QueueEntry, WaitingQueue, lease_key
+from ..kubeapi.client import Kube
+from ..lab.coordinator import Coordinator
+
+
+class Registry(Protocol):
+    """What every part of the operator reads of its registry (`kube.runtime.Runtime` is one):
+    the lock over these records, the API client, the coordinator and the LabPolicy. Each part's
+    own Protocol (SessionRuntime, InventoryRuntime, LeaseRuntime) adds what else it needs."""
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]: ...
+
+    @property
+    def kube(self) -> Kube: ...
+
+    @property
+    def coordinator(self) -> Coordinator: ...
+
+    @property
+    def policy(self) -> LabPolicySpec: ...
 
 
 def ts(iso: str | None) -> float:
