@@ -20,7 +20,8 @@ import pytest
 from benchfarm_devlab import image as img
 
 pytestmark = pytest.mark.stack
-SUBCOMMANDS = ("operator", "session", "parse", "report", "compare", "import-guide", "check")
+SUBCOMMANDS = ("operator", "session", "parse", "report", "compare", "import-guide", "lease", "check",
+               "web", "history", "results")
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +128,8 @@ def test_runs_read_only_as_non_root(bundle):
     assert res.returncode == 0, res.stderr
     for sub in SUBCOMMANDS:
         assert sub in res.stdout
-    assert "{operator,session,parse,report,compare,import-guide,check}" in res.stdout   # no lab commands
+    assert "{operator,session,parse,report,compare,import-guide,lease,check,web,history,results}" \
+        in res.stdout                                                     # no lab commands
 
     res = img.run(bundle, ["benchfarm", "session", "run", "--help"])
     assert res.returncode == 0 and "NAMESPACE/NAME" in res.stdout, res.stderr

@@ -42,6 +42,7 @@ from tests.stack.runs import (
 pytestmark = pytest.mark.stack
 
 BOARD = "vb-x86-1"
+LABGRID_CLIENT = str(devlab.VENV_BIN / "labgrid-client")    # the venv's: make test does not put it on PATH
 PLAN = """
 apiVersion: benchfarm.io/v1alpha1
 kind: TestPlan
@@ -164,23 +165,23 @@ def test_a_lease_is_granted_in_fair_queue_order_driven_and_ended_on_time(custom,
         env = {**os.environ, **granted["commands"]["env"]}
         assert env["LG_HOSTNAME"] == "desk" and env["LG_USERNAME"] == "carol"
         uid = lease(custom, "hold", ns_c)["metadata"]["uid"]
-        show = subprocess.run(["labgrid-client", "-p", BOARD, "show"], env=env,
+        show = subprocess.run([LABGRID_CLIENT, "-p", BOARD, "show"], env=env,
                               capture_output=True, text=True, timeout=30).stdout
         assert f"acquired: benchfarm/lease-{uid}" in show and "allowed: desk/carol" in show, show
 
         # the person: the console open (microcom under a pty), then a power cycle
-        console = pexpect.spawn("labgrid-client", ["-p", BOARD, "console"], env=env,
+        console = pexpect.spawn(LABGRID_CLIENT, ["-p", BOARD, "console"], env=env,
                                 timeout=40, encoding="utf-8", codec_errors="replace")
         try:
             console.expect("connected to")
-            cycle = subprocess.run(["labgrid-client", "-p", BOARD, "power", "cycle"], env=env,
+            cycle = subprocess.run([LABGRID_CLIENT, "-p", BOARD, "power", "cycle"], env=env,
                                    capture_output=True, text=True, timeout=30)
             assert cycle.returncode == 0, cycle.stderr
             console.expect(r"Linux version|login:")     # the board boots on the person's console
         finally:
             console.close(force=True)
         # someone else, not allowed on the place, may not drive it
-        other = subprocess.run(["labgrid-client", "-p", BOARD, "power", "off"],
+        other = subprocess.run([LABGRID_CLIENT, "-p", BOARD, "power", "off"],
                                env={**env, "LG_USERNAME": "mallory"}, capture_output=True,
                                text=True, timeout=30)
         assert other.returncode != 0 and "not acquired by your user" in other.stderr
@@ -287,7 +288,7 @@ def test_benchfarm_lease_shell_releases_the_board_when_the_shell_exits(custom, l
     ns_c = lab_ns[2]
     seen = tmp_path / "seen"
     shell = tmp_path / "shell"
-    shell.write_text(f"#!/bin/sh\nlabgrid-client -p \"$LG_PLACE\" power on && "
+    shell.write_text(f"#!/bin/sh\n{LABGRID_CLIENT} -p \"$LG_PLACE\" power on && "
                      f"env | grep ^LG_ > {seen}\n")
     shell.chmod(0o755)
     res = subprocess.run(
