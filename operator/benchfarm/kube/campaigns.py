@@ -26,8 +26,11 @@ from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
 from ..api.campaigns import (
+    ATTEMPT_LABEL,
+    AVOID_ANNOTATION,
     CAMPAIGN_LABEL,
     CAMPAIGN_UID_LABEL,
+    COLUMN_LABEL,
     BenchmarkCampaignSpec,
     CampaignColumn,
     CampaignReason,
@@ -158,8 +161,8 @@ class Campaigns:
         """Make the runs the plan asks for; what the API refused (a tenant's input), if any."""
         ns = body["metadata"]["namespace"]
         for run in p.create:
-            attempt = int(run["metadata"]["labels"]["benchfarm.io/column-attempt"])
-            column = run["metadata"]["labels"]["benchfarm.io/column"]
+            attempt = int(run["metadata"]["labels"][ATTEMPT_LABEL])
+            column = run["metadata"]["labels"][COLUMN_LABEL]
             try:
                 created = self.kube.create_custom("benchmarkruns", ns, run)
             except ApiException as exc:   # 4xx: the schema or a policy refused what it names
@@ -167,7 +170,7 @@ class Campaigns:
                 self.kube.event(body, "Warning", "RunRefused", f"column {column}: {message}")
                 return f"column {column}: {message}"
             if created and attempt > 1:
-                avoid = run["metadata"].get("annotations", {}).get("benchfarm.io/avoid-boards", "")
+                avoid = run["metadata"].get("annotations", {}).get(AVOID_ANNOTATION, "")
                 self.kube.event(body, "Warning", "ColumnRetried",
                                 f"column {column}: run {run['metadata']['name']} on another board"
                                 f" than {avoid or 'the first'}")

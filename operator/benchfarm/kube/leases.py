@@ -273,14 +273,19 @@ class Leases:
                 self._ended(lease, LeaseEnd(poweredOff=False, at=now_iso(),
                                             message="released before it was granted"))
 
-    def _grant(self, lease: LeaseState, board: str) -> None:
+    def _hold(self, lease: LeaseState, place: str) -> None:
+        """The place locked under the lease's own identity, and the person's user allowed on
+        it (labgrid's acquire and allow): at the grant, and again after a coordinator restart."""
         host, user = lease_identity(lease.uid)
         client = self.client(host, user)
         try:
-            client.acquire(board)
-            client.allow(board, lease.spec.user)
+            client.acquire(place)
+            client.allow(place, lease.spec.user)
         finally:
             client.close()
+
+    def _grant(self, lease: LeaseState, board: str) -> None:
+        self._hold(lease, board)
         now = time.time()
         seconds = durations.parse(lease.spec.duration)
         signature = trust.sign_text(self.rt.signing_key, trust.LEASE_PURPOSE,
@@ -468,13 +473,7 @@ class Leases:
         """After a coordinator restart: the lease's lock and the person's allowance again."""
         place = lease.status.get("place") or ""
         try:
-            host, user = lease_identity(lease.uid)
-            client = self.client(host, user)
-            try:
-                client.acquire(place)
-                client.allow(place, lease.spec.user)
-            finally:
-                client.close()
+            self._hold(lease, place)
             lease.granted_at = self.clock()
             log.info("%s: took %s back after the coordinator forgot its lock", lease.key, place)
             self.rt.kube.event(lease.ref(), "Normal", LeaseReason.lock_retaken,
