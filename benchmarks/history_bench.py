@@ -7,6 +7,10 @@ database `benchfarm_bench` on the lab's PostgreSQL (the lab's index is left alon
 series with a step (a regression or an improvement) somewhere in the year. Then:
 - one metric's history with its change points (`benchfarm.history.history`, what `benchfarm
   history` and the web page call), for random series: median, p95 and longest;
+- the dashboard's history page for random series: `benchfarm web` as a process on that database,
+  asked over HTTP by a person whose token may read the runs (median, p95, longest; the page is
+  whole: its inline SVG chart has every run's point), and the same page loaded in Chromium
+  (navigation start to the load event, median and longest);
 - indexing a finished run (a metrics.json of METRICS series put in the lab's MinIO, read and
   upserted by `benchfarm.history.index.index_run`, what the operator's indexer does): median and
   longest; and the change points of every series of that run, which the indexer looks for next.
@@ -18,9 +22,17 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import random
+import shutil
+import socket
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+import urllib.parse
+import urllib.request
 import uuid
 
 import psycopg
@@ -96,6 +108,110 @@ def metrics_json(metrics: int, samples: int, rng: random.Random) -> dict:
             "series": series, "boots": [], "bootSummary": {}}
 
 
+VIEWER = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: nightly}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: viewer, namespace: nightly}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: run-reader, namespace: nightly}
+rules: [{apiGroups: [benchfarm.io], resources: [benchmarkruns], verbs: [get, list, watch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: viewer-reads-runs, namespace: nightly}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: run-reader}
+subjects: [{kind: ServiceAccount, name: viewer, namespace: nightly}]
+"""
+
+
+def dashboard_pages(args: argparse.Namespace, rng: random.Random) -> None:
+    """The history page of `benchfarm web` on the generated database: HTTP, then Chromium."""
+    devlab.kubectl("apply", "-f", "-", input=VIEWER, capture=True)
+    token = devlab.kubectl("create", "token", "viewer", "-n", "nightly", capture=True
+                           ).stdout.strip()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, **devlab.lab_env(), "BENCHFARM_DATABASE_URL": lab_url(BENCH_DB)}
+    web = subprocess.Popen([sys.executable, "-m", "benchfarm.cli", "web", "--address",
+                            "127.0.0.1", "--port", str(port)], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(base + "/healthz", timeout=2).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+        def url() -> str:
+            m = rng.randrange(args.metrics)
+            return base + "/history?" + urllib.parse.urlencode({
+                "metric": f"suite-{m // 10:02d}/metric-{m:03d}",
+                "deviceType": f"board-type-{rng.randrange(args.types):02d}", "plan": PLAN})
+
+        times = []
+        for i in range(args.queries + 1):
+            req = urllib.request.Request(url(), headers={"Authorization": f"Bearer {token}"})
+            t = time.perf_counter()
+            page = urllib.request.urlopen(req, timeout=30).read().decode()
+            if i:                   # the first loads SQLAlchemy and meets the token
+                times.append(time.perf_counter() - t)
+            points = page.count('<circle class="point"')
+            assert points == args.days, f"the page charts {points} runs, not {args.days}"
+        times.sort()
+        print(f"the dashboard's history page ({args.days} runs charted, HTTP, {args.queries} "
+              f"random series): median {ms(statistics.median(times))}, p95 "
+              f"{ms(times[int(0.95 * (len(times) - 1))])}, longest {ms(times[-1])}")
+        if shutil.which("chromium") and shutil.which("chromedriver"):
+            browser_pages(base, token, url, args.days)
+    finally:
+        web.terminate()
+        web.wait(10)
+
+
+def browser_pages(base: str, token: str, url, days: int) -> None:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    profile = tempfile.mkdtemp(prefix="benchfarm-chromium-")
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--window-size=1366,900",
+                 f"--user-data-dir={profile}"):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(options=opts, service=Service("/usr/bin/chromedriver"))
+    try:
+        driver.get(base + "/signin")
+        driver.find_element(By.ID, "token").send_keys(token)
+        driver.find_element(By.ID, "signin").click()
+        loads = []
+        for i in range(6):
+            driver.get(url())
+            nav = driver.execute_script(
+                "const n = performance.getEntriesByType('navigation')[0];"
+                "return [n.loadEventEnd, document.querySelectorAll('circle.point').length];")
+            assert nav[1] == days, f"Chromium shows {nav[1]} points, not {days}"
+            if i:
+                loads.append(nav[0] / 1000)
+        print(f"  in Chromium (navigation start to load event, 5 pages): median "
+              f"{ms(statistics.median(loads))}, longest {ms(max(loads))}")
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
@@ -138,6 +254,8 @@ def main() -> None:
           f"random series: median {ms(statistics.median(times))}, p95 "
           f"{ms(times[int(0.95 * (len(times) - 1))])}, longest {ms(times[-1])} "
           f"({points} change points found)")
+
+    dashboard_pages(args, rng)
 
     idx, cps = [], []
     for _ in range(5):

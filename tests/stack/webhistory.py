@@ -18,7 +18,8 @@ class DeclaredChangeSource(StoreHistorySource):
     def software_of(self, run: dict[str, Any]) -> str:
         return ((run.get("metadata") or {}).get("labels") or {}).get(BUILD_LABEL, "")
 
-    def history(self, metric: str, device_type: str, plan: str) -> dict[str, Any]:
+    def history(self, metric: str, device_type: str, plan: str,
+                with_points: bool = True) -> dict[str, Any]:
         doc = super().history(metric, device_type, plan)
         series = doc["series"]
         first = next((i for i, p in enumerate(series) if p["software"] == "b2"), None)

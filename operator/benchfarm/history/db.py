@@ -137,6 +137,23 @@ class Database:
             results.c.run_uid == uid).distinct()
         return self._do("read", lambda conn: [tuple(r) for r in conn.execute(q)])
 
+    def series_keys(self) -> list[tuple[str, str, str]]:
+        """Every (metric, device type, plan) there is, read by skipping through the series index
+        one key at a time (a recursive CTE, PostgreSQL's loose index scan): as many index probes
+        as there are series, however many rows each has. `known_series` counts rows; this is what
+        a page that only offers the series to choose from needs."""
+        q = text("""
+            WITH RECURSIVE k AS (
+              (SELECT metric, device_type, plan FROM results
+                ORDER BY metric, device_type, plan LIMIT 1)
+              UNION ALL
+              SELECT n.metric, n.device_type, n.plan FROM k, LATERAL (
+                SELECT metric, device_type, plan FROM results r
+                 WHERE (r.metric, r.device_type, r.plan) > (k.metric, k.device_type, k.plan)
+                 ORDER BY r.metric, r.device_type, r.plan LIMIT 1) n)
+            SELECT metric, device_type, plan FROM k""")
+        return self._do("read", lambda conn: [(m, d, p) for m, d, p in conn.execute(q)])
+
     def known_series(self) -> list[dict[str, Any]]:
         q = (select(results.c.metric, results.c.device_type, results.c.plan,
                     func.min(results.c.unit), func.bool_and(results.c.higher_is_better),

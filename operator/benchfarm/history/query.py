@@ -29,14 +29,15 @@ def _point(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def history(db: Database, metric: str, device_type: str, plan: str,
-            since: dt.datetime | None = None) -> dict[str, Any]:
+            since: dt.datetime | None = None, *, with_points: bool = True) -> dict[str, Any]:
     """The series of `metric` on `device_type` under `plan` (oldest first) and its change
-    points. Raises Outage when the database is unreachable."""
+    points (none looked for unless `with_points`). Raises Outage when the database is
+    unreachable."""
     rows = db.series_rows(metric, device_type, plan, since)
     series = [_point(r) for r in rows]
     higher = bool(rows[0]["higher_is_better"]) if rows else True
     points = []
-    for cp in detect([r["samples"] for r in rows], higher):
+    for cp in detect([r["samples"] for r in rows], higher) if with_points else ():
         first = rows[cp.index]
         points.append({"run": f"{first['namespace']}/{first['name']}", "uid": first["run_uid"],
                        "side": first["side"], "index": cp.index,

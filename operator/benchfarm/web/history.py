@@ -38,9 +38,11 @@ class HistorySource(Protocol):
         """Every (metric, device type, plan) that has at least one run."""
         ...
 
-    def history(self, metric: str, device_type: str, plan: str) -> dict[str, Any]:
+    def history(self, metric: str, device_type: str, plan: str,
+                with_points: bool = True) -> dict[str, Any]:
         """{"series": [{"run", "time", "software", "board", "mean", "samples"}], oldest first,
-        "changePoints": [{"run", "software", "magnitude", "pvalue", "direction"}]}"""
+        "changePoints": [{"run", "software", "magnitude", "pvalue", "direction"}]} (the change
+        points may be left out when not `with_points`: the compare view needs none)"""
         ...
 
 
@@ -112,7 +114,8 @@ class StoreHistorySource:
     def series_keys(self) -> list[SeriesKey]:
         return sorted({k for k, _ in self._points()})
 
-    def history(self, metric: str, device_type: str, plan: str) -> dict[str, Any]:
+    def history(self, metric: str, device_type: str, plan: str,
+                with_points: bool = True) -> dict[str, Any]:
         want = SeriesKey(metric, device_type, plan)
         series = sorted((p for k, p in self._points() if k == want),
                         key=lambda p: (p["time"] or "", p["run"]))
@@ -134,13 +137,13 @@ class DatabaseHistorySource:
         return self._db
 
     def series_keys(self) -> list[SeriesKey]:
-        from ..history import known_series
-        return sorted({SeriesKey(s["metric"], s["deviceType"], s["plan"])
-                       for s in known_series(self._database())})
+        return sorted(SeriesKey(*k) for k in self._database().series_keys())
 
-    def history(self, metric: str, device_type: str, plan: str) -> dict[str, Any]:
+    def history(self, metric: str, device_type: str, plan: str,
+                with_points: bool = True) -> dict[str, Any]:
         from ..history import history
-        doc: dict[str, Any] = history(self._database(), metric, device_type, plan)
+        doc: dict[str, Any] = history(self._database(), metric, device_type, plan,
+                                      with_points=with_points)
         return doc
 
 

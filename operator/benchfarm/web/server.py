@@ -237,7 +237,8 @@ class Dashboard:
                 if k.device_type == dtype and k.plan == plan]
         rows = []
         for k in keys:
-            doc = visible(await asyncio.to_thread(self.history.history, *k), person.may_read)
+            doc = visible(await asyncio.to_thread(self.history.history, *k, False),
+                          person.may_read)
             sa = [s for p in doc["series"] if p.get("software") == a for s in p["samples"]]
             sb = [s for p in doc["series"] if p.get("software") == b for s in p["samples"]]
             if sa and sb:
