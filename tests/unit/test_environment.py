@@ -33,7 +33,7 @@ def test_every_shipped_device_type_names_a_labgrid_environment_for_its_place():
         drivers = _drivers(config)
         assert STRATEGY in drivers and "ShellDriver" in drivers
         power = "PDUDaemonDriver" if dt.name == "qemu-x86-bench" else "NetworkPowerDriver"
-        bootloader = {"UBootDriver", "TFTPProviderDriver"} if dt.name == "qemu-arm64-a53" \
+        bootloader = {"UBootDriver", "TFTPProviderDriver"} if dt.arch == "arm64" \
             else set()   # U-Boot loads its files from the place's TFTP provider
         assert set(drivers) == {power, "SerialDriver", "ShellDriver", STRATEGY, *bootloader}
         assert bool(dt.deploy) == bool(bootloader), dt.name   # only a bootloader deploys
