@@ -150,8 +150,9 @@ class Inventory:
             if rec is None or rec.run != key:
                 return
             rec.run = None
-        self.sync(board)
+        log.info("%s: free again (%s let go of it)", board, key)
         self.rt.wake()
+        self.sync(board)
 
     def held(self, board: str, by: str) -> None:
         with self.rt.lock:

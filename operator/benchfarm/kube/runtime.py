@@ -53,8 +53,10 @@ QUEUE_POSITION_LIMIT = 2     # only the head of the queue: the next two waiting 
 QUEUE_POSITION_WRITES = 2    # and at most two position writes per run (the write budget of a run)
 QUEUE_POSITION_PERIOD = 5.0
 POLICY_NAME = "default"      # the one LabPolicy the lab has (CEL refuses any other name)
+SLOW_ROUND = 0.05            # seconds: a round longer than this is logged (with what it waited for)
 SLOW_ITERATION = 2.0         # seconds: a scheduler iteration longer than this is logged
 LAUNCH_THREADS = 4           # launches in flight at once (each mostly waits for the API server)
+TEND_EVERY = 10.0            # seconds between two collections and freezes (_tend_heap)
 HEAP_GROWTH = 64 * 2**20     # growth (bytes resident) that calls for a full collection (_tend_heap)
 
 
@@ -102,8 +104,13 @@ class Runtime:
         # asyncio's default executor, a few threads for the whole operator)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scheduler")
         self.launches = ThreadPoolExecutor(max_workers=LAUNCH_THREADS, thread_name_prefix="launch")
+        # what a round decided but no run waits for (fairness, queue positions), written here:
+        # the next round never waits for an API round trip
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="round-writes")
+        self.fairness_due = False
         self.supervising = threading.Lock()
         self.heap_mark: int | None = None   # bytes resident after the last full collection
+        self.tended_at = 0.0
         self.leases = Leases(self)
 
     @property
@@ -148,6 +155,7 @@ class Runtime:
         # the step the scheduler thread is in (a launch, a round) ends before the operator does
         await asyncio.to_thread(self.executor.shutdown, True)
         await asyncio.to_thread(self.launches.shutdown, True)
+        await asyncio.to_thread(self.writer.shutdown, True)
         await asyncio.to_thread(self.inventory.close)
         await asyncio.to_thread(self.coordinator.close)
         if self.indexer is not None:
@@ -308,36 +316,45 @@ class Runtime:
         """Python's full collections walk every object not frozen: 2.5 s with 10,000 runs known
         on a loaded host, holding the GIL, in whichever thread triggers them (kopf's, parsing a
         watch event, as often as the scheduler's), so in the middle of a round or a launch as
-        often as not. Here, between rounds, after every iteration: the young generations are
-        collected (a millisecond or two) and what survived them is frozen (`gc.freeze`: a list
-        splice), so the full collections Python triggers itself walk only what the last
-        iteration left. A frozen object is still freed when its last reference goes; only
-        cycles among frozen objects wait for a real full collection, which runs here only when
-        the process has grown by HEAP_GROWTH since the last one (cyclic garbage piling up shows
-        there; the live heap growing does too, and costs a collection per HEAP_GROWTH), not on
-        a clock: at a steady heap, none lands in the flood at all."""
+        often as not. Here, between rounds, every TEND_EVERY seconds: a collection of what is
+        not frozen (what the last interval left: tens of ms) and then a freeze of what survived
+        (`gc.freeze`: a list splice), so the full collections Python triggers itself walk only
+        the objects of the last interval. The interval is long enough for kopf's idle
+        per-object workers (5 s) to die before they are frozen; at every watch event (a flood
+        iterates the loop at each) this took 8 % of the operator's time (py-spy).
+
+        A frozen object is still freed when its last reference goes; only cycles among frozen
+        objects wait for a real full collection, which runs here only when the process has
+        grown by HEAP_GROWTH since the last one (cyclic garbage piling up shows there; the live
+        heap growing does too, and costs a collection per HEAP_GROWTH), not on a clock: at a
+        steady heap none lands in the flood at all."""
+        now = time.monotonic()
+        if now - self.tended_at < TEND_EVERY:
+            return
+        self.tended_at = now
         rss = metrics.rss_bytes()
         if self.heap_mark is None:
             self.heap_mark = rss
         elif rss - self.heap_mark >= HEAP_GROWTH:
-            t = time.monotonic()
             gc.unfreeze()
             found = gc.collect()
             self.heap_mark = metrics.rss_bytes()
             log.info("full collection: %d unreachable object(s) in %.0f ms; %.0f MiB resident",
-                     found, (time.monotonic() - t) * 1000, self.heap_mark / 2**20)
+                     found, (time.monotonic() - now) * 1000, self.heap_mark / 2**20)
         else:
-            gc.collect(1)
+            gc.collect()
         gc.freeze()
 
     def _schedule_round(self) -> None:
         now = time.time()
         t0, c0, g0 = time.perf_counter(), time.thread_time(), metrics.full_collections()
+        q0 = metrics.runqueue_wait()
         positions_due = time.monotonic() - self.last_positions_at >= QUEUE_POSITION_PERIOD
         order: list[q.QueueEntry] | None = None
         started: list[tuple[RunState, str]] = []
         granted: list[tuple[LeaseState, str]] = []
         with self.lock:
+            locked = time.perf_counter()
             queue = self.index.queue
             running_ns: dict[str, int] = {}
             holding = 0
@@ -377,8 +394,13 @@ class Runtime:
             waiting, active = len(queue), len(self.index.active)
             timeouts = list(self.index.queue_timeouts.values())
             ttl = list(self.index.ttl.values())
-        metrics.observe_round(time.perf_counter() - t0, time.thread_time() - c0,
-                              collected=metrics.full_collections() != g0)
+        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+        metrics.observe_round(wall, cpu, collected=metrics.full_collections() != g0)
+        if wall > SLOW_ROUND:
+            log.info("a slow round: %.0f ms (waiting for the lock %.0f ms, for a CPU %.0f ms, "
+                     "its own CPU %.0f ms; the rest for the GIL; %d assignment(s))", wall * 1000,
+                     (locked - t0) * 1000, (metrics.runqueue_wait() - q0) * 1000, cpu * 1000,
+                     len(started) + len(granted))
         for run, board in started:
             self.launches.submit(self._launch, run, board)
         for lease, board in granted:
@@ -475,8 +497,19 @@ class Runtime:
         self.fairness_saved = dict(self.fairness.last_served)
 
     def _save_fairness(self) -> None:
-        """One write after a round that served someone; none otherwise."""
-        current = dict(self.fairness.last_served)
+        """One write after a round that served someone; none otherwise. On the writer thread:
+        the next round never waits for it."""
+        with self.lock:
+            current = dict(self.fairness.last_served)
+        if current == self.fairness_saved or self.fairness_due:
+            return
+        self.fairness_due = True
+        self.writer.submit(self._write_fairness)
+
+    def _write_fairness(self) -> None:
+        self.fairness_due = False
+        with self.lock:
+            current = dict(self.fairness.last_served)
         if current == self.fairness_saved:
             return
         try:
@@ -502,9 +535,17 @@ class Runtime:
                 if run.phase == Phase.pending and not run.starting and \
                         run.position_writes < QUEUE_POSITION_WRITES:
                     run.position_writes += 1
-                    self.kube.patch_run_status(run.namespace, run.name,
-                                               {"queuePosition": new.get(key)})
+                    self.writer.submit(self._write_position, run, new.get(key))
         self.positions = new
+
+    def _write_position(self, run: RunState, position: int | None) -> None:
+        """On the writer thread; not once the run has left the queue meanwhile."""
+        if run.phase != Phase.pending or run.starting:
+            return
+        try:
+            self.kube.patch_run_status(run.namespace, run.name, {"queuePosition": position})
+        except Exception as exc:  # a position is advice; the next one comes with the queue
+            log.warning("%s: could not write its queue position: %s", run.key, exc)
 
     def _ttl(self, runs: list[RunState], now: float) -> None:
         for r in runs:
