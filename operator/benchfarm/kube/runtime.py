@@ -56,7 +56,7 @@ POLICY_NAME = "default"      # the one LabPolicy the lab has (CEL refuses any ot
 SLOW_ROUND = 0.05            # seconds: a round longer than this is logged (with what it waited for)
 SLOW_ITERATION = 2.0         # seconds: a scheduler iteration longer than this is logged
 LAUNCH_THREADS = 4           # launches in flight at once (each mostly waits for the API server)
-TEND_EVERY = 10.0            # seconds between two collections and freezes (_tend_heap)
+TEND_EVERY = 2.0             # seconds between two collections and freezes (_tend_heap)
 HEAP_GROWTH = 64 * 2**20     # growth (bytes resident) that calls for a full collection (_tend_heap)
 
 
@@ -319,9 +319,9 @@ class Runtime:
         often as not. Here, between rounds, every TEND_EVERY seconds: a collection of what is
         not frozen (what the last interval left: tens of ms) and then a freeze of what survived
         (`gc.freeze`: a list splice), so the full collections Python triggers itself walk only
-        the objects of the last interval. The interval is long enough for kopf's idle
-        per-object workers (5 s) to die before they are frozen; at every watch event (a flood
-        iterates the loop at each) this took 8 % of the operator's time (py-spy).
+        the objects of the last interval (at 10 s, one of those took 165 ms inside a round of a
+        flood). At every watch event (a flood iterates the loop at each) this took 8 % of the
+        operator's time (py-spy).
 
         A frozen object is still freed when its last reference goes; only cycles among frozen
         objects wait for a real full collection, which runs here only when the process has
