@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
@@ -23,9 +22,6 @@ from .runtime import Runtime
 RUNTIME: Runtime | None = None
 CAMPAIGNS: Campaigns | None = None
 LEASE: LeaseHolder | None = None      # the leader Lease (kube.main), given up at cleanup
-# the watch events of runs, in the order kopf hands them over, one at a time (each is a few
-# hundred microseconds under the registry's lock)
-OBSERVER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="observe-runs")
 
 
 def runtime() -> Runtime:
@@ -80,20 +76,12 @@ def scheduler_alive(**_: Any) -> bool:
     return RUNTIME is not None and RUNTIME.task is not None and not RUNTIME.task.done()
 
 
-def _observe_run(event_type: str | None, body: dict[str, Any]) -> None:
-    if RUNTIME is not None:
-        RUNTIME.observe_run(event_type, body)
-    if CAMPAIGNS is not None:
-        CAMPAIGNS.observe_run(body)
-
-
 @kopf.on.event(GROUP, VERSION, "benchmarkruns")
-async def run_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-    """On a thread of its own (`OBSERVER`): a session's "board released" reaches the scheduler
-    without queueing behind a flood of admissions in kopf's few shared worker threads (1.9 s
-    p50 from the session's write to the next launch while 2,000 runs were admitted)."""
-    await asyncio.get_running_loop().run_in_executor(OBSERVER, _observe_run, event.get("type"),
-                                                     dict(body))
+def run_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    if RUNTIME is not None:
+        RUNTIME.observe_run(event.get("type"), dict(body))
+    if CAMPAIGNS is not None:
+        CAMPAIGNS.observe_run(dict(body))
 
 
 @kopf.on.event(GROUP, VERSION, "benchmarkcampaigns")
