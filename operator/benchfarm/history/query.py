@@ -13,6 +13,7 @@ import datetime as dt
 from typing import Any
 
 from ..core.changepoints import detect
+from ..errors import Outage
 from .db import Database
 
 
@@ -64,3 +65,21 @@ def change_points(db: Database, metric: str, device_type: str, plan: str
                      "run_uid": p["uid"], "direction": p["direction"],
                      "magnitude": p["magnitude"], "pvalue": p["pvalue"]}, p))
     return out
+
+
+_DATABASES: dict[str, Database] = {}
+
+
+def change_points_of(url: str, series: list[tuple[str, str, str]]
+                     ) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], str | None]:
+    """`change_points` of several series, in a process of the caller's (the operator's
+    indexer runs it in a worker process: the search is seconds of CPU at thousands of runs, which
+    would hold the operator's GIL). Returns (the points, None), or ([], why) when the database
+    is unreachable (an Outage does not cross a process boundary)."""
+    db = _DATABASES.get(url)
+    if db is None:
+        db = _DATABASES[url] = Database(url)
+    try:
+        return [pair for s in series for pair in change_points(db, *s)], None
+    except Outage as exc:
+        return [], str(exc)

@@ -6,29 +6,41 @@ store and upserts its rows (`benchfarm.history`). Nothing here is on kopf's loop
 path: while the database is down the runs simply wait in `pending` and are indexed, oldest first,
 when it answers again (backoff up to 30 s), and an operator that starts indexes what finished
 while none ran (runs already in the index are skipped: indexing is idempotent anyway).
-After a run is indexed, the change points of its series are found again; one not reported before
+After runs are indexed, the change points of their series are found again; one not reported before
 that is a regression becomes a `ChangePoint` Warning event on the run it names (the first run after
 the change) and counts in `benchfarm_change_points_total`.
+
+The search for change points is seconds of CPU per series at thousands of runs (scipy's tests,
+in Python), and a thread of the operator doing it held the GIL most of the time: the scheduler's
+rounds and kopf's loop waited for it (rounds 5-10x their own CPU time at 90 finished runs a
+minute). So it runs in a worker process of its own, at the lowest CPU priority, and once per
+series for every run indexed meanwhile (at most every DETECT_EVERY seconds), not once per run.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
 from ..errors import InfraError, Outage
 from ..history.db import Database
 from ..history.index import index_run
-from ..history.query import change_points
+from ..history.query import change_points_of
 from ..store.artifacts import ArtifactStore
 from . import metrics
 
 log = logging.getLogger("benchfarm.history")
 MAX_BACKOFF = 30.0
 DOCUMENT = "/metrics.json"
+DETECT_EVERY = 5.0       # seconds between two searches for change points (each: every series due)
+Series = tuple[str, str, str]     # (metric, device type, plan)
 
 
 class Events(Protocol):
@@ -54,6 +66,10 @@ class Indexer:
         self.stopping = False
         self.thread = threading.Thread(target=self._loop, name="results-indexer", daemon=True)
         self.migrated = False
+        self.due: dict[Series, None] = {}       # series with runs indexed since their last search
+        self.detected_at = 0.0
+        self.clock = time.monotonic
+        self.worker: ProcessPoolExecutor | None = None
 
     def start(self) -> None:
         self.thread.start()
@@ -63,6 +79,8 @@ class Indexer:
             self.stopping = True
             self.cond.notify()
         self.thread.join(timeout=5)
+        if self.worker is not None:
+            self.worker.shutdown(wait=False, cancel_futures=True)
         self.db.close()
 
     def finished(self, namespace: str, name: str, uid: str, status: dict[str, Any]) -> None:
@@ -81,10 +99,15 @@ class Indexer:
         backoff = 1.0
         while True:
             with self.cond:
-                while not self.stopping and not self.pending:
+                while not self.stopping and not self.pending and not self.due:
                     self.cond.wait()
                 if self.stopping:
                     return
+                if not self.pending:      # only searches are due: not before their time
+                    wait = self.detected_at + DETECT_EVERY - self.clock()
+                    if wait > 0:
+                        self.cond.wait(wait)
+                        continue
             try:
                 self._step()
                 backoff = 1.0
@@ -111,9 +134,12 @@ class Indexer:
                 for uid in [u for u in self.pending if u in done]:
                     del self.pending[uid]
         with self.cond:
-            if not self.pending:
-                return
-            uid, (namespace, name, key) = next(iter(self.pending.items()))
+            first = next(iter(self.pending.items()), None)
+        if first is None:
+            if self.due and self.clock() - self.detected_at >= DETECT_EVERY:
+                self._change_points()
+            return
+        uid, (namespace, name, key) = first
         t0 = time.monotonic()
         try:
             rows = index_run(self.db, self.store, key)
@@ -130,11 +156,29 @@ class Indexer:
         log.info("%s/%s: %d result rows indexed in %.2f s", namespace, name, rows,
                  time.monotonic() - t0)
         if rows:
-            self._change_points(uid)
+            self.due.update(dict.fromkeys(self.db.run_series(uid)))
 
-    def _change_points(self, uid: str) -> None:
-        found = [pair for series in self.db.run_series(uid)
-                 for pair in change_points(self.db, *series)]
+    def _search(self, series: list[Series]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """The series' change points now, found by the worker process (started at first use)."""
+        if self.worker is None:
+            self.worker = ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                initializer=os.nice, initargs=(19,))
+        try:
+            found, outage = self.worker.submit(change_points_of, self.db.url, series).result()
+        except BrokenProcessPool:     # it was killed: a new one at the next search
+            self.worker = None
+            raise
+        if outage is not None:
+            raise Outage(outage, party="database")
+        return found
+
+    def _change_points(self) -> None:
+        series = list(self.due)
+        self.detected_at = self.clock()
+        found = self._search(series)
+        for s in series:
+            self.due.pop(s, None)
         new = {(r["metric"], r["device_type"], r["plan"], r["run_uid"])
                for r in self.db.record_points([row for row, _ in found])}
         for row, p in found:

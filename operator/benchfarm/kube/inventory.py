@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("benchfarm")
 REFRESH_EVERY = 3.0
+WALK_ALL_EVERY = 60.0           # seconds between two refreshes that look at every place again
 WATCH_EVERY = 2.0               # seconds between two looks at the health checks' Leases
 HEALTH_STARTUP_GRACE = 45.0     # seconds a launched health check has to take its Lease
 
@@ -89,6 +90,8 @@ class Inventory:
         self.publisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="board-status")
         self.unpublished: dict[str, dict[str, Any]] = {}      # board -> the status to write next
         self.views_of: dict[str, q.BoardView] = {}   # the last view of each board (see `view`)
+        self.walked_all = 0.0          # when a refresh last walked every place
+        self.reported: bool | None = None     # directLocks: Report, as of that walk
 
     def close(self) -> None:
         """The last statuses are written before the operator exits."""
@@ -147,8 +150,9 @@ class Inventory:
             if rec is None or rec.run != key:
                 return
             rec.run = None
-        self.sync(board)
+        log.info("%s: free again (%s let go of it)", board, key)
         self.rt.wake()
+        self.sync(board)
 
     def held(self, board: str, by: str) -> None:
         with self.rt.lock:
@@ -163,7 +167,7 @@ class Inventory:
         rt = self.rt
         try:
             t0 = time.perf_counter()
-            places = rt.coordinator.places()
+            places, changed = rt.coordinator.changes()
             metrics.PLACES.set(time.perf_counter() - t0)
         except InfraError as exc:
             log.warning("labgrid coordinator unavailable: %s", exc)
@@ -171,9 +175,20 @@ class Inventory:
         running_uids = {r.uid: r for r in rt.active_runs()}
         leased = rt.active_lease_places()
         report = rt.policy.directLocks == DirectLocks.report
+        now = time.monotonic()
+        if force or report != self.reported or now - self.walked_all >= WALK_ALL_EVERY:
+            names: Iterable[str] = places     # every place (and a policy change shows on all)
+            self.reported, self.walked_all = report, now
+        else:
+            # what changed, and every place someone holds (its holder's run may have ended
+            # meanwhile: an orphan); a free place that did not change is as it was
+            names = changed | {n for n, p in places.items() if not p.free}
         direct: list[tuple[str, str]] = []
         orphans = {}
-        for name, place in places.items():
+        for name in names:
+            place = places.get(name)
+            if place is None:       # deleted: its Board stays, as before
+                continue
             with rt.lock:
                 rec = self.boards.get(name)
                 if rec is None:

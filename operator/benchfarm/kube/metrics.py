@@ -126,6 +126,25 @@ def _on_gc(phase: str, info: dict[str, int]) -> None:
     GC_FULL_LONGEST.set(_gc[2])
 
 
+def runqueue_wait() -> float:
+    """Seconds this thread has waited, runnable, for a CPU (Linux's schedstat; 0 without it):
+    of a slow round, the part the host's other processes took."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def rss_bytes() -> int:
+    """The operator's resident memory now (/proc/self/statm; 0 where there is none)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def full_collections() -> int:
     """Full collections finished so far (a round compares it before and after)."""
     return int(_gc[0])

@@ -53,9 +53,12 @@ QUEUE_POSITION_LIMIT = 2     # only the head of the queue: the next two waiting 
 QUEUE_POSITION_WRITES = 2    # and at most two position writes per run (the write budget of a run)
 QUEUE_POSITION_PERIOD = 5.0
 POLICY_NAME = "default"      # the one LabPolicy the lab has (CEL refuses any other name)
+SLOW_ROUND = 0.05            # seconds: a round longer than this is logged (with what it waited for)
 SLOW_ITERATION = 2.0         # seconds: a scheduler iteration longer than this is logged
 LAUNCH_THREADS = 4           # launches in flight at once (each mostly waits for the API server)
-COLLECT_EVERY = 600.0        # seconds between the operator's own full collections (_tend_heap)
+TEND_EVERY = 2.0             # seconds between two collections and freezes (_tend_heap)
+COLLECT_EVERY = 600.0        # seconds, at least, between two real full collections (_tend_heap)
+HEAP_GROWTH = 64 * 2**20     # growth (bytes resident) that calls for a full collection (_tend_heap)
 
 
 def avoid_annotation(meta: dict[str, Any]) -> tuple[str, ...]:
@@ -102,7 +105,13 @@ class Runtime:
         # asyncio's default executor, a few threads for the whole operator)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scheduler")
         self.launches = ThreadPoolExecutor(max_workers=LAUNCH_THREADS, thread_name_prefix="launch")
+        # what a round decided but no run waits for (fairness, queue positions), written here:
+        # the next round never waits for an API round trip
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="round-writes")
+        self.fairness_due = False
         self.supervising = threading.Lock()
+        self.heap_mark: int | None = None   # bytes resident after the last full collection
+        self.tended_at = 0.0
         self.collected_at = 0.0
         self.leases = Leases(self)
 
@@ -148,6 +157,7 @@ class Runtime:
         # the step the scheduler thread is in (a launch, a round) ends before the operator does
         await asyncio.to_thread(self.executor.shutdown, True)
         await asyncio.to_thread(self.launches.shutdown, True)
+        await asyncio.to_thread(self.writer.shutdown, True)
         await asyncio.to_thread(self.inventory.close)
         await asyncio.to_thread(self.coordinator.close)
         if self.indexer is not None:
@@ -305,32 +315,50 @@ class Runtime:
         self.launches.submit(supervise)
 
     def _tend_heap(self) -> None:
-        """Python's full collections walk every object not frozen: ~250 ms with 10,000 runs
-        known, in whichever thread triggers them (kopf's, parsing a watch event, as often as
-        the scheduler's), so in the middle of a round as often as not. Here, between rounds,
-        after every iteration: the young generations are collected (a millisecond or two) and
-        what survived them is frozen (`gc.freeze`: a list splice), so the full collections
-        Python triggers itself walk only what the last iteration left. Every ten minutes, one
-        real full collection, here too (cycles among frozen objects are freed there: nothing
-        leaks for long)."""
+        """Python's full collections walk every object not frozen: 2.5 s with 10,000 runs known
+        on a loaded host, holding the GIL, in whichever thread triggers them (kopf's, parsing a
+        watch event, as often as the scheduler's), so in the middle of a round or a launch as
+        often as not. Here, between rounds, every TEND_EVERY seconds: a collection of what is
+        not frozen (what the last interval left: tens of ms) and then a freeze of what survived
+        (`gc.freeze`: a list splice), so the full collections Python triggers itself walk only
+        the objects of the last interval (at 10 s, one of those took 165 ms inside a round of a
+        flood). At every watch event (a flood iterates the loop at each) this took 8 % of the
+        operator's time (py-spy).
+
+        A frozen object is still freed when its last reference goes; only cycles among frozen
+        objects wait for a real full collection, which runs here only when the process has
+        grown by HEAP_GROWTH since the last one (cyclic garbage piling up shows there; the live
+        heap growing does too) and at most every COLLECT_EVERY seconds: at a steady heap none
+        lands in the flood at all, and a heap growing fast (the lab's operator deleting 10,000
+        runs grew to 3.6 GB) is not collected back to back (2-7 s each)."""
         now = time.monotonic()
-        if now - self.collected_at >= COLLECT_EVERY:
-            gc.unfreeze()
-            gc.collect()
+        if now - self.tended_at < TEND_EVERY:
+            return
+        self.tended_at = now
+        rss = metrics.rss_bytes()
+        if self.heap_mark is None:
+            self.heap_mark = rss
+        elif rss - self.heap_mark >= HEAP_GROWTH and now - self.collected_at >= COLLECT_EVERY:
             self.collected_at = now
-            log.debug("full collection: %.0f ms", (time.monotonic() - now) * 1000)
+            gc.unfreeze()
+            found = gc.collect()
+            self.heap_mark = metrics.rss_bytes()
+            log.info("full collection: %d unreachable object(s) in %.0f ms; %.0f MiB resident",
+                     found, (time.monotonic() - now) * 1000, self.heap_mark / 2**20)
         else:
-            gc.collect(1)
+            gc.collect()
         gc.freeze()
 
     def _schedule_round(self) -> None:
         now = time.time()
         t0, c0, g0 = time.perf_counter(), time.thread_time(), metrics.full_collections()
+        q0 = metrics.runqueue_wait()
         positions_due = time.monotonic() - self.last_positions_at >= QUEUE_POSITION_PERIOD
         order: list[q.QueueEntry] | None = None
         started: list[tuple[RunState, str]] = []
         granted: list[tuple[LeaseState, str]] = []
         with self.lock:
+            locked = time.perf_counter()
             queue = self.index.queue
             running_ns: dict[str, int] = {}
             holding = 0
@@ -370,8 +398,13 @@ class Runtime:
             waiting, active = len(queue), len(self.index.active)
             timeouts = list(self.index.queue_timeouts.values())
             ttl = list(self.index.ttl.values())
-        metrics.observe_round(time.perf_counter() - t0, time.thread_time() - c0,
-                              collected=metrics.full_collections() != g0)
+        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+        metrics.observe_round(wall, cpu, collected=metrics.full_collections() != g0)
+        if wall > SLOW_ROUND:
+            log.info("a slow round: %.0f ms (waiting for the lock %.0f ms, for a CPU %.0f ms, "
+                     "its own CPU %.0f ms; the rest for the GIL; %d assignment(s))", wall * 1000,
+                     (locked - t0) * 1000, (metrics.runqueue_wait() - q0) * 1000, cpu * 1000,
+                     len(started) + len(granted))
         for run, board in started:
             self.launches.submit(self._launch, run, board)
         for lease, board in granted:
@@ -468,8 +501,19 @@ class Runtime:
         self.fairness_saved = dict(self.fairness.last_served)
 
     def _save_fairness(self) -> None:
-        """One write after a round that served someone; none otherwise."""
-        current = dict(self.fairness.last_served)
+        """One write after a round that served someone; none otherwise. On the writer thread:
+        the next round never waits for it."""
+        with self.lock:
+            current = dict(self.fairness.last_served)
+        if current == self.fairness_saved or self.fairness_due:
+            return
+        self.fairness_due = True
+        self.writer.submit(self._write_fairness)
+
+    def _write_fairness(self) -> None:
+        self.fairness_due = False
+        with self.lock:
+            current = dict(self.fairness.last_served)
         if current == self.fairness_saved:
             return
         try:
@@ -495,9 +539,17 @@ class Runtime:
                 if run.phase == Phase.pending and not run.starting and \
                         run.position_writes < QUEUE_POSITION_WRITES:
                     run.position_writes += 1
-                    self.kube.patch_run_status(run.namespace, run.name,
-                                               {"queuePosition": new.get(key)})
+                    self.writer.submit(self._write_position, run, new.get(key))
         self.positions = new
+
+    def _write_position(self, run: RunState, position: int | None) -> None:
+        """On the writer thread; not once the run has left the queue meanwhile."""
+        if run.phase != Phase.pending or run.starting:
+            return
+        try:
+            self.kube.patch_run_status(run.namespace, run.name, {"queuePosition": position})
+        except Exception as exc:  # a position is advice; the next one comes with the queue
+            log.warning("%s: could not write its queue position: %s", run.key, exc)
 
     def _ttl(self, runs: list[RunState], now: float) -> None:
         for r in runs:

@@ -246,6 +246,7 @@ class _PlaceIndex:
         self.by_group: dict[tuple[str, str], set[str]] = {}   # exporter group -> places
         self.groups_of: dict[str, set[tuple[str, str]]] = {}
         self.wildcard: set[str] = set()                      # places matching any group
+        self.changed: set[str] = set()     # places re-read since `Coordinator.changes` last asked
         session.touched_places.update(session.places)
 
     def _forget(self, name: str) -> None:
@@ -281,6 +282,7 @@ class _PlaceIndex:
             raise
         s.touched_places.clear()
         s.touched_groups.clear()
+        self.changed |= names
         return dict(self.infos)
 
 
@@ -421,6 +423,20 @@ class Coordinator:
                 self._index = _PlaceIndex(session)   # a new connection: read every place
             return self._index.current()
         return self._call(_places())
+
+    def changes(self) -> tuple[dict[str, PlaceInfo], set[str]]:
+        """Every place, and the names of those that changed or went since the last call (all of
+        them after a new connection): what the inventory's refresh walks, instead of 1,000
+        places every few seconds. One caller only: a call takes the names it returns."""
+        async def _changes() -> tuple[dict[str, PlaceInfo], set[str]]:
+            session = await self._ensure()
+            await session.sync_with_coordinator()
+            if self._index is None or self._index.session is not session:
+                self._index = _PlaceIndex(session)   # a new connection: read every place
+            infos = self._index.current()
+            changed, self._index.changed = self._index.changed, set()
+            return infos, changed
+        return self._call(_changes())
 
     def resources(self) -> dict[str, list[str]]:
         """exporter name -> resource paths it offers (for readiness checks)."""

@@ -39,6 +39,13 @@ def _import_everything() -> None:
     for cls in ("CoreV1Api", "CustomObjectsApi", "CoordinationV1Api", "V1Lease", "V1LeaseSpec",
                 "V1ObjectMeta", "V1DeleteOptions", "V1Preconditions"):
         getattr(client, cls, None)
+    # the device types, read once here (a session reads them again only if a file changed)
+    from ..lab.devicetypes import load_device_types
+    from .context import Config
+    try:
+        load_device_types(Config.from_env().device_types)
+    except Exception:  # a session reports a broken device type itself
+        log.debug("the device types could not be read ahead", exc_info=True)
 
 
 def _threads() -> int:

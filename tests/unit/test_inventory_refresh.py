@@ -1,0 +1,91 @@
+"""The inventory's refresh walks what changed in the coordinator and every place someone holds,
+not every place every few seconds (kube.inventory.refresh with the coordinator's `changes`): an
+unchanged free place keeps its record as it was, a change is seen at the next refresh, and a
+place held by a run that no longer runs there is still found (and released) although the place
+itself never changed."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+from benchfarm.api.devicetype import DeviceType
+from benchfarm.api.models import LabPolicySpec
+from benchfarm.kube import inventory
+from benchfarm.lab.coordinator import PlaceInfo, run_identity
+
+
+class FakeRuntime:
+    def __init__(self, places: dict[str, PlaceInfo]) -> None:
+        self.lock = threading.RLock()
+        self.namespace = "benchfarm"
+        self.inventory_known = False
+        self.policy = LabPolicySpec()
+        self.device_types = {"sim": DeviceType(name="sim", console={"prompt": "# "},
+                                               boot={"timeoutSeconds": 30, "retries": 1})}
+        self.places, self.changed = places, set(places)
+        self.released: list[tuple[str, str]] = []
+        self.created: list[str] = []
+        self.kube = SimpleNamespace(
+            create_board=lambda name, labels: self.created.append(name) or {"metadata": {}},
+            patch_board_status=lambda name, st: None,
+            event=lambda *a: None)
+        self.coordinator = SimpleNamespace(
+            identity="operator/benchfarm", changes=self.changes,
+            release=lambda name, holder: self.released.append((name, holder)) or True)
+
+    def changes(self) -> tuple[dict[str, PlaceInfo], set[str]]:
+        changed, self.changed = self.changed, set()
+        return dict(self.places), changed
+
+    def set(self, place: PlaceInfo) -> None:
+        self.places[place.name] = place
+        self.changed.add(place.name)
+
+    def active_runs(self) -> list:
+        return []
+
+    def active_lease_places(self) -> dict[str, str]:
+        return {}
+
+    def wake(self) -> None:
+        pass
+
+
+def place(name: str, acquired: str | None = None, **tags: str) -> PlaceInfo:
+    return PlaceInfo(name, tags={"device_type": "sim", **tags}, acquired=acquired,
+                     resources={"NetworkSerialPort": {"port": 1}})
+
+
+def test_a_refresh_walks_what_changed_and_what_is_held():
+    rt = FakeRuntime({f"p{i}": place(f"p{i}") for i in range(5)})
+    inv = inventory.Inventory(rt)
+    inv.refresh(force=True)
+    assert sorted(rt.created) == [f"p{i}" for i in range(5)] and rt.inventory_known
+    assert all(b.state == "Idle" for b in inv.boards.values())
+
+    # a record touched behind the refresh's back stays as it is while its place does not change
+    inv.boards["p0"].labels = {"stale": "1"}
+    rt.set(place("p1", rack="r7"))
+    inv.refresh(force=False)        # within REFRESH_EVERY: nothing read at all
+    assert inv.boards["p1"].labels == {}
+    inv.last_refresh = 0.0
+    inv.refresh()
+    assert inv.boards["p1"].labels == {"rack": "r7"}
+    assert inv.boards["p0"].labels == {"stale": "1"}, "an unchanged free place was walked"
+
+    # a run's session holds p2; the run does not run (there): an orphan, seen twice, released,
+    # though the place changed only once
+    host, user = run_identity("uid-gone")
+    rt.set(place("p2", acquired=f"{host}/{user}"))
+    inv.last_refresh = 0.0
+    inv.refresh()
+    assert rt.released == [] and inv.boards["p2"].holder == f"{host}/{user}"
+    inv.last_refresh = 0.0
+    inv.refresh()
+    assert rt.released == [("p2", f"{host}/{user}")]
+
+    # every place again after WALK_ALL_EVERY
+    inv.last_refresh, inv.walked_all = 0.0, 0.0
+    inv.refresh()
+    assert inv.boards["p0"].labels == {}
