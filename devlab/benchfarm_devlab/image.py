@@ -394,7 +394,9 @@ def unpack(img: Image, dest: Path) -> Path:
     layout = dest / "oci"
     layout.mkdir(parents=True)
     with tarfile.open(img.archive) as tar:
-        tar.extractall(layout, filter="tar")
+        # the "tar" filter (no absolute paths, no links out) where this Python has it: Debian 12's
+        # 3.11.2 has no extraction filters (3.11.4 brought them); the archive is our own build
+        tar.extractall(layout, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
     bundle = dest / "bundle"
     res = subprocess.run(["umoci", "unpack", "--image", f"{layout}:{img.ref.split(':')[1]}", str(bundle)],
                          capture_output=True, text=True)
