@@ -97,7 +97,6 @@ def reindex(db: Database, store: ArtifactStore, *, drop: bool = False) -> tuple[
         runs += bool(n)
         total += n
     # the change points there are now count as reported: rebuilding the index is no news
-    for series in db.known_series():
-        db.record_points([row for row, _ in change_points(db, series["metric"],
-                                                          series["deviceType"], series["plan"])])
+    for series in db.series_keys():
+        db.record_points([row for row, _ in change_points(db, *series)])
     return runs, total
