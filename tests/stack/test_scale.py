@@ -3,12 +3,14 @@
 The same lab the benchmark builds (simulated boards behind a real labgrid-exporter, the lab's
 API server and coordinator, the operator limited to a few sessions holding a board at once):
 while the queue drains, no board may be Busy for a run whose session is not running (its Lease
-renewed), never more sessions hold boards than the limit, and each finished run costs the API
-server at most 10 writes to its BenchmarkRun, counted from the API server's audit log.
+renewed), never more sessions hold a place in labgrid than the limit (a few more wait on standby,
+each keeping its board), and each finished run costs the API server at most 10 writes to its
+BenchmarkRun, counted from the API server's audit log.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from typing import TypeVar
 import pytest
 
 import benchfarm_devlab as devlab
+from benchfarm.lab.coordinator import SESSION_HOST, Coordinator
 from benchfarm_devlab import scale
 from benchmarks import scale_bench as bench
 from tests.stack.conftest import wait_for
@@ -25,6 +28,7 @@ from tests.stack.conftest import wait_for
 pytestmark = pytest.mark.stack
 
 BOARDS, RUNS, SESSIONS, PROBES = 100, 1000, 4, 5
+STANDBY = 2          # the default for 4 sessions (kube.runtime.standby_sessions)
 BUDGET = 10
 T = TypeVar("T")
 
@@ -46,8 +50,6 @@ def test_a_session_knows_only_its_own_place_and_its_lock_is_its_own(scale_lab):
     of the lab's places and resources) and still takes who holds the place from the coordinator:
     a second run's session is refused, a resumed one finds the place its own, and the place's
     resources, expanded from the handed copy, power the board."""
-    import os
-
     from benchfarm.api.places import HandedPlace
     from benchfarm.errors import BoardBusy, Outage
     from benchfarm.lab.coordinator import Coordinator, run_identity
@@ -169,12 +171,20 @@ def test_a_thousand_queued_runs_on_a_hundred_places(scale_lab, kube):
     docs = bench.flood(RUNS, BOARDS, PROBES)
     create_s = bench.create_all(docs)
     print(f"\n{RUNS} runs created in {create_s:.1f} s")
-    busy_seen = leases_checked = samples = 0
+    busy_seen = leases_checked = samples = most_held = 0
     first_seen: dict[tuple[str, str], float] = {}
+    most_standby = 0.0
+    view = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="scale-view")
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
+        # the limit is on sessions holding a board in labgrid; a few more keep one on standby
+        held = [n for n, p in view.places().items()
+                if (p.acquired or "").startswith(f"{SESSION_HOST}/run-")]
+        assert len(held) <= SESSIONS, f"{len(held)} sessions hold a board: {held}"
+        most_held = max(most_held, len(held))
         busy = _busy_boards(custom)
-        assert len(busy) <= SESSIONS + 1, busy   # +1: a Board status written a moment late
+        assert len(busy) <= SESSIONS + STANDBY + 1, busy   # +1: a Board status written late
+        most_standby = max(most_standby, bench.metrics().get("benchfarm_sessions_standby", 0))
         for board, run in busy.items():
             if not _session_alive(core, run):   # just launched, or finished meanwhile?
                 # a forked session ends ~20 ms after releasing its board; the operator's Board
@@ -193,7 +203,10 @@ def test_a_thousand_queued_runs_on_a_hundred_places(scale_lab, kube):
                 leases_checked += 1
         samples += 1
         time.sleep(3)
+    view.close()
     assert busy_seen > 0, "no board was ever seen Busy: nothing ran"
+    assert most_held == SESSIONS, f"at most {most_held} sessions held a board at once"
+    assert most_standby >= 1, "no session was ever on standby"
     items = bench.list_runs()
     done = [i for i in items if i["metadata"]["namespace"] in set(bench.teams())
             and (i.get("status") or {}).get("phase") == "Succeeded"]

@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from benchfarm.api.crdgen import all_crds
+from benchfarm.api.grants import GoAhead
 from benchfarm.api.models import (
     Artifact,
     BenchmarkRunSpec,
@@ -144,6 +145,32 @@ def test_the_operators_signature_binds_the_suites_to_the_run():
     with pytest.raises(ValueError):
         trust.key_from({"BENCHFARM_SIGNING_KEY": "short"})
     assert trust.key_from({"BENCHFARM_SIGNING_KEY": "s" * 20}) == b"s" * 20
+
+
+def test_a_go_ahead_is_the_operators_for_one_attempt_of_one_run():
+    """A session on standby takes its board only on a go-ahead the operator signed for its run
+    and attempt: a tenant's own, one copied from another run or an earlier attempt, is none."""
+    key = b"k" * 32
+    go = trust.sign_go_ahead(key, "uid-1", 2)
+    assert GoAhead.model_validate(go).attempt == 2
+    assert trust.has_go_ahead(key, "uid-1", 2, go)
+    assert not trust.has_go_ahead(key, "uid-1", 3, go)                 # a re-queued attempt
+    assert not trust.has_go_ahead(key, "uid-2", 2, go)                 # another run's
+    assert not trust.has_go_ahead(key, "uid-1", 2, {**go, "signature": "0" * 64})
+    assert not trust.has_go_ahead(b"x" * 32, "uid-1", 2, go)
+    assert not trust.has_go_ahead(key, "uid-1", 2, None)
+    assert not trust.has_go_ahead(key, "uid-1", 2, "yes")
+    # the suites' signature is not a go-ahead, nor the other way round
+    assert not trust.has_go_ahead(key, "uid-1", 2, {"attempt": 2,
+                                                     "signature": trust.sign(key, "uid-1", [])})
+
+
+def test_standby_sessions_only_where_sessions_are_limited():
+    from benchfarm.kube.runtime import standby_sessions
+    assert standby_sessions(None, {}) == 0
+    assert standby_sessions(12, {}) == 6 and standby_sessions(1, {}) == 1
+    assert standby_sessions(12, {"BENCHFARM_STANDBY_SESSIONS": "0"}) == 0
+    assert standby_sessions(12, {"BENCHFARM_STANDBY_SESSIONS": "5"}) == 5
 
 
 # -- admission --------------------------------------------------------------------------------

@@ -113,9 +113,12 @@ def test_supervisor_hands_the_launcher_what_is_left_of_the_timeout():
     assert sup._launch(run, 1, 2) == "job x"
     assert 595 <= got[0].deadline_s <= 601 and got[0].reads == ("base",)
     assert got[0].resume == 2
-    fresh = RunState("ns", "r2", "u2", 1, 0.0, spec, {})
+    fresh = RunState("ns", "r2", "u2", 1, 0.0, spec, {"goAhead": {"attempt": 1}})
     sup._launch(fresh, 1, 0)
     assert got[1].deadline_s == 1000.0 and got[1].reads == ("base",)
+    standby = RunState("ns", "r3", "u3", 1, 0.0, spec, {})   # may wait its timeout for a seat
+    sup._launch(standby, 1, 0)
+    assert got[2].deadline_s == 2000.0
 
 
 def test_a_launcher_that_fails_is_reported_not_raised():

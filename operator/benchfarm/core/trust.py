@@ -11,7 +11,8 @@ only names a plan: the operator at admission and the session in its provenance.)
 
 The same key signs the grant that gives a warm session pod its run (`api.grants`): the pod runs
 only a grant signed for its own slot, so whoever may write ConfigMaps in the operator's namespace
-still cannot point a waiting pod at another run or board.
+still cannot point a waiting pod at another run or board. And it signs a run's go-ahead
+(`api.grants.GoAhead`): a session on standby takes its board only on the operator's word.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..api.grants import GRANT_KEY, SIGNATURE_KEY, SessionGrant
+from ..api.grants import GRANT_KEY, SIGNATURE_KEY, GoAhead, SessionGrant
 from ..api.models import SuiteSpec
 
 KEY_ENV = "BENCHFARM_SIGNING_KEY"
@@ -74,6 +75,7 @@ def verify_text(key: bytes, purpose: str, text: Any, signature: Any) -> bool:
 
 GRANT_PURPOSE = "session-grant"
 LEASE_PURPOSE = "board-lease"      # a BoardLease's grant: its place (kube.leases)
+GO_AHEAD_PURPOSE = "go-ahead"      # a run's go-ahead: its session may take its board now
 
 
 def lease_grant_text(uid: str, place: Any, granted_at: Any) -> str:
@@ -96,3 +98,20 @@ def read_grant(key: bytes, slot: str, data: Mapping[str, str] | None) -> Session
         return None
     grant = SessionGrant.model_validate_json(str(text))
     return grant if grant.slot == slot else None
+
+
+def _go_ahead_text(uid: str, attempt: int) -> str:
+    return f"{uid}\0{attempt}"
+
+
+def sign_go_ahead(key: bytes, uid: str, attempt: int) -> dict[str, Any]:
+    """`status.goAhead` for this attempt of this run."""
+    return GoAhead(attempt=attempt, signature=sign_text(key, GO_AHEAD_PURPOSE,
+                                                        _go_ahead_text(uid, attempt))).model_dump()
+
+
+def has_go_ahead(key: bytes, uid: str, attempt: int, raw: Any) -> bool:
+    """Does `status.goAhead` hold the operator's go-ahead for this attempt of this run?"""
+    if not isinstance(raw, dict) or raw.get("attempt") != attempt:
+        return False
+    return verify_text(key, GO_AHEAD_PURPOSE, _go_ahead_text(uid, attempt), raw.get("signature"))

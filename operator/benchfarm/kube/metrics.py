@@ -16,6 +16,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 REGISTRY = CollectorRegistry(auto_describe=True)
 QUEUE_DEPTH = Gauge("benchfarm_queue_depth", "Runs waiting for a board", registry=REGISTRY)
 RUNNING = Gauge("benchfarm_runs_running", "Runs on a board now", registry=REGISTRY)
+STANDBY = Gauge("benchfarm_sessions_standby", "Sessions launched on standby, waiting for a "
+                "session seat (BENCHFARM_MAX_SESSIONS) to take their board", registry=REGISTRY)
 BOARDS = Gauge("benchfarm_boards", "Boards by state", ["state"], registry=REGISTRY)
 UTILISATION = Gauge("benchfarm_board_utilisation_ratio",
                     "Share of online boards running a benchfarm run", registry=REGISTRY)
@@ -70,9 +72,10 @@ def serve() -> int | None:
     return None
 
 
-def observe_lab(queued: int, running: int, states: list[str]) -> None:
+def observe_lab(queued: int, running: int, states: list[str], standby: int = 0) -> None:
     QUEUE_DEPTH.set(queued)
     RUNNING.set(running)
+    STANDBY.set(standby)
     for state in ("Idle", "Busy", "Quarantined", "Offline", "Maintenance"):
         BOARDS.labels(state).set(sum(1 for s in states if s == state))
     online = sum(1 for s in states if s not in ("Offline",))

@@ -19,15 +19,18 @@ import asyncio
 import gc
 import json
 import logging
+import math
 import os
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ..api.campaigns import AVOID_ANNOTATION
 from ..api.devicetype import DeviceType
+from ..api.grants import GO_AHEAD_FIELD
 from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY, BenchmarkRunSpec, LabPolicySpec
 from ..api.outcomes import FINISHED, Phase, Reason
 from ..core import queue as q, trust
@@ -59,6 +62,19 @@ LAUNCH_THREADS = 4           # launches in flight at once (each mostly waits for
 TEND_EVERY = 2.0             # seconds between two collections and freezes (_tend_heap)
 COLLECT_EVERY = 600.0        # seconds, at least, between two real full collections (_tend_heap)
 HEAP_GROWTH = 64 * 2**20     # growth (bytes resident) that calls for a full collection (_tend_heap)
+STANDBY_ENV = "BENCHFARM_STANDBY_SESSIONS"
+
+
+def standby_sessions(max_sessions: int | None, environ: Mapping[str, str]) -> int:
+    """How many sessions wait on standby beyond the limit (none without one): half the limit
+    by default, at least one, so the seats freed while a launch is on its way find a session
+    ready. A launch takes 1-1.5 s on a busy host until its session waits at the gate, and the
+    seats free every board-time / limit seconds: 12 sessions of 4.2 s free 2.8 a second (with a
+    quarter, 3, `make bench-scale` still launched 8 % of its runs into a free seat)."""
+    if max_sessions is None:
+        return 0
+    raw = environ.get(STANDBY_ENV, "")
+    return max(0, int(raw)) if raw else max(1, math.ceil(max_sessions / 2))
 
 
 def avoid_annotation(meta: dict[str, Any]) -> tuple[str, ...]:
@@ -101,6 +117,11 @@ class Runtime:
         # sessions that may hold a board at once (the host's or the cluster's capacity); None: no
         # limit. A board goes only to a run whose session starts right away.
         self.max_sessions = int(os.environ.get("BENCHFARM_MAX_SESSIONS", "0") or 0) or None
+        # sessions launched beyond that limit, on standby: each gets ready (its Lease, its
+        # connection, its software) and takes its board on the go-ahead the round writes when a
+        # session releases one (`api.grants.GoAhead`): the board freed goes on in a write and a
+        # watch event, not a launch. A standby run's board is kept for it meanwhile.
+        self.standby_max = standby_sessions(self.max_sessions, os.environ)
         # the scheduler's own thread: never queued behind a flood of admissions (which run on
         # asyncio's default executor, a few threads for the whole operator)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scheduler")
@@ -362,25 +383,41 @@ class Runtime:
             queue = self.index.queue
             running_ns: dict[str, int] = {}
             holding = 0
+            standby: list[RunState] = []
             for r in self.index.active.values():
                 running_ns[r.namespace] = running_ns.get(r.namespace, 0) + 1
-                # a session counts against the limit while it holds its board (after releasing
-                # it, it only uploads and reports; the board and the slot go to the next run)
-                holding += r.starting or not r.status.get("boardReleased")
+                if self._standing_by(r):
+                    standby.append(r)
+                else:
+                    # a session counts against the limit while it holds its board (after
+                    # releasing it, it only uploads and reports; the seat goes to the next run)
+                    holding += r.starting or not r.status.get("boardReleased")
             for held in self.index.leases.values():      # a person's board counts as a run's
                 running_ns[held.namespace] = running_ns.get(held.namespace, 0) + 1
-            slots = None if self.max_sessions is None else self.max_sessions - holding
+            seats = None if self.max_sessions is None else max(0, self.max_sessions - holding)
+            # the free seats go to the sessions on standby first, longest waiting first
+            ready = [r for r in standby if not r.starting]
+            if seats is not None and len(ready) > seats:
+                ready.sort(key=lambda r: self.sessions.launched.get(r.key, 0.0))
+                ready = ready[:seats]
+            for r in ready:
+                r.granting = True
+            if seats is not None:
+                seats -= len(ready)
+            # new sessions: those with a seat start at once, the others on standby
+            room = None if seats is None else \
+                seats + max(0, self.standby_max - (len(standby) - len(ready)))
             idle = any(b.device_type and b.state == "Idle" for b in self.boards.values())
             # nothing can start (no free board, no free session slot): read the queue's head
             # only when its positions are due, not every round of a flood
-            if len(queue) and ((idle and slots != 0) or positions_due):
+            if len(queue) and ((idle and room != 0) or positions_due):
                 boards = [self.inventory.view(b) for b in self.boards.values() if b.device_type]
                 # the namespace's ceiling applies every round (priority is mutable)
                 limits = {ns: self.policy.for_namespace(ns).maxBoards
                           for ns in queue.namespaces()}
                 decision = q.schedule(queue, boards, running_per_namespace=running_ns,
                                       max_boards=limits, fairness=self.fairness, now=now,
-                                      max_assignments=slots if idle else 0,
+                                      max_assignments=room if idle else 0,
                                       head=QUEUE_POSITION_LIMIT)
                 order = decision.order
                 for a in decision.assignments:
@@ -393,6 +430,9 @@ class Runtime:
                         continue
                     run = self.runs[a.run]
                     run.starting = True
+                    run.granting = seats is None or seats > 0
+                    if seats:
+                        seats -= 1
                     self.reindex(run)
                     started.append((run, a.board))
             waiting, active = len(queue), len(self.index.active)
@@ -405,12 +445,15 @@ class Runtime:
                      "its own CPU %.0f ms; the rest for the GIL; %d assignment(s))", wall * 1000,
                      (locked - t0) * 1000, (metrics.runqueue_wait() - q0) * 1000, cpu * 1000,
                      len(started) + len(granted))
+        for run in ready:
+            self.launches.submit(self._go_ahead, run)
         for run, board in started:
             self.launches.submit(self._launch, run, board)
         for lease, board in granted:
             self.launches.submit(self.leases.grant, lease, board)
         self._save_fairness()
-        metrics.observe_lab(waiting, active, [b.state for b in self.boards.values()])
+        metrics.observe_lab(waiting, active, [b.state for b in self.boards.values()],
+                            standby=len(standby) - len(ready))
         self._expire(timeouts, now)
         if positions_due and order is not None:
             self._publish_positions(order)
@@ -418,17 +461,47 @@ class Runtime:
         self.leases.tend(now)
         self._ttl(ttl, now)
 
+    def _standing_by(self, r: RunState) -> bool:
+        """Launched (or being launched) on standby: its board kept, no go-ahead yet (under the
+        lock). A run of an operator before go-aheads has none either: it gets one at once."""
+        if r.granting:
+            return False
+        if r.starting:
+            return True
+        return r.phase == Phase.running and not r.status.get("boardReleased") and \
+            not trust.has_go_ahead(self.signing_key, r.uid, int(r.status.get("attempts") or 0),
+                                   r.status.get(GO_AHEAD_FIELD))
+
+    def _go_ahead(self, run: RunState) -> None:
+        """A seat is free: the standby run's session may take its board (one status write; the
+        session's watch of its run brings it there)."""
+        attempt = int(run.status.get("attempts") or 0)
+        try:
+            self.patch(run, {GO_AHEAD_FIELD: trust.sign_go_ahead(self.signing_key, run.uid,
+                                                                  attempt),
+                             "progress": "a session seat is free: taking the board"})
+        except Exception as exc:   # deleted meanwhile, or the API is away: the next round again
+            log.info("%s: could not write its go-ahead: %s", run.key, exc)
+        finally:
+            with self.lock:
+                run.granting = False
+                self.reindex(run)
+            self.wake()
+
     def _launch(self, run: RunState, board: str) -> None:
         """One assignment's launch (its guarded Running write, the launcher, the Scheduled
         event: API round trips, a few hundred ms on a busy API server), on its own thread: the
         boards freed together start together, and the next round does not wait for them (the
-        run counts as holding its board while `starting`)."""
+        run counts as holding its board, or as on standby, while `starting`)."""
+        go_ahead = trust.sign_go_ahead(self.signing_key, run.uid,
+                                       int(run.status.get("attempts") or 0) + 1) \
+            if run.granting else None
         try:
-            self.sessions.launch(run, board)
+            self.sessions.launch(run, board, go_ahead)
         except Exception:
             log.exception("%s: launching its session failed", run.key)
             with self.lock:
-                run.starting = False
+                run.starting = run.granting = False
                 self.reindex(run)
             self.inventory.free(board, run.key)
             self.wake()
@@ -591,7 +664,7 @@ class Runtime:
             avoid_list.append(avoid)
         try:
             self.patch(run, {**(extra or {}), "phase": Phase.pending, "board": None,
-                             "progress": "re-queued",
+                             "progress": "re-queued", GO_AHEAD_FIELD: None,
                              "avoidBoards": avoid_list, "sessionEnd": None,
                              "conditions": set_condition(
                                  set_condition(run.status.get("conditions"), "Scheduled", "False",

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..api.grants import GO_AHEAD_FIELD
 from ..api.outcomes import HandBack, Phase, Reason, SessionEnd
 from ..core.conditions import set_condition
 from ..errors import InfraError
@@ -88,12 +89,16 @@ class Supervisor:
         self.launching = threading.Lock()   # launches run on several threads; a launcher on one
 
     # -- launch -------------------------------------------------------------------------------
-    def launch(self, run: RunState, board: str) -> None:
+    def launch(self, run: RunState, board: str, go_ahead: dict[str, Any] | None) -> None:
+        """`go_ahead`: the signed go-ahead of this attempt (`api.grants.GoAhead`) when it has a
+        session seat; None: its session starts on standby and waits for one."""
         rt = self.rt
         attempt = int(run.status.get("attempts") or 0) + 1
         status = {"phase": Phase.running, "board": board, "attempts": attempt, "resumes": 0,
                   "queuePosition": None, "sessionEnd": None, "boardReleased": False,
-                  "progress": "starting the session",
+                  GO_AHEAD_FIELD: go_ahead,
+                  "progress": "starting the session" if go_ahead else
+                  "on standby: its session waits for a free session seat",
                   "conditions": set_condition(
                       set_condition(run.status.get("conditions"), "Scheduled", "True",
                                     "BoardAssigned", f"running on {board}", run.generation),
@@ -105,7 +110,7 @@ class Supervisor:
             ok = False
             log.info("%s changed while being scheduled (cancelled?); not launching", run.key)
         with rt.lock:
-            run.starting = False
+            run.starting = run.granting = False
             if ok:
                 run.status.update(status)
                 self.launched[run.key] = self.clock()
@@ -121,8 +126,9 @@ class Supervisor:
         """Ask the launcher for a runner; a launcher that fails is a lab fault, seen as a dead
         session (no Lease) and resumed like one, at most MAX_RESUMES times."""
         started = run.status.get("startTime")
+        # on standby, its session may wait up to the run's timeout for a seat, then has all of it
         left = ts(started) + run.spec.timeoutSeconds - time.time() if started else \
-            float(run.spec.timeoutSeconds)
+            float(run.spec.timeoutSeconds) * (1 if run.status.get(GO_AHEAD_FIELD) else 2)
         board = run.status.get("board") or ""
         req = Launch(run.namespace, run.name, run.uid, attempt, resume, deadline_s=max(left, 10.0),
                      reads=(run.spec.baseline,) if run.spec.baseline else (),

@@ -58,6 +58,7 @@ class RunState:
     status: dict[str, Any]
     deleting: bool = False
     starting: bool = False          # picked by the scheduler, status not yet confirmed
+    granting: bool = False          # its go-ahead (a session seat) decided, not yet written
     # derived once, not every scheduling round: (fingerprint, value)
     queue_entry: tuple[Any, Any] | None = None
     completed_at: tuple[str, float] | None = None

@@ -3,7 +3,8 @@
 
 The Lease is how the operator knows a session lives (`kube.sessions`) and how two sessions of one
 run never both touch the board: a session whose Lease was taken over is fenced and stops at once.
-The watch on its run brings `spec.cancel` and a delete to the session within a second or two.
+The watch on its run brings `spec.cancel` and a delete to the session within a second or two,
+and the operator's go-ahead to a session on standby.
 `wait_out` is the one place outages of the lab's services are waited out, bounded by the run's
 own timeout and never blamed on a board.
 """
@@ -55,6 +56,7 @@ class Lifeline:
         self.on_stop: Callable[[], None] = lambda: None          # wake a blocked console
         self.on_tick: Callable[[], None] = lambda: None          # deferred status writes
         self.on_wait: Callable[[str], None] = lambda text: None  # "waiting for the store"
+        self.on_run: Callable[[dict[str, Any]], None] = lambda body: None   # each run it watches
         self.lease = lease or LeaseHolder(
             kube, namespace, session_lease_name(name), identity, duration=lease_seconds,
             labels=session_lease_labels(uid), owner=session_lease_owner(api_version, name, uid))
@@ -119,6 +121,7 @@ class Lifeline:
                     if (obj.get("spec") or {}).get("cancel"):
                         self.cancelled(deleting=False)
                         return
+                    self.on_run(obj)
             except Exception as exc:
                 log.debug("run watch interrupted: %s", exc)
                 time.sleep(2.0)

@@ -28,6 +28,7 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from ..api.devicetype import DeviceType
+from ..api.grants import GO_AHEAD_FIELD
 from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
 from ..api.outcomes import HandBack, Phase, Reason, Refusal
 from ..api.places import ENV as PLACE_ENV, HandedPlace
@@ -84,6 +85,7 @@ class Runner:
                      "nothing to do", self.namespace, self.name, board, status["board"])
             return 0
         uid = body["metadata"]["uid"]
+        self.attempt = int(status.get("attempts") or 0)
         host, user = run_identity(uid)
         handed = HandedPlace.from_env(os.environ.get(PLACE_ENV))
         # the place the operator handed over: the session's labgrid client knows only it (no
@@ -101,6 +103,9 @@ class Runner:
                                                      time.time())
         self.kube.outage_budget = max(10.0, self.lifeline.deadline - time.monotonic())
         self.status = StatusWriter(self.kube, self.lifeline, body)
+        self.go_ahead = threading.Event()
+        self.lifeline.on_run = lambda run: self._note_go_ahead(uid, run)
+        self._note_go_ahead(uid, body)
         self.lifeline.on_tick = self.status.flush
         self.lifeline.on_wait = lambda text: self.status.progress(text, "Waiting", force=True)
         self.lifeline.on_stop = self._stop_board
@@ -264,6 +269,7 @@ class Runner:
             software = StepRunner.fetch_software(ctx, lambda: SoftwareCache(
                 self.config.software_cache, ctx.spool.store,
                 policy=self._lab_policy().for_namespace(ctx.namespace), namespace=ctx.namespace))
+            self._standby(ctx, spec_started=started)
             self.lifeline.wait_out("acquire the place",
                                    lambda: self.coordinator.acquire(ctx.place))
             log.info("%s/%s: place %s acquired", ctx.namespace, ctx.name, ctx.place)
@@ -341,6 +347,41 @@ class Runner:
         else:
             assert decided.hand_back is not None and exc is not None
             ctx.status.hand_back(ctx.attempt, decided.hand_back, exc)
+
+    # -- standby ------------------------------------------------------------------------------
+    def _note_go_ahead(self, uid: str, body: dict[str, Any]) -> None:
+        """The run as this session last saw it: its go-ahead, if the operator signed one for
+        the attempt this session was launched for (a tenant's write is not one)."""
+        status = body.get("status") or {}
+        attempt = int(status.get("attempts") or 0)
+        try:
+            key = trust.key_from(os.environ)
+        except ValueError:   # the session fails on its suites' signature first, and says why
+            return
+        if trust.has_go_ahead(key, uid, attempt, status.get(GO_AHEAD_FIELD)) and \
+                attempt == self.attempt:
+            self.go_ahead.set()
+
+    def _standby(self, ctx: RunContext, *, spec_started: bool) -> None:
+        """Launched on standby: ready to take the board, wait for the operator's go-ahead (a
+        free session seat; `api.grants.GoAhead`). The run's time counts from the go-ahead."""
+        if self.go_ahead.is_set():
+            return
+        log.info("%s/%s: on standby; waiting for the operator's go-ahead", ctx.namespace,
+                 ctx.name)
+        t = time.monotonic()
+        while not self.go_ahead.wait(0.5):
+            self.lifeline.check()
+            if self.lifeline.cancel.is_set():
+                raise Cancelled("cancelled on standby, before it took its board")
+            if time.monotonic() > self.lifeline.deadline:
+                raise RunError(f"no session seat became free within the run's timeout "
+                               f"({ctx.spec.timeoutSeconds} s)", reason="RunTimeout")
+        log.info("%s/%s: go-ahead after %.2f s on standby", ctx.namespace, ctx.name,
+                 time.monotonic() - t)
+        if not spec_started:      # the run's time starts with its board
+            ctx.deadline = self.lifeline.deadline = time.monotonic() + ctx.spec.timeoutSeconds
+            self.kube.outage_budget = max(10.0, ctx.spec.timeoutSeconds)
 
     # -- the board ----------------------------------------------------------------------------
     def _guard(self, ctx: RunContext) -> None:
