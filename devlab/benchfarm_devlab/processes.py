@@ -25,6 +25,15 @@ def _pidfile(name: str) -> Path:
     return STATE / "pids" / f"{name}.pid"
 
 
+def _started(pid: int) -> str | None:
+    """When the process started (clock ticks since boot, /proc/PID/stat field 22): with the PID,
+    what names one process for good; a PID alone is reused once its process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -56,9 +65,20 @@ def pids_where(argv_matches: Callable[[list[bytes]], bool]) -> list[int]:
 
 
 def running_pid(name: str) -> int | None:
+    """The component's PID while the process its PID file names runs. A PID file that also
+    names the start time (`<name>.started`) names no process that started at another time: a
+    stopped component's PID reused by another program (the operator restarted by a chaos test
+    got a killed API server's PID once, and a later stop of the API server took the operator's
+    process group with it) is not taken for it."""
     try:
         pid = int(_pidfile(name).read_text())
     except (OSError, ValueError):
+        return None
+    try:
+        started = _pidfile(name).with_suffix(".started").read_text().strip()
+    except OSError:
+        started = None     # written by another program (a session's, by the launcher)
+    if started is not None and _started(pid) != started:
         return None
     return pid if _alive(pid) else None
 
@@ -118,6 +138,7 @@ def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callab
                                 start_new_session=True)
     _pidfile(name).parent.mkdir(parents=True, exist_ok=True)
     _pidfile(name).write_text(str(proc.pid))
+    _pidfile(name).with_suffix(".started").write_text(_started(proc.pid) or "")
     argv_file.write_text(json.dumps(argv))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -132,8 +153,9 @@ def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callab
 
 def stop_process(name: str, timeout: float = 20.0) -> bool:
     pid = running_pid(name)
-    _pidfile(name).unlink(missing_ok=True)
-    _pidfile(name).with_suffix(".argv").unlink(missing_ok=True)
+    for stale in (_pidfile(name), _pidfile(name).with_suffix(".argv"),
+                  _pidfile(name).with_suffix(".started")):
+        stale.unlink(missing_ok=True)
     if pid is None:
         return False
     try:
