@@ -168,7 +168,7 @@ def test_a_go_ahead_is_the_operators_for_one_attempt_of_one_run():
 def test_standby_sessions_only_where_sessions_are_limited():
     from benchfarm.kube.runtime import standby_sessions
     assert standby_sessions(None, {}) == 0
-    assert standby_sessions(12, {}) == 6 and standby_sessions(1, {}) == 1
+    assert standby_sessions(12, {}) == 3 and standby_sessions(1, {}) == 1
     assert standby_sessions(12, {"BENCHFARM_STANDBY_SESSIONS": "0"}) == 0
     assert standby_sessions(12, {"BENCHFARM_STANDBY_SESSIONS": "5"}) == 5
 

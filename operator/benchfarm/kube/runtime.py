@@ -66,15 +66,16 @@ STANDBY_ENV = "BENCHFARM_STANDBY_SESSIONS"
 
 
 def standby_sessions(max_sessions: int | None, environ: Mapping[str, str]) -> int:
-    """How many sessions wait on standby beyond the limit (none without one): half the limit
-    by default, at least one, so the seats freed while a launch is on its way find a session
-    ready. A launch takes 1-1.5 s on a busy host until its session waits at the gate, and the
-    seats free every board-time / limit seconds: 12 sessions of 4.2 s free 2.8 a second (with a
-    quarter, 3, `make bench-scale` still launched 8 % of its runs into a free seat)."""
+    """How many sessions wait on standby beyond the limit (none without one): a quarter of the
+    limit by default, at least one, so the seats freed while a launch is on its way find a
+    session ready. In `make bench-scale` (12 sessions) 3 gave board freed -> next powered 0.71 s
+    at the median, though 8 % of its runs were still launched into a free seat; 6 gave 1.16 s
+    and 45 MiB more operator: on a host of 2 cores the waiting sessions' own work (their Lease,
+    their watch) slows the ones that hold boards."""
     if max_sessions is None:
         return 0
     raw = environ.get(STANDBY_ENV, "")
-    return max(0, int(raw)) if raw else max(1, math.ceil(max_sessions / 2))
+    return max(0, int(raw)) if raw else max(1, math.ceil(max_sessions / 4))
 
 
 def avoid_annotation(meta: dict[str, Any]) -> tuple[str, ...]:
