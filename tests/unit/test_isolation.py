@@ -165,6 +165,16 @@ def test_a_go_ahead_is_the_operators_for_one_attempt_of_one_run():
                                                      "signature": trust.sign(key, "uid-1", [])})
 
 
+def test_a_status_count_of_attempts_that_is_no_count_reads_as_none():
+    """Both programs read `status.attempts` in loops that serve every run (the scheduling
+    round, supervision): whatever someone else wrote there, it is a number or the default."""
+    from benchfarm.api.outcomes import attempt_of
+    assert attempt_of({"attempts": 3}) == 3 and attempt_of({"attempts": "4"}) == 4
+    for junk in (None, "three", [1], {"a": 1}, True, 0, ""):
+        assert attempt_of({"attempts": junk}) == 0 and attempt_of({"attempts": junk}, 1) == 1
+    assert attempt_of({}) == 0
+
+
 def test_standby_sessions_only_where_sessions_are_limited():
     from benchfarm.kube.runtime import standby_sessions
     assert standby_sessions(None, {}) == 0

@@ -9,7 +9,9 @@ compare equal to it, so a status read from the API server needs no conversion.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -58,6 +60,19 @@ class Reason(StrEnum):
         """A run that ended so proves its board healthy: its failure count starts over."""
         return self in (Reason.completed, Reason.suites_failed, Reason.run_crashed_board,
                         Reason.software_boot_failed)
+
+
+def attempt_of(status: Mapping[str, Any], default: int = 0) -> int:
+    """`status.attempts` (the operator's count of a run's launches on a board), as both programs
+    read it: whoever else wrote the status, something that is no count reads as `default`, not
+    as an exception in a scheduling round or a supervision pass that serve every run."""
+    raw = status.get("attempts")
+    if isinstance(raw, bool) or not isinstance(raw, int | str):
+        return default
+    try:
+        return int(raw) or default
+    except ValueError:
+        return default
 
 
 class SessionEnd(BaseModel):

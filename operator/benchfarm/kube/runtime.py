@@ -32,7 +32,7 @@ from ..api.campaigns import AVOID_ANNOTATION
 from ..api.devicetype import DeviceType
 from ..api.grants import GO_AHEAD_FIELD
 from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY, BenchmarkRunSpec, LabPolicySpec
-from ..api.outcomes import FINISHED, Phase, Reason
+from ..api.outcomes import FINISHED, Phase, Reason, attempt_of
 from ..core import queue as q, trust
 from ..core.conditions import now_iso, set_condition
 from ..errors import RunError
@@ -116,7 +116,7 @@ class Runtime:
         self.namespace = os.environ.get("BENCHFARM_NAMESPACE", "default")
         self.fairness_saved: dict[str, float] = {}
         # sessions that may hold a board at once (the host's or the cluster's capacity); None: no
-        # limit. A board goes only to a run whose session starts right away.
+        # limit. A board goes only to a run whose session starts right away or on standby.
         self.max_sessions = int(os.environ.get("BENCHFARM_MAX_SESSIONS", "0") or 0) or None
         # sessions launched beyond that limit, on standby: each gets ready (its Lease, its
         # connection, its software) and takes its board on the go-ahead the round writes when a
@@ -470,13 +470,13 @@ class Runtime:
         if r.starting:
             return True
         return r.phase == Phase.running and not r.status.get("boardReleased") and \
-            not trust.has_go_ahead(self.signing_key, r.uid, int(r.status.get("attempts") or 0),
+            not trust.has_go_ahead(self.signing_key, r.uid, attempt_of(r.status),
                                    r.status.get(GO_AHEAD_FIELD))
 
     def _go_ahead(self, run: RunState) -> None:
         """A seat is free: the standby run's session may take its board (one status write; the
         session's watch of its run brings it there)."""
-        attempt = int(run.status.get("attempts") or 0)
+        attempt = attempt_of(run.status)
         try:
             self.patch(run, {GO_AHEAD_FIELD: trust.sign_go_ahead(self.signing_key, run.uid,
                                                                   attempt),
@@ -495,7 +495,7 @@ class Runtime:
         boards freed together start together, and the next round does not wait for them (the
         run counts as holding its board, or as on standby, while `starting`)."""
         go_ahead = trust.sign_go_ahead(self.signing_key, run.uid,
-                                       int(run.status.get("attempts") or 0) + 1) \
+                                       attempt_of(run.status) + 1) \
             if run.granting else None
         try:
             self.sessions.launch(run, board, go_ahead)
@@ -678,7 +678,7 @@ class Runtime:
     def retry_elsewhere(self, run: RunState, board: str, reason: str, message: str,
                         quarantined: bool, party: str = "board") -> None:
         """After a fault on `board` (whose: `party`), try another board or fail the run."""
-        attempts = int(run.status.get("attempts") or 1)
+        attempts = attempt_of(run.status, 1)
         avoid = set(run.status.get("avoidBoards") or []) | {board}
         others = [b for b in self.inventory.views() if b.name not in avoid]
         elsewhere = q.could_ever_match(self.selector(run.spec), others)

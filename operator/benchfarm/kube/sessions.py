@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..api.grants import GO_AHEAD_FIELD
-from ..api.outcomes import HandBack, Phase, Reason, SessionEnd
+from ..api.outcomes import HandBack, Phase, Reason, SessionEnd, attempt_of
 from ..core.conditions import set_condition
 from ..errors import InfraError
 from ..kubeapi.client import PreconditionFailed
@@ -93,7 +93,7 @@ class Supervisor:
         """`go_ahead`: the signed go-ahead of this attempt (`api.grants.GoAhead`) when it has a
         session seat; None: its session starts on standby and waits for one."""
         rt = self.rt
-        attempt = int(run.status.get("attempts") or 0) + 1
+        attempt = attempt_of(run.status) + 1
         status = {"phase": Phase.running, "board": board, "attempts": attempt, "resumes": 0,
                   "queuePosition": None, "sessionEnd": None, "boardReleased": False,
                   GO_AHEAD_FIELD: go_ahead,
@@ -171,7 +171,7 @@ class Supervisor:
         running = [r for r in rt.active_runs() if r.phase == Phase.running and not r.starting]
         for run in running:
             end = written(SessionEnd, run.status, "sessionEnd")
-            if end is not None and end.attempt == int(run.status.get("attempts") or 0):
+            if end is not None and end.attempt == attempt_of(run.status):
                 self._ended(run, end)
                 continue
             if self.observer.alive(f"{run.namespace}/{session_lease_name(run.name)}", now):
@@ -208,7 +208,7 @@ class Supervisor:
             log.warning("%s: could not record the resume; will retry", run.key, exc_info=True)
             return
         self.launched[run.key] = self.clock()
-        handle = self._launch(run, int(run.status.get("attempts") or 1), resumes)
+        handle = self._launch(run, attempt_of(run.status, 1), resumes)
         rt.kube.event(run.ref(), "Warning", "SessionResumed",
                       f"the session stopped renewing its Lease; resumed from its checkpoints "
                       f"({resumes}/{MAX_RESUMES}): {handle}")

@@ -30,7 +30,7 @@ from kubernetes.client.rest import ApiException
 from ..api.devicetype import DeviceType
 from ..api.grants import GO_AHEAD_FIELD
 from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
-from ..api.outcomes import HandBack, Phase, Reason, Refusal
+from ..api.outcomes import HandBack, Phase, Reason, Refusal, attempt_of
 from ..api.places import ENV as PLACE_ENV, HandedPlace
 from ..core import steps as st, trust
 from ..core.conditions import now_iso
@@ -85,7 +85,7 @@ class Runner:
                      "nothing to do", self.namespace, self.name, board, status["board"])
             return 0
         uid = body["metadata"]["uid"]
-        self.attempt = int(status.get("attempts") or 0)
+        self.attempt = attempt_of(status)
         host, user = run_identity(uid)
         handed = HandedPlace.from_env(os.environ.get(PLACE_ENV))
         # the place the operator handed over: the session's labgrid client knows only it (no
@@ -164,7 +164,7 @@ class Runner:
         spool.start()
         ctx = RunContext(
             namespace=self.namespace, name=self.name, uid=meta["uid"], spec=spec, suites=[],
-            place=status["board"], attempt=int(status.get("attempts") or 1),
+            place=status["board"], attempt=attempt_of(status, 1),
             resume=int(status.get("resumes") or 0), deadline=self.lifeline.deadline,
             prefix=store.run_prefix(self.namespace, self.name, meta["uid"], spec.artifactPrefix),
             config=self.config, kube=self.kube, lifeline=self.lifeline, status=self.status,
@@ -353,7 +353,7 @@ class Runner:
         """The run as this session last saw it: its go-ahead, if the operator signed one for
         the attempt this session was launched for (a tenant's write is not one)."""
         status = body.get("status") or {}
-        attempt = int(status.get("attempts") or 0)
+        attempt = attempt_of(status)
         try:
             key = trust.key_from(os.environ)
         except ValueError:   # the session fails on its suites' signature first, and says why
