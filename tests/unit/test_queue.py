@@ -127,6 +127,32 @@ def test_a_namespace_at_its_limit_lets_the_next_namespace_take_the_board():
     assert [r.key for r in d.order] == ["a/a2", "c/c1", "b/b2"]
 
 
+class CountingWalk(RoundRobinFairness):
+    def __init__(self) -> None:
+        super().__init__()
+        self.walked = 0
+
+    def walk(self, queue):
+        for entry in super().walk(queue):
+            self.walked += 1
+            yield entry
+
+
+def test_a_round_stops_walking_when_every_namespace_is_at_its_ceiling():
+    """A LabPolicy that pauses every team (maxBoards 0) with thousands queued: the round reads
+    the queue's head and stops; a team that reaches its ceiling during the round closes it too."""
+    runs = WaitingQueue(run(f"r{i}", f"team-{i % 20}", created=float(i)) for i in range(5000))
+    paused = CountingWalk()
+    d = schedule(runs, boards(10), max_boards={f"team-{i}": 0 for i in range(20)},
+                 fairness=paused, head=2)
+    assert d.assignments == [] and len(d.order) == 2 and paused.walked <= 3
+    one_left = CountingWalk()   # 19 teams paused, the 20th may start 2 runs
+    d = schedule(runs, boards(10), max_boards={f"team-{i}": 0 for i in range(19)} |
+                 {"team-19": 2}, fairness=one_left, head=2)
+    assert [a.run for a in d.assignments] == ["team-19/r19", "team-19/r39"]
+    assert one_left.walked <= 2 * 20 + 3     # two turns of the 20 teams, then the head
+
+
 def test_labels_match_as_a_subset_of_the_board_labels():
     bs = [BoardView("b0", "qemu-x86", {"rack": "2"}),
           BoardView("b1", "qemu-x86", {"rack": "1", "ddr": "ddr4"}),
