@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+import yaml
 
 import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import SESSION_HOST, Coordinator
@@ -226,3 +227,77 @@ def test_a_thousand_queued_runs_on_a_hundred_places(scale_lab, kube):
               and (i.get("status") or {}).get("phase") == "Pending"]
     assert max(queued) <= BUDGET, "a queued run cost more writes than a whole run may"
     assert devlab.running_pid("simboards") is not None
+
+
+def test_a_standby_session_takes_its_board_on_the_operators_go_ahead_only(scale_lab, kube):
+    """With every seat held, one more run goes on standby: its session waits at the gate with
+    its board kept. A go-ahead its tenant writes into the status (who may write the run's status
+    is the tenant's business, not the lab's limit) moves nothing; when a seat frees, the
+    operator's own go-ahead starts it."""
+    from kubernetes import client
+
+    from benchfarm.api.grants import GO_AHEAD_FIELD
+    from benchfarm.core import trust
+    custom = client.CustomObjectsApi(kube)
+    group = ("benchfarm.io", "v1alpha1")
+    policy = {"apiVersion": bench.GROUP_VERSION, "kind": "LabPolicy", "metadata": {"name": "default"},
+              "spec": {"namespaces": [{"namespace": ns, "maxBoards": 0} for ns in bench.teams()]}}
+    bench.kubectl("apply", "-f", "-", input=yaml.safe_dump(policy))   # the flood pauses
+    hold = {"apiVersion": bench.GROUP_VERSION, "kind": "TestPlan", "metadata": {"name": "scale-hold"},
+            "spec": {"suites": [{"name": "hold", "suite": "shell", "command": "sleep 300",
+                                 "timeoutSeconds": 400}]}}
+    bench.kubectl("apply", "-f", "-", input=yaml.safe_dump(hold))
+    bench.wait_metric("benchfarm_runs_running", lambda v: v == 0, 240)
+    ns = bench.PROBE_NS
+
+    def run(name: str, plan: str) -> dict:
+        return {"apiVersion": bench.GROUP_VERSION, "kind": "BenchmarkRun",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"plan": plan, "timeoutSeconds": 600,
+                         "selector": {"deviceType": "sim-board", "labels": {"pool": "probe"}}}}
+
+    def status(name: str) -> dict:
+        return custom.get_namespaced_custom_object_status(*group, ns, "benchmarkruns",
+                                                          name).get("status") or {}
+
+    holders = [f"hold-{k}" for k in range(SESSIONS)]
+    bench.kubectl("create", "-f", "-", input=yaml.safe_dump_all(
+        [run(n, "scale-hold") for n in holders]))
+    view = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="standby-view")
+    try:
+        def held() -> list[str]:
+            return [n for n, p in view.places().items()
+                    if (p.acquired or "").startswith(f"{SESSION_HOST}/run-")]
+        wait_for("every seat to be held", lambda: len(held()) == SESSIONS, timeout=120)
+        bench.kubectl("create", "-f", "-", input=yaml.safe_dump(run("standby", bench.PLAN)))
+        st = wait_for("the fifth run to go on standby", lambda: (s := status("standby")).get(
+            "phase") == "Running" and "standby" in (s.get("progress") or "") and s, timeout=60)
+        board = st["board"]
+        assert not st.get(GO_AHEAD_FIELD)
+        seen = len(scale.power_events())
+        forged = {"attempt": st["attempts"], "signature": "0" * 64}
+        custom.patch_namespaced_custom_object_status(*group, ns, "benchmarkruns", "standby",
+                                                     {"status": {GO_AHEAD_FIELD: forged}})
+        time.sleep(8)
+        assert board not in held() and len(held()) == SESSIONS, "the forged go-ahead took a seat"
+        assert not [e for e in scale.power_events()[seen:] if e["board"] == board]
+        assert status("standby").get("phase") == "Running"
+        for n in holders[:1]:                                  # a seat frees
+            custom.patch_namespaced_custom_object(*group, ns, "benchmarkruns", n,
+                                                  {"spec": {"cancel": True}})
+        done = wait_for("the standby run to finish on its own board", lambda: (
+            s := status("standby")).get("phase") in ("Succeeded", "Failed") and s, timeout=120)
+        assert done["phase"] == "Succeeded", done
+        assert done["board"] == board and done[GO_AHEAD_FIELD]["signature"] != forged["signature"]
+        key = trust.key_from(devlab.lab_env())
+        uid = custom.get_namespaced_custom_object(*group, ns, "benchmarkruns",
+                                                  "standby")["metadata"]["uid"]
+        assert trust.has_go_ahead(key, uid, done["attempts"], done[GO_AHEAD_FIELD])
+        assert "on" in [e["power"] for e in scale.power_events()[seen:] if e["board"] == board]
+    finally:
+        view.close()
+        for n in [*holders, "standby"]:
+            devlab.kubectl("-n", ns, "delete", "benchmarkrun", n, "--wait=false", check=False,
+                           capture=True)
+        devlab.kubectl("delete", "testplan", "scale-hold", "--wait=false", check=False,
+                       capture=True)
