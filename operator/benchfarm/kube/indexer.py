@@ -43,6 +43,20 @@ DETECT_EVERY = 5.0       # seconds between two searches for change points (each:
 Series = tuple[str, str, str]     # (metric, device type, plan)
 
 
+def worker_start(operator: int) -> None:
+    """The search worker's start: at the lowest priority, and gone with its operator. An operator
+    killed outright (kill -9) leaves its worker orphaned, waiting on a pipe that the session
+    server, forked from the operator, still holds open: a CI run left five of them, 150 MB
+    each. So the worker leaves as soon as its parent is no longer the operator."""
+    os.nice(19)
+
+    def watch() -> None:
+        while os.getppid() == operator:
+            time.sleep(1.0)
+        os._exit(0)
+    threading.Thread(target=watch, name="operator-watch", daemon=True).start()
+
+
 class Events(Protocol):
     def event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None: ...
 
@@ -163,7 +177,7 @@ class Indexer:
         if self.worker is None:
             self.worker = ProcessPoolExecutor(
                 max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                initializer=os.nice, initargs=(19,))
+                initializer=worker_start, initargs=(os.getpid(),))
         try:
             found, outage = self.worker.submit(change_points_of, self.db.url, series).result()
         except BrokenProcessPool:     # it was killed: a new one at the next search
