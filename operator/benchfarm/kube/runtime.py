@@ -494,11 +494,8 @@ class Runtime:
         event: API round trips, a few hundred ms on a busy API server), on its own thread: the
         boards freed together start together, and the next round does not wait for them (the
         run counts as holding its board, or as on standby, while `starting`)."""
-        go_ahead = trust.sign_go_ahead(self.signing_key, run.uid,
-                                       attempt_of(run.status) + 1) \
-            if run.granting else None
         try:
-            self.sessions.launch(run, board, go_ahead)
+            self.sessions.launch(run, board, seated=run.granting)
         except Exception:
             log.exception("%s: launching its session failed", run.key)
             with self.lock:

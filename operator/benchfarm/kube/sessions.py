@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..api.grants import GO_AHEAD_FIELD
 from ..api.outcomes import HandBack, Phase, Reason, SessionEnd, attempt_of
 from ..core.conditions import set_condition
+from ..core.trust import sign_go_ahead
 from ..errors import InfraError
 from ..kubeapi.client import PreconditionFailed
 from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseObserver, list_leases, session_lease_name
@@ -59,6 +60,9 @@ class SessionRuntime(Registry, Protocol):
     """What the supervisor needs of the operator's registry (`kube.runtime.Runtime` is one)."""
 
     @property
+    def signing_key(self) -> bytes: ...
+
+    @property
     def launcher(self) -> Launcher: ...
 
     @property
@@ -89,11 +93,13 @@ class Supervisor:
         self.launching = threading.Lock()   # launches run on several threads; a launcher on one
 
     # -- launch -------------------------------------------------------------------------------
-    def launch(self, run: RunState, board: str, go_ahead: dict[str, Any] | None) -> None:
-        """`go_ahead`: the signed go-ahead of this attempt (`api.grants.GoAhead`) when it has a
-        session seat; None: its session starts on standby and waits for one."""
+    def launch(self, run: RunState, board: str, *, seated: bool) -> None:
+        """`seated`: the run has a session seat, and its Running status carries the signed
+        go-ahead of this attempt (`api.grants.GoAhead`); else its session starts on standby
+        and waits for one."""
         rt = self.rt
         attempt = attempt_of(run.status) + 1
+        go_ahead = sign_go_ahead(rt.signing_key, run.uid, attempt) if seated else None
         status = {"phase": Phase.running, "board": board, "attempts": attempt, "resumes": 0,
                   "queuePosition": None, "sessionEnd": None, "boardReleased": False,
                   GO_AHEAD_FIELD: go_ahead,
