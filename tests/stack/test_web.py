@@ -187,6 +187,14 @@ def _sign_in(driver, site, ns: str = NS_A) -> None:
     assert driver.find_element(By.ID, "who").text == f"system:serviceaccount:{ns}:viewer"
 
 
+def _text(driver, element_id: str) -> str:
+    """An element's text read in one script: the page may replace the element between a
+    find_element and its .text (seen in CI: "Node with given id does not belong to the document")."""
+    return driver.execute_script(
+        "const e = document.getElementById(arguments[0]); return e ? e.textContent : '';",
+        element_id)
+
+
 def _rows(driver, selector: str, attr: str = "data-run") -> list[str]:
     from selenium.webdriver.common.by import By
     return [e.get_attribute(attr) for e in driver.find_elements(By.CSS_SELECTOR, selector)]
@@ -219,8 +227,7 @@ def test_a_person_follows_the_history_chart_to_a_run_its_report_and_an_artifact(
     for name, value in (("metric", METRIC), ("deviceType", "qemu-x86"), ("plan", site["plan"])):
         Select(d.find_element(By.ID, f"series-{name}")).select_by_visible_text(value)
     d.find_element(By.ID, "show").click()
-    wait_for("the series", lambda: site["plan"] in d.find_element(By.ID, "series-title").text,
-             timeout=30)
+    wait_for("the series", lambda: site["plan"] in _text(d, "series-title"), timeout=30)
     points = _rows(d, "svg.history circle.point")
     assert points == [r for r in site["in_time_order"] if r.startswith(NS_A + "/")]
     markers = _rows(d, "svg.history g.change-point")
