@@ -17,7 +17,7 @@ if __name__ == "__main__":
     pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
                                initializer=worker_start, initargs=(os.getpid(),))
     print(pool.submit(os.getpid).result(), flush=True)
-    # a forked child keeps the pool's pipes open, as the session server does
+    # a forked child keeps the pool's pipes open: the worker must not wait for an end of file
     if os.fork() == 0:
         time.sleep(60)
         os._exit(0)

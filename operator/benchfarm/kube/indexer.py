@@ -44,10 +44,11 @@ Series = tuple[str, str, str]     # (metric, device type, plan)
 
 
 def worker_start(operator: int) -> None:
-    """The search worker's start: at the lowest priority, and gone with its operator. An operator
-    killed outright (kill -9) leaves its worker orphaned, waiting on a pipe that the session
-    server, forked from the operator, still holds open: a CI run left five of them, 150 MB
-    each. So the worker leaves as soon as its parent is no longer the operator."""
+    """The search worker's start: at the lowest priority, and gone with its operator. Operators
+    killed outright (kill -9) left their workers orphaned and waiting on the pool's pipe: a CI
+    run left five of them, 150 MB each. Which process kept the pipe open was not found (the
+    session server is exec'd with its descriptors closed, so not it); the worker does not
+    depend on that: it leaves as soon as its parent is no longer the operator."""
     os.nice(19)
 
     def watch() -> None:
