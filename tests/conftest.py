@@ -6,7 +6,10 @@ guides (section titles, csv-tables, tool dumps; no prose), cut with hack/guide_e
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
@@ -20,3 +23,50 @@ def sample(rel: str) -> str:
 
 def guide(name: str) -> str:
     return (GUIDES / name).read_text()
+
+
+# What a failed test on the real stack (stack, chaos, misuse) shows of the lab: the operator's log
+# as it grew during the test, and each session log the test wrote, by their last lines. CI keeps
+# nothing else of a clean clone's lab, and a rare failure's cause is in them.
+_TAIL_LINES = 40
+_MARK = pytest.StashKey[tuple[float, int]]()      # the test's start: time, operator log's size
+
+
+def _lab_logs(item) -> Path | None:
+    if "unit" in item.path.relative_to(REPO).parts:
+        return None
+    import benchfarm_devlab as devlab
+    return devlab.STATE / "logs"
+
+
+def _tail(path: Path, start: int = 0) -> str:
+    with open(path, "rb") as f:
+        f.seek(start)
+        return "\n".join(f.read().decode(errors="replace").splitlines()[-_TAIL_LINES:])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    logs = _lab_logs(item)
+    if logs is not None:
+        op = logs / "benchfarm-operator.log"
+        item.stash[_MARK] = (time.time(), op.stat().st_size if op.exists() else 0)
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    mark = item.stash.get(_MARK, None)
+    if call.when != "call" or not report.failed or mark is None:
+        return
+    since, offset = mark
+    logs = _lab_logs(item)
+    op = logs / "benchfarm-operator.log"
+    if op.exists():
+        grown = offset if op.stat().st_size >= offset else 0     # 0: the log was started anew
+        report.sections.append(("the operator's log during the test", _tail(op, grown)))
+    written = sorted((p for p in (logs / "sessions").glob("*.log") if p.stat().st_mtime >= since),
+                     key=lambda p: p.stat().st_mtime)
+    for path in written[-6:]:
+        report.sections.append((f"session log {path.name}", _tail(path)))
