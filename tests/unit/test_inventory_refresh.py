@@ -89,3 +89,35 @@ def test_a_refresh_walks_what_changed_and_what_is_held():
     inv.last_refresh, inv.walked_all = 0.0, 0.0
     inv.refresh()
     assert inv.boards["p0"].labels == {}
+
+
+def test_the_kinds_a_selector_matches_are_kept_until_a_board_comes_or_changes():
+    """Admission asks every run's selector; the answer is the boards' (busy or not) and is kept
+    until a board arrives or changes its type or labels, for at most KINDS_KEPT selectors."""
+    from benchfarm.core.queue import Selector
+    rt = FakeRuntime({"p0": place("p0", rack="r1"), "p1": place("p1", rack="r2")})
+    rt.device_types["gpu"] = DeviceType(name="gpu", console={"prompt": "# "},
+                                        boot={"timeoutSeconds": 30, "retries": 1})
+    inv = inventory.Inventory(rt)
+    inv.refresh(force=True)
+    r1, r3 = Selector.of(labels={"rack": "r1"}), Selector.of(labels={"rack": "r3"})
+    assert inv.kinds_matching(r1) == {"sim"} and inv.kinds_matching(r3) == frozenset()
+    inv.boards["p1"].run = "team/r1"               # busy boards still count: no change of shape
+    assert inv.kinds_matching(Selector.of(board="p1")) == {"sim"}
+    shape = inv.shape
+    inv.last_refresh = 0.0
+    inv.refresh()                                 # nothing changed: the answers stay
+    assert inv.shape == shape and r1 in inv.kinds
+    rt.set(PlaceInfo("p1", tags={"device_type": "gpu", "rack": "r3"}, acquired=None,
+                     resources={"NetworkSerialPort": {"port": 1}}))
+    inv.last_refresh = 0.0
+    inv.refresh()
+    assert inv.kinds_matching(r3) == {"gpu"}, "a board's new labels were not seen"
+    assert inv.kinds_matching(Selector.of(board="p1")) == {"gpu"}
+    rt.set(place("p9", rack="r3"))                 # a new board
+    inv.last_refresh = 0.0
+    inv.refresh()
+    assert inv.kinds_matching(r3) == {"gpu", "sim"}
+    for i in range(inventory.KINDS_KEPT + 10):     # made-up selectors do not grow the operator
+        inv.kinds_matching(Selector.of(labels={"rack": f"x{i}"}))
+    assert len(inv.kinds) <= inventory.KINDS_KEPT

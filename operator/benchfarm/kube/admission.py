@@ -5,7 +5,7 @@ queued; nothing here may take long or run user input (user regexes are compiled 
 
 What admission needs of the operator is `AdmissionRuntime` (the policy, the API, the store's
 bucket, the internal ranges, the device types, the signing key, the selector of a spec, a wake-up)
-and of the inventory only `BoardViews` (its boards as the scheduler sees them): it imports neither
+and of the inventory only `BoardKinds` (the device types a selector matches): it imports neither
 the runtime nor the inventory.
 """
 
@@ -34,10 +34,11 @@ if TYPE_CHECKING:
 MAX_INLINE_BYTES = 64 * 1024   # commands, backgrounds and parameters of inline suites together
 
 
-class BoardViews(Protocol):
-    """What admission asks of the inventory: its boards, as the scheduler sees them."""
+class BoardKinds(Protocol):
+    """What admission asks of the inventory: the device types of the boards a selector matches
+    (`kube.inventory.Inventory` is one)."""
 
-    def views(self) -> list[q.BoardView]: ...
+    def kinds_matching(self, selector: q.Selector) -> frozenset[str]: ...
 
 
 class AdmissionRuntime(Protocol):
@@ -65,7 +66,7 @@ class AdmissionRuntime(Protocol):
     def inventory_known(self) -> bool: ...
 
     @property
-    def inventory(self) -> BoardViews: ...
+    def inventory(self) -> BoardKinds: ...
 
     def selector(self, spec: BenchmarkRunSpec) -> q.Selector: ...
 
@@ -93,6 +94,8 @@ def resolve_suites(rt: AdmissionRuntime, namespace: str, spec: BenchmarkRunSpec)
                            "accepted (put large plans in a TestPlan)", reason="SpecTooLarge")
         suites = list(spec.suites)
     else:
+        # read, not taken from a watch: a plan edited just before the run was created is the
+        # one it runs (two watch streams do not keep the order of the writes)
         plan = rt.kube.get_cluster("testplans", spec.plan or "")
         if plan is None:
             raise RunError(f"TestPlan {spec.plan!r} not found", reason="PlanNotFound")
@@ -186,14 +189,12 @@ def admit(rt: AdmissionRuntime, body: dict[str, Any]) -> None:
         except ValueError as exc:
             raise RunError(str(exc), reason="InvalidArtifactPrefix") from exc
         if rt.inventory_known:
-            sel = rt.selector(spec)
-            boards = rt.inventory.views()
-            if not q.could_ever_match(sel, boards):
+            kinds = rt.inventory.kinds_matching(rt.selector(spec))
+            if not kinds:
                 raise RunError(f"no board in the lab matches the selector "
                                f"{spec.selector.model_dump(exclude_none=True)}",
                                reason="NoMatchingBoard")
-            check_capabilities(rt, suites, {b.device_type for b in boards if q.matches(sel, b)},
-                               spec)
+            check_capabilities(rt, suites, set(kinds), spec)
     except RunError as exc:
         rt.kube.patch_run_status(ns, name, {
             "phase": Phase.failed, "completionTime": now_iso(), "observedGeneration": gen,

@@ -50,6 +50,7 @@ REFRESH_EVERY = 3.0
 WALK_ALL_EVERY = 60.0           # seconds between two refreshes that look at every place again
 WATCH_EVERY = 2.0               # seconds between two looks at the health checks' Leases
 HEALTH_STARTUP_GRACE = 45.0     # seconds a launched health check has to take its Lease
+KINDS_KEPT = 1024               # selectors whose matching device types are kept (`kinds_matching`)
 
 
 def run_uid_of(holder: str | None) -> str | None:
@@ -90,6 +91,9 @@ class Inventory:
         self.publisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="board-status")
         self.unpublished: dict[str, dict[str, Any]] = {}      # board -> the status to write next
         self.views_of: dict[str, q.BoardView] = {}   # the last view of each board (see `view`)
+        self.shape = 0       # counts the boards' arrivals and changes of device type or labels
+        self.kinds: dict[q.Selector, frozenset[str]] = {}   # see `kinds_matching`, as of:
+        self.kinds_shape = 0
         self.walked_all = 0.0          # when a refresh last walked every place
         self.reported: bool | None = None     # directLocks: Report, as of that walk
 
@@ -123,6 +127,23 @@ class Inventory:
     def views(self) -> list[q.BoardView]:
         with self.rt.lock:
             return [self.view(b) for b in self.boards.values() if b.device_type]
+
+    def kinds_matching(self, selector: q.Selector) -> frozenset[str]:
+        """The device types of the boards `selector` matches, busy or not (none: no board ever
+        will). Admission asks this of every run: at a flood of 10,000 the runs name a few hundred
+        selectors, and viewing 1,000 boards under the lock for each run held up the rounds. The
+        answer is kept until a board comes or changes its type or labels; at most `KINDS_KEPT`
+        of them (a tenant's made-up selectors cannot grow the operator)."""
+        with self.rt.lock:
+            if self.kinds_shape != self.shape or len(self.kinds) >= KINDS_KEPT:
+                self.kinds.clear()
+                self.kinds_shape = self.shape
+            kinds = self.kinds.get(selector)
+            if kinds is None:
+                kinds = self.kinds[selector] = frozenset(
+                    b.device_type for b in self.boards.values()
+                    if b.device_type and q.matches(selector, self.view(b)))
+            return kinds
 
     def view(self, b: BoardRecord) -> q.BoardView:
         """What the scheduler sees of a board; the last one again while nothing it shows changed
@@ -196,8 +217,11 @@ class Inventory:
                     body = rt.kube.create_board(name, {"benchfarm.io/device-type":
                                                        place.tags.get("device_type", "unknown")})
                     rec.uid = (body.get("metadata") or {}).get("uid", "")
-                rec.device_type = place.tags.get("device_type", "")
-                rec.labels = {k: v for k, v in place.tags.items() if k != "device_type"}
+                kind = place.tags.get("device_type", "")
+                labels = {k: v for k, v in place.tags.items() if k != "device_type"}
+                if kind != rec.device_type or labels != rec.labels:
+                    self.shape += 1
+                rec.device_type, rec.labels = kind, labels
                 rec.online = bool(place.resources) and rec.device_type in rt.device_types
                 uid = run_uid_of(place.acquired)
                 check = health_check_of(place.acquired)
