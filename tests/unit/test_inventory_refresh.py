@@ -104,6 +104,8 @@ def test_the_kinds_a_selector_matches_are_kept_until_a_board_comes_or_changes():
     assert inv.kinds_matching(r1) == {"sim"} and inv.kinds_matching(r3) == frozenset()
     inv.boards["p1"].run = "team/r1"               # busy boards still count: no change of shape
     assert inv.kinds_matching(Selector.of(board="p1")) == {"sim"}
+    assert inv.kinds_matching(Selector.of(board="p7")) == frozenset()      # no such board
+    assert inv.kinds_matching(Selector.of("gpu", board="p0")) == frozenset()   # not of that type
     shape = inv.shape
     inv.last_refresh = 0.0
     inv.refresh()                                 # nothing changed: the answers stay

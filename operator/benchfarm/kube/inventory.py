@@ -130,18 +130,23 @@ class Inventory:
 
     def kinds_matching(self, selector: q.Selector) -> frozenset[str]:
         """The device types of the boards `selector` matches, busy or not (none: no board ever
-        will). Admission asks this of every run: at a flood of 10,000 the runs name a few hundred
-        selectors, and viewing 1,000 boards under the lock for each run held up the rounds. The
-        answer is kept until a board comes or changes its type or labels; at most `KINDS_KEPT`
-        of them (a tenant's made-up selectors cannot grow the operator)."""
+        will). Admission asks this of every run: viewing 1,000 boards under the lock for each run
+        of a flood held up the rounds, while most runs of a flood share a few selectors (a pool,
+        a rack) and a run that names its board needs only that one. The answer is kept until a
+        board comes or changes its type or labels; at most `KINDS_KEPT` of them (a tenant's
+        made-up selectors cannot grow the operator)."""
         with self.rt.lock:
             if self.kinds_shape != self.shape or len(self.kinds) >= KINDS_KEPT:
                 self.kinds.clear()
                 self.kinds_shape = self.shape
             kinds = self.kinds.get(selector)
             if kinds is None:
+                named = self.boards.get(selector.board) if selector.board is not None else None
+                boards: Iterable[BoardRecord] = (
+                    self.boards.values() if selector.board is None else
+                    () if named is None else (named,))
                 kinds = self.kinds[selector] = frozenset(
-                    b.device_type for b in self.boards.values()
+                    b.device_type for b in boards
                     if b.device_type and q.matches(selector, self.view(b)))
             return kinds
 
