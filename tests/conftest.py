@@ -29,7 +29,8 @@ def guide(name: str) -> str:
 # as it grew during the test, and each session log the test wrote, by their last lines. CI keeps
 # nothing else of a clean clone's lab, and a rare failure's cause is in them.
 _TAIL_LINES = 40
-_MARK = pytest.StashKey[tuple[float, int]]()      # the test's start: time, operator log's size
+_MARK = pytest.StashKey[tuple[Path, float, int]]()   # the lab's logs; at the test's start: the
+#                                                      time and the operator log's size
 
 
 def _lab_logs(item) -> Path | None:
@@ -50,7 +51,7 @@ def pytest_runtest_call(item):
     logs = _lab_logs(item)
     if logs is not None:
         op = logs / "benchfarm-operator.log"
-        item.stash[_MARK] = (time.time(), op.stat().st_size if op.exists() else 0)
+        item.stash[_MARK] = (logs, time.time(), op.stat().st_size if op.exists() else 0)
     yield
 
 
@@ -60,8 +61,7 @@ def pytest_runtest_makereport(item, call):
     mark = item.stash.get(_MARK, None)
     if call.when != "call" or not report.failed or mark is None:
         return
-    since, offset = mark
-    logs = _lab_logs(item)
+    logs, since, offset = mark
     op = logs / "benchfarm-operator.log"
     if op.exists():
         grown = offset if op.stat().st_size >= offset else 0     # 0: the log was started anew

@@ -141,13 +141,11 @@ class Inventory:
                 self.kinds_shape = self.shape
             kinds = self.kinds.get(selector)
             if kinds is None:
-                named = self.boards.get(selector.board) if selector.board is not None else None
-                boards: Iterable[BoardRecord] = (
-                    self.boards.values() if selector.board is None else
-                    () if named is None else (named,))
+                boards: Iterable[BoardRecord | None] = self.boards.values() \
+                    if selector.board is None else (self.boards.get(selector.board),)
                 kinds = self.kinds[selector] = frozenset(
                     b.device_type for b in boards
-                    if b.device_type and q.matches(selector, self.view(b)))
+                    if b is not None and b.device_type and q.matches(selector, self.view(b)))
             return kinds
 
     def view(self, b: BoardRecord) -> q.BoardView:

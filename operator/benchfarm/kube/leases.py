@@ -84,7 +84,7 @@ class LeaseBoards(Protocol):
 
     def free(self, board: str | None, key: str) -> None: ...
 
-    def views(self) -> list[q.BoardView]: ...
+    def kinds_matching(self, selector: q.Selector) -> frozenset[str]: ...
 
 
 class LeaseRuntime(Registry, Protocol):
@@ -217,8 +217,8 @@ class Leases:
         seconds = durations.parse(spec.duration)
         ref = {"apiVersion": "benchfarm.io/v1alpha1", "kind": "BoardLease", "metadata": meta}
         sel = spec.selector
-        fits = not self.rt.inventory_known or q.could_ever_match(
-            q.Selector.of(sel.deviceType, sel.labels, sel.board), self.rt.inventory.views())
+        fits = not self.rt.inventory_known or bool(self.rt.inventory.kinds_matching(
+            q.Selector.of(sel.deviceType, sel.labels, sel.board)))
         if not allowed.allowed or seconds > allowed.maxLeaseSeconds or not fits:
             reason = LeaseReason.not_allowed if not allowed.allowed else \
                 LeaseReason.too_long if seconds > allowed.maxLeaseSeconds else \
