@@ -21,3 +21,50 @@ def test_kubeconfig_set_after_import_is_used(tmp_path, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(path))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     assert Kube().api.configuration.host == "https://127.0.0.1:26443"
+
+
+def _calls_in_source() -> dict[str, set[str]]:
+    """The client methods benchfarm.kubeapi calls, read from its source, by API class."""
+    import re
+    from pathlib import Path
+
+    import benchfarm.kubeapi as pkg
+    root = Path(pkg.__file__).parent
+    found: dict[str, set[str]] = {"CustomObjectsApi": set(), "CoreV1Api": set(),
+                                  "CoordinationV1Api": set()}
+    for path in root.glob("*.py"):
+        text = path.read_text()
+        found["CustomObjectsApi"] |= set(re.findall(r"\.custom\.([a-z_]+)\(", text))
+        found["CoreV1Api"] |= set(re.findall(r"\.core\.([a-z_]+)\(", text))
+        found["CoordinationV1Api"] |= set(re.findall(r"\bapi\.([a-z_]*lease[a-z_]*)\(", text))
+    return found
+
+
+def test_the_methods_prebuilt_are_the_methods_called():
+    from kubernetes import client
+
+    from benchfarm.kubeapi.client import CALLS
+    called = _calls_in_source()
+    assert all(called.values()), called          # the reading of the source found calls
+    assert {cls: set(names) for cls, names in CALLS.items()} == called
+    for cls, names in CALLS.items():
+        for name in names:
+            assert callable(getattr(getattr(client, cls), name, None)), f"{cls}.{name}"
+
+
+def test_prebuild_builds_every_validator_without_a_request():
+    """Each method is called with an argument it does not have: its validator must refuse that
+    before anything reaches the network (an AttributeError on None, or a request, would escape
+    here)."""
+    from kubernetes import client
+    from pydantic import ValidationError
+
+    from benchfarm.kubeapi.client import CALLS, prebuild
+    prebuild()
+    cls, name = next(iter(CALLS.items()))
+    try:
+        getattr(getattr(client, cls), name[0])(None, benchfarm_prebuild=True)
+    except ValidationError as exc:
+        assert "unexpected_keyword_argument" in str(exc)
+    else:
+        raise AssertionError("a call without arguments passed validation")

@@ -26,6 +26,40 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+# The Kubernetes client's methods this package calls, by API class. The client builds each
+# method's argument validator (pydantic, `defer_build`) on its first call: a few tens of ms of
+# CPU per method, paid again by every forked session. `prebuild` builds them once in the session
+# server; a unit test keeps this list equal to the calls made here.
+CALLS: dict[str, tuple[str, ...]] = {
+    "CustomObjectsApi": (
+        "create_cluster_custom_object", "create_namespaced_custom_object",
+        "delete_namespaced_custom_object", "get_cluster_custom_object",
+        "get_namespaced_custom_object", "list_cluster_custom_object",
+        "list_namespaced_custom_object", "patch_cluster_custom_object_status",
+        "patch_namespaced_custom_object_status"),
+    "CoreV1Api": (
+        "create_namespaced_config_map", "create_namespaced_event", "patch_namespaced_config_map",
+        "read_namespaced_config_map"),
+    "CoordinationV1Api": (
+        "create_namespaced_lease", "delete_namespaced_lease", "list_lease_for_all_namespaces",
+        "read_namespaced_lease", "replace_namespaced_lease"),
+}
+
+
+def prebuild() -> None:
+    """Build the argument validators of every method in CALLS now, without a request: each is
+    called with an argument no method has, which its validator refuses (in a process about to
+    fork, so that its children do not build them each)."""
+    from pydantic import ValidationError
+    for cls, methods in CALLS.items():
+        api = getattr(client, cls)
+        for method in methods:
+            try:
+                getattr(api, method)(None, benchfarm_prebuild=True)
+            except ValidationError:
+                pass
+
+
 class PreconditionFailed(Exception):
     """A guarded status write lost a race (the object changed since it was read)."""
 

@@ -9,6 +9,7 @@ PNG data, so the one file uploaded next to the run is all a reader needs.
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import os
 import re
@@ -112,6 +113,15 @@ def lat_mem_rd_plot(doc: dict[str, Any]) -> str | None:
     return _png(fig)
 
 
+@functools.cache
+def template() -> jinja2.Template:
+    """The report's template, compiled once per process (a few tens of ms; the session server
+    compiles it before it forks sessions)."""
+    env = jinja2.Environment(loader=jinja2.PackageLoader("benchfarm.report", "templates"),
+                             autoescape=True)
+    return env.get_template("report.html.j2")
+
+
 def html(doc: dict[str, Any]) -> str:
     run = doc.get("run", {})
     shaped = shape(doc)
@@ -125,9 +135,7 @@ def html(doc: dict[str, Any]) -> str:
                                           ("Plan", "plan"), ("Iterations", "iterations"),
                                           ("Boot cycles", "bootCycles"), ("Kernel", "uname"),
                                           ("Result", "result")) if run.get(v) not in (None, "")]
-    env = jinja2.Environment(loader=jinja2.PackageLoader("benchfarm.report", "templates"),
-                             autoescape=True)
-    return env.get_template("report.html.j2").render(
+    return template().render(
         run=run, facts=facts, boot=shaped.boot, plots=plots, steps=steps, tables=shaped.tables,
         evidence=doc.get("evidence") or {},
         comparison=doc.get("comparison"),

@@ -14,10 +14,16 @@ Forking is safe because the server never starts a thread, a grpc channel or an A
 imports (and asks OpenBLAS for no thread pool); it says when the imports are done (`ready`), so
 the operator hands it runs only from then on and starts a cold process before that. End-of-file
 on stdin (the operator went away): the server exits; its sessions go on.
+
+What a session would otherwise redo each time is done here once, before the first fork: the
+Kubernetes client's argument validators (`kubeapi.client.prebuild`), the report's template, and
+`gc.freeze()` of everything imported, so that a session's full collections walk only its own
+objects (200,000 inherited ones took 0.15 s of CPU and copied 50 MB of pages per collection).
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -39,6 +45,10 @@ def _import_everything() -> None:
     for cls in ("CoreV1Api", "CustomObjectsApi", "CoordinationV1Api", "V1Lease", "V1LeaseSpec",
                 "V1ObjectMeta", "V1DeleteOptions", "V1Preconditions"):
         getattr(client, cls, None)
+    from ..kubeapi.client import prebuild
+    prebuild()
+    from ..report.html import template
+    template()
     # the device types, read once here (a session reads them again only if a file changed)
     from ..lab.devicetypes import load_device_types
     from .context import Config
@@ -46,6 +56,8 @@ def _import_everything() -> None:
         load_device_types(Config.from_env().device_types)
     except Exception:  # a session reports a broken device type itself
         log.debug("the device types could not be read ahead", exc_info=True)
+    gc.collect()
+    gc.freeze()       # the session's full collections leave all of the above alone
 
 
 def _threads() -> int:
