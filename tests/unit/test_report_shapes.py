@@ -226,7 +226,7 @@ def test_the_boot_section_shows_the_kernel_clock_and_retried_boots():
 
 
 def _fills(svg: str) -> dict[str, str]:
-    """SVG id -> the fill of the first path in that group (matplotlib writes `style="fill: #…"`)."""
+    """SVG id -> the fill of the first path in that group (written `style="fill: #…"`)."""
     import re
     return {m.group(1): m.group(2) for m in re.finditer(
         r'<g id="([^"]+)">\s*<path [^>]*?style="fill: (#[0-9a-f]{6})', svg)}
@@ -247,3 +247,26 @@ def test_the_boot_timeline_gives_each_stage_one_colour_in_every_boot_and_in_the_
     assert [c for c in STAGE_COLOURS.values() if f"fill: {c}" in legend] == \
         list(STAGE_COLOURS.values())
     assert len(set(STAGE_COLOURS.values())) == len(STAGE_COLOURS)
+
+
+def test_the_boot_timeline_puts_each_bar_where_its_stages_ended_and_the_legend_above_them():
+    """Drawn by hand (report.svg): each segment runs from the stage before to its own marker
+    on one axis for every boot, whose ticks cover the longest boot; the legend is above the plot
+    area."""
+    import re
+
+    from benchfarm.report.html import TOP, boot_plot
+    boots = [{"first-byte": 0.5, "kernel": 1.0, "prompt": 4.0},
+             {"first-byte": 0.5, "kernel": 2.0, "prompt": 8.0}]
+    svg = boot_plot({"bootEvents": boots})
+    seg = {m[1]: (float(m[2]), float(m[4])) for m in re.finditer(
+        r'<g id="(boot\d-[a-z-]+)"><path d="M ([\d.]+) ([\d.]+) h ([\d.]+)', svg)}
+    scale = (seg["boot2-prompt"][0] + seg["boot2-prompt"][1] - seg["boot2-first-byte"][0]) / 8.0
+    assert abs(seg["boot1-kernel"][1] - 0.5 * scale) < 0.05          # 0.5 s -> 1.0 s
+    assert abs(seg["boot2-prompt"][1] - 6.0 * scale) < 0.05          # 2.0 s -> 8.0 s
+    assert seg["boot1-first-byte"][0] == seg["boot2-first-byte"][0]  # both from power-on
+    ticks = [float(t) for t in re.findall(r'text-anchor="middle">([\d.]+)</text>', svg)]
+    assert ticks[0] == 0 and ticks[-1] >= 8.0
+    legend_y = [float(y) for y in re.findall(r'M [\d.]+ ([\d.]+) h 12\.00 v 12\.00', svg)]
+    assert len(legend_y) == 3 and max(legend_y) + 12 <= TOP           # a key per stage drawn
+    assert boot_plot({"bootEvents": []}) is None

@@ -99,7 +99,8 @@ def test_the_chart_links_every_point_to_its_run_and_marks_the_change_point_befor
                      svg)
     assert line and points["a/r2"] < float(line.group(1)) < points["a/r3"]
     assert "b/r" not in svg and 'class="band"' in svg
-    assert charts.nice_ticks(9.0, 14.0)[0] <= 9.0 and charts.nice_ticks(9.0, 14.0)[-1] >= 14.0
+    from benchfarm.report.svg import nice_ticks
+    assert nice_ticks(9.0, 14.0)[0] <= 9.0 and nice_ticks(9.0, 14.0)[-1] >= 14.0
 
 
 def test_a_board_a_lease_holds_is_held_by_a_person_named_only_to_its_namespace():

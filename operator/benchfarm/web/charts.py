@@ -13,28 +13,10 @@ from collections.abc import Callable
 from html import escape
 from typing import Any
 
+from ..report.svg import fmt, nice_ticks
+
 W, H = 960, 380
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 44, 56      # the plot area's margins; the legend is in TOP
-
-
-def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
-    if hi <= lo:
-        lo, hi = lo - (abs(lo) * 0.05 or 1), hi + (abs(hi) * 0.05 or 1)
-    raw = (hi - lo) / count
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    first = math.floor(lo / step) * step
-    ticks, t = [], first
-    while t <= hi + step * 1e-9:
-        ticks.append(round(t, 12))
-        t += step
-    if ticks[-1] < hi:
-        ticks.append(round(t, 12))
-    return ticks
-
-
-def fmt(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 10_000 else f"{v:.4g}"
 
 
 def history_svg(doc: dict[str, Any], unit: str, link: Callable[[str], str]) -> str:

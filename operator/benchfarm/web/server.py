@@ -27,6 +27,7 @@ from kubernetes.client.rest import ApiException
 from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
 from ..errors import BenchfarmError
 from ..kubeapi.client import Kube
+from ..report.svg import fmt
 from ..store.artifacts import ArtifactStore, StoreConfig, run_prefix
 from . import charts, views
 from .access import Access, Person
@@ -46,7 +47,7 @@ class Dashboard:
                                       autoescape=True)
         self.env.filters["when"] = _when
         self.env.filters["result"] = _result
-        self.env.filters["num"] = charts.fmt
+        self.env.filters["num"] = fmt
         self.env.globals["quote"] = quote
 
     # -- sign-in --------------------------------------------------------------------------------
