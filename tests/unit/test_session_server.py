@@ -75,18 +75,26 @@ def test_the_launcher_starts_cold_until_its_server_is_ready_then_forks(tmp_path)
             proc.wait(timeout=30)
 
 
-def test_a_session_past_its_board_yields_the_cpu_in_every_thread_and_never_raises_it(tmp_path):
+def _in_a_child(code: str) -> list[int]:
+    """Run `code` in a fresh Python with this one's import path; the integers it printed."""
+    import subprocess
+    import sys
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    return [int(word) for word in out.split()]
+
+
+def test_a_session_past_its_board_yields_the_cpu_in_every_thread_and_never_raises_it():
     """After its board is released a session runs at nice 10, all its threads, and threads it
     starts later too; one already lower (nice 15) stays there. In a child process: a nice value
     cannot be lowered back without privileges."""
-    import subprocess
-    import sys
     code = """
 import os, threading
 from benchfarm.session import runner
 def nice(tid):
     return os.getpriority(os.PRIO_PROCESS, tid)
-go, low_set, done = threading.Event(), threading.Event(), threading.Event()
+low_set, done = threading.Event(), threading.Event()
 low = {}
 def lowered():
     low['tid'] = threading.get_native_id()
@@ -102,10 +110,7 @@ t2 = threading.Thread(target=lambda: later.append(nice(threading.get_native_id()
 done.set(); t.join()
 print(before[low['tid']], after[low['tid']], min(after.values()), len(after), later[0])
 """
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         check=True).stdout.split()
-    low_before, low_after, least, threads, started_later = map(int, out)
+    low_before, low_after, least, threads, started_later = _in_a_child(code)
     assert (low_before, low_after) == (15, 15)
     assert least == runner.AFTER_BOARD_NICE and threads == 2
     assert started_later == runner.AFTER_BOARD_NICE
@@ -114,8 +119,6 @@ print(before[low['tid']], after[low['tid']], min(after.values()), len(after), la
 def test_the_server_does_once_what_every_session_would_redo():
     """Before its first fork the server has frozen what it imported (a session's collections
     skip it) and compiled the report's template."""
-    import subprocess
-    import sys
     code = """
 import gc
 from benchfarm.session import server
@@ -123,7 +126,5 @@ server._import_everything()
 from benchfarm.report.html import template
 print(gc.get_freeze_count(), template.cache_info().currsize)
 """
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    frozen, templates = map(int, subprocess.run([sys.executable, "-c", code], capture_output=True,
-                                                text=True, env=env, check=True).stdout.split())
+    frozen, templates = _in_a_child(code)
     assert frozen > 100_000 and templates == 1
