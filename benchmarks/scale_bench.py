@@ -23,7 +23,7 @@ own timing of each round, under its lock); apply → power-on p50/p99 with a fre
 (session's power-off) → next run powered, p50/p99; coordinator places() read; runs finished per
 minute against what the boards alone could do with that many sessions.
 
-Usage: scale_bench.py [--boards 1000] [--runs 10000] [--sessions 12] [--window 240] [--probes 20]
+Usage: scale_bench.py [--boards 1000] [--runs 10000] [--sessions 12] [--standby N] [--window 240] [--probes 20]
 """
 
 from __future__ import annotations
@@ -256,6 +256,10 @@ def freed_to_next(events: list[dict], t0: float, t1: float) -> list[float]:
     return out
 
 
+def standby_env(args: argparse.Namespace) -> dict[str, str]:
+    return {} if args.standby is None else {"BENCHFARM_STANDBY_SESSIONS": str(args.standby)}
+
+
 def list_runs(namespace: str | None = None) -> list[dict]:
     """Runs as the API lists them, 500 at a time (no single 10,000-object answer)."""
     from kubernetes import client, config
@@ -282,6 +286,8 @@ def main() -> int:
     ap.add_argument("--boards", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=10000)
     ap.add_argument("--sessions", type=int, default=12)
+    ap.add_argument("--standby", type=int, default=None,
+                    help="sessions on standby (default: the operator's, a quarter of --sessions)")
     ap.add_argument("--window", type=float, default=240)
     ap.add_argument("--probes", type=int, default=20)
     ap.add_argument("--boot-seconds", type=float, default=2.0)
@@ -293,7 +299,7 @@ def main() -> int:
     held = setup(args)
     try:
         person_holds(held, True)            # a person's lock: these boards are never free
-        pid = scale.start_operator(args.sessions)
+        pid = scale.start_operator(args.sessions, standby_env(args))
         wait_metric("benchfarm_schedule_rounds_total", lambda v: v >= 1, 120)
         figures = run_phases(args, pid)
     finally:
@@ -388,7 +394,7 @@ def run_phases(args: argparse.Namespace, pid: int) -> dict:
     # -- restart with everything queued
     devlab.stop_process("benchfarm-operator")
     t = time.monotonic()
-    pid2 = scale.start_operator(args.sessions)
+    pid2 = scale.start_operator(args.sessions, standby_env(args))
     wait_metric("benchfarm_schedule_rounds_total", lambda v: v >= 1, 600)
     resync = time.monotonic() - t
     recovery = metrics().get("benchfarm_recovery_seconds", float("nan"))
@@ -397,7 +403,7 @@ def run_phases(args: argparse.Namespace, pid: int) -> dict:
     window_min = (t_window_end - t_flood) / 60
     own = statistics.mean(board_time) if board_time else float("nan")
     return {
-        "boards": args.boards, "queued": args.runs, "sessions": args.sessions,
+        "boards": args.boards, "queued": args.runs, "sessions": args.sessions, "standby": args.standby,
         "create_per_s": round(len(docs) / create_s, 1),
         "rss_mib": round(max(peak, peak2), 1), "rss_after_restart_mib": round(peak2, 1),
         "resync_s": round(resync, 2), "recovery_s": round(recovery, 2),

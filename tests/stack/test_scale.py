@@ -231,9 +231,9 @@ def test_a_thousand_queued_runs_on_a_hundred_places(scale_lab, kube):
 
 def test_a_standby_session_takes_its_board_on_the_operators_go_ahead_only(scale_lab, kube):
     """With every seat held, one more run goes on standby: its session waits at the gate with
-    its board kept. A go-ahead its tenant writes into the status (who may write the run's status
-    is the tenant's business, not the lab's limit) moves nothing; when a seat frees, the
-    operator's own go-ahead starts it."""
+    its board kept, named the seat of one holder (a relay). A go-ahead its tenant writes into
+    the status (who may write the run's status is the tenant's business, not the lab's limit)
+    moves nothing; when another holder's seat frees, the operator's own go-ahead starts it."""
     from kubernetes import client
 
     from benchfarm.api.grants import GO_AHEAD_FIELD
@@ -273,7 +273,14 @@ def test_a_standby_session_takes_its_board_on_the_operators_go_ahead_only(scale_
         st = wait_for("the fifth run to go on standby", lambda: (s := status("standby")).get(
             "phase") == "Running" and "standby" in (s.get("progress") or "") and s, timeout=60)
         board = st["board"]
-        assert not st.get(GO_AHEAD_FIELD)
+        key = trust.key_from(devlab.lab_env())
+        uid = custom.get_namespaced_custom_object(*group, ns, "benchmarkruns",
+                                                  "standby")["metadata"]["uid"]
+        relay = wait_for("the operator to name the standby run a seat", lambda: (go := (
+            trust.read_go_ahead(key, uid, st["attempts"], status("standby").get(GO_AHEAD_FIELD))
+        )) and go.after, timeout=30)
+        assert relay.place in held()
+        assert not trust.has_go_ahead(key, uid, st["attempts"], status("standby")[GO_AHEAD_FIELD])
         seen = len(scale.power_events())
         forged = {"attempt": st["attempts"], "signature": "0" * 64}
         custom.patch_namespaced_custom_object_status(*group, ns, "benchmarkruns", "standby",
@@ -282,16 +289,13 @@ def test_a_standby_session_takes_its_board_on_the_operators_go_ahead_only(scale_
         assert board not in held() and len(held()) == SESSIONS, "the forged go-ahead took a seat"
         assert not [e for e in scale.power_events()[seen:] if e["board"] == board]
         assert status("standby").get("phase") == "Running"
-        for n in holders[:1]:                                  # a seat frees
-            custom.patch_namespaced_custom_object(*group, ns, "benchmarkruns", n,
-                                                  {"spec": {"cancel": True}})
+        other = next(n for n in holders if status(n)["board"] != relay.place)
+        custom.patch_namespaced_custom_object(*group, ns, "benchmarkruns", other,  # a seat frees
+                                              {"spec": {"cancel": True}})
         done = wait_for("the standby run to finish on its own board", lambda: (
             s := status("standby")).get("phase") in ("Succeeded", "Failed") and s, timeout=120)
         assert done["phase"] == "Succeeded", done
         assert done["board"] == board and done[GO_AHEAD_FIELD]["signature"] != forged["signature"]
-        key = trust.key_from(devlab.lab_env())
-        uid = custom.get_namespaced_custom_object(*group, ns, "benchmarkruns",
-                                                  "standby")["metadata"]["uid"]
         assert trust.has_go_ahead(key, uid, done["attempts"], done[GO_AHEAD_FIELD])
         assert "on" in [e["power"] for e in scale.power_events()[seen:] if e["board"] == board]
     finally:
@@ -300,4 +304,100 @@ def test_a_standby_session_takes_its_board_on_the_operators_go_ahead_only(scale_
             devlab.kubectl("-n", ns, "delete", "benchmarkrun", n, "--wait=false", check=False,
                            capture=True)
         devlab.kubectl("delete", "testplan", "scale-hold", "--wait=false", check=False,
+                       capture=True)
+
+
+def test_a_standby_session_takes_the_seat_its_relay_names_with_the_operator_down(scale_lab, kube):
+    """The seat a relay names (`api.grants.Relay`) changes hands through the coordinator alone:
+    with every seat held and the operator stopped, one holder is cancelled; its session powers
+    its board off and releases the place, and the standby session named its seat sees that in
+    the coordinator's update, takes its own board and runs to Succeeded. No more places than
+    seats are ever held by runs, and the status keeps the relay: no go-ahead was written."""
+    from kubernetes import client
+
+    from benchfarm.api.grants import GO_AHEAD_FIELD
+    from benchfarm.core import trust
+    from benchfarm.lab.coordinator import run_identity
+    custom = client.CustomObjectsApi(kube)
+    group = ("benchfarm.io", "v1alpha1")
+    ns = bench.PROBE_NS
+    key = trust.key_from(devlab.lab_env())
+    policy = {"apiVersion": bench.GROUP_VERSION, "kind": "LabPolicy", "metadata": {"name": "default"},
+              "spec": {"namespaces": [{"namespace": n, "maxBoards": 0} for n in bench.teams()]}}
+    bench.kubectl("apply", "-f", "-", input=yaml.safe_dump(policy))   # the flood stays paused
+    hold = {"apiVersion": bench.GROUP_VERSION, "kind": "TestPlan", "metadata": {"name": "relay-hold"},
+            "spec": {"suites": [{"name": "hold", "suite": "shell", "command": "sleep 300",
+                                 "timeoutSeconds": 400}]}}
+    bench.kubectl("apply", "-f", "-", input=yaml.safe_dump(hold))
+    bench.wait_metric("benchfarm_runs_running", lambda v: v == 0, 240)
+
+    def run(name: str, plan: str) -> dict:
+        return {"apiVersion": bench.GROUP_VERSION, "kind": "BenchmarkRun",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"plan": plan, "timeoutSeconds": 600,
+                         "selector": {"deviceType": "sim-board", "labels": {"pool": "probe"}}}}
+
+    def get(name: str) -> dict:
+        return custom.get_namespaced_custom_object(*group, ns, "benchmarkruns", name)
+
+    holders = [f"relay-hold-{k}" for k in range(SESSIONS)]
+    bench.kubectl("create", "-f", "-", input=yaml.safe_dump_all(
+        [run(n, "relay-hold") for n in holders]))
+    view = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="relay-view")
+    operator_down = False
+    try:
+        def held() -> dict[str, str]:
+            return {n: p.acquired for n, p in view.places().items()
+                    if (p.acquired or "").startswith(f"{SESSION_HOST}/run-")}
+
+        def holder_places() -> dict[str, str]:
+            out = {}
+            for n in holders:
+                body = get(n)
+                board = (body.get("status") or {}).get("board")
+                ident = "/".join(run_identity(body["metadata"]["uid"]))
+                if board and held().get(board) == ident:
+                    out[board] = n
+            return out
+        places = wait_for("every seat to be held by the holders",
+                          lambda: len(p := holder_places()) == SESSIONS and p, timeout=120)
+        bench.kubectl("create", "-f", "-", input=yaml.safe_dump(run("relayed", bench.PLAN)))
+        body = wait_for("the run on standby, named a seat", lambda: (b := get("relayed")).get(
+            "status", {}).get("phase") == "Running" and (go := trust.read_go_ahead(
+                key, b["metadata"]["uid"], b["status"]["attempts"],
+                b["status"].get(GO_AHEAD_FIELD))) and go.after and b, timeout=60)
+        uid, st = body["metadata"]["uid"], body["status"]
+        relay = trust.read_go_ahead(key, uid, st["attempts"], st[GO_AHEAD_FIELD]).after
+        assert relay is not None and relay.place in places
+        named = places[relay.place]
+        assert relay.holder == "/".join(run_identity(get(named)["metadata"]["uid"]))
+        devlab.stop_process("benchfarm-operator")
+        operator_down = True
+        seen = len(scale.power_events())
+        custom.patch_namespaced_custom_object(*group, ns, "benchmarkruns", named,
+                                              {"spec": {"cancel": True}})
+        most = 0
+
+        def finished() -> dict | None:
+            nonlocal most
+            most = max(most, len(held()))
+            s = get("relayed").get("status") or {}
+            return s if s.get("phase") in ("Succeeded", "Failed") else None
+        done = wait_for("the relayed run to finish on its own board", finished, timeout=120,
+                        every=0.2)
+        assert done["phase"] == "Succeeded", done
+        assert most <= SESSIONS, f"{most} places held by runs with {SESSIONS} seats"
+        assert not trust.has_go_ahead(key, uid, done["attempts"], done[GO_AHEAD_FIELD])
+        events = scale.power_events()[seen:]
+        off = next(e["t"] for e in events if e["board"] == relay.place and e["power"] == "off")
+        on = next(e["t"] for e in events if e["board"] == st["board"] and e["power"] == "on")
+        assert on > off, "the relayed board went on before its seat was given up"
+    finally:
+        view.close()
+        if operator_down:
+            scale.start_operator(SESSIONS)
+        for n in [*holders, "relayed"]:
+            devlab.kubectl("-n", ns, "delete", "benchmarkrun", n, "--wait=false", check=False,
+                           capture=True)
+        devlab.kubectl("delete", "testplan", "relay-hold", "--wait=false", check=False,
                        capture=True)

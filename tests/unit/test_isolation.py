@@ -4,6 +4,7 @@ the run's artifact prefix, the operator's signature on resolved suites, and the 
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import threading
 from types import SimpleNamespace
@@ -163,6 +164,72 @@ def test_a_go_ahead_is_the_operators_for_one_attempt_of_one_run():
     # the suites' signature is not a go-ahead, nor the other way round
     assert not trust.has_go_ahead(key, "uid-1", 2, {"attempt": 2,
                                                      "signature": trust.sign(key, "uid-1", [])})
+
+
+def test_a_relay_is_the_operators_for_one_seat_and_is_no_go_ahead_on_its_own():
+    """A relay (`api.grants.Relay`) names the seat a standby session takes when its holder
+    releases the place: the signature covers the place and the holder, so a tenant cannot point
+    its session at a seat that frees sooner, nor turn the relay into a go-ahead by dropping it."""
+    from benchfarm.api.grants import Relay
+    key = b"k" * 32
+    after = Relay(place="board-7", holder="benchfarm/run-uid-0")
+    go = trust.sign_go_ahead(key, "uid-1", 2, after)
+    read = trust.read_go_ahead(key, "uid-1", 2, go)
+    assert read is not None and read.after == after
+    assert not trust.has_go_ahead(key, "uid-1", 2, go)                 # it waits for the seat
+    assert trust.read_go_ahead(key, "uid-1", 3, go) is None
+    assert trust.read_go_ahead(key, "uid-2", 2, go) is None
+    for forged in ({**go, "after": {**go["after"], "place": "board-8"}},
+                   {**go, "after": {**go["after"], "holder": "benchfarm/run-uid-9"}},
+                   {**go, "after": None}, {**go, "after": "board-7"},
+                   {**go, "after": {**go["after"], "extra": 1}}):
+        assert trust.read_go_ahead(key, "uid-1", 2, forged) is None, forged
+        assert not trust.has_go_ahead(key, "uid-1", 2, forged)
+    plain = trust.sign_go_ahead(key, "uid-1", 2)
+    assert trust.read_go_ahead(key, "uid-1", 2, plain).after is None    # type: ignore[union-attr]
+    legacy = {"attempt": 2, "signature": plain["signature"]}   # an operator before relays wrote
+    assert trust.has_go_ahead(key, "uid-1", 2, legacy)
+
+
+def test_a_relay_fires_once_when_the_coordinator_shows_its_holder_gone():
+    """The standby session's labgrid client watches the relay's place among the updates the
+    coordinator sends every client: an update of it still held by the holder (a tag change) is
+    nothing, one held by nobody or by someone else is the seat, once; other places are nothing."""
+    from benchfarm.lab.coordinator import _IndexedSession
+    fired: list[str] = []
+    watcher = type("Watcher", (), {"_relayed": _IndexedSession._relayed})()
+    watcher.relays = {"board-7": ("benchfarm/run-a", lambda: fired.append("board-7"))}
+    watcher.holders = {}
+    watcher._relayed("board-8", None)
+    watcher._relayed("board-7", "benchfarm/run-a")
+    assert fired == []
+    watcher._relayed("board-7", None)
+    assert fired == ["board-7"] and watcher.relays == {}
+    watcher._relayed("board-7", None)
+    assert fired == ["board-7"]
+    watcher.relays["board-9"] = ("benchfarm/run-b", lambda: fired.append("board-9"))
+    watcher._relayed("board-9", "benchfarm/run-c")      # taken back by another: the seat is gone
+    assert fired == ["board-7", "board-9"]
+    assert watcher.holders == {"board-7": None, "board-8": None, "board-9": "benchfarm/run-c"}
+
+
+def test_a_relay_named_after_its_seat_was_given_up_fires_at_once():
+    """The relay reaches the standby session in its run's status, after the coordinator's
+    updates: if one of them already showed the seat's place given up, the relay fires when it
+    is registered; if the place is still the holder's, or unheard of, it waits for an update."""
+    from benchfarm.lab.coordinator import Coordinator
+    c = Coordinator("127.0.0.1:1")      # never connects: only its loop runs
+    try:
+        c._session = SimpleNamespace(holders={"gone": None, "kept": "benchfarm/run-a"})
+        fired = {name: threading.Event() for name in ("gone", "kept", "unheard")}
+        for name, ev in fired.items():
+            c.on_release(name, "benchfarm/run-a", ev.set)
+        assert fired["gone"].wait(5)
+        c._call(asyncio.sleep(0))                        # the loop ran every registration
+        assert not fired["kept"].is_set() and not fired["unheard"].is_set()
+        assert set(c._relays) == {"kept", "unheard"}
+    finally:
+        c.close()
 
 
 def test_a_status_count_of_attempts_that_is_no_count_reads_as_none():

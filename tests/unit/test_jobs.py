@@ -103,8 +103,11 @@ def test_role_names_only_the_run_its_baseline_and_its_lease():
 
 def test_supervisor_hands_the_launcher_what_is_left_of_the_timeout():
     got: list[Launch] = []
+    from benchfarm.api.grants import Relay
+    from benchfarm.core import trust
+    key = b"k" * 32
     rt = SimpleNamespace(launcher=SimpleNamespace(launch=lambda r: got.append(r) or "job x"),
-                         kube=SimpleNamespace(event=lambda *a: None))
+                         kube=SimpleNamespace(event=lambda *a: None), signing_key=key)
     sup = sessions.Supervisor(rt)
     spec = BenchmarkRunSpec(selector={"deviceType": "qemu-x86"}, plan="demo",
                             timeoutSeconds=1000, baseline="base")
@@ -113,19 +116,23 @@ def test_supervisor_hands_the_launcher_what_is_left_of_the_timeout():
     assert sup._launch(run, 1, 2) == "job x"
     assert 595 <= got[0].deadline_s <= 601 and got[0].reads == ("base",)
     assert got[0].resume == 2
-    fresh = RunState("ns", "r2", "u2", 1, 0.0, spec, {"goAhead": {"attempt": 1}})
+    fresh = RunState("ns", "r2", "u2", 1, 0.0, spec,
+                     {"goAhead": trust.sign_go_ahead(key, "u2", 1)})
     sup._launch(fresh, 1, 0)
     assert got[1].deadline_s == 1000.0 and got[1].reads == ("base",)
     standby = RunState("ns", "r3", "u3", 1, 0.0, spec, {})   # may wait its timeout for a seat
     sup._launch(standby, 1, 0)
     assert got[2].deadline_s == 2000.0
+    relay = trust.sign_go_ahead(key, "u4", 1, Relay(place="b", holder="benchfarm/run-u2"))
+    sup._launch(RunState("ns", "r4", "u4", 1, 0.0, spec, {"goAhead": relay}), 1, 0)
+    assert got[3].deadline_s == 2000.0                       # a relay waits like a standby run
 
 
 def test_a_launcher_that_fails_is_reported_not_raised():
     events = []
     def boom(r):
         raise RuntimeError("jobs.batch is forbidden")
-    rt = SimpleNamespace(launcher=SimpleNamespace(launch=boom),
+    rt = SimpleNamespace(launcher=SimpleNamespace(launch=boom), signing_key=b"k" * 32,
                          kube=SimpleNamespace(event=lambda *a: events.append(a)))
     spec = BenchmarkRunSpec(selector={"deviceType": "qemu-x86"}, plan="demo")
     handle = sessions.Supervisor(rt)._launch(RunState("ns", "r", "u", 1, 0.0, spec, {}), 1, 0)
@@ -273,7 +280,7 @@ def test_a_refused_launch_is_a_lab_fault_event_on_the_run():
     events = []
     role = jobs.session_role(req())
     role["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "someone"
-    rt = SimpleNamespace(launcher=launcher(role),
+    rt = SimpleNamespace(launcher=launcher(role), signing_key=b"k" * 32,
                          kube=SimpleNamespace(event=lambda *a: events.append(a)))
     spec = BenchmarkRunSpec(selector={"deviceType": "qemu-x86"}, plan="demo")
     run = RunState("team-a", "Nightly.AM62x_boot", UID, 1, 0.0, spec, {})

@@ -29,6 +29,8 @@ class FakeRuntime:
                                         reap=lambda: None)
         self.kube = SimpleNamespace(event=lambda *a: None)
         self.policy = LabPolicySpec(maxBusyRequeues=2)
+        self.signing_key = b"k" * 32
+        self.on_standby: set[str] = set()
         self.coordinator = SimpleNamespace(
             release=lambda board, holder: rt.released.append((board, holder)) or True)
         self.inventory = SimpleNamespace(
@@ -40,6 +42,9 @@ class FakeRuntime:
 
     def reindex(self, run):
         pass
+
+    def standing_by(self, run):
+        return run.key in self.on_standby
 
     def patch(self, run, status):
         run.status.update(status)
@@ -92,6 +97,27 @@ def test_a_dead_session_is_resumed_three_times_then_the_run_fails(sup):
     assert sup.rt.finished == [("default/r", "Failed", "TooManyResumes")]
     assert sup.rt.released == [("vb-x86-0", "benchfarm/run-uid-r")]
     assert sup.rt.charged == []                                    # not the board's fault
+
+
+def test_a_resumed_session_whose_relay_seat_is_its_own_gets_the_plain_go_ahead(sup):
+    """A standby session named a relay (`api.grants.Relay`) died. If the seat it waited for is
+    its own by now, the session resumed in its place would wait for a release it can no longer
+    see: its resume carries the plain go-ahead. If the seat is still held, it keeps the relay."""
+    from benchfarm.api.grants import GO_AHEAD_FIELD, Relay
+    from benchfarm.core import trust
+    key = sup.rt.signing_key
+    after = Relay(place="vb-x86-1", holder="benchfarm/run-uid-h")
+    given = running("given", goAhead=trust.sign_go_ahead(key, "uid-given", 1, after))
+    held = running("held", goAhead=trust.sign_go_ahead(key, "uid-held", 1, after))
+    sup.rt.on_standby.add(held.key)
+    for run in (given, held):
+        sup.rt.runs[run.key] = run
+        sup.launched[run.key] = 1000.0 - sessions.STARTUP_GRACE - 1
+    tick(sup, 1000.0)
+    assert given.status["resumes"] == 1 and held.status["resumes"] == 1
+    assert trust.has_go_ahead(key, "uid-given", 1, given.status[GO_AHEAD_FIELD])
+    kept = trust.read_go_ahead(key, "uid-held", 1, held.status[GO_AHEAD_FIELD])
+    assert kept is not None and kept.after == after
 
 
 def test_a_live_session_is_left_alone_and_an_adopted_one_gets_a_grace_period(sup):

@@ -44,6 +44,27 @@ SIGNATURE_KEY = "signature"
 GO_AHEAD_FIELD = "goAhead"        # `status.goAhead` of a BenchmarkRun
 
 
+class Relay(BaseModel):
+    """`status.goAhead.after`: the seat a standby session takes is the one the session holding
+    `place` (as `holder`, its labgrid identity) gives up when it releases that place.
+
+    The operator names it ahead of time, when it launches the standby run (or in a later round),
+    for a seated run whose place it sees acquired. The standby session's labgrid client then
+    takes its board as soon as the coordinator's update shows `place` no longer held by
+    `holder`, which it receives anyway (the coordinator sends every place change to every
+    client): the seat changes hands in one coordinator update instead of four API round trips
+    (the session's boardReleased write, the operator's watch, its go-ahead write, the standby
+    session's watch: 1.1 s at the median of `make bench-scale`, 4.2 s at p99). The operator
+    counts the seat as the standby run's from the moment it sees the holder's board released
+    (or its run ended) and, if the standby session has not taken its place a while later
+    (its connection came up after the release), writes the plain go-ahead as before."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    place: str
+    holder: str
+
+
 class GoAhead(BaseModel):
     """`status.goAhead`: the operator's word that the session of this attempt may take its board.
 
@@ -60,3 +81,4 @@ class GoAhead(BaseModel):
 
     attempt: int                  # the attempt it is for: a re-queued run needs a new one
     signature: str
+    after: Relay | None = None    # a relay: the go-ahead holds once that seat is given up

@@ -23,7 +23,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..api.grants import GRANT_KEY, SIGNATURE_KEY, GoAhead, SessionGrant
+from pydantic import ValidationError
+
+from ..api.grants import GRANT_KEY, SIGNATURE_KEY, GoAhead, Relay, SessionGrant
 from ..api.models import SuiteSpec
 
 KEY_ENV = "BENCHFARM_SIGNING_KEY"
@@ -100,18 +102,33 @@ def read_grant(key: bytes, slot: str, data: Mapping[str, str] | None) -> Session
     return grant if grant.slot == slot else None
 
 
-def _go_ahead_text(uid: str, attempt: int) -> str:
-    return f"{uid}\0{attempt}"
+def _go_ahead_text(uid: str, attempt: int, after: Relay | None = None) -> str:
+    text = f"{uid}\0{attempt}"
+    return text if after is None else f"{text}\0{after.place}\0{after.holder}"
 
 
-def sign_go_ahead(key: bytes, uid: str, attempt: int) -> dict[str, Any]:
-    """`status.goAhead` for this attempt of this run."""
-    return GoAhead(attempt=attempt, signature=sign_text(key, GO_AHEAD_PURPOSE,
-                                                        _go_ahead_text(uid, attempt))).model_dump()
+def sign_go_ahead(key: bytes, uid: str, attempt: int,
+                  after: Relay | None = None) -> dict[str, Any]:
+    """`status.goAhead` for this attempt of this run: at once, or `after` a seat's holder
+    releases its place (`api.grants.Relay`)."""
+    return GoAhead(attempt=attempt, after=after, signature=sign_text(
+        key, GO_AHEAD_PURPOSE, _go_ahead_text(uid, attempt, after))).model_dump()
+
+
+def read_go_ahead(key: bytes, uid: str, attempt: int, raw: Any) -> GoAhead | None:
+    """`status.goAhead` if the operator signed it for this attempt of this run, else None."""
+    if not isinstance(raw, dict) or raw.get("attempt") != attempt:
+        return None
+    try:
+        go = GoAhead.model_validate(raw)
+    except ValidationError:
+        return None
+    text = _go_ahead_text(uid, attempt, go.after)
+    return go if verify_text(key, GO_AHEAD_PURPOSE, text, go.signature) else None
 
 
 def has_go_ahead(key: bytes, uid: str, attempt: int, raw: Any) -> bool:
-    """Does `status.goAhead` hold the operator's go-ahead for this attempt of this run?"""
-    if not isinstance(raw, dict) or raw.get("attempt") != attempt:
-        return False
-    return verify_text(key, GO_AHEAD_PURPOSE, _go_ahead_text(uid, attempt), raw.get("signature"))
+    """Does `status.goAhead` hold the operator's go-ahead for this attempt of this run, to take
+    its board now (not a relay that waits for another session's seat)?"""
+    go = read_go_ahead(key, uid, attempt, raw)
+    return go is not None and go.after is None

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..api.campaigns import AVOID_ANNOTATION
 from ..api.devicetype import DeviceType
-from ..api.grants import GO_AHEAD_FIELD
+from ..api.grants import GO_AHEAD_FIELD, Relay
 from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY, BenchmarkRunSpec, LabPolicySpec
 from ..api.outcomes import FINISHED, Phase, Reason, attempt_of
 from ..core import queue as q, trust
@@ -38,7 +38,7 @@ from ..core.conditions import now_iso, set_condition
 from ..errors import RunError
 from ..history.db import Database
 from ..kubeapi.client import Kube, PreconditionFailed
-from ..lab.coordinator import Coordinator
+from ..lab.coordinator import Coordinator, run_identity
 from ..lab.devicetypes import load_device_types
 from ..store.artifacts import ArtifactStore, StoreConfig
 from ..store.software import internal_from_env
@@ -63,6 +63,9 @@ TEND_EVERY = 2.0             # seconds between two collections and freezes (_ten
 COLLECT_EVERY = 600.0        # seconds, at least, between two real full collections (_tend_heap)
 HEAP_GROWTH = 64 * 2**20     # growth (bytes resident) that calls for a full collection (_tend_heap)
 STANDBY_ENV = "BENCHFARM_STANDBY_SESSIONS"
+RELAY_GRACE = 1.0            # seconds a relayed session has to take its place (_check_relay)
+RELAY_LEAD = 1.5             # seconds, at least, before a relay's seat should free (_heir)
+SEAT_EWMA = 0.1              # weight of the last seat's time in the running mean (_heir)
 
 
 def standby_sessions(max_sessions: int | None, environ: Mapping[str, str]) -> int:
@@ -123,6 +126,8 @@ class Runtime:
         # session releases one (`api.grants.GoAhead`): the board freed goes on in a write and a
         # watch event, not a launch. A standby run's board is kept for it meanwhile.
         self.standby_max = standby_sessions(self.max_sessions, os.environ)
+        self.naming: set[str] = set()     # standby runs whose relay is being written
+        self.seat_seconds: float | None = None   # how long a session holds its seat (a mean)
         # the scheduler's own thread: never queued behind a flood of admissions (which run on
         # asyncio's default executor, a few threads for the whole operator)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scheduler")
@@ -385,26 +390,59 @@ class Runtime:
             running_ns: dict[str, int] = {}
             holding = 0
             standby: list[RunState] = []
+            seated: list[RunState] = []     # holding a seat and their place: a relay's start
+            relayed: list[RunState] = []    # took the seat a relay named: did their session see it?
+            mono = time.monotonic()
             for r in self.index.active.values():
                 running_ns[r.namespace] = running_ns.get(r.namespace, 0) + 1
-                if self._standing_by(r):
+                if self.standing_by(r):
                     standby.append(r)
-                else:
-                    # a session counts against the limit while it holds its board (after
-                    # releasing it, it only uploads and reports; the seat goes to the next run)
-                    holding += r.starting or not r.status.get("boardReleased")
+                    continue
+                # a session counts against the limit while it holds its board (after
+                # releasing it, it only uploads and reports; the seat goes to the next run)
+                holds = r.starting or not r.status.get("boardReleased")
+                holding += holds
+                if not holds and r.seated_at:       # how long a seat is held (relays' aim)
+                    held_for = mono - r.seated_at
+                    self.seat_seconds = held_for if self.seat_seconds is None else \
+                        self.seat_seconds + SEAT_EWMA * (held_for - self.seat_seconds)
+                    r.seated_at = 0.0
+                if r.starting or r.granting or not holds:
+                    continue
+                if r.after is not None:
+                    if r.relayed_at is None:
+                        r.relayed_at = r.seated_at = mono
+                    elif not r.relay_checked and mono - r.relayed_at >= RELAY_GRACE:
+                        r.relay_checked = True
+                        relayed.append(r)
+                if self._holds_place(r):
+                    seated.append(r)
             for held in self.index.leases.values():      # a person's board counts as a run's
                 running_ns[held.namespace] = running_ns.get(held.namespace, 0) + 1
             seats = None if self.max_sessions is None else max(0, self.max_sessions - holding)
-            # the free seats go to the sessions on standby first, longest waiting first
-            ready = [r for r in standby if not r.starting]
+            # the free seats go to the sessions on standby first, longest waiting first; those
+            # named no seat of their own before those waiting for one (`api.grants.Relay`)
+            ready = [r for r in standby if not r.starting and r.key not in self.naming]
             if seats is not None and len(ready) > seats:
-                ready.sort(key=lambda r: self.sessions.launched.get(r.key, 0.0))
+                ready.sort(key=lambda r: (r.after is not None,
+                                          self.sessions.launched.get(r.key, 0.0)))
                 ready = ready[:seats]
             for r in ready:
                 r.granting = True
+                r.seated_at = mono
             if seats is not None:
                 seats -= len(ready)
+            # each standby run is named the seat that should free first (`api.grants.Relay`)
+            named = {r.after.place for r in standby if r.after is not None}
+            heirs = [r for r in seated if r.status.get("board") not in named]
+            relays: list[tuple[RunState, Relay]] = []
+            for r in standby:
+                if not heirs:
+                    break
+                if r.after is None and not r.granting and not r.starting:
+                    r.after = self._relay_to(self._heir(heirs, mono))
+                    self.naming.add(r.key)      # no go-ahead meanwhile: it could land first
+                    relays.append((r, r.after))
             # new sessions: those with a seat start at once, the others on standby
             room = None if seats is None else \
                 seats + max(0, self.standby_max - (len(standby) - len(ready)))
@@ -434,6 +472,10 @@ class Runtime:
                     run.granting = seats is None or seats > 0
                     if seats:
                         seats -= 1
+                    run.seated_at, run.relayed_at, run.relay_checked = mono, None, False
+                    # on standby: it takes the seat that should free first
+                    run.after = self._relay_to(self._heir(heirs, mono)) \
+                        if heirs and not run.granting else None
                     self.reindex(run)
                     started.append((run, a.board))
             waiting, active = len(queue), len(self.index.active)
@@ -448,6 +490,10 @@ class Runtime:
                      len(started) + len(granted))
         for run in ready:
             self.launches.submit(self._go_ahead, run)
+        for run in relayed:
+            self.launches.submit(self._check_relay, run)
+        for run, relay in relays:
+            self.launches.submit(self._name_relay, run, relay)
         for run, board in started:
             self.launches.submit(self._launch, run, board)
         for lease, board in granted:
@@ -462,16 +508,88 @@ class Runtime:
         self.leases.tend(now)
         self._ttl(ttl, now)
 
-    def _standing_by(self, r: RunState) -> bool:
-        """Launched (or being launched) on standby: its board kept, no go-ahead yet (under the
-        lock). A run of an operator before go-aheads has none either: it gets one at once."""
+    def standing_by(self, r: RunState) -> bool:
+        """Launched (or being launched) on standby: its board kept, no go-ahead yet, or a relay
+        whose seat is still held (under the lock). A run of an operator before go-aheads has
+        none either: it gets one at once."""
         if r.granting:
             return False
         if r.starting:
             return True
-        return r.phase == Phase.running and not r.status.get("boardReleased") and \
-            not trust.has_go_ahead(self.signing_key, r.uid, attempt_of(r.status),
-                                   r.status.get(GO_AHEAD_FIELD))
+        if r.phase != Phase.running or r.status.get("boardReleased"):
+            return False
+        go = trust.read_go_ahead(self.signing_key, r.uid, attempt_of(r.status),
+                                 r.status.get(GO_AHEAD_FIELD))
+        if go is None:
+            return True
+        r.after = go.after
+        return go.after is not None and self._seat_held(go.after)
+
+    def _seat_held(self, relay: Relay) -> bool:
+        """Does the run a relay names still hold its seat (its board not released, its run not
+        over)? Once not, the seat is the standby run's, whether its session saw it or not."""
+        rec = self.boards.get(relay.place)
+        holder = self.runs.get(rec.run) if rec is not None and rec.run else None
+        return holder is not None and holder.phase == Phase.running and \
+            "/".join(run_identity(holder.uid)) == relay.holder and \
+            not holder.status.get("boardReleased")
+
+    def _holds_place(self, r: RunState) -> bool:
+        """The coordinator showed the run's place acquired by its session (the last refresh): a
+        relay may name it, the place's release is then that session's."""
+        rec = self.boards.get(r.status.get("board") or "")
+        return rec is not None and rec.holder == "/".join(run_identity(r.uid))
+
+    def _relay_to(self, heir: RunState) -> Relay:
+        return Relay(place=heir.status["board"], holder="/".join(run_identity(heir.uid)))
+
+    def _heir(self, heirs: list[RunState], mono: float) -> RunState:
+        """The seat a standby run is named (taken out of `heirs`): the one that should free
+        first, but not before its session is ready to see it (RELAY_LEAD: a release before the
+        session's coordinator connection is up is not seen, and waits for `_check_relay`).
+        The oldest seat until a seat's time is known."""
+        if self.seat_seconds is None:
+            best = min(heirs, key=lambda r: r.seated_at)
+        else:
+            left = {id(r): r.seated_at + self.seat_seconds - mono for r in heirs}
+            late = [r for r in heirs if left[id(r)] >= RELAY_LEAD]
+            best = min(late, key=lambda r: left[id(r)]) if late else \
+                max(heirs, key=lambda r: left[id(r)])
+        heirs.remove(best)
+        return best
+
+    def _check_relay(self, run: RunState) -> None:
+        """A relay's seat went to this run RELAY_GRACE ago: if its session has not taken its
+        place, it did not see the release (its connection came up after it), and it gets the
+        plain go-ahead (one coordinator read, on a launch thread)."""
+        place = run.status.get("board") or ""
+        try:
+            if self.coordinator.holder(place) == "/".join(run_identity(run.uid)):
+                return
+        except Exception as exc:      # the coordinator is away: the go-ahead says it anyway
+            log.info("%s: could not read who holds %s: %s", run.key, place, exc)
+        with self.lock:
+            if run.granting or run.after is None or run.status.get("boardReleased") or \
+                    self.runs.get(run.key) is not run:
+                return
+            run.granting = True
+        log.info("%s: its session did not take the seat %s gave up; writing its go-ahead",
+                 run.key, run.after.place)
+        self._go_ahead(run)
+
+    def _name_relay(self, run: RunState, relay: Relay) -> None:
+        """A standby run's relay, named in a round after its launch (one status write)."""
+        try:
+            self.patch(run, {GO_AHEAD_FIELD: trust.sign_go_ahead(
+                self.signing_key, run.uid, attempt_of(run.status), relay)})
+        except Exception as exc:   # deleted meanwhile, or the API is away: the next round again
+            log.info("%s: could not write its relay: %s", run.key, exc)
+            with self.lock:
+                if run.after == relay:
+                    run.after = None
+        finally:
+            with self.lock:
+                self.naming.discard(run.key)
 
     def _go_ahead(self, run: RunState) -> None:
         """A seat is free: the standby run's session may take its board (one status write; the
@@ -495,7 +613,7 @@ class Runtime:
         boards freed together start together, and the next round does not wait for them (the
         run counts as holding its board, or as on standby, while `starting`)."""
         try:
-            self.sessions.launch(run, board, seated=run.granting)
+            self.sessions.launch(run, board, seated=run.granting, after=run.after)
         except Exception:
             log.exception("%s: launching its session failed", run.key)
             with self.lock:

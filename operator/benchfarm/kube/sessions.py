@@ -19,10 +19,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..api.grants import GO_AHEAD_FIELD
+from ..api.grants import GO_AHEAD_FIELD, Relay
 from ..api.outcomes import HandBack, Phase, Reason, SessionEnd, attempt_of
 from ..core.conditions import set_condition
-from ..core.trust import sign_go_ahead
+from ..core.trust import has_go_ahead, read_go_ahead, sign_go_ahead
 from ..errors import InfraError
 from ..kubeapi.client import PreconditionFailed
 from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseObserver, list_leases, session_lease_name
@@ -70,6 +70,8 @@ class SessionRuntime(Registry, Protocol):
 
     def active_runs(self) -> list[RunState]: ...
 
+    def standing_by(self, run: RunState) -> bool: ...
+
     def reindex(self, run: RunState) -> None: ...
 
     def patch(self, run: RunState, status: dict[str, Any]) -> None: ...
@@ -93,17 +95,19 @@ class Supervisor:
         self.launching = threading.Lock()   # launches run on several threads; a launcher on one
 
     # -- launch -------------------------------------------------------------------------------
-    def launch(self, run: RunState, board: str, *, seated: bool) -> None:
+    def launch(self, run: RunState, board: str, *, seated: bool,
+               after: Relay | None = None) -> None:
         """`seated`: the run has a session seat, and its Running status carries the signed
         go-ahead of this attempt (`api.grants.GoAhead`); else its session starts on standby
-        and waits for one."""
+        and waits for one: `after` that seat's holder releases its place, if one is named."""
         rt = self.rt
         attempt = attempt_of(run.status) + 1
-        go_ahead = sign_go_ahead(rt.signing_key, run.uid, attempt) if seated else None
+        go_ahead = sign_go_ahead(rt.signing_key, run.uid, attempt) if seated else \
+            None if after is None else sign_go_ahead(rt.signing_key, run.uid, attempt, after)
         status = {"phase": Phase.running, "board": board, "attempts": attempt, "resumes": 0,
                   "queuePosition": None, "sessionEnd": None, "boardReleased": False,
                   GO_AHEAD_FIELD: go_ahead,
-                  "progress": "starting the session" if go_ahead else
+                  "progress": "starting the session" if seated else
                   "on standby: its session waits for a free session seat",
                   "conditions": set_condition(
                       set_condition(run.status.get("conditions"), "Scheduled", "True",
@@ -134,7 +138,8 @@ class Supervisor:
         started = run.status.get("startTime")
         # on standby, its session may wait up to the run's timeout for a seat, then has all of it
         left = ts(started) + run.spec.timeoutSeconds - time.time() if started else \
-            float(run.spec.timeoutSeconds) * (1 if run.status.get(GO_AHEAD_FIELD) else 2)
+            float(run.spec.timeoutSeconds) * (1 if has_go_ahead(
+                self.rt.signing_key, run.uid, attempt, run.status.get(GO_AHEAD_FIELD)) else 2)
         board = run.status.get("board") or ""
         req = Launch(run.namespace, run.name, run.uid, attempt, resume, deadline_s=max(left, 10.0),
                      reads=(run.spec.baseline,) if run.spec.baseline else (),
@@ -207,14 +212,20 @@ class Supervisor:
             return
         log.warning("%s: the session on %s stopped renewing its Lease; resuming it (%d/%d)",
                     run.key, board, resumes, MAX_RESUMES)
+        attempt = attempt_of(run.status, 1)
+        extra: dict[str, Any] = {}
+        with rt.lock:    # a relay's seat already its own: the resumed session must not wait
+            if read_go_ahead(rt.signing_key, run.uid, attempt, run.status.get(GO_AHEAD_FIELD)) \
+                    and not rt.standing_by(run):        # for a release it will never see
+                extra[GO_AHEAD_FIELD] = sign_go_ahead(rt.signing_key, run.uid, attempt)
         try:
-            rt.patch(run, {"resumes": resumes,
+            rt.patch(run, {"resumes": resumes, **extra,
                            "progress": f"session lost; resuming ({resumes}/{MAX_RESUMES})"})
         except Exception:
             log.warning("%s: could not record the resume; will retry", run.key, exc_info=True)
             return
         self.launched[run.key] = self.clock()
-        handle = self._launch(run, attempt_of(run.status, 1), resumes)
+        handle = self._launch(run, attempt, resumes)
         rt.kube.event(run.ref(), "Warning", "SessionResumed",
                       f"the session stopped renewing its Lease; resumed from its checkpoints "
                       f"({resumes}/{MAX_RESUMES}): {handle}")

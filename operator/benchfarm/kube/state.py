@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from ..api.grants import Relay
 from ..api.models import BenchmarkRunSpec, BoardLeaseSpec, LabPolicySpec
 from ..api.outcomes import FINISHED, LeasePhase, Phase
 from ..core.queue import QueueEntry, WaitingQueue, lease_key
@@ -64,6 +65,10 @@ class RunState:
     completed_at: tuple[str, float] | None = None
     position_writes: int = 0        # queuePosition writes so far (capped: a run's write budget)
     avoid_boards: tuple[str, ...] = ()   # boards a campaign's retried column must not get
+    seated_at: float = 0.0          # monotonic: when it got a session seat (relays name the oldest)
+    after: Relay | None = None      # on standby: the seat it takes when its holder releases it
+    relayed_at: float | None = None  # monotonic: when the operator saw that seat become its own
+    relay_checked: bool = False     # whether its session took it (`Runtime._check_relay`)
 
     @property
     def key(self) -> str:

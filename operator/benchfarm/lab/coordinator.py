@@ -11,7 +11,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -141,6 +141,18 @@ class _IndexedSession(ClientSession):
         self.loop.create_task(shared.close())
         self.touched_places: set[str] = set()
         self.touched_groups: set[tuple[str, str]] = set()
+        # places other sessions hold, watched for their release (`Coordinator.on_release`):
+        # place -> (its holder, what to call); the Coordinator's own dict, kept across connections
+        self.relays: dict[str, tuple[str, Callable[[], None]]] = {}
+        self.holders: dict[str, str | None] = {}   # who holds each place, as updates said
+
+    def _relayed(self, name: str, acquired: str | None) -> None:
+        """An update of a place: if it is watched and its holder no longer holds it, say so."""
+        self.holders[name] = acquired
+        watch = self.relays.get(name)
+        if watch is not None and acquired != watch[0]:
+            del self.relays[name]
+            watch[1]()
 
     async def on_resource_changed(self, exporter, group_name, resource_name, resource):  # noqa: ANN001, ANN201
         await super().on_resource_changed(exporter, group_name, resource_name, resource)
@@ -149,10 +161,12 @@ class _IndexedSession(ClientSession):
     async def on_place_changed(self, place_pb2):  # noqa: ANN001, ANN201
         await super().on_place_changed(place_pb2)
         self.touched_places.add(place_pb2.name)
+        self._relayed(place_pb2.name, place_pb2.acquired or None)
 
     async def on_place_deleted(self, name):  # noqa: ANN001, ANN201
         await super().on_place_deleted(name)
         self.touched_places.add(name)
+        self._relayed(name, None)
 
 
 @attr.s(eq=False)
@@ -211,11 +225,15 @@ class _OnePlaceSession(_IndexedSession):
         if place_pb2.name == self.handed.name:
             await super().on_place_changed(place_pb2)
             self.fresh = True
+        else:
+            self._relayed(place_pb2.name, place_pb2.acquired or None)
 
     async def on_place_deleted(self, name):  # noqa: ANN001, ANN201
         if name == self.handed.name:
             await super().on_place_deleted(name)
             self.fresh = True
+        else:
+            self._relayed(name, None)
 
     async def read_place(self) -> None:
         """The place as the coordinator has it now (labgrid's GetPlaces: the one read it offers
@@ -312,6 +330,7 @@ class Coordinator:
         self._index: _PlaceIndex | None = None
         self._lock = threading.Lock()
         self._connecting: asyncio.Lock | None = None    # one connection attempt at a time
+        self._relays: dict[str, tuple[str, Callable[[], None]]] = {}   # `on_release`, on the loop
 
     @property
     def identity(self) -> str:
@@ -364,6 +383,7 @@ class Coordinator:
         # this client's identity, whatever another client of the process set in the environment
         # since (the operator keeps its own and, for moments, a lease's)
         session.gethostname, session.getuser = (lambda: self.host), (lambda: self.user)
+        session.relays = self._relays
         try:
             await asyncio.wait_for(session.start(), self.timeout)
         except Exception as exc:
@@ -464,6 +484,20 @@ class Coordinator:
                            for e, g, n, res in _candidates(place, session.resources)
                            if "cls" in res.data and place.getmatch((e, g, res.cls, n))])
         return self._call(_handover())
+
+    def on_release(self, name: str, holder: str, callback: Callable[[], None]) -> None:
+        """Call `callback` once, on this client's loop (keep it short: set an event), when an
+        update of place `name` on this connection shows it no longer held by `holder`: released,
+        taken back, or deleted (`api.grants.Relay`); at once if an update since the connection
+        came up said so already. A release before the connection came up, or while it was down,
+        is not seen: the caller needs another way as well."""
+        def watch() -> None:
+            seen = getattr(self._session, "holders", {}).get(name, holder)
+            if seen != holder:      # an update on this connection already said so
+                callback()
+            else:
+                self._relays[name] = (holder, callback)
+        self._loop.call_soon_threadsafe(watch)
 
     # -- place management (inventory) ---------------------------------------------------------
     def ensure_place(self, name: str, *, match: str, tags: dict[str, str], comment: str = "",

@@ -28,7 +28,7 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from ..api.devicetype import DeviceType
-from ..api.grants import GO_AHEAD_FIELD
+from ..api.grants import GO_AHEAD_FIELD, Relay
 from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
 from ..api.outcomes import HandBack, Phase, Reason, Refusal, attempt_of
 from ..api.places import ENV as PLACE_ENV, HandedPlace
@@ -104,6 +104,8 @@ class Runner:
         self.kube.outage_budget = max(10.0, self.lifeline.deadline - time.monotonic())
         self.status = StatusWriter(self.kube, self.lifeline, body)
         self.go_ahead = threading.Event()
+        self.relay: Relay | None = None      # the seat it waits for, if the operator named one
+        self.go_ahead_by = ""
         self.lifeline.on_run = lambda run: self._note_go_ahead(uid, run)
         self._note_go_ahead(uid, body)
         self.lifeline.on_tick = self.status.flush
@@ -359,8 +361,19 @@ class Runner:
             key = trust.key_from(os.environ)
         except ValueError:   # the session fails on its suites' signature first, and says why
             return
-        if trust.has_go_ahead(key, uid, attempt, status.get(GO_AHEAD_FIELD)) and \
-                attempt == self.attempt:
+        go = trust.read_go_ahead(key, uid, attempt, status.get(GO_AHEAD_FIELD))
+        if go is None or attempt != self.attempt:
+            return
+        if go.after is None:
+            self._go("the operator's")
+        elif go.after != self.relay:    # its seat is the one this holder gives up
+            self.relay = relay = go.after
+            self.coordinator.on_release(relay.place, relay.holder,
+                                        lambda: self._go(f"relay: {relay.place} released"))
+
+    def _go(self, by: str) -> None:
+        if not self.go_ahead.is_set():
+            self.go_ahead_by = by
             self.go_ahead.set()
 
     def _standby(self, ctx: RunContext, *, spec_started: bool) -> None:
@@ -378,8 +391,8 @@ class Runner:
             if time.monotonic() > self.lifeline.deadline:
                 raise RunError(f"no session seat became free within the run's timeout "
                                f"({ctx.spec.timeoutSeconds} s)", reason="RunTimeout")
-        log.info("%s/%s: go-ahead after %.2f s on standby", ctx.namespace, ctx.name,
-                 time.monotonic() - t)
+        log.info("%s/%s: go-ahead after %.2f s on standby (%s)", ctx.namespace, ctx.name,
+                 time.monotonic() - t, self.go_ahead_by)
         if not spec_started:      # the run's time starts with its board
             ctx.deadline = self.lifeline.deadline = time.monotonic() + ctx.spec.timeoutSeconds
             self.kube.outage_budget = max(10.0, ctx.spec.timeoutSeconds)
