@@ -29,7 +29,7 @@ from tests.stack.conftest import wait_for
 pytestmark = pytest.mark.stack
 
 BOARDS, RUNS, SESSIONS, PROBES = 100, 1000, 4, 5
-STANDBY = 1          # the default for 4 sessions (kube.runtime.standby_sessions)
+STANDBY = 4          # the default for 4 sessions (kube.runtime.standby_sessions)
 BUDGET = 10
 T = TypeVar("T")
 

@@ -245,7 +245,7 @@ def test_a_status_count_of_attempts_that_is_no_count_reads_as_none():
 def test_standby_sessions_only_where_sessions_are_limited():
     from benchfarm.kube.runtime import standby_sessions
     assert standby_sessions(None, {}) == 0
-    assert standby_sessions(12, {}) == 3 and standby_sessions(1, {}) == 1
+    assert standby_sessions(12, {}) == 12 and standby_sessions(1, {}) == 1
     assert standby_sessions(12, {"BENCHFARM_STANDBY_SESSIONS": "0"}) == 0
     assert standby_sessions(12, {"BENCHFARM_STANDBY_SESSIONS": "5"}) == 5
 

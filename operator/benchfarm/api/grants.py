@@ -69,11 +69,12 @@ class GoAhead(BaseModel):
     """`status.goAhead`: the operator's word that the session of this attempt may take its board.
 
     Where the lab limits how many sessions hold a board at once (BENCHFARM_MAX_SESSIONS), the
-    operator launches a few sessions more than that, on standby: each starts, takes its Lease,
-    connects and fetches its software, then waits here before acquiring its place. When a session
-    releases its board the operator writes the next standby run's go-ahead, and that session
-    powers its board on at once instead of being launched only then. Without a limit the go-ahead
-    is written with the run's Running status and nobody waits. Signed with the sessions' key
+    operator launches more sessions than that, on standby: each starts, takes its Lease,
+    connects and fetches its software, then waits here before acquiring its place. Its go-ahead
+    is a relay (`after`: the seat it takes when its holder releases it) or, for a seat that
+    freed with no heir named, written when the operator sees the seat free; either way that
+    session powers its board on at once instead of being launched only then. Without a limit
+    the go-ahead is written with the run's Running status and nobody waits. Signed with the sessions' key
     (`core.trust.sign_go_ahead`): a tenant who can write the run's status cannot give its own
     session a board beyond the lab's limit."""
 
