@@ -425,11 +425,16 @@ def run_phases(args: argparse.Namespace, pid: int) -> dict:
         "freed_to_next_p99_s": round(percentile(gaps, 0.99), 3),
         "places_ms": round(percentile(reads, 0.5) * 1000, 2),
         "places_operator_ms": round(m.get("benchfarm_places_seconds", 0) * 1000, 2),
+        "seats_by_relay": int(m.get('benchfarm_session_seats_total{by="relay"}', 0)),
+        "seats_by_go_ahead": int(m.get('benchfarm_session_seats_total{by="go-ahead"}', 0)),
+        "relays_missed": int(m.get("benchfarm_relays_missed_total", 0)),
         "finished": len(done), "failed": len(failed),
         "phases": dict(phases(flood_items)),
         "runs_per_min": round(len(done) / window_min, 1) if window_min else None,
         "board_seconds_per_run": round(own, 2),
         "boards_alone_runs_per_min": round(args.sessions * 60 / own, 1) if board_time else None,
+        "capacity_used": round(len(done) / window_min / (args.sessions * 60 / own), 4)
+        if board_time and window_min else 0.0,
         "window_s": round(t_window_end - t_window, 1),
     }
 
@@ -441,7 +446,8 @@ def print_table(f: dict, args: argparse.Namespace) -> None:
              "round_max_ms": ("< 50 ms", f["round_max_ms"] < 50),
              "apply_to_power_on_p99_s": ("< 1 s", f["apply_to_power_on_p99_s"] < 1),
              "freed_to_next_p99_s": ("< 2 s", f["freed_to_next_p99_s"] < 2),
-             "places_ms": ("< 20 ms", f["places_ms"] < 20)}
+             "places_ms": ("< 20 ms", f["places_ms"] < 20),
+             "capacity_used": (">= 90 %", f["capacity_used"] >= 0.9)}
     rows = [
         ("operator RSS (peak)", f"{f['rss_mib']:.0f} MiB", "rss_mib"),
         ("resync after a restart", f"{f['resync_s']:.1f} s (reading back {f['recovery_s']:.1f} s)",
@@ -460,9 +466,12 @@ def print_table(f: dict, args: argparse.Namespace) -> None:
          f"{f['freed_to_next_p99_s']:.2f} s", "freed_to_next_p99_s"),
         ("coordinator places()", f"{f['places_ms']:.1f} ms (operator's last: "
          f"{f['places_operator_ms']:.1f} ms)", "places_ms"),
-        ("runs finished per minute", f"{f['runs_per_min']} (boards alone: "
-         f"{f['boards_alone_runs_per_min']} with {f['sessions']} sessions of "
-         f"{f['board_seconds_per_run']:.1f} s board time)", None),
+        ("standby sessions' seats by relay", f"{f['seats_by_relay']} of "
+         f"{f['seats_by_relay'] + f['seats_by_go_ahead']} ({f['relays_missed']} relays missed)",
+         None),
+        ("runs finished per minute", f"{f['runs_per_min']} of {f['boards_alone_runs_per_min']} "
+         f"({f['capacity_used']:.1%}; {f['sessions']} sessions of "
+         f"{f['board_seconds_per_run']:.1f} s board time)", "capacity_used"),
     ]
     print(f"\nbench-scale: {f['boards']} boards, {f['queued']} runs from {TEAMS} namespaces "
           f"(created at {f['create_per_s']:.0f}/s), {f['window_s']:.0f} s window, "

@@ -317,7 +317,7 @@ def test_a_standby_session_takes_the_seat_its_relay_names_with_the_operator_down
 
     from benchfarm.api.grants import GO_AHEAD_FIELD
     from benchfarm.core import trust
-    from benchfarm.lab.coordinator import run_identity
+    from benchfarm.lab.coordinator import run_holder
     custom = client.CustomObjectsApi(kube)
     group = ("benchfarm.io", "v1alpha1")
     ns = bench.PROBE_NS
@@ -355,7 +355,7 @@ def test_a_standby_session_takes_the_seat_its_relay_names_with_the_operator_down
             for n in holders:
                 body = get(n)
                 board = (body.get("status") or {}).get("board")
-                ident = "/".join(run_identity(body["metadata"]["uid"]))
+                ident = run_holder(body["metadata"]["uid"])
                 if board and held().get(board) == ident:
                     out[board] = n
             return out
@@ -370,7 +370,7 @@ def test_a_standby_session_takes_the_seat_its_relay_names_with_the_operator_down
         relay = trust.read_go_ahead(key, uid, st["attempts"], st[GO_AHEAD_FIELD]).after
         assert relay is not None and relay.place in places
         named = places[relay.place]
-        assert relay.holder == "/".join(run_identity(get(named)["metadata"]["uid"]))
+        assert relay.holder == run_holder(get(named)["metadata"]["uid"])
         devlab.stop_process("benchfarm-operator")
         operator_down = True
         seen = len(scale.power_events())

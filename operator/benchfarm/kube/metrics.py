@@ -18,6 +18,13 @@ QUEUE_DEPTH = Gauge("benchfarm_queue_depth", "Runs waiting for a board", registr
 RUNNING = Gauge("benchfarm_runs_running", "Runs on a board now", registry=REGISTRY)
 STANDBY = Gauge("benchfarm_sessions_standby", "Sessions launched on standby, waiting for a "
                 "session seat (BENCHFARM_MAX_SESSIONS) to take their board", registry=REGISTRY)
+SEATS = Counter("benchfarm_session_seats_total", "Session seats a standby session took: by a "
+                "relay (the seat it was named, the moment its holder released the place) or by a "
+                "go-ahead the operator wrote (a seat freed with no heir)", ["by"],
+                registry=REGISTRY)
+RELAYS_MISSED = Counter("benchfarm_relays_missed_total", "Relays whose session did not take "
+                        "the seat it was named (it connected after the release): the operator "
+                        "wrote its go-ahead", registry=REGISTRY)
 BOARDS = Gauge("benchfarm_boards", "Boards by state", ["state"], registry=REGISTRY)
 UTILISATION = Gauge("benchfarm_board_utilisation_ratio",
                     "Share of online boards running a benchfarm run", registry=REGISTRY)

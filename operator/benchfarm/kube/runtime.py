@@ -37,7 +37,7 @@ from ..core.conditions import now_iso, set_condition
 from ..errors import RunError
 from ..history.db import Database
 from ..kubeapi.client import Kube, PreconditionFailed
-from ..lab.coordinator import Coordinator, run_identity
+from ..lab.coordinator import Coordinator, run_holder
 from ..lab.devicetypes import load_device_types
 from ..store.artifacts import ArtifactStore, StoreConfig
 from ..store.software import internal_from_env
@@ -414,6 +414,7 @@ class Runtime:
                 if r.after is not None:
                     if r.relayed_at is None:
                         r.relayed_at = r.seated_at = mono
+                        metrics.SEATS.labels("relay").inc()
                     elif not r.relay_checked and mono - r.relayed_at >= RELAY_GRACE:
                         r.relay_checked = True
                         relayed.append(r)
@@ -432,6 +433,7 @@ class Runtime:
             for r in ready:
                 r.granting = True
                 r.seated_at = mono
+            metrics.SEATS.labels("go-ahead").inc(len(ready))
             if seats is not None:
                 seats -= len(ready)
             # each standby run is named the seat that should free first (`api.grants.Relay`)
@@ -512,8 +514,8 @@ class Runtime:
 
     def standing_by(self, r: RunState) -> bool:
         """Launched (or being launched) on standby: its board kept, no go-ahead yet, or a relay
-        whose seat is still held (under the lock). A run of an operator before go-aheads has
-        none either: it gets one at once."""
+        whose seat is still held (under the lock; notes the relay its status holds). A run of
+        an operator before go-aheads has none either: it gets one at once."""
         if r.granting:
             return False
         if r.starting:
@@ -533,17 +535,17 @@ class Runtime:
         rec = self.boards.get(relay.place)
         holder = self.runs.get(rec.run) if rec is not None and rec.run else None
         return holder is not None and holder.phase == Phase.running and \
-            "/".join(run_identity(holder.uid)) == relay.holder and \
+            run_holder(holder.uid) == relay.holder and \
             not holder.status.get("boardReleased")
 
     def _holds_place(self, r: RunState) -> bool:
         """The coordinator showed the run's place acquired by its session (the last refresh): a
         relay may name it, the place's release is then that session's."""
         rec = self.boards.get(r.status.get("board") or "")
-        return rec is not None and rec.holder == "/".join(run_identity(r.uid))
+        return rec is not None and rec.holder == run_holder(r.uid)
 
     def _relay_to(self, heir: RunState) -> Relay:
-        return Relay(place=heir.status["board"], holder="/".join(run_identity(heir.uid)))
+        return Relay(place=heir.status["board"], holder=run_holder(heir.uid))
 
     def _heir(self, heirs: list[RunState], mono: float) -> RunState:
         """The seat a standby run is named (taken out of `heirs`): the one that should free
@@ -553,10 +555,10 @@ class Runtime:
         if self.seat_seconds is None:
             best = min(heirs, key=lambda r: r.seated_at)
         else:
-            left = {id(r): r.seated_at + self.seat_seconds - mono for r in heirs}
-            late = [r for r in heirs if left[id(r)] >= RELAY_LEAD]
-            best = min(late, key=lambda r: left[id(r)]) if late else \
-                max(heirs, key=lambda r: left[id(r)])
+            left = {r.key: r.seated_at + self.seat_seconds - mono for r in heirs}
+            late = [r for r in heirs if left[r.key] >= RELAY_LEAD]
+            best = min(late, key=lambda r: left[r.key]) if late else \
+                max(heirs, key=lambda r: left[r.key])
         heirs.remove(best)
         return best
 
@@ -566,7 +568,7 @@ class Runtime:
         plain go-ahead (one coordinator read, on a launch thread)."""
         place = run.status.get("board") or ""
         try:
-            if self.coordinator.holder(place) == "/".join(run_identity(run.uid)):
+            if self.coordinator.holder(place) == run_holder(run.uid):
                 return
         except Exception as exc:      # the coordinator is away: the go-ahead says it anyway
             log.info("%s: could not read who holds %s: %s", run.key, place, exc)
@@ -575,6 +577,7 @@ class Runtime:
                     self.runs.get(run.key) is not run:
                 return
             run.granting = True
+        metrics.RELAYS_MISSED.inc()
         log.info("%s: its session did not take the seat %s gave up; writing its go-ahead",
                  run.key, run.after.place)
         self._go_ahead(run)

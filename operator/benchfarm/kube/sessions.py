@@ -26,7 +26,7 @@ from ..core.trust import has_go_ahead, read_go_ahead, sign_go_ahead
 from ..errors import InfraError
 from ..kubeapi.client import PreconditionFailed
 from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseObserver, list_leases, session_lease_name
-from ..lab.coordinator import run_identity
+from ..lab.coordinator import run_holder
 from . import metrics
 from .ports import Launch, Launcher
 from .state import Registry, RunState, ts, written
@@ -39,11 +39,6 @@ log = logging.getLogger("benchfarm")
 MAX_RESUMES = 3
 STARTUP_GRACE = 45.0      # seconds a launched runner has to take its Lease
 SUPERVISE_EVERY = 2.0
-
-
-def holder_of(uid: str) -> str:
-    host, user = run_identity(uid)
-    return f"{host}/{user}"
 
 
 class Boards(Protocol):
@@ -260,7 +255,7 @@ class Supervisor:
         if not board:
             return
         try:
-            if self.rt.coordinator.release(board, holder=holder_of(uid)):
+            if self.rt.coordinator.release(board, holder=run_holder(uid)):
                 log.info("released %s, left acquired by the session of run uid %s", board, uid)
         except Exception as exc:
             log.warning("could not release %s for run uid %s: %s", board, uid, exc)

@@ -42,6 +42,11 @@ def run_identity(uid: str) -> tuple[str, str]:
     return SESSION_HOST, f"run-{uid}"
 
 
+def run_holder(uid: str) -> str:
+    """The holder of a place the session of the run with this uid acquired, as labgrid names it."""
+    return "/".join(run_identity(uid))
+
+
 def lease_identity(uid: str) -> tuple[str, str]:
     """(host, user) a BoardLease holds its place under: the lease's own, not the person's (the
     person's labgrid user is allowed on the place); its end session powers off under it too."""
