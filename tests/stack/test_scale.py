@@ -229,6 +229,27 @@ def test_a_thousand_queued_runs_on_a_hundred_places(scale_lab, kube):
     assert devlab.running_pid("simboards") is not None
 
 
+def _pause_the_flood(hold_plan: str) -> None:
+    """A LabPolicy pauses the flood's namespaces, a TestPlan `hold_plan` keeps a board for 300 s,
+    and every run of the flood is off its board: the probe namespace has the seats to itself."""
+    policy = {"apiVersion": bench.GROUP_VERSION, "kind": "LabPolicy", "metadata": {"name": "default"},
+              "spec": {"namespaces": [{"namespace": ns, "maxBoards": 0} for ns in bench.teams()]}}
+    bench.kubectl("apply", "-f", "-", input=yaml.safe_dump(policy))
+    hold = {"apiVersion": bench.GROUP_VERSION, "kind": "TestPlan", "metadata": {"name": hold_plan},
+            "spec": {"suites": [{"name": "hold", "suite": "shell", "command": "sleep 300",
+                                 "timeoutSeconds": 400}]}}
+    bench.kubectl("apply", "-f", "-", input=yaml.safe_dump(hold))
+    bench.wait_metric("benchfarm_runs_running", lambda v: v == 0, 240)
+
+
+def _probe_run(name: str, plan: str) -> dict:
+    """A run of the probe namespace on a probe board."""
+    return {"apiVersion": bench.GROUP_VERSION, "kind": "BenchmarkRun",
+            "metadata": {"name": name, "namespace": bench.PROBE_NS},
+            "spec": {"plan": plan, "timeoutSeconds": 600,
+                     "selector": {"deviceType": "sim-board", "labels": {"pool": "probe"}}}}
+
+
 def test_a_standby_session_takes_its_board_on_the_operators_go_ahead_only(scale_lab, kube):
     """With every seat held, one more run goes on standby: its session waits at the gate with
     its board kept, named the seat of one holder (a relay). A go-ahead its tenant writes into
@@ -240,21 +261,8 @@ def test_a_standby_session_takes_its_board_on_the_operators_go_ahead_only(scale_
     from benchfarm.core import trust
     custom = client.CustomObjectsApi(kube)
     group = ("benchfarm.io", "v1alpha1")
-    policy = {"apiVersion": bench.GROUP_VERSION, "kind": "LabPolicy", "metadata": {"name": "default"},
-              "spec": {"namespaces": [{"namespace": ns, "maxBoards": 0} for ns in bench.teams()]}}
-    bench.kubectl("apply", "-f", "-", input=yaml.safe_dump(policy))   # the flood pauses
-    hold = {"apiVersion": bench.GROUP_VERSION, "kind": "TestPlan", "metadata": {"name": "scale-hold"},
-            "spec": {"suites": [{"name": "hold", "suite": "shell", "command": "sleep 300",
-                                 "timeoutSeconds": 400}]}}
-    bench.kubectl("apply", "-f", "-", input=yaml.safe_dump(hold))
-    bench.wait_metric("benchfarm_runs_running", lambda v: v == 0, 240)
+    _pause_the_flood("scale-hold")
     ns = bench.PROBE_NS
-
-    def run(name: str, plan: str) -> dict:
-        return {"apiVersion": bench.GROUP_VERSION, "kind": "BenchmarkRun",
-                "metadata": {"name": name, "namespace": ns},
-                "spec": {"plan": plan, "timeoutSeconds": 600,
-                         "selector": {"deviceType": "sim-board", "labels": {"pool": "probe"}}}}
 
     def status(name: str) -> dict:
         return custom.get_namespaced_custom_object_status(*group, ns, "benchmarkruns",
@@ -262,14 +270,14 @@ def test_a_standby_session_takes_its_board_on_the_operators_go_ahead_only(scale_
 
     holders = [f"hold-{k}" for k in range(SESSIONS)]
     bench.kubectl("create", "-f", "-", input=yaml.safe_dump_all(
-        [run(n, "scale-hold") for n in holders]))
+        [_probe_run(n, "scale-hold") for n in holders]))
     view = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="standby-view")
     try:
         def held() -> list[str]:
             return [n for n, p in view.places().items()
                     if (p.acquired or "").startswith(f"{SESSION_HOST}/run-")]
         wait_for("every seat to be held", lambda: len(held()) == SESSIONS, timeout=120)
-        bench.kubectl("create", "-f", "-", input=yaml.safe_dump(run("standby", bench.PLAN)))
+        bench.kubectl("create", "-f", "-", input=yaml.safe_dump(_probe_run("standby", bench.PLAN)))
         st = wait_for("the fifth run to go on standby", lambda: (s := status("standby")).get(
             "phase") == "Running" and "standby" in (s.get("progress") or "") and s, timeout=60)
         board = st["board"]
@@ -322,27 +330,14 @@ def test_a_standby_session_takes_the_seat_its_relay_names_with_the_operator_down
     group = ("benchfarm.io", "v1alpha1")
     ns = bench.PROBE_NS
     key = trust.key_from(devlab.lab_env())
-    policy = {"apiVersion": bench.GROUP_VERSION, "kind": "LabPolicy", "metadata": {"name": "default"},
-              "spec": {"namespaces": [{"namespace": n, "maxBoards": 0} for n in bench.teams()]}}
-    bench.kubectl("apply", "-f", "-", input=yaml.safe_dump(policy))   # the flood stays paused
-    hold = {"apiVersion": bench.GROUP_VERSION, "kind": "TestPlan", "metadata": {"name": "relay-hold"},
-            "spec": {"suites": [{"name": "hold", "suite": "shell", "command": "sleep 300",
-                                 "timeoutSeconds": 400}]}}
-    bench.kubectl("apply", "-f", "-", input=yaml.safe_dump(hold))
-    bench.wait_metric("benchfarm_runs_running", lambda v: v == 0, 240)
-
-    def run(name: str, plan: str) -> dict:
-        return {"apiVersion": bench.GROUP_VERSION, "kind": "BenchmarkRun",
-                "metadata": {"name": name, "namespace": ns},
-                "spec": {"plan": plan, "timeoutSeconds": 600,
-                         "selector": {"deviceType": "sim-board", "labels": {"pool": "probe"}}}}
+    _pause_the_flood("relay-hold")
 
     def get(name: str) -> dict:
         return custom.get_namespaced_custom_object(*group, ns, "benchmarkruns", name)
 
     holders = [f"relay-hold-{k}" for k in range(SESSIONS)]
     bench.kubectl("create", "-f", "-", input=yaml.safe_dump_all(
-        [run(n, "relay-hold") for n in holders]))
+        [_probe_run(n, "relay-hold") for n in holders]))
     view = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="relay-view")
     operator_down = False
     try:
@@ -361,7 +356,7 @@ def test_a_standby_session_takes_the_seat_its_relay_names_with_the_operator_down
             return out
         places = wait_for("every seat to be held by the holders",
                           lambda: len(p := holder_places()) == SESSIONS and p, timeout=120)
-        bench.kubectl("create", "-f", "-", input=yaml.safe_dump(run("relayed", bench.PLAN)))
+        bench.kubectl("create", "-f", "-", input=yaml.safe_dump(_probe_run("relayed", bench.PLAN)))
         body = wait_for("the run on standby, named a seat", lambda: (b := get("relayed")).get(
             "status", {}).get("phase") == "Running" and (go := trust.read_go_ahead(
                 key, b["metadata"]["uid"], b["status"]["attempts"],
