@@ -109,8 +109,13 @@ def test_a_resumed_session_whose_relay_seat_is_its_own_gets_the_plain_go_ahead(s
     after = Relay(place="vb-x86-1", holder="benchfarm/run-uid-h")
     given = running("given", goAhead=trust.sign_go_ahead(key, "uid-given", 1, after))
     held = running("held", goAhead=trust.sign_go_ahead(key, "uid-held", 1, after))
+    plain = trust.sign_go_ahead(key, "uid-seated", 1)
+    seated = running("seated", goAhead=plain)
     sup.rt.on_standby.add(held.key)
-    for run in (given, held):
+    writes: dict[str, dict] = {}
+    patch = sup.rt.patch
+    sup.rt.patch = lambda run, status: writes.setdefault(run.key, status) and patch(run, status)
+    for run in (given, held, seated):
         sup.rt.runs[run.key] = run
         sup.launched[run.key] = 1000.0 - sessions.STARTUP_GRACE - 1
     tick(sup, 1000.0)
@@ -118,6 +123,9 @@ def test_a_resumed_session_whose_relay_seat_is_its_own_gets_the_plain_go_ahead(s
     assert trust.has_go_ahead(key, "uid-given", 1, given.status[GO_AHEAD_FIELD])
     kept = trust.read_go_ahead(key, "uid-held", 1, held.status[GO_AHEAD_FIELD])
     assert kept is not None and kept.after == after
+    assert GO_AHEAD_FIELD in writes[given.key] and GO_AHEAD_FIELD not in writes[held.key]
+    assert GO_AHEAD_FIELD not in writes[seated.key]    # its plain go-ahead stands: not rewritten
+    assert seated.status[GO_AHEAD_FIELD] == plain
 
 
 def test_a_live_session_is_left_alone_and_an_adopted_one_gets_a_grace_period(sup):

@@ -209,9 +209,11 @@ class Supervisor:
                     run.key, board, resumes, MAX_RESUMES)
         attempt = attempt_of(run.status, 1)
         extra: dict[str, Any] = {}
-        with rt.lock:    # a relay's seat already its own: the resumed session must not wait
-            if read_go_ahead(rt.signing_key, run.uid, attempt, run.status.get(GO_AHEAD_FIELD)) \
-                    and not rt.standing_by(run):        # for a release it will never see
+        # a relay whose seat is its own by now: the resumed session gets the plain go-ahead, it
+        # would wait for a release it can no longer see
+        go = read_go_ahead(rt.signing_key, run.uid, attempt, run.status.get(GO_AHEAD_FIELD))
+        with rt.lock:
+            if go is not None and go.after is not None and not rt.standing_by(run):
                 extra[GO_AHEAD_FIELD] = sign_go_ahead(rt.signing_key, run.uid, attempt)
         try:
             rt.patch(run, {"resumes": resumes, **extra,
