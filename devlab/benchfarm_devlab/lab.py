@@ -72,7 +72,7 @@ def start_operator() -> None:
             f"{democluster.NAMESPACE}); `make cluster-down` to go back to the local one")
         return
     env = lab_env()
-    start_process("benchfarm-operator", [str(VENV_BIN / "benchfarm"), "operator"], env=env,
+    start_process("benchfarm-operator", [str(VENV_BIN / "benchfarm"), "operator"], env=env, first=True,
                   ports=[PORTS.operator_liveness, PORTS.operator_metrics], timeout=90,
                   ready=lambda: http_ok(env["BENCHFARM_LIVENESS"]))
 

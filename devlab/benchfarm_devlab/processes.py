@@ -101,11 +101,13 @@ def port_open(port: int) -> bool:
 
 def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callable[[], bool],
                   env: dict[str, str] | None = None, cwd: Path | None = None,
-                  timeout: float = 60.0, restart_on_change: bool = False) -> None:
+                  timeout: float = 60.0, restart_on_change: bool = False,
+                  first: bool = False) -> None:
     """Start a component unless it already runs; wait until `ready()`; fail with its log.
 
     With `restart_on_change`, a running component started with other arguments (its command line
-    is kept beside its PID file) is restarted with these."""
+    is kept beside its PID file) is restarted with these. With `first`, it gets the CPU before
+    the rest of the lab (`give_priority`)."""
     log = STATE / "logs" / f"{name}.log"
     pid = running_pid(name)
     argv_file = _pidfile(name).with_suffix(".argv")
@@ -136,6 +138,8 @@ def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callab
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env={**os.environ, **(env or {})}, cwd=cwd,
                                 start_new_session=True)
+    if first:
+        give_priority(name, proc.pid)
     _pidfile(name).parent.mkdir(parents=True, exist_ok=True)
     _pidfile(name).write_text(str(proc.pid))
     _pidfile(name).with_suffix(".started").write_text(_started(proc.pid) or "")
@@ -149,6 +153,28 @@ def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callab
             return
         time.sleep(0.2)
     raise LabError(f"{name}: not ready after {timeout:.0f} s; see {log}:\n" + _tail(log))
+
+
+FIRST_NICE = -10     # the CPU priority of the component that must not wait (the operator)
+
+
+def give_priority(name: str, pid: int) -> bool:
+    """Let a component (the operator: its scheduling rounds) take a CPU before the rest of a busy
+    lab, as its CPU request does in a cluster. Each component, and each board session, starts a
+    session of its own; where the kernel shares the CPU between sessions (autogroup, Debian's
+    default outside a cpu cgroup) each session weighs the same, so the operator would weigh as
+    much as any one board session out of two dozen. Its group's nice is set to FIRST_NICE: that
+    needs CAP_SYS_NICE (root has it); without it, or without autogroup, it keeps nice 0 and the
+    lab says so. Its children that start sessions of their own (the session server, the board
+    sessions) get groups of their own at nice 0."""
+    try:
+        with open(f"/proc/{pid}/autogroup", "w") as f:
+            f.write(str(FIRST_NICE))
+        return True
+    except OSError as exc:
+        say(f"{name}: keeps the CPU priority of the rest of the lab ({exc.strerror}: "
+            f"/proc/{pid}/autogroup); its rounds may wait for a CPU on a busy host")
+        return False
 
 
 def stop_process(name: str, timeout: float = 20.0) -> bool:

@@ -115,7 +115,7 @@ def start_operator(max_sessions: int, extra_env: dict[str, str] | None = None) -
     stop_process("benchfarm-operator")
     env = {**lab_env(), "BENCHFARM_DEVICE_TYPES": str(device_types()),
            "BENCHFARM_MAX_SESSIONS": str(max_sessions), **(extra_env or {})}
-    start_process("benchfarm-operator", [str(VENV_BIN / "benchfarm"), "operator"], env=env,
+    start_process("benchfarm-operator", [str(VENV_BIN / "benchfarm"), "operator"], env=env, first=True,
                   ports=[PORTS.operator_liveness, PORTS.operator_metrics], timeout=600,
                   ready=lambda: http_ok(env["BENCHFARM_LIVENESS"]))
     pid = running_pid("benchfarm-operator")

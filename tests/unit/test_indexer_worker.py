@@ -1,4 +1,5 @@
-"""The operator's change-point worker leaves with the operator, even one killed with kill -9."""
+"""The operator's change-point worker leaves with the operator, even one killed with kill -9, and
+yields the CPU in a session of its own."""
 
 from __future__ import annotations
 
@@ -42,6 +43,11 @@ def test_the_worker_exits_when_its_operator_is_killed(tmp_path):
     try:
         worker = int(parent.stdout.readline())
         assert _alive(worker) and os.getpriority(os.PRIO_PROCESS, worker) == 19
+        # a session, and where the kernel groups by session a group, of its own at nice 19:
+        # in its operator's it would take the share the lab gives the operator
+        assert os.getsid(worker) == worker != os.getsid(parent.pid)
+        if os.path.exists(f"/proc/{worker}/autogroup"):
+            assert Path(f"/proc/{worker}/autogroup").read_text().split()[-1] == "19"
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         deadline = time.monotonic() + 10

@@ -85,37 +85,6 @@ def _in_a_child(code: str) -> list[int]:
     return [int(word) for word in out.split()]
 
 
-def test_a_session_past_its_board_yields_the_cpu_in_every_thread_and_never_raises_it():
-    """After its board is released a session runs at nice 10, all its threads, and threads it
-    starts later too; one already lower (nice 15) stays there. In a child process: a nice value
-    cannot be lowered back without privileges."""
-    code = """
-import os, threading
-from benchfarm.session import runner
-def nice(tid):
-    return os.getpriority(os.PRIO_PROCESS, tid)
-low_set, done = threading.Event(), threading.Event()
-low = {}
-def lowered():
-    low['tid'] = threading.get_native_id()
-    os.setpriority(os.PRIO_PROCESS, low['tid'], 15)
-    low_set.set()
-    done.wait()
-t = threading.Thread(target=lowered); t.start(); low_set.wait()
-before = {int(x): nice(int(x)) for x in os.listdir('/proc/self/task')}
-runner._yield_cpu()
-after = {int(x): nice(int(x)) for x in os.listdir('/proc/self/task')}
-later = []
-t2 = threading.Thread(target=lambda: later.append(nice(threading.get_native_id()))); t2.start(); t2.join()
-done.set(); t.join()
-print(before[low['tid']], after[low['tid']], min(after.values()), len(after), later[0])
-"""
-    low_before, low_after, least, threads, started_later = _in_a_child(code)
-    assert (low_before, low_after) == (15, 15)
-    assert least == runner.AFTER_BOARD_NICE and threads == 2
-    assert started_later == runner.AFTER_BOARD_NICE
-
-
 def test_the_server_does_once_what_every_session_would_redo():
     """Before its first fork the server has frozen what it imported (a session's collections
     skip it) and compiled the report's template."""

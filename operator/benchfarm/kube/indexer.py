@@ -29,6 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
+from .. import cpu
 from ..errors import InfraError, Outage
 from ..history.db import Database
 from ..history.index import index_run
@@ -48,8 +49,13 @@ def worker_start(operator: int) -> None:
     killed outright (kill -9) left their workers orphaned and waiting on the pool's pipe: a CI
     run left five of them, 150 MB each. Which process kept the pipe open was not found (the
     session server is exec'd with its descriptors closed, so not it); the worker does not
-    depend on that: it leaves as soon as its parent is no longer the operator."""
-    os.nice(19)
+    depend on that: it leaves as soon as its parent is no longer the operator.
+
+    It leaves the operator's session too: where the kernel shares the CPU between sessions
+    (`benchfarm.cpu`), the worker in the operator's would take the operator's share, which the
+    embedded lab raises so that rounds do not wait for a CPU."""
+    os.setsid()
+    cpu.lower(19)
 
     def watch() -> None:
         while os.getppid() == operator:

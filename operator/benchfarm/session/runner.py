@@ -27,6 +27,7 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
+from .. import cpu
 from ..api.devicetype import DeviceType
 from ..api.grants import GO_AHEAD_FIELD, Relay
 from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
@@ -249,7 +250,7 @@ class Runner:
         self._complete(ctx, dtype)
 
     def _complete(self, ctx: RunContext, dtype: DeviceType) -> None:
-        _yield_cpu()          # the board is released: what is left waits for nobody's board
+        cpu.lower(AFTER_BOARD_NICE)   # the board is released: the rest waits for no board
         try:
             reporting.complete(ctx, dtype)
         except RunError as err:
@@ -438,25 +439,6 @@ class Runner:
 
 
 AFTER_BOARD_NICE = 10     # a session's CPU priority once its board is released (nice value)
-
-
-def _yield_cpu() -> None:
-    """Lower this session's CPU priority for the rest of it (statistics, plots, reports,
-    uploads: a few hundred ms of CPU that no board waits for). On a host the operator and other
-    sessions share, the sessions on a board and the scheduler's rounds then come first: those
-    made each board's wait for its next run. Linux keeps a nice value per thread: every thread
-    now, and those started later inherit their creator's. Never raises it back."""
-    try:
-        tids = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:          # no /proc: the whole process, as POSIX has it
-        tids = [0]
-    for tid in tids:
-        try:
-            now = os.getpriority(os.PRIO_PROCESS, tid)
-            if now < AFTER_BOARD_NICE:
-                os.setpriority(os.PRIO_PROCESS, tid, AFTER_BOARD_NICE)
-        except OSError:      # the thread ended meanwhile
-            continue
 
 
 def _prewarm() -> None:

@@ -1,0 +1,62 @@
+"""The CPU priority of benchfarm's own processes, lowered in full: for work no board waits for.
+
+A board session past its board (statistics, plots, reports, uploads: a few hundred ms of CPU) and
+the operator's change-point worker (seconds per series) yield the CPU to what a board or a
+scheduling round waits for. Linux has two views of a process's priority, and both are lowered:
+
+- a nice value per thread: every thread now, and those started later inherit their creator's;
+- where the kernel shares the CPU between sessions (autogroup: Debian's kernels, outside a cpu
+  cgroup of their own) a session's threads share one weight against every other session's,
+  whatever their nice values. Board sessions call setsid, so each would weigh as much as the
+  whole operator. A process alone in its session lowers its group's nice too
+  (`/proc/self/autogroup`; anyone may lower it; without CAP_SYS_ADMIN the kernel takes one
+  change per 100 ms host-wide, so a refused change is tried again, a few times). A process in
+  a session whose leader lives (a shell's) leaves that group alone.
+
+Never raised back: without privileges it could not be.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+AUTOGROUP = "/proc/self/autogroup"
+
+
+def lower(nice: int) -> None:
+    """This process at nice `nice` or lower priority, every thread and its session's group."""
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:          # no /proc: the whole process, as POSIX has it
+        tids = [0]
+    for tid in tids:
+        try:
+            if os.getpriority(os.PRIO_PROCESS, tid) < nice:
+                os.setpriority(os.PRIO_PROCESS, tid, nice)
+        except OSError:      # the thread ended meanwhile
+            continue
+    if own_session():
+        _lower_group(nice)
+
+
+def own_session() -> bool:
+    """Whether this process's session is its own: it leads it, or its leader is gone (the
+    session server's first child calls setsid, forks the session and exits)."""
+    sid = os.getsid(0)
+    return sid == os.getpid() or not os.path.exists(f"/proc/{sid}")
+
+
+def _lower_group(nice: int, tries: int = 5) -> None:
+    for attempt in range(tries):
+        try:
+            with open(AUTOGROUP) as f:                  # "/autogroup-17803 nice 0"
+                if int(f.read().split()[-1]) >= nice:
+                    return
+            with open(AUTOGROUP, "w") as f:
+                f.write(str(nice))
+            return
+        except BlockingIOError:     # EAGAIN: some group changed within the last 100 ms
+            time.sleep(0.1 * (attempt + 1))
+        except (OSError, ValueError, IndexError):       # no autogroup in this kernel
+            return

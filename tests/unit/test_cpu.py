@@ -1,0 +1,103 @@
+"""benchfarm.cpu: a process that yields the CPU does so in every thread and, where the kernel
+shares the CPU between sessions (autogroup), in its own session's group and no one else's. In
+child processes: a nice value cannot be raised back without privileges."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def _in_a_child(code: str, own_session: bool = False) -> list[int]:
+    """Run `code` in a fresh Python with this one's import path (in a session of its own, as a
+    board session is, with `own_session`); the integers it printed."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True, start_new_session=own_session).stdout
+    return [int(word) for word in out.split()]
+
+
+def test_lowered_means_every_thread_and_those_started_later_and_never_raised():
+    """Lowered to nice 10 (a board session past its board), a process runs at nice 10, all its
+    threads, and threads it starts later too; one already lower (nice 15) stays there. In a child process: a nice value
+    cannot be lowered back without privileges."""
+    code = """
+import os, threading
+from benchfarm import cpu
+def nice(tid):
+    return os.getpriority(os.PRIO_PROCESS, tid)
+low_set, done = threading.Event(), threading.Event()
+low = {}
+def lowered():
+    low['tid'] = threading.get_native_id()
+    os.setpriority(os.PRIO_PROCESS, low['tid'], 15)
+    low_set.set()
+    done.wait()
+t = threading.Thread(target=lowered); t.start(); low_set.wait()
+before = {int(x): nice(int(x)) for x in os.listdir('/proc/self/task')}
+cpu.lower(10)
+after = {int(x): nice(int(x)) for x in os.listdir('/proc/self/task')}
+later = []
+t2 = threading.Thread(target=lambda: later.append(nice(threading.get_native_id()))); t2.start(); t2.join()
+done.set(); t.join()
+print(before[low['tid']], after[low['tid']], min(after.values()), len(after), later[0])
+"""
+    low_before, low_after, least, threads, started_later = _in_a_child(code)
+    assert (low_before, low_after) == (15, 15)
+    assert least == 10 and threads == 2
+    assert started_later == 10
+
+
+AUTOGROUP = """
+def group_nice():
+    try:
+        return int(open('/proc/self/autogroup').read().split()[-1])
+    except OSError:
+        return -99
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no autogroup here")
+def test_a_session_alone_in_its_session_lowers_its_autogroup_and_no_one_elses():
+    """Where the kernel shares the CPU between sessions (autogroup), each board session (which
+    called setsid) weighs as much as the operator whatever its threads' nice: past its board it
+    lowers its own group to nice 10 (`cpu.lower`), as the session's leader or, as the session server forks it,
+    the child of a leader that has exited. A process in a session whose leader lives (its
+    shell's, pytest's) leaves that group alone."""
+    leader = _in_a_child(AUTOGROUP + """
+from benchfarm import cpu
+before = group_nice()
+cpu.lower(10)
+print(before, group_nice())
+""", own_session=True)
+    assert leader == [0, 10]
+    forked = _in_a_child(AUTOGROUP + """
+import os, time
+from benchfarm import cpu
+r, w = os.pipe()
+first = os.fork()
+if first == 0:                  # the session server's way: setsid, fork, the leader exits
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    while os.path.exists(f"/proc/{os.getsid(0)}"):      # until the server has reaped it
+        time.sleep(0.01)
+    before = group_nice()
+    cpu.lower(10)
+    os.write(w, f"{before} {group_nice()}".encode())
+    os._exit(0)
+os.waitpid(first, 0)
+os.close(w)
+print(os.read(r, 100).decode())
+""")
+    assert forked == [0, 10]
+    mine = int(open("/proc/self/autogroup").read().split()[-1])
+    follower = _in_a_child(AUTOGROUP + """
+from benchfarm import cpu
+cpu.lower(10)
+print(group_nice())
+""")
+    assert follower == [mine]
