@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -45,3 +46,35 @@ def test_a_pid_file_without_a_start_time_is_trusted_as_before(state):
     finally:
         proc.kill()
         proc.wait()
+
+
+def _may_raise_priorities() -> bool:
+    """CAP_SYS_NICE (bit 23) among this process's effective capabilities."""
+    with open("/proc/self/status") as f:
+        caps = next(line.split()[1] for line in f if line.startswith("CapEff:"))
+    return bool(int(caps, 16) >> 23 & 1)
+
+
+def _group_nice(pid: int) -> int:
+    with open(f"/proc/{pid}/autogroup") as f:
+        return int(f.read().split()[-1])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no autogroup here")
+def test_the_component_that_goes_first_gets_a_cpu_before_the_rest_and_only_it(state):
+    """The operator's session group (it starts one of its own) at FIRST_NICE where the lab may
+    raise priorities, the other components' left at 0; without the privilege the lab says so and
+    starts it all the same."""
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    processes.start_process("first", sleep, ports=[], ready=lambda: True, first=True)
+    processes.start_process("other", sleep, ports=[], ready=lambda: True)
+    try:
+        first, other = processes.running_pid("first"), processes.running_pid("other")
+        assert first is not None and other is not None
+        assert os.getsid(first) == first and os.getsid(other) == other
+        privileged = _may_raise_priorities()
+        assert _group_nice(first) == (processes.FIRST_NICE if privileged else 0)
+        assert _group_nice(other) == 0 and _group_nice(os.getpid()) != processes.FIRST_NICE
+    finally:
+        processes.stop_process("first")
+        processes.stop_process("other")
