@@ -97,7 +97,8 @@ def start_labgrid(config: dict, inventory: dict) -> None:
     coord_dir.mkdir(parents=True, exist_ok=True)
     start_process("labgrid-coordinator", [
         str(VENV_BIN / "labgrid-coordinator"), "--listen", f"127.0.0.1:{PORTS.coordinator}",
-    ], cwd=coord_dir, ports=[PORTS.coordinator], ready=lambda: port_open(PORTS.coordinator))
+    ], cwd=coord_dir, ports=[PORTS.coordinator], ready=lambda: port_open(PORTS.coordinator),
+        first=True)
     coordinator = Coordinator(f"127.0.0.1:{PORTS.coordinator}", user="lab-admin", host="benchfarm-lab")
     host = advertised_host()
     try:

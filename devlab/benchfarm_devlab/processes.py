@@ -155,12 +155,14 @@ def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callab
     raise LabError(f"{name}: not ready after {timeout:.0f} s; see {log}:\n" + _tail(log))
 
 
-FIRST_NICE = -10     # the CPU priority of the component that must not wait (the operator)
+FIRST_NICE = -10     # the CPU priority of the lab's control plane (operator, coordinator)
 
 
 def give_priority(name: str, pid: int) -> bool:
-    """Let a component (the operator: its scheduling rounds) take a CPU before the rest of a busy
-    lab, as its CPU request does in a cluster. Each component, and each board session, starts a
+    """Let a component of the lab's control plane take a CPU before the board sessions of a busy
+    lab, as a CPU request does in a cluster and a host of its own does in a lab: the operator
+    (its scheduling rounds) and labgrid's coordinator (every seat changes hands through it: a
+    relay's release, the heir's acquire). Each component, and each board session, starts a
     session of its own; where the kernel shares the CPU between sessions (autogroup, Debian's
     default outside a cpu cgroup) each session weighs the same, so the operator would weigh as
     much as any one board session out of two dozen. Its group's nice is set to FIRST_NICE: that
