@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchfarm.kube.indexer import WORKER_NICE
+
 PARENT = r"""
 import multiprocessing, os, sys, time
 from concurrent.futures import ProcessPoolExecutor
@@ -42,12 +44,12 @@ def test_the_worker_exits_when_its_operator_is_killed(tmp_path):
     worker = 0
     try:
         worker = int(parent.stdout.readline())
-        assert _alive(worker) and os.getpriority(os.PRIO_PROCESS, worker) == 19
-        # a session, and where the kernel groups by session a group, of its own at nice 19:
+        assert _alive(worker) and os.getpriority(os.PRIO_PROCESS, worker) == WORKER_NICE
+        # a session, and where the kernel groups by session a group, of its own at nice 10:
         # in its operator's it would take the share the lab gives the operator
         assert os.getsid(worker) == worker != os.getsid(parent.pid)
         if os.path.exists(f"/proc/{worker}/autogroup"):
-            assert Path(f"/proc/{worker}/autogroup").read_text().split()[-1] == "19"
+            assert Path(f"/proc/{worker}/autogroup").read_text().split()[-1] == str(WORKER_NICE)
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         deadline = time.monotonic() + 10

@@ -13,7 +13,7 @@ the change) and counts in `benchfarm_change_points_total`.
 The search for change points is seconds of CPU per series at thousands of runs (scipy's tests,
 in Python), and a thread of the operator doing it held the GIL most of the time: the scheduler's
 rounds and kopf's loop waited for it (rounds 5-10x their own CPU time at 90 finished runs a
-minute). So it runs in a worker process of its own, at the lowest CPU priority, and once per
+minute). So it runs in a worker process of its own, at a low CPU priority, and once per
 series for every run indexed meanwhile (at most every DETECT_EVERY seconds), not once per run.
 """
 
@@ -42,10 +42,11 @@ MAX_BACKOFF = 30.0
 DOCUMENT = "/metrics.json"
 DETECT_EVERY = 5.0       # seconds between two searches for change points (each: every series due)
 Series = tuple[str, str, str]     # (metric, device type, plan)
+WORKER_NICE = 10         # the change-point worker's CPU priority (its own session's group too)
 
 
 def worker_start(operator: int) -> None:
-    """The search worker's start: at the lowest priority, and gone with its operator. Operators
+    """The search worker's start: at a low priority, and gone with its operator. Operators
     killed outright (kill -9) left their workers orphaned and waiting on the pool's pipe: a CI
     run left five of them, 150 MB each. Which process kept the pipe open was not found (the
     session server is exec'd with its descriptors closed, so not it); the worker does not
@@ -53,9 +54,11 @@ def worker_start(operator: int) -> None:
 
     It leaves the operator's session too: where the kernel shares the CPU between sessions
     (`benchfarm.cpu`), the worker in the operator's would take the operator's share, which the
-    embedded lab raises so that rounds do not wait for a CPU."""
+    embedded lab raises so that rounds do not wait for a CPU. In a group of its own it runs at
+    WORKER_NICE, as a session past its board does: below every session on a board, but not at
+    19, where a busy host starved it and the runs finished meanwhile waited to be indexed."""
     os.setsid()
-    cpu.lower(19)
+    cpu.lower(WORKER_NICE)
 
     def watch() -> None:
         while os.getppid() == operator:
