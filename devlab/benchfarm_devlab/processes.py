@@ -175,7 +175,7 @@ def give_priority(name: str, pid: int) -> bool:
         return True
     except OSError as exc:
         say(f"{name}: keeps the CPU priority of the rest of the lab ({exc.strerror}: "
-            f"/proc/{pid}/autogroup); its rounds may wait for a CPU on a busy host")
+            f"/proc/{pid}/autogroup); it may wait for a CPU behind the sessions on a busy host")
         return False
 
 
