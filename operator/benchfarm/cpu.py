@@ -22,6 +22,8 @@ import os
 import time
 
 AUTOGROUP = "/proc/self/autogroup"
+NO_BOARD_WAITS = 10      # the nice value of work no board waits for (sessions past their board,
+                         # the change-point worker); their session groups' too
 
 
 def lower(nice: int) -> None:

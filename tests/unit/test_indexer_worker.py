@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchfarm.kube.indexer import WORKER_NICE
+from benchfarm.cpu import NO_BOARD_WAITS
 
 PARENT = r"""
 import multiprocessing, os, sys, time
@@ -44,12 +44,12 @@ def test_the_worker_exits_when_its_operator_is_killed(tmp_path):
     worker = 0
     try:
         worker = int(parent.stdout.readline())
-        assert _alive(worker) and os.getpriority(os.PRIO_PROCESS, worker) == WORKER_NICE
+        assert _alive(worker) and os.getpriority(os.PRIO_PROCESS, worker) == NO_BOARD_WAITS
         # a session, and where the kernel groups by session a group, of its own at nice 10:
         # in its operator's it would take the share the lab gives the operator
         assert os.getsid(worker) == worker != os.getsid(parent.pid)
         if os.path.exists(f"/proc/{worker}/autogroup"):
-            assert Path(f"/proc/{worker}/autogroup").read_text().split()[-1] == str(WORKER_NICE)
+            assert Path(f"/proc/{worker}/autogroup").read_text().split()[-1] == str(NO_BOARD_WAITS)
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         deadline = time.monotonic() + 10

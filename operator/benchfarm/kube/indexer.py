@@ -42,7 +42,6 @@ MAX_BACKOFF = 30.0
 DOCUMENT = "/metrics.json"
 DETECT_EVERY = 5.0       # seconds between two searches for change points (each: every series due)
 Series = tuple[str, str, str]     # (metric, device type, plan)
-WORKER_NICE = 10         # the change-point worker's CPU priority (its own session's group too)
 
 
 def worker_start(operator: int) -> None:
@@ -55,10 +54,10 @@ def worker_start(operator: int) -> None:
     It leaves the operator's session too: where the kernel shares the CPU between sessions
     (`benchfarm.cpu`), the worker in the operator's would take the operator's share, which the
     embedded lab raises so that rounds do not wait for a CPU. In a group of its own it runs at
-    WORKER_NICE, as a session past its board does: below every session on a board, but not at
-    19, where a busy host starved it and the runs finished meanwhile waited to be indexed."""
+    `cpu.NO_BOARD_WAITS`, as a session past its board does: below every session on a board,
+    not at 19, where a busy host starved it and the runs finished meanwhile waited to be indexed."""
     os.setsid()
-    cpu.lower(WORKER_NICE)
+    cpu.lower(cpu.NO_BOARD_WAITS)
 
     def watch() -> None:
         while os.getppid() == operator:

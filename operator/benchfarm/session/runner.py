@@ -250,7 +250,7 @@ class Runner:
         self._complete(ctx, dtype)
 
     def _complete(self, ctx: RunContext, dtype: DeviceType) -> None:
-        cpu.lower(AFTER_BOARD_NICE)   # the board is released: the rest waits for no board
+        cpu.lower(cpu.NO_BOARD_WAITS)   # the board is released: the rest waits for no board
         try:
             reporting.complete(ctx, dtype)
         except RunError as err:
@@ -436,9 +436,6 @@ class Runner:
                                    lambda: self.coordinator.release(ctx.place))
         except Exception as exc:
             log.warning("could not release %s: %s", ctx.place, exc)
-
-
-AFTER_BOARD_NICE = 10     # a session's CPU priority once its board is released (nice value)
 
 
 def _prewarm() -> None:
