@@ -49,16 +49,29 @@ def own_session() -> bool:
     return sid == os.getpid() or not os.path.exists(f"/proc/{sid}")
 
 
+def group_nice(pid: int | None = None) -> int | None:
+    """The nice of the session group of process `pid` (this one by default), or None where it is
+    in no such group: a kernel without autogroup, or a session that never left the host's first
+    (pid 1's, as in a container whose init starts everything; the kernel shows nothing for it and
+    refuses to change its weight)."""
+    try:
+        with open(f"/proc/{pid}/autogroup" if pid else AUTOGROUP) as f:
+            shown = f.read().split()                    # "/autogroup-17803 nice 0"
+    except OSError:
+        return None
+    return int(shown[-1]) if shown else None
+
+
 def _lower_group(nice: int, tries: int = 5) -> None:
     for attempt in range(tries):
+        now = group_nice()
+        if now is None or now >= nice:
+            return
         try:
-            with open(AUTOGROUP) as f:                  # "/autogroup-17803 nice 0"
-                if int(f.read().split()[-1]) >= nice:
-                    return
             with open(AUTOGROUP, "w") as f:
                 f.write(str(nice))
             return
         except BlockingIOError:     # EAGAIN: some group changed within the last 100 ms
             time.sleep(0.1 * (attempt + 1))
-        except (OSError, ValueError, IndexError):       # no autogroup in this kernel
+        except OSError:             # the group went away with its session
             return

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from benchfarm import cpu
+
 
 def _in_a_child(code: str, own_session: bool = False) -> list[int]:
     """Run `code` in a fresh Python with this one's import path (in a session of its own, as a
@@ -51,12 +53,12 @@ print(before[low['tid']], after[low['tid']], min(after.values()), len(after), la
     assert started_later == 10
 
 
-AUTOGROUP = """
+NOT_IN_A_GROUP = -99
+AUTOGROUP = f"""
+from benchfarm.cpu import group_nice as _group_nice
 def group_nice():
-    try:
-        return int(open('/proc/self/autogroup').read().split()[-1])
-    except OSError:
-        return -99
+    nice = _group_nice()
+    return {NOT_IN_A_GROUP} if nice is None else nice
 """
 
 
@@ -94,10 +96,26 @@ os.close(w)
 print(os.read(r, 100).decode())
 """)
     assert forked == [0, 10]
-    mine = int(open("/proc/self/autogroup").read().split()[-1])
+    mine = cpu.group_nice()         # None where pytest runs in the host's first session (CI's)
     follower = _in_a_child(AUTOGROUP + """
 from benchfarm import cpu
 cpu.lower(10)
 print(group_nice())
 """)
-    assert follower == [mine]
+    assert follower == [NOT_IN_A_GROUP if mine is None else mine]
+
+
+def test_a_process_in_no_session_group_reads_none_and_is_left_as_it_is(tmp_path, monkeypatch):
+    """A process in the host's first session (pid 1's: CI in a container) is in no session
+    group: the kernel shows an empty file and refuses to reweigh the root group. Its group reads
+    as None, and lowering it is not tried."""
+    shown = tmp_path / "autogroup"
+    shown.write_text("")
+    monkeypatch.setattr(cpu, "AUTOGROUP", str(shown))
+    assert cpu.group_nice() is None
+    cpu._lower_group(10)
+    assert shown.read_text() == ""
+    shown.write_text("/autogroup-17803 nice 0\n")
+    assert cpu.group_nice() == 0
+    cpu._lower_group(10)
+    assert shown.read_text() == "10"

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchfarm.cpu import NO_BOARD_WAITS
+from benchfarm.cpu import NO_BOARD_WAITS, group_nice
 
 PARENT = r"""
 import multiprocessing, os, sys, time
@@ -49,7 +49,7 @@ def test_the_worker_exits_when_its_operator_is_killed(tmp_path):
         # in its operator's it would take the share the lab gives the operator
         assert os.getsid(worker) == worker != os.getsid(parent.pid)
         if os.path.exists(f"/proc/{worker}/autogroup"):
-            assert Path(f"/proc/{worker}/autogroup").read_text().split()[-1] == str(NO_BOARD_WAITS)
+            assert group_nice(worker) == NO_BOARD_WAITS
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         deadline = time.monotonic() + 10
