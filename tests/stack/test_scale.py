@@ -28,7 +28,7 @@ from tests.stack.conftest import wait_for
 
 pytestmark = pytest.mark.stack
 
-BOARDS, RUNS, SESSIONS, PROBES = 100, 1000, 4, 5
+BOARDS, RUNS, SESSIONS, PROBE_BOARDS = 100, 1000, 4, 5
 STANDBY = 4          # the default for 4 sessions (kube.runtime.standby_sessions)
 BUDGET = 10
 T = TypeVar("T")
@@ -37,7 +37,7 @@ T = TypeVar("T")
 @pytest.fixture(scope="module")
 def scale_lab(lab, kube):
     import argparse
-    args = argparse.Namespace(boards=BOARDS, probes=PROBES, boot_seconds=1.0, work=1.0)
+    args = argparse.Namespace(boards=BOARDS, probe_boards=PROBE_BOARDS, boot_seconds=1.0, work=1.0)
     held = bench.setup(args)
     bench.person_holds(held, True)
     scale.start_operator(SESSIONS)
@@ -169,7 +169,7 @@ def test_a_thousand_queued_runs_on_a_hundred_places(scale_lab, kube):
     custom, coord = client.CustomObjectsApi(kube), client.CoordinationV1Api(kube)
     core = client.CoreV1Api(kube)
     t0 = time.time()
-    docs = bench.flood(RUNS, BOARDS, PROBES)
+    docs = bench.flood(RUNS, BOARDS, PROBE_BOARDS)
     create_s = bench.create_all(docs)
     print(f"\n{RUNS} runs created in {create_s:.1f} s")
     busy_seen = leases_checked = samples = most_held = 0
