@@ -156,6 +156,9 @@ def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callab
 
 
 FIRST_NICE = -10     # the CPU priority of the lab's control plane (operator, coordinator)
+# the operator's scheduling thread asks for the lowest real-time priority (`cpu.first_in_line`):
+# where the lab may raise priorities it takes a CPU the moment a round is due
+OPERATOR_FIRST = {"BENCHFARM_SCHEDULER_RTPRIO": "1"}
 
 
 def give_priority(name: str, pid: int) -> bool:

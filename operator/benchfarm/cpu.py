@@ -1,4 +1,5 @@
-"""The CPU priority of benchfarm's own processes, lowered in full: for work no board waits for.
+"""The CPU priority of benchfarm's own threads: lowered in full for work no board waits for, and
+the operator's scheduling thread first in line where the host lets it.
 
 A board session past its board (statistics, plots, reports, uploads: a few hundred ms of CPU) and
 the operator's change-point worker (seconds per series) yield the CPU to what a board or a
@@ -14,6 +15,12 @@ scheduling round waits for. Linux has two views of a process's priority, and bot
   a session whose leader lives (a shell's) leaves that group alone.
 
 Never raised back: without privileges it could not be.
+
+A scheduling round is a few ms of CPU a run or a freed board waits for; behind two dozen busy
+sessions it waited for a CPU ten times that long. Where the host allows it (CAP_SYS_NICE, an
+RLIMIT_RTPRIO) the operator's scheduling thread runs in the real-time round-robin class at its
+lowest priority (`first_in_line`): it takes a CPU the moment it wakes. Its work per wake is short
+and bounded, and Linux's real-time throttling keeps 5 % of every CPU for the rest whatever it does.
 """
 
 from __future__ import annotations
@@ -40,6 +47,18 @@ def lower(nice: int) -> None:
             continue
     if own_session():
         _lower_group(nice)
+
+
+def first_in_line(priority: int) -> bool:
+    """This thread (only it) in the real-time round-robin class at `priority` (1 is the lowest),
+    ahead of every time-shared thread of the host; the threads and processes it starts are
+    time-shared again (SCHED_RESET_ON_FORK). False where the host does not allow it (no
+    CAP_SYS_NICE, or a cpu cgroup without a real-time budget): the thread stays as it was."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_RR | os.SCHED_RESET_ON_FORK, os.sched_param(priority))
+    except OSError:
+        return False
+    return True
 
 
 def own_session() -> bool:

@@ -91,6 +91,51 @@ def test_demo_run_succeeds_with_boot_times_results_and_artifacts(custom, lab):
     assert {"Queued", "Scheduled", "Completed"} <= {e.reason for e in events}
 
 
+def _threads_in_real_time(pid: int) -> list[int]:
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            policy = os.sched_getscheduler(int(tid)) & ~os.SCHED_RESET_ON_FORK
+        except OSError:                 # the thread ended meanwhile
+            continue
+        if policy in (os.SCHED_RR, os.SCHED_FIFO):
+            out.append(int(tid))
+    return out
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for tid in os.listdir(f"/proc/{p}/task") if os.path.exists(f"/proc/{p}/task") else []:
+            try:
+                children = open(f"/proc/{p}/task/{tid}/children").read().split()
+            except OSError:
+                continue
+            out += [int(c) for c in children]
+            todo += [int(c) for c in children]
+    return out
+
+
+def test_the_operators_rounds_take_a_cpu_first_and_nothing_else_does(custom):
+    """Where the lab may raise priorities, the operator's scheduling thread, and it alone, is in
+    the real-time class (`cpu.first_in_line`): the operator's other threads, the session server
+    and the board sessions it forked (a run went through above) are time-shared. Where the host
+    refuses, the operator says so in its log."""
+    pid = devlab.running_pid("benchfarm-operator")
+    assert pid is not None
+    first = wait_for("the scheduling thread to start", lambda: _threads_in_real_time(pid) or (
+        "stays time-shared" in (devlab.STATE / "logs" / "benchfarm-operator.log").read_text()
+        and ["refused"]), timeout=30)
+    if first == ["refused"]:
+        # without CAP_SYS_NICE, or in a cpu cgroup without a real-time budget: logged, as checked
+        pytest.skip("this host keeps the scheduling thread time-shared (the operator said so)")
+    assert len(first) == 1, f"threads in the real-time class: {first}"
+    children = _descendants(pid)
+    assert children, "the session server and the sessions of the run above"
+    assert not [c for c in children if os.path.exists(f"/proc/{c}") and _threads_in_real_time(c)]
+
+
 def test_two_runs_for_one_board_run_one_after_the_other(custom):
     names = [unique("seq"), unique("seq")]
     for n in names:

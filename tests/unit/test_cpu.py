@@ -5,12 +5,14 @@ child processes: a nice value cannot be raised back without privileges."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from benchfarm import cpu
+from tests.unit.privileges import may_raise_priorities
 
 
 def _in_a_child(code: str, own_session: bool = False) -> list[int]:
@@ -119,3 +121,48 @@ def test_a_process_in_no_session_group_reads_none_and_is_left_as_it_is(tmp_path,
     assert cpu.group_nice() == 0
     cpu._lower_group(10)
     assert shown.read_text() == "10"
+
+
+FIRST_IN_LINE = """
+import os, threading
+from benchfarm import cpu
+out = {}
+def scheduler():
+    out['asked'] = cpu.first_in_line(1)
+    out['it'] = os.sched_getscheduler(0) & ~os.SCHED_RESET_ON_FORK
+    later = []
+    t = threading.Thread(target=lambda: later.append(os.sched_getscheduler(0)))
+    t.start(); t.join()
+    out['its_thread'] = later[0]
+    child = os.fork()
+    if child == 0:
+        os._exit(os.sched_getscheduler(0))
+    out['its_child'] = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+t = threading.Thread(target=scheduler); t.start(); t.join()
+print(int(out['asked']), out['it'], out['its_thread'], out['its_child'], os.sched_getscheduler(0))
+"""
+
+
+def test_first_in_line_is_one_thread_in_the_real_time_class_and_none_it_starts():
+    """The operator's scheduling thread, first in line for a CPU (`cpu.first_in_line`): it alone
+    runs in the real-time round-robin class; a thread it starts and a process it forks are
+    time-shared, and so is the rest of its process. Where the host does not allow it, it says
+    so and stays time-shared."""
+    asked, it, its_thread, its_child, rest = _in_a_child(FIRST_IN_LINE)
+    other = os.SCHED_OTHER
+    assert (its_thread, its_child, rest) == (other, other, other)
+    assert it == (os.SCHED_RR if asked else other)
+    if may_raise_priorities() and not asked:
+        pytest.skip("CAP_SYS_NICE, but this cpu cgroup has no real-time budget")
+
+
+def test_first_in_line_is_refused_without_the_privilege():
+    """Without CAP_SYS_NICE (and without a real-time rlimit) the thread stays time-shared."""
+    if not shutil.which("setpriv") or os.geteuid() != 0:
+        pytest.skip("needs root and util-linux's setpriv to drop a capability")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(["setpriv", "--bounding-set", "-sys_nice", "--inh-caps", "-sys_nice",
+                          sys.executable, "-c", FIRST_IN_LINE], capture_output=True, text=True,
+                         env=env, check=True).stdout
+    assert [int(w) for w in out.split()] == [0, os.SCHED_OTHER, os.SCHED_OTHER, os.SCHED_OTHER,
+                                             os.SCHED_OTHER]

@@ -250,6 +250,14 @@ def test_standby_sessions_only_where_sessions_are_limited():
     assert standby_sessions(12, {"BENCHFARM_STANDBY_SESSIONS": "5"}) == 5
 
 
+def test_the_scheduling_thread_is_time_shared_unless_the_lab_asks():
+    from benchfarm.kube.runtime import scheduler_priority
+    assert scheduler_priority({}) == 0
+    assert scheduler_priority({"BENCHFARM_SCHEDULER_RTPRIO": "1"}) == 1
+    assert scheduler_priority({"BENCHFARM_SCHEDULER_RTPRIO": "500"}) == 99     # the kernel's top
+    assert scheduler_priority({"BENCHFARM_SCHEDULER_RTPRIO": "-3"}) == 0
+
+
 # -- admission --------------------------------------------------------------------------------
 class FakeKube:
     def __init__(self) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from benchfarm.cpu import group_nice
 from benchfarm_devlab import processes
+from tests.unit.privileges import may_raise_priorities
 
 
 @pytest.fixture
@@ -49,13 +50,6 @@ def test_a_pid_file_without_a_start_time_is_trusted_as_before(state):
         proc.wait()
 
 
-def _may_raise_priorities() -> bool:
-    """CAP_SYS_NICE (bit 23) among this process's effective capabilities."""
-    with open("/proc/self/status") as f:
-        caps = next(line.split()[1] for line in f if line.startswith("CapEff:"))
-    return bool(int(caps, 16) >> 23 & 1)
-
-
 @pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no autogroup here")
 def test_the_component_that_goes_first_gets_a_cpu_before_the_rest_and_only_it(state):
     """The operator's session group (it starts one of its own) at FIRST_NICE where the lab may
@@ -68,7 +62,7 @@ def test_the_component_that_goes_first_gets_a_cpu_before_the_rest_and_only_it(st
         first, other = processes.running_pid("first"), processes.running_pid("other")
         assert first is not None and other is not None
         assert os.getsid(first) == first and os.getsid(other) == other
-        privileged = _may_raise_priorities()
+        privileged = may_raise_priorities()
         assert group_nice(first) == (processes.FIRST_NICE if privileged else 0)
         # pytest's own group, if it is in one (not where it runs in the host's first session)
         assert group_nice(other) == 0 and group_nice(os.getpid()) != processes.FIRST_NICE
