@@ -95,8 +95,10 @@ def start_pdudaemon(config: dict) -> None:
 def start_labgrid(config: dict, inventory: dict) -> None:
     coord_dir = STATE / "coordinator"
     coord_dir.mkdir(parents=True, exist_ok=True)
+    # labgrid's coordinator, saving its state with LibYAML (`benchfarm_devlab.coordinator`)
     start_process("labgrid-coordinator", [
-        str(VENV_BIN / "labgrid-coordinator"), "--listen", f"127.0.0.1:{PORTS.coordinator}",
+        str(VENV_BIN / "python"), "-m", "benchfarm_devlab.coordinator",
+        "--listen", f"127.0.0.1:{PORTS.coordinator}",
     ], cwd=coord_dir, ports=[PORTS.coordinator], ready=lambda: port_open(PORTS.coordinator),
         first=True)
     coordinator = Coordinator(f"127.0.0.1:{PORTS.coordinator}", user="lab-admin", host="benchfarm-lab")
