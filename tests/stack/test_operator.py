@@ -104,24 +104,29 @@ def _threads_in_real_time(pid: int) -> list[int]:
 
 
 def _descendants(pid: int) -> list[int]:
+    """Processes under `pid` (each thread lists the children it started)."""
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
-        for tid in os.listdir(f"/proc/{p}/task") if os.path.exists(f"/proc/{p}/task") else []:
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:                 # it ended meanwhile
+            continue
+        for tid in tids:
             try:
-                children = open(f"/proc/{p}/task/{tid}/children").read().split()
-            except OSError:
+                children = [int(c) for c in open(f"/proc/{p}/task/{tid}/children").read().split()]
+            except OSError:             # the thread ended meanwhile
                 continue
-            out += [int(c) for c in children]
-            todo += [int(c) for c in children]
+            out += children
+            todo += children
     return out
 
 
 def test_the_operators_rounds_take_a_cpu_first_and_nothing_else_does(custom):
     """Where the lab may raise priorities, the operator's scheduling thread, and it alone, is in
-    the real-time class (`cpu.first_in_line`): the operator's other threads, the session server
-    and the board sessions it forked (a run went through above) are time-shared. Where the host
-    refuses, the operator says so in its log."""
+    the real-time class (`cpu.first_in_line`): the operator's other threads and every process
+    under it (the session server, which forks the board sessions; a run went through above) are
+    time-shared. Where the host refuses, the operator says so in its log."""
     pid = devlab.running_pid("benchfarm-operator")
     assert pid is not None
     first = wait_for("the scheduling thread to start", lambda: _threads_in_real_time(pid) or (
@@ -132,7 +137,7 @@ def test_the_operators_rounds_take_a_cpu_first_and_nothing_else_does(custom):
         pytest.skip("this host keeps the scheduling thread time-shared (the operator said so)")
     assert len(first) == 1, f"threads in the real-time class: {first}"
     children = _descendants(pid)
-    assert children, "the session server and the sessions of the run above"
+    assert children, "the session server of the run above"
     assert not [c for c in children if os.path.exists(f"/proc/{c}") and _threads_in_real_time(c)]
 
 
