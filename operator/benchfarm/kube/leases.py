@@ -300,11 +300,12 @@ class Leases:
                       f"{board} is {lease.spec.user}'s until {iso(now + seconds)}",
                       lease.generation)}
         try:
-            ok = self.rt.kube.guarded_status_write(lease.namespace, lease.name,
-                                                   {"phase": LeasePhase.pending}, status, PLURAL)
+            written = self.rt.kube.guarded_status_write(lease.namespace, lease.name,
+                                                        {"phase": LeasePhase.pending}, status,
+                                                        PLURAL)
         except PreconditionFailed:
-            ok = False
-        if not ok:
+            written = None
+        if not written:
             raise BoardBusy(f"{lease.key} changed while being granted (released or deleted)")
         with self.rt.lock:
             lease.starting = False

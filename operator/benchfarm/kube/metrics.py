@@ -25,6 +25,9 @@ SEATS = Counter("benchfarm_session_seats_total", "Session seats a standby sessio
 RELAYS_MISSED = Counter("benchfarm_relays_missed_total", "Relays whose session did not take "
                         "the seat it was named (it connected after the release): the operator "
                         "wrote its go-ahead", registry=REGISTRY)
+STALE_EVENTS = Counter("benchfarm_stale_run_events_total", "Watch events of a run from before "
+                       "the operator's own later write of it, passed over (kopf's queue lagged "
+                       "the API server)", registry=REGISTRY)
 BOARDS = Gauge("benchfarm_boards", "Boards by state", ["state"], registry=REGISTRY)
 UTILISATION = Gauge("benchfarm_board_utilisation_ratio",
                     "Share of online boards running a benchfarm run", registry=REGISTRY)

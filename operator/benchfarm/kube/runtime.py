@@ -37,6 +37,7 @@ from ..core import queue as q, trust
 from ..core.conditions import now_iso, set_condition
 from ..errors import RunError
 from ..history.db import Database
+from ..kubeapi import versions
 from ..kubeapi.client import Kube, PreconditionFailed
 from ..lab.coordinator import Coordinator, run_holder
 from ..lab.devicetypes import load_device_types
@@ -251,6 +252,10 @@ class Runtime:
         with self.lock:
             current = self.runs.get(key)
             if current is not None and current.uid == meta["uid"]:
+                if current.stale(body):       # the operator's own later write stands
+                    metrics.STALE_EVENTS.inc()
+                    return
+                current.version = versions.of(body)
                 current.spec = spec
                 current.generation = meta.get("generation", 1)
                 current.deleting = bool(meta.get("deletionTimestamp"))
@@ -263,7 +268,8 @@ class Runtime:
                                                 meta.get("generation", 1),
                                                 ts(meta.get("creationTimestamp")), spec, status,
                                                 deleting=bool(meta.get("deletionTimestamp")),
-                                                avoid_boards=avoid_annotation(meta))
+                                                avoid_boards=avoid_annotation(meta),
+                                                version=versions.of(body))
         board = status.get("board")
         if board:
             if run.phase == Phase.running and not status.get("boardReleased"):
@@ -779,10 +785,11 @@ class Runtime:
     # -- run transitions ----------------------------------------------------------------------
     def patch(self, run: RunState, status: dict[str, Any]) -> None:
         """Checkpoint in the API first; only then may the scheduler act on the new state."""
-        if not self.kube.patch_run_status(run.namespace, run.name, status):
+        written = self.kube.patch_run_status(run.namespace, run.name, status)
+        if not written:
             raise RunError("run deleted", reason="Deleted")
         with self.lock:
-            run.status.update(status)
+            run.wrote(written, status)
             self.reindex(run)
 
     def finish(self, run: RunState, phase: str, reason: str, message: str) -> None:
@@ -848,10 +855,11 @@ class Runtime:
                                                   "False", "Cancelled",
                                                   "cancelled before it started", run.generation)}
             try:
-                if self.kube.guarded_status_write(run.namespace, run.name, {"phase": Phase.pending},
-                                                  status):
+                written = self.kube.guarded_status_write(run.namespace, run.name,
+                                                         {"phase": Phase.pending}, status)
+                if written:
                     with self.lock:
-                        run.status.update(status)
+                        run.wrote(written, status)
                         self.reindex(run)
                     self.kube.event(run.ref(), "Normal", "Cancelled", "cancelled before it started")
             except PreconditionFailed:

@@ -110,17 +110,18 @@ class Supervisor:
                       "Succeeded", "Unknown", "Booting", f"starting the session on {board}",
                       run.generation)}
         try:
-            ok = rt.kube.guarded_status_write(run.namespace, run.name, {"phase": Phase.pending}, status)
+            written = rt.kube.guarded_status_write(run.namespace, run.name,
+                                                   {"phase": Phase.pending}, status)
         except PreconditionFailed:
-            ok = False
+            written = None
             log.info("%s changed while being scheduled (cancelled?); not launching", run.key)
         with rt.lock:
             run.starting = run.granting = False
-            if ok:
-                run.status.update(status)
+            if written:
+                run.wrote(written, status)
                 self.launched[run.key] = self.clock()
             rt.reindex(run)
-            if not ok:
+            if not written:
                 rt.inventory.free(board, run.key)
                 return
         metrics.QUEUE_WAIT.observe(max(0.0, time.time() - run.created))

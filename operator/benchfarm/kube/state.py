@@ -20,6 +20,7 @@ from ..api.grants import Relay
 from ..api.models import BenchmarkRunSpec, BoardLeaseSpec, LabPolicySpec
 from ..api.outcomes import FINISHED, LeasePhase, Phase
 from ..core.queue import QueueEntry, WaitingQueue, lease_key
+from ..kubeapi import versions
 from ..kubeapi.client import Kube
 from ..lab.coordinator import Coordinator
 
@@ -69,6 +70,7 @@ class RunState:
     after: Relay | None = None      # on standby: the seat it takes when its holder releases it
     relayed_at: float | None = None  # monotonic: when the operator saw that seat become its own
     relay_checked: bool = False     # whether its session took it (`Runtime._check_relay`)
+    version: str | None = None      # the newest resourceVersion known: events' and own writes'
 
     @property
     def key(self) -> str:
@@ -77,6 +79,21 @@ class RunState:
     @property
     def phase(self) -> str | None:
         return self.status.get("phase")
+
+    def wrote(self, written: dict[str, Any], status: dict[str, Any]) -> None:
+        """After the operator's own status write (under the lock): the status as the API server
+        wrote it (`status` where its answer has none), and its version, so that no watch event
+        from before the write undoes it (`kubeapi.versions`)."""
+        version = versions.of(written)
+        if versions.older(version, self.version):   # a later event came first: it has this write
+            return
+        self.status = dict(written["status"]) if version and "status" in written else \
+            {**self.status, **status}
+        self.version = version or self.version
+
+    def stale(self, body: dict[str, Any]) -> bool:
+        """A watch event from before what the operator knows of the run (its own last write)."""
+        return versions.older(versions.of(body), self.version)
 
     @property
     def waiting(self) -> bool:

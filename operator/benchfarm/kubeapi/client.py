@@ -108,33 +108,38 @@ class Kube:
         return self._call("list runs", lambda: self.custom.list_cluster_custom_object(
             GROUP, VERSION, "benchmarkruns"))["items"]
 
-    def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> bool:
-        """Merge-patch status; False when the run no longer exists."""
+    def patch_run_status(self, namespace: str, name: str,
+                         status: dict[str, Any]) -> dict[str, Any] | None:
+        """Merge-patch status: the run as the API server wrote it; None when it no longer
+        exists."""
         try:
-            self._call("patch run status", lambda: self.custom.patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, "benchmarkruns", name, {"status": status}))
-            return True
+            return self._call("patch run status",
+                              lambda: self.custom.patch_namespaced_custom_object_status(
+                                  GROUP, VERSION, namespace, "benchmarkruns", name,
+                                  {"status": status}))
         except ApiException as exc:
             if exc.status == 404:
-                return False
+                return None
             raise
 
     def guarded_status_write(self, namespace: str, name: str, expect: dict[str, Any],
-                             status: dict[str, Any], plural: str = "benchmarkruns") -> bool:
+                             status: dict[str, Any],
+                             plural: str = "benchmarkruns") -> dict[str, Any] | None:
         """Set status fields only if the run's status still has the `expect` values, atomically
-        (a JSON patch whose `test` operations the API server checks). False when the run is
-        gone; PreconditionFailed when it changed (e.g. cancelled while being scheduled)."""
+        (a JSON patch whose `test` operations the API server checks): the object as written;
+        None when it is gone; PreconditionFailed when it changed (e.g. cancelled while being
+        scheduled)."""
         ops: list[dict[str, Any]] = [{"op": "test", "path": f"/status/{k}", "value": v}
                                      for k, v in expect.items()]
         ops += [{"op": "add", "path": f"/status/{k}", "value": v} for k, v in status.items()]
         try:
-            self._call("guarded status write", lambda: self.custom.patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, plural, name, ops,
-                _content_type="application/json-patch+json"))
-            return True
+            return self._call("guarded status write",
+                              lambda: self.custom.patch_namespaced_custom_object_status(
+                                  GROUP, VERSION, namespace, plural, name, ops,
+                                  _content_type="application/json-patch+json"))
         except ApiException as exc:
             if exc.status == 404:
-                return False
+                return None
             if exc.status in (409, 422):
                 raise PreconditionFailed(str(exc.reason)) from exc
             raise
