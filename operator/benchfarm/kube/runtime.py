@@ -435,7 +435,7 @@ class Runtime:
                     self.seat_seconds = held_for if self.seat_seconds is None else \
                         self.seat_seconds + SEAT_EWMA * (held_for - self.seat_seconds)
                     r.seated_at = 0.0
-                if r.starting or r.granting or not holds:
+                if r.starting or r.granting or not holds or r.key in self.naming:
                     continue
                 if r.after is not None:
                     if r.relayed_at is None:
@@ -541,11 +541,16 @@ class Runtime:
     def standing_by(self, r: RunState) -> bool:
         """Launched (or being launched) on standby: its board kept, no go-ahead yet, or a relay
         whose seat is still held (under the lock; notes the relay its status holds). A run of
-        an operator before go-aheads has none either: it gets one at once."""
+        an operator before go-aheads has none either: it gets one at once.
+
+        A relay decided but not written yet (the run's launch on standby, or its naming, still
+        on a launch thread: seconds on a busy API server) names its seat as well: once that
+        seat's holder lets go, the seat is this run's. Counted as free until the write landed,
+        it went to another run too, and a full bench had 13-14 boards powered by 12 seats."""
         if r.granting:
             return False
-        if r.starting:
-            return True
+        if r.starting or r.key in self.naming:
+            return r.after is None or self._seat_held(r.after)
         if r.phase != Phase.running or r.status.get("boardReleased"):
             return False
         go = trust.read_go_ahead(self.signing_key, r.uid, attempt_of(r.status),
