@@ -260,11 +260,11 @@ def freed_to_next(events: list[dict], t0: float, t1: float) -> list[float]:
 
 
 def powered_at_once(events: list[dict], t0: float, t1: float) -> int:
-    """The most boards powered at one moment between t0 and t1: each is a session holding its
+    """The most boards powered at one moment between t0 and t1 (`events` in time order): each is a session holding its
     board (sessions power it off before they release it), so never more than the seats."""
     on: set[str] = set()
     most = 0
-    for e in sorted(events, key=lambda e: e["t"]):
+    for e in events:
         if e["t"] > t1:
             break
         (on.add if e["power"] == "on" else on.discard)(e["board"])
@@ -382,12 +382,12 @@ def run_phases(args: argparse.Namespace, pid: int) -> dict:
     per_run = [writes[(i["metadata"]["namespace"], i["metadata"]["name"])] for i in done]
     queued_writes = [writes[(i["metadata"]["namespace"], i["metadata"]["name"])]
                      for i in flood_items if (i.get("status") or {}).get("phase") == "Pending"]
-    events = scale.power_events()
+    events = sorted(scale.power_events(), key=lambda e: e["t"])
     gaps = freed_to_next(events, t_window, t_window_end)
     powered = powered_at_once(events, t_flood, t_window_end)
     on_times = collections.defaultdict(list)
     board_time = []
-    for e in sorted(events, key=lambda e: e["t"]):
+    for e in events:
         if e["power"] == "on":
             on_times[e["board"]].append(e["t"])
         elif e["was"] and on_times[e["board"]] and t_flood <= e["t"] <= t_window_end:
