@@ -35,6 +35,7 @@ import collections
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import threading
@@ -56,6 +57,7 @@ TEAMS = 20
 PROBE_NS = "scale-probe"
 RACK = 20                     # boards per rack label
 HELD_RACK = "held"
+OPERATOR_LOG = devlab.STATE / "logs" / "benchfarm-operator.log"
 
 
 def teams() -> list[str]:
@@ -318,9 +320,10 @@ def main() -> int:
     held = setup(args)
     try:
         person_holds(held, True)            # a person's lock: these boards are never free
+        log_from = OPERATOR_LOG.stat().st_size if OPERATOR_LOG.exists() else 0
         pid = scale.start_operator(args.sessions, standby_env(args))
         wait_metric("benchfarm_schedule_rounds_total", lambda v: v >= 1, 120)
-        figures = run_phases(args, pid)
+        figures = run_phases(args, pid, log_from)
     finally:
         person_holds(held, False)
         if not args.keep:
@@ -332,7 +335,22 @@ def main() -> int:
     return 0
 
 
-def run_phases(args: argparse.Namespace, pid: int) -> dict:
+def slow_rounds(log_from: int) -> dict:
+    """The operator's slow rounds (over its SLOW_ROUND) and long holds of its lock, from its log
+    since this bench started it: what the slowest round waited for, and for whom."""
+    with OPERATOR_LOG.open("rb") as f:
+        f.seek(log_from)
+        text = f.read().decode(errors="replace")
+    rounds = [(float(m[1]), m[2]) for m in re.finditer(r"a slow round: (\d+) ms \((.*)\)$",
+                                                        text, re.M)]
+    holds = collections.Counter(m[1] for m in re.finditer(
+        r"registry's lock was held \d+ ms by ([\w.<>]+):", text))
+    return {"slow_rounds": len(rounds),
+            "slowest_round": max(rounds)[1] if rounds else "",
+            "long_holds": dict(holds.most_common(5))}
+
+
+def run_phases(args: argparse.Namespace, pid: int, log_from: int) -> dict:
     docs = flood(args.runs, args.boards, args.probe_boards)
     t_flood = time.time()
     create_s = create_all(docs)
@@ -393,6 +411,7 @@ def run_phases(args: argparse.Namespace, pid: int) -> dict:
         elif e["was"] and on_times[e["board"]] and t_flood <= e["t"] <= t_window_end:
             board_time.append(e["t"] - on_times[e["board"]][-1])
     m = metrics()
+    slow = slow_rounds(log_from)
     _, peak = rss_mib(pid)
     # -- places() as the operator reads it (a fresh client; the coordinator may refuse a new
     # connection from a source port a departed client had, so try again with another)
@@ -459,6 +478,7 @@ def run_phases(args: argparse.Namespace, pid: int) -> dict:
         "boards_alone_runs_per_min": round(args.sessions * 60 / own, 1) if board_time else None,
         "capacity_used": round(len(done) / window_min / (args.sessions * 60 / own), 4)
         if board_time and window_min else 0.0,
+        **slow,
         "window_s": round(t_window_end - t_window, 1),
         "window": [round(t_window, 3), round(t_window_end, 3)],
     }
@@ -484,6 +504,10 @@ def print_table(f: dict, args: argparse.Namespace) -> None:
          f"{f['round_max_ms']:.1f} ms ({f['rounds']} rounds)", "round_max_ms"),
         ("  its own CPU p99/max", f"{f['round_cpu_p99_ms']:.1f} / {f['round_cpu_max_ms']:.1f} ms "
          f"(the rest: waiting for the lock, the GIL, a CPU)", None),
+        ("  slow rounds (> 50 ms)", f"{f['slow_rounds']}" + (f"; the slowest waited: "
+         f"{f['slowest_round']}" if f["slow_rounds"] else ""), None),
+        ("  lock held 20 ms or more", ", ".join(f"{k} {v}" for k, v in f["long_holds"].items())
+         or "never", None),
         ("  full collections in rounds", f"{f['rounds_with_full_gc']} of {f['full_gcs']} "
          f"(longest {f['full_gc_longest_ms']:.0f} ms)", None),
         ("apply -> power-on, free board p50/p99", f"{f['apply_to_power_on_p50_s']:.2f} / "

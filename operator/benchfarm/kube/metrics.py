@@ -68,6 +68,9 @@ ROUND = Gauge("benchfarm_schedule_round_seconds",
 ROUND_CPU = Gauge("benchfarm_schedule_round_cpu_seconds",
                   "The scheduler thread's own CPU time in a round (the rest of a round's wall "
                   "time is waiting: for the lock, the GIL, a CPU)", ["quantile"], registry=REGISTRY)
+LOCK_LONG_HOLDS = Counter("benchfarm_lock_long_holds_total",
+                          "Holds of the registry's lock of 20 ms or more, by the function that "
+                          "took it (`kube.locking`)", ["holder"], registry=REGISTRY)
 _rounds: deque[tuple[float, float]] = deque(maxlen=10_000)
 _rounds_lock = threading.Lock()
 _count = [0, 0.0, 0.0]      # rounds seen, longest round since the start, and its most CPU

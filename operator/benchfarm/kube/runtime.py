@@ -47,6 +47,7 @@ from . import admission, launchers, metrics
 from .indexer import Indexer
 from .inventory import Inventory
 from .leases import Leases
+from .locking import WatchedLock
 from .ports import Launch
 from .sessions import Supervisor
 from .state import LeaseState, RunIndex, RunState, ts
@@ -127,7 +128,7 @@ class Runtime:
         self.index = RunIndex()        # what a round reads; kept current by `reindex`
         self.policy = LabPolicySpec()
         self.fairness = q.RoundRobinFairness()
-        self.lock = threading.RLock()
+        self.lock = WatchedLock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.wake_event: asyncio.Event | None = None
         self.task: asyncio.Task[None] | None = None
@@ -514,9 +515,11 @@ class Runtime:
         wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
         metrics.observe_round(wall, cpu, collected=metrics.full_collections() != g0)
         if wall > SLOW_ROUND:
-            log.info("a slow round: %.0f ms (waiting for the lock %.0f ms, for a CPU %.0f ms, "
-                     "its own CPU %.0f ms; the rest for the GIL; %d assignment(s))", wall * 1000,
-                     (locked - t0) * 1000, (metrics.runqueue_wait() - q0) * 1000, cpu * 1000,
+            other, gil, holder = self.lock.waited(t0, locked)
+            log.info("a slow round: %.0f ms (waiting for the lock %.0f ms%s, then for the GIL "
+                     "%.0f ms; for a CPU %.0f ms in all, its own CPU %.0f ms; %d assignment(s))",
+                     wall * 1000, other * 1000, f" held by {holder}" if holder else "", gil * 1000,
+                     (metrics.runqueue_wait() - q0) * 1000, cpu * 1000,
                      len(started) + len(granted))
         for run in ready:
             self.launches.submit(self._go_ahead, run)
