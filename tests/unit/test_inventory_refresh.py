@@ -26,13 +26,20 @@ class FakeRuntime:
         self.places, self.changed = places, set(places)
         self.released: list[tuple[str, str]] = []
         self.created: list[str] = []
-        self.kube = SimpleNamespace(
-            create_board=lambda name, labels: self.created.append(name) or {"metadata": {}},
+        self.created_under_lock: list[str] = []
+        self.kube = SimpleNamespace(create_board=self.create_board,
             patch_board_status=lambda name, st: None,
             event=lambda *a: None)
         self.coordinator = SimpleNamespace(
             identity="operator/benchfarm", changes=self.changes,
             release=lambda name, holder: self.released.append((name, holder)) or True)
+
+    def create_board(self, name: str, labels: dict[str, str]) -> dict:
+        """An API round trip: never while the registry's lock is held (it held up every round)."""
+        if self.lock._is_owned():                   # type: ignore[attr-defined]
+            self.created_under_lock.append(name)
+        self.created.append(name)
+        return {"metadata": {"uid": f"uid-{name}"}}
 
     def changes(self) -> tuple[dict[str, PlaceInfo], set[str]]:
         changed, self.changed = self.changed, set()
@@ -62,6 +69,8 @@ def test_a_refresh_walks_what_changed_and_what_is_held():
     inv = inventory.Inventory(rt)
     inv.refresh(force=True)
     assert sorted(rt.created) == [f"p{i}" for i in range(5)] and rt.inventory_known
+    assert rt.created_under_lock == [], "a Board was created while holding the registry's lock"
+    assert inv.boards["p3"].uid == "uid-p3"
     assert all(b.state == "Idle" for b in inv.boards.values())
 
     # a record touched behind the refresh's back stays as it is while its place does not change
@@ -123,3 +132,21 @@ def test_the_kinds_a_selector_matches_are_kept_until_a_board_comes_or_changes():
     for i in range(inventory.KINDS_KEPT + 10):     # made-up selectors do not grow the operator
         inv.kinds_matching(Selector.of(labels={"rack": f"x{i}"}))
     assert len(inv.kinds) <= inventory.KINDS_KEPT
+
+
+def test_the_rounds_index_follows_the_boards_it_was_told_of():
+    """What a round schedules over (`Inventory.board_index`): every board the refresh found,
+    less the one a run holds, the same one back once freed, a board no refresh has typed never."""
+    rt = FakeRuntime({f"p{i}": place(f"p{i}") for i in range(4)})
+    inv = inventory.Inventory(rt)
+    inv.refresh(force=True)
+    assert sorted(inv.board_index().views) == ["p0", "p1", "p2", "p3"]
+    inv.claim("p1", "team/run-1")
+    inv.claim("p9", "team/run-9")          # adopted before any refresh saw its place
+    assert sorted(inv.board_index().views) == ["p0", "p2", "p3"]
+    inv.boards["p2"].maintenance = True
+    assert sorted(inv.board_index().views) == ["p0", "p3"]
+    inv.free("p1", "team/run-1")
+    inv.boards["p2"].maintenance = False
+    assert sorted(inv.board_index().views) == ["p0", "p1", "p2", "p3"]
+    assert not inv.boards.changed

@@ -13,9 +13,10 @@ The waiting runs are kept sorted between rounds (`WaitingQueue`: a run costs O(l
 arrives or leaves, not a sort of the whole queue every round), and a round walks them in order
 from the front, lazily, and stops as soon as nothing more can start: no free board, no session
 slot, or no kind of run left that fits a free board. Free boards are indexed by board, device
-type, label and GPU; runs asking for the same thing share one pass over the shortest index list
-it names. So a round costs what it assigns plus the runs it passes that fit nothing free (O(1)
-each), never a pass over the whole queue to order it.
+type, label and GPU, kept between rounds (`BoardIndex`: a board that changes moves in or out of
+it); runs asking for the same thing share one pass over the shortest index list it names. So a
+round costs what it assigns plus the runs it passes that fit nothing free (O(1) each), never a
+pass over the whole queue to order it, nor over all the boards to index them.
 """
 
 from __future__ import annotations
@@ -238,42 +239,132 @@ class Decision:
     order: list[QueueEntry]
 
 
-class _FreeBoards:
-    """The round's available boards in the order a run tries them, indexed by what selectors name.
+def _name(b: BoardView) -> str:
+    return b.name
+
+
+class BoardIndex:
+    """The available boards, indexed by what selectors name, kept from one round to the next.
 
     A run naming a device type tries that type's boards by name; a run naming none tries the
     types one after another (in the order of each type's first board by name), each by name.
-    Every index list keeps that order.
+    Every candidate list keeps that order.
+
+    A board that changes moves in or out of a few lists kept sorted by name (`put`: a bisect
+    each), where building the index anew for every round walked and sorted all 1,000 boards:
+    2-3 ms of a round's own CPU, each ms of it stretched several times over on a busy host
+    while other threads took the GIL in between.
     """
 
-    def __init__(self, boards: Sequence[BoardView]) -> None:
-        self.by_type: dict[str, list[BoardView]] = defaultdict(list)
-        for b in sorted(boards, key=lambda b: b.name):
-            if b.available:
-                self.by_type[b.device_type].append(b)
-        self.ordered = [b for of_type in self.by_type.values() for b in of_type]
-        self.by_name: dict[str, list[BoardView]] = defaultdict(list)
-        self.by_label: dict[tuple[str, str], list[BoardView]] = defaultdict(list)
-        self.with_gpu: list[BoardView] = []
-        for b in self.ordered:
-            self.by_name[b.name].append(b)
-            for pair in b.labels.items():
-                self.by_label[pair].append(b)
-            if b.gpu:
-                self.with_gpu.append(b)
+    def __init__(self, boards: Iterable[BoardView] = ()) -> None:
+        self.views: dict[str, BoardView] = {}            # every available board by name
+        self.by_type: dict[str, list[BoardView]] = {}    # each by name
+        # a label or the GPU: that type's boards bearing it, by name
+        self.by_label: dict[tuple[str, str], dict[str, list[BoardView]]] = defaultdict(dict)
+        self.with_gpu: dict[str, list[BoardView]] = {}
+        self._types: list[str] | None = None             # types by their first board's name
+        self._ordered: list[BoardView] | None = None
+        for b in sorted(boards, key=_name):     # by name: each list grows at its end
+            if b.available and b.name not in self.views:
+                self.views[b.name] = b
+                for lists, kind in self._lists(b):
+                    lists.setdefault(kind, []).append(b)
+
+    def __len__(self) -> int:
+        return len(self.views)
+
+    def put(self, view: BoardView) -> None:
+        """A board as it is now: indexed while available, out of the index while not."""
+        old = self.views.get(view.name)
+        if old == view:
+            return
+        if old is not None:
+            self._drop(old)
+        if view.available:
+            self._add(view)
+
+    def remove(self, name: str) -> None:
+        old = self.views.get(name)
+        if old is not None:
+            self._drop(old)
+
+    def _lists(self, b: BoardView) -> Iterator[tuple[dict[str, list[BoardView]], str]]:
+        yield self.by_type, b.device_type
+        for pair in b.labels.items():
+            yield self.by_label[pair], b.device_type
+        if b.gpu:
+            yield self.with_gpu, b.device_type
+
+    def _add(self, b: BoardView) -> None:
+        self.views[b.name] = b
+        for lists, kind in self._lists(b):
+            bisect.insort(lists.setdefault(kind, []), b, key=_name)
+        self._types = self._ordered = None
+
+    def _drop(self, b: BoardView) -> None:
+        del self.views[b.name]
+        for lists, kind in self._lists(b):
+            of_kind = lists[kind]
+            del of_kind[bisect.bisect_left(of_kind, b.name, key=_name)]
+            if not of_kind:
+                del lists[kind]
+        for pair in b.labels.items():
+            if not self.by_label[pair]:
+                del self.by_label[pair]
+        self._types = self._ordered = None
+
+    def types(self) -> list[str]:
+        if self._types is None:
+            self._types = sorted(self.by_type, key=lambda t: self.by_type[t][0].name)
+        return self._types
+
+    def ordered(self) -> list[BoardView]:
+        """Every available board in the order a run naming nothing tries them."""
+        if self._ordered is None:
+            self._ordered = [b for t in self.types() for b in self.by_type[t]]
+        return self._ordered
+
+    def _across(self, lists: dict[str, list[BoardView]]) -> list[BoardView]:
+        if len(lists) == 1:
+            return next(iter(lists.values()))
+        return [b for t in self.types() if t in lists for b in lists[t]]
+
+    def candidates(self, selector: Selector, needs_gpu: bool) -> list[BoardView]:
+        """The shortest list holding every free board that could fit (a superset), in order."""
+        if selector.board is not None:
+            named = self.views.get(selector.board)
+            return [named] if named is not None else []
+        options: list[dict[str, list[BoardView]]] = []
+        if selector.device_type is not None:
+            of_type = self.by_type.get(selector.device_type)
+            if of_type is None:
+                return []
+            options.append({selector.device_type: of_type})
+        for pair in selector.labels:
+            with_label = self.by_label.get(pair)
+            if not with_label:
+                return []
+            options.append(with_label)
+        if needs_gpu:
+            if not self.with_gpu:
+                return []
+            options.append(self.with_gpu)
+        if not options:
+            return self.ordered()
+        shortest = min(options, key=lambda lists: sum(len(v) for v in lists.values()))
+        return self._across(shortest)
+
+
+class _FreeBoards:
+    """A round's view of the index: the boards it has taken so far (the index stays as it is)."""
+
+    def __init__(self, index: BoardIndex) -> None:
+        self.index = index
+        self.count = len(index)
         self.taken: set[str] = set()
 
     def candidates(self, selector: Selector, needs_gpu: bool) -> list[BoardView]:
-        """The shortest index list holding every free board that could fit (a superset)."""
-        lists = [self.ordered]
-        if selector.board is not None:
-            lists.append(self.by_name.get(selector.board, []))
-        if selector.device_type is not None:
-            lists.append(self.by_type.get(selector.device_type, []))
-        lists.extend(self.by_label.get(pair, []) for pair in selector.labels)
-        if needs_gpu:
-            lists.append(self.with_gpu)
-        return min(lists, key=len)
+        return self.index.candidates(selector, needs_gpu)
 
 
 class _Demand:
@@ -331,7 +422,7 @@ class _Demand:
         return self.fits[i] if i < len(self.fits) else None
 
 
-def schedule(runs: Iterable[QueueEntry] | WaitingQueue, boards: Sequence[BoardView], *,
+def schedule(runs: Iterable[QueueEntry] | WaitingQueue, boards: Sequence[BoardView] | BoardIndex, *,
              running_per_namespace: Mapping[str, int] | None = None,
              max_boards: Mapping[str, int] | None = None,
              fairness: FairnessPolicy | None = None, now: float = 0.0,
@@ -346,13 +437,13 @@ def schedule(runs: Iterable[QueueEntry] | WaitingQueue, boards: Sequence[BoardVi
     queue = runs if isinstance(runs, WaitingQueue) else WaitingQueue(runs)
     running = dict(running_per_namespace or {})
     limits = max_boards or {}
-    free = _FreeBoards(boards)
+    free = _FreeBoards(boards if isinstance(boards, BoardIndex) else BoardIndex(boards))
     demands: dict[tuple[Selector, bool], _Demand] = {}
     slots = (1 << 30) if max_assignments is None else max(0, max_assignments)
     # kinds of run that may still fit a free board: each kind's free boards are looked up when
     # the walk first meets a run of that kind (a round that starts one run meets a few kinds,
     # not the thousand a queue of pinned runs holds); until then a kind counts as may-fit
-    live = len(queue.demands()) if free.ordered and slots else 0
+    live = len(queue.demands()) if free.count and slots else 0
     # namespaces whose runs may still start (below their ceiling): when none is left, the walk
     # stops instead of passing every run of the paused ones (a LabPolicy that pauses every team
     # with 7,000 runs queued made each round walk them all: 30 ms of its own CPU)
@@ -361,7 +452,7 @@ def schedule(runs: Iterable[QueueEntry] | WaitingQueue, boards: Sequence[BoardVi
                           if running.get(ns, 0) < limits.get(ns, unlimited))
     assignments: list[Assignment] = []
     remaining: list[QueueEntry] = []
-    free_count = len(free.ordered)
+    free_count = free.count
     walk = fairness.walk(queue)
     for run in walk:
         if free_count == len(free.taken) or len(assignments) >= slots or live == 0 or \

@@ -40,7 +40,7 @@ from ..kubeapi.leases import HEALTH_LEASE_LABEL, LeaseObserver, health_lease_nam
 from ..lab.coordinator import SESSION_HOST, health_check_of, health_identity, lease_uid_of
 from . import metrics
 from .ports import Launch, Launcher
-from .state import BoardRecord, Registry, RunState, ts, written
+from .state import BoardRecord, Boards, Registry, RunState, ts, written
 
 if TYPE_CHECKING:
     from ..api.devicetype import DeviceType
@@ -81,7 +81,8 @@ class InventoryRuntime(Registry, Protocol):
 class Inventory:
     def __init__(self, rt: InventoryRuntime) -> None:
         self.rt = rt
-        self.boards: dict[str, BoardRecord] = {}
+        self.boards = Boards()
+        self.index = q.BoardIndex()    # the available boards as the rounds see them (`board_index`)
         self.last_refresh = 0.0
         self.checking: dict[str, float] = {}   # board -> when its health check was launched
         self.observer = LeaseObserver(grace=5.0)        # the health checks' Leases
@@ -148,6 +149,18 @@ class Inventory:
                     if b is not None and b.device_type and q.matches(selector, self.view(b)))
             return kinds
 
+    def board_index(self) -> q.BoardIndex:
+        """Under the lock: the available boards, indexed, as of now (the boards whose view
+        changed since the last call are viewed again; a round no longer views all 1,000)."""
+        for name in self.boards.changed:
+            rec = self.boards[name]
+            if rec.device_type:
+                self.index.put(self.view(rec))
+            else:
+                self.index.remove(name)
+        self.boards.changed.clear()
+        return self.index
+
     def view(self, b: BoardRecord) -> q.BoardView:
         """What the scheduler sees of a board; the last one again while nothing it shows changed
         (every round views every board: building 1,000 anew cost a round 6-9 ms)."""
@@ -213,13 +226,20 @@ class Inventory:
             place = places.get(name)
             if place is None:       # deleted: its Board stays, as before
                 continue
+            uid = None
+            if name not in self.boards:
+                # a new place's Board, written before taking the lock (only this thread adds
+                # records): an API round trip, or an outage waited out, under it held up
+                # every round (1,000 new places: holds of 20-75 ms, one after the other)
+                body = rt.kube.create_board(name, {"benchfarm.io/device-type":
+                                                   place.tags.get("device_type", "unknown")})
+                uid = (body.get("metadata") or {}).get("uid", "")
             with rt.lock:
                 rec = self.boards.get(name)
                 if rec is None:
                     rec = self.boards[name] = BoardRecord(name)
-                    body = rt.kube.create_board(name, {"benchfarm.io/device-type":
-                                                       place.tags.get("device_type", "unknown")})
-                    rec.uid = (body.get("metadata") or {}).get("uid", "")
+                if uid is not None:
+                    rec.uid = uid
                 kind = place.tags.get("device_type", "")
                 labels = {k: v for k, v in place.tags.items() if k != "device_type"}
                 if kind != rec.device_type or labels != rec.labels:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -77,7 +77,9 @@ def commands(place: str, user: str, coordinator: str) -> dict[str, Any]:
 class LeaseBoards(Protocol):
     """What the keeper asks of the inventory: its boards, and who holds one."""
 
-    boards: dict[str, BoardRecord]
+    @property
+    def boards(self) -> Mapping[str, BoardRecord]: ...
+
     last_refresh: float
 
     def claim(self, board: str, key: str) -> None: ...

@@ -5,23 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sys
 
 import kopf
-
-# The GIL changes hands at most every this many seconds (Python's default: 5 ms). A thread that
-# holds the registry's lock for a fraction of a millisecond of CPU, made to give up the GIL in
-# the middle, waits for every other runnable thread's turn before it can let go; the round
-# waiting for the lock waits with it (`kube.locking` tells the two waits apart). Shorter turns
-# shorten that wait; a round's own long CPU is shared out as before.
-SWITCH_INTERVAL = 0.001
 
 
 def run(liveness: str | None = None) -> int:
     logging.basicConfig(level=os.environ.get("BENCHFARM_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
-    sys.setswitchinterval(SWITCH_INTERVAL)
     from . import handlers  # registers the handlers; gives the leader Lease up at cleanup
     liveness = liveness or os.environ.get("BENCHFARM_LIVENESS", "http://127.0.0.1:8080/healthz")
     from .leader import lead

@@ -415,6 +415,7 @@ class Runtime:
         granted: list[tuple[LeaseState, str]] = []
         with self.lock:
             locked = time.perf_counter()
+            waited = self.lock.waited(t0, locked)    # before its own hold is over
             queue = self.index.queue
             running_ns: dict[str, int] = {}
             holding = 0
@@ -477,15 +478,15 @@ class Runtime:
             # new sessions: those with a seat start at once, the others on standby
             room = None if seats is None else \
                 seats + max(0, self.standby_max - (len(standby) - len(ready)))
-            idle = any(b.device_type and b.state == "Idle" for b in self.boards.values())
+            free = self.inventory.board_index()      # the boards an assignment may take
+            idle = len(free) > 0
             # nothing can start (no free board, no free session slot): read the queue's head
             # only when its positions are due, not every round of a flood
             if len(queue) and ((idle and room != 0) or positions_due):
-                boards = [self.inventory.view(b) for b in self.boards.values() if b.device_type]
                 # the namespace's ceiling applies every round (priority is mutable)
                 limits = {ns: self.policy.for_namespace(ns).maxBoards
                           for ns in queue.namespaces()}
-                decision = q.schedule(queue, boards, running_per_namespace=running_ns,
+                decision = q.schedule(queue, free, running_per_namespace=running_ns,
                                       max_boards=limits, fairness=self.fairness, now=now,
                                       max_assignments=room if idle else 0,
                                       head=QUEUE_POSITION_LIMIT)
@@ -515,7 +516,7 @@ class Runtime:
         wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
         metrics.observe_round(wall, cpu, collected=metrics.full_collections() != g0)
         if wall > SLOW_ROUND:
-            other, gil, holder = self.lock.waited(t0, locked)
+            other, gil, holder = waited
             log.info("a slow round: %.0f ms (waiting for the lock %.0f ms%s, then for the GIL "
                      "%.0f ms; for a CPU %.0f ms in all, its own CPU %.0f ms; %d assignment(s))",
                      wall * 1000, other * 1000, f" held by {holder}" if holder else "", gil * 1000,

@@ -205,6 +205,11 @@ def _keep(d: dict[str, RunState], key: str, run: RunState, present: bool) -> Non
         d.pop(key, None)
 
 
+# what the scheduler sees of a board (`Inventory.view`): a change of one is noted (`Boards`)
+VIEWED = frozenset({"device_type", "labels", "online", "held_by_other", "maintenance", "run",
+                    "quarantined_since"})
+
+
 @dataclass
 class BoardRecord:
     name: str
@@ -223,6 +228,16 @@ class BoardRecord:
     direct_lock: str | None = None  # a lock outside benchfarm, reported (LabPolicy directLocks)
     conditions: list[dict[str, Any]] = field(default_factory=list)
     health_check: int = 0           # the number of its latest health check (status.healthCheck)
+    # where a change of what the scheduler sees of it is noted (`Boards.changed`), wherever in
+    # the operator it is made: the rounds re-view only those boards, never all 1,000
+    changes: set[str] | None = field(default=None, repr=False, compare=False)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        if key in VIEWED:
+            changes = self.__dict__.get("changes")
+            if changes is not None and self.__dict__.get(key) != value:
+                changes.add(self.name)
+        object.__setattr__(self, key, value)
 
     @property
     def state(self) -> str:
@@ -253,3 +268,24 @@ def written(model: type[M], status: dict[str, Any], field: str) -> M | None:
     except ValueError as exc:
         logging.getLogger("benchfarm").warning("ignoring a %s that is not one: %s", field, exc)
         return None
+
+
+class Boards(dict[str, BoardRecord]):
+    """The board records by name; `changed` names those whose view changed since it was last
+    emptied (a record added, or one of its VIEWED fields set)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed: set[str] = set()
+
+    def __setitem__(self, name: str, rec: BoardRecord) -> None:
+        rec.changes = self.changed
+        super().__setitem__(name, rec)
+        self.changed.add(name)
+
+    def setdefault(self, name: str, rec: BoardRecord | None = None) -> BoardRecord:
+        if name not in self:
+            assert rec is not None
+            self[name] = rec
+        return self[name]
+
