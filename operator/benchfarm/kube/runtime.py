@@ -413,7 +413,7 @@ class Runtime:
         order: list[q.QueueEntry] | None = None
         started: list[tuple[RunState, str]] = []
         granted: list[tuple[LeaseState, str]] = []
-        with self.lock:
+        with self.lock.first():      # kopf's threads, taking it one after another, wait
             locked = time.perf_counter()
             waited = self.lock.waited(t0, locked)    # before its own hold is over
             queue = self.index.queue
