@@ -163,7 +163,7 @@ class Inventory:
 
     def view(self, b: BoardRecord) -> q.BoardView:
         """What the scheduler sees of a board; the last one again while nothing it shows changed
-        (every round views every board: building 1,000 anew cost a round 6-9 ms)."""
+        (the index's `put` then sees an equal view and leaves its lists alone)."""
         available = b.state == "Idle"
         v = self.views_of.get(b.name)
         if v is None or v.available != available or v.device_type != b.device_type or \
