@@ -7,7 +7,8 @@ from 20 teams of which 97% fit no free board (a busy board revision, a pinned bu
 round ends early for lack of free boards. Each round is timed against `baseline_schedule`, the
 scheduler before its index (issue 12), on the same inputs. The operator keeps its queue sorted
 between rounds (`WaitingQueue`) and asks only for the queue's head; the round is timed that way,
-and what keeping the queue costs is printed per run that arrives. Run: make bench
+and what keeping the queue costs is printed per run that arrives. Last, a round with every team
+paused but one namespace, against the walk that passed the paused runs one by one. Run: make bench
 """
 
 from __future__ import annotations
@@ -163,6 +164,40 @@ def bench(case: str, n_boards: int, n_runs: int, busy: float, repeat: int) -> di
             "seat_kept": statistics.median(seat_kept), "seat_built": statistics.median(seat_built)}
 
 
+class EveryRun(RoundRobinFairness):
+    """The walk before namespaces at their ceiling were passed over whole: it yields every run,
+    and the round skips a paused one at a time."""
+
+    def walk(self, queue: WaitingQueue, passing=()):  # noqa: ANN001, ANN201
+        return super().walk(queue)
+
+
+def paused(repeat: int = 5) -> None:
+    """The full bench's probes (`make bench-scale`): 20 teams paused by a LabPolicy (maxBoards
+    0) with 10,000 runs queued at priorities 100-500, one run of another namespace at priority
+    10 to start on one of 1,000 boards."""
+    rnd = random.Random(5)
+    boards = lab(1000, rnd, 0.5)
+    kept = WaitingQueue(replace(r, namespace=f"team-{i % 20}", key=f"team-{i % 20}/r{i}",
+                                priority=max(100, r.priority))
+                        for i, r in enumerate(queue(10000, rnd)))
+    kept.put(QueueEntry("probe/p0", "probe", 10, 9e9, Selector.of(boards[0].device_type)))
+    limits = {f"team-{i}": 0 for i in range(20)}
+    index = BoardIndex(boards)
+    times: dict[str, list[float]] = {"passed": [], "every": []}
+    for _ in range(repeat):
+        for name, fairness in (("passed", RoundRobinFairness()), ("every", EveryRun())):
+            gc.collect()
+            t0 = time.perf_counter()
+            d = schedule(kept, index, max_boards=limits, fairness=fairness, now=1.0, head=2,
+                         max_assignments=1)
+            times[name].append((time.perf_counter() - t0) * 1e3)
+            assert [a.run for a in d.assignments] == ["probe/p0"]
+    fast, slow = statistics.median(times["passed"]), statistics.median(times["every"])
+    print(f"20 teams paused, 10,000 runs queued, one run of another namespace starts: "
+          f"{fast:.2f} ms a round, {slow:.2f} ms walking every paused run ({slow / fast:.0f}x)")
+
+
 def main() -> None:
     print(f"{'case':>6} {'boards':>6} {'queued':>6} {'busy':>4} {'p50 ms':>7} {'max ms':>7} "
           f"{'baseline p50 ms':>15} {'ratio':>7} {'assigned':>8} {'us/run':>6} {'put us':>6} same "
@@ -180,6 +215,7 @@ def main() -> None:
               flush=True)
     print("goal (issue 12): worst-case round < 50 ms. 1 seat: a round that may start one run, over "
           "the free boards' index kept between rounds (as the operator's) or built from the boards")
+    paused()
 
 
 if __name__ == "__main__":

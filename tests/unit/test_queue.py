@@ -132,8 +132,11 @@ class CountingWalk(RoundRobinFairness):
         super().__init__()
         self.walked = 0
 
-    def walk(self, queue):
-        for entry in super().walk(queue):
+    def walk(self, queue, passing=()):
+        return self._counted(super().walk(queue, passing))   # its order fixed now, as the base's
+
+    def _counted(self, walk):
+        for entry in walk:
             self.walked += 1
             yield entry
 
@@ -150,7 +153,24 @@ def test_a_round_stops_walking_when_every_namespace_is_at_its_ceiling():
     d = schedule(runs, boards(10), max_boards={f"team-{i}": 0 for i in range(19)} |
                  {"team-19": 2}, fairness=one_left, head=2)
     assert [a.run for a in d.assignments] == ["team-19/r19", "team-19/r39"]
-    assert one_left.walked <= 2 * 20 + 3     # two turns of the 20 teams, then the head
+    assert one_left.walked <= 3 + 2 + 2      # team-19's two and the next, then the head
+
+
+def test_a_round_passes_over_the_namespaces_at_their_ceiling_whole():
+    """The full bench's probes: 20 teams paused with 4,000 runs of higher priority queued, one
+    run of a 21st namespace to start. The round reads that run and the queue's head, not the
+    paused runs one by one; the head is where the paused runs stand, as without passing."""
+    runs = WaitingQueue([run(f"r{i}", f"team-{i % 20}", prio=100 + 100 * (i % 2), created=float(i))
+                         for i in range(4000)] + [run("probe", "probe", prio=0, created=9e9)])
+    paused = {f"team-{i}": 0 for i in range(20)}
+    walk = CountingWalk()
+    d = schedule(runs, boards(3), max_boards=paused, fairness=walk, head=3)
+    assert [a.run for a in d.assignments] == ["probe/probe"]
+    assert [r.key for r in d.order] == ["team-1/r1", "team-3/r3", "team-5/r5"]
+    assert walk.walked <= 1 + 3
+    everyone = RoundRobinFairness()      # the reference: the order of every waiting run
+    assert [r.key for r in d.order] == [r.key for r in everyone.order(runs._runs.values())
+                                        if r.key != "probe/probe"][:3]
 
 
 def test_labels_match_as_a_subset_of_the_board_labels():
@@ -292,8 +312,8 @@ def test_a_round_stops_where_nothing_more_can_start():
     read = []
 
     class Counting(StrictOrder):
-        def walk(self, queue):
-            for r in super().walk(queue):
+        def walk(self, queue, passing=()):
+            for r in super().walk(queue, passing):
                 read.append(r.key)
                 yield r
 
