@@ -10,6 +10,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -85,13 +86,17 @@ def serve() -> int | None:
     return None
 
 
-def observe_lab(queued: int, running: int, states: list[str], standby: int = 0) -> None:
+def observe_lab(queued: int, running: int, standby: int = 0) -> None:
     QUEUE_DEPTH.set(queued)
     RUNNING.set(running)
     STANDBY.set(standby)
+
+
+def observe_boards(states: Mapping[str, int], running: int) -> None:
+    """The boards by state (a count of each), and the share of those online a run holds."""
     for state in ("Idle", "Busy", "Quarantined", "Offline", "Maintenance"):
-        BOARDS.labels(state).set(sum(1 for s in states if s == state))
-    online = sum(1 for s in states if s not in ("Offline",))
+        BOARDS.labels(state).set(states.get(state, 0))
+    online = sum(states.values()) - states.get("Offline", 0)
     UTILISATION.set(running / online if online else 0.0)
 
 
