@@ -16,7 +16,8 @@ slot, or no kind of run left that fits a free board. Free boards are indexed by 
 type, label and GPU, kept between rounds (`BoardIndex`: a board that changes moves in or out of
 it); runs asking for the same thing share one pass over the shortest index list it names. So a
 round costs what it assigns plus the runs it passes that fit nothing free (O(1) each), never a
-pass over the whole queue to order it, nor over all the boards to index them.
+pass over the whole queue to order it, nor over all the boards to index them. A namespace at its
+ceiling when the round starts is passed over whole, not run by run.
 """
 
 from __future__ import annotations
