@@ -4,6 +4,7 @@ hold, splits a waiter's wait into the lock's part and the GIL's, and reports lon
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 
@@ -69,7 +70,9 @@ def test_a_long_hold_is_logged_and_counted_with_its_cpu(caplog) -> None:
         outer(lock)                                       # short: not reported
     lines = [r.getMessage() for r in caplog.records if "registry's lock" in r.getMessage()]
     assert len(lines) == 1
-    assert "by hold_for:" in lines[0] and "its own CPU 0 ms" in lines[0]
+    assert "by hold_for:" in lines[0]
+    cpu = re.search(r"its own CPU (\d+) ms", lines[0])
+    assert cpu is not None and int(cpu.group(1)) < 25   # it slept: a busy host may bill a little
     after = metrics.REGISTRY.get_sample_value("benchfarm_lock_long_holds_total",
                                               {"holder": "hold_for"})
     assert after == before + 1
