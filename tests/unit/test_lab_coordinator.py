@@ -12,7 +12,7 @@ import yaml
 from labgrid.remote.common import Place, ResourceMatch
 from labgrid.util import yaml as labgrid_yaml
 
-from benchfarm_devlab.coordinator import fast_dumper
+from benchfarm_devlab.coordinator import QuietLoopPolicy, fast_dumper
 
 
 def _state(places: int) -> tuple[dict, dict]:
@@ -40,3 +40,26 @@ def test_the_lab_coordinators_save_is_labgrids_own_text():
         text = labgrid_yaml.dump(copy.deepcopy(data))
         assert yaml.dump(copy.deepcopy(data), Dumper=fast_dumper()) == text
         assert labgrid_yaml.load(text) == data
+
+
+def test_the_lab_coordinators_loop_stays_out_of_debug_mode_labgrid_turns_on(monkeypatch):
+    """labgrid's `main` calls `loop.set_debug(True)` on the loop `asyncio.new_event_loop` gives
+    it; under the lab's policy that loop stays out of debug mode unless asyncio is asked for it."""
+    monkeypatch.delenv("PYTHONASYNCIODEBUG", raising=False)
+    loop = QuietLoopPolicy().new_event_loop()
+    try:
+        loop.set_debug(True)
+        assert not loop.get_debug()
+        monkeypatch.setenv("PYTHONASYNCIODEBUG", "1")
+        loop.set_debug(True)
+        assert loop.get_debug()
+    finally:
+        loop.close()
+
+
+def test_labgrids_coordinator_main_still_asks_for_debug_mode():
+    """What the policy is there for: if labgrid stops turning debug mode on, it can go."""
+    import inspect
+
+    from labgrid.remote import coordinator
+    assert "loop.set_debug(True)" in inspect.getsource(coordinator.main)
