@@ -14,7 +14,7 @@ import yaml
 from benchfarm.lab.coordinator import Coordinator
 
 from .config import HOST_ADDR, PORTS, STATE, VENV_BIN, LabError, say
-from .processes import port_open, running_pid, start_process, stop_process
+from .processes import CONTROL_NICE, port_open, running_pid, start_process, stop_process
 
 
 def advertised_host() -> str:
@@ -100,7 +100,7 @@ def start_labgrid(config: dict, inventory: dict) -> None:
         str(VENV_BIN / "python"), "-m", "benchfarm_devlab.coordinator",
         "--listen", f"127.0.0.1:{PORTS.coordinator}",
     ], cwd=coord_dir, ports=[PORTS.coordinator], ready=lambda: port_open(PORTS.coordinator),
-        first=True)
+        nice=CONTROL_NICE)
     coordinator = Coordinator(f"127.0.0.1:{PORTS.coordinator}", user="lab-admin", host="benchfarm-lab")
     host = advertised_host()
     try:

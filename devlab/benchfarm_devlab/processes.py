@@ -102,12 +102,12 @@ def port_open(port: int) -> bool:
 def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callable[[], bool],
                   env: dict[str, str] | None = None, cwd: Path | None = None,
                   timeout: float = 60.0, restart_on_change: bool = False,
-                  first: bool = False) -> None:
+                  nice: int = 0) -> None:
     """Start a component unless it already runs; wait until `ready()`; fail with its log.
 
     With `restart_on_change`, a running component started with other arguments (its command line
-    is kept beside its PID file) is restarted with these. With `first`, it gets the CPU before
-    the rest of the lab (`give_priority`)."""
+    is kept beside its PID file) is restarted with these. With a `nice` below 0 (FIRST_NICE,
+    CONTROL_NICE), it gets the CPU before the rest of the lab (`give_priority`)."""
     log = STATE / "logs" / f"{name}.log"
     pid = running_pid(name)
     argv_file = _pidfile(name).with_suffix(".argv")
@@ -138,8 +138,8 @@ def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callab
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env={**os.environ, **(env or {})}, cwd=cwd,
                                 start_new_session=True)
-    if first:
-        give_priority(name, proc.pid)
+    if nice:
+        give_priority(name, proc.pid, nice)
     _pidfile(name).parent.mkdir(parents=True, exist_ok=True)
     _pidfile(name).write_text(str(proc.pid))
     _pidfile(name).with_suffix(".started").write_text(_started(proc.pid) or "")
@@ -155,26 +155,35 @@ def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callab
     raise LabError(f"{name}: not ready after {timeout:.0f} s; see {log}:\n" + _tail(log))
 
 
-FIRST_NICE = -10     # the CPU priority of the lab's control plane (operator, coordinator)
+FIRST_NICE = -20     # the CPU priority of the operator: every run and every freed board waits
+                     # for its rounds
+CONTROL_NICE = -10   # the rest of the lab's control plane (labgrid's coordinator)
 # the operator's scheduling thread asks for the lowest real-time priority (`cpu.first_in_line`):
 # where the lab may raise priorities it takes a CPU the moment a round is due
 OPERATOR_FIRST = {"BENCHFARM_SCHEDULER_RTPRIO": "1"}
 
 
-def give_priority(name: str, pid: int) -> bool:
+def give_priority(name: str, pid: int, nice: int) -> bool:
     """Let a component of the lab's control plane take a CPU before the board sessions of a busy
     lab, as a CPU request does in a cluster and a host of its own does in a lab: the operator
     (its scheduling rounds) and labgrid's coordinator (every seat changes hands through it: a
     relay's release, the heir's acquire). Each component, and each board session, starts a
     session of its own; where the kernel shares the CPU between sessions (autogroup, Debian's
     default outside a cpu cgroup) each session weighs the same, so the operator would weigh as
-    much as any one board session out of two dozen. Its group's nice is set to FIRST_NICE: that
+    much as any one board session out of two dozen. Its group's nice is set to `nice`: that
     needs CAP_SYS_NICE (root has it); without it, or without autogroup, it keeps nice 0 and the
     lab says so. Its children that start sessions of their own (the session server, the board
-    sessions) get groups of their own at nice 0."""
+    sessions) get groups of their own at nice 0.
+
+    The operator goes first of all (FIRST_NICE, -20; the coordinator at -10). At -10 its threads
+    waited for a CPU twice as long as they ran during `make bench-scale`'s flood (11.9 s of
+    run-queue wait to 6.2 s of CPU over 30 s, /proc/PID/task/*/schedstat), and a thread that
+    waits for a CPU with Python's GIL or the registry's lock in hand holds up the scheduling
+    round, whose own thread is real-time. It needs about a fifth of a CPU: going first costs the
+    sessions little."""
     try:
         with open(f"/proc/{pid}/autogroup", "w") as f:
-            f.write(str(FIRST_NICE))
+            f.write(str(nice))
         return True
     except OSError as exc:
         say(f"{name}: keeps the CPU priority of the rest of the lab ({exc.strerror}: "

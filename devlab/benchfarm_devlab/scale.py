@@ -23,7 +23,15 @@ from benchfarm.lab.coordinator import Coordinator
 
 from .config import DEVICE_TYPES, PORTS, REPO, STATE, VENV_BIN, LabError, say
 from .env import kubectl, lab_env
-from .processes import OPERATOR_FIRST, http_ok, port_open, running_pid, start_process, stop_process
+from .processes import (
+    FIRST_NICE,
+    OPERATOR_FIRST,
+    http_ok,
+    port_open,
+    running_pid,
+    start_process,
+    stop_process,
+)
 
 SIM = REPO / "exporters" / "simulated"
 DIR = STATE / "scale"
@@ -115,8 +123,8 @@ def start_operator(max_sessions: int, extra_env: dict[str, str] | None = None) -
     stop_process("benchfarm-operator")
     env = {**lab_env(), "BENCHFARM_DEVICE_TYPES": str(device_types()),
            "BENCHFARM_MAX_SESSIONS": str(max_sessions), **OPERATOR_FIRST, **(extra_env or {})}
-    start_process("benchfarm-operator", [str(VENV_BIN / "benchfarm"), "operator"], env=env, first=True,
-                  ports=[PORTS.operator_liveness, PORTS.operator_metrics], timeout=600,
+    start_process("benchfarm-operator", [str(VENV_BIN / "benchfarm"), "operator"], env=env,
+                  nice=FIRST_NICE, ports=[PORTS.operator_liveness, PORTS.operator_metrics], timeout=600,
                   ready=lambda: http_ok(env["BENCHFARM_LIVENESS"]))
     pid = running_pid("benchfarm-operator")
     assert pid is not None

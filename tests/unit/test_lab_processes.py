@@ -56,7 +56,8 @@ def test_the_component_that_goes_first_gets_a_cpu_before_the_rest_and_only_it(st
     raise priorities, the other components' left at 0; without the privilege the lab says so and
     starts it all the same."""
     sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
-    processes.start_process("first", sleep, ports=[], ready=lambda: True, first=True)
+    processes.start_process("first", sleep, ports=[], ready=lambda: True,
+                            nice=processes.FIRST_NICE)
     processes.start_process("other", sleep, ports=[], ready=lambda: True)
     try:
         first, other = processes.running_pid("first"), processes.running_pid("other")
