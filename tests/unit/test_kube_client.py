@@ -9,7 +9,7 @@ import yaml
 from benchfarm.kubeapi.client import Kube
 
 
-def test_kubeconfig_set_after_import_is_used(tmp_path, monkeypatch):
+def _kubeconfig(tmp_path, monkeypatch) -> None:
     cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "lab",
            "clusters": [{"name": "lab", "cluster": {"server": "https://127.0.0.1:26443",
                                                      "insecure-skip-tls-verify": True}}],
@@ -20,7 +20,20 @@ def test_kubeconfig_set_after_import_is_used(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config to fall back on
     monkeypatch.setenv("KUBECONFIG", str(path))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+
+def test_kubeconfig_set_after_import_is_used(tmp_path, monkeypatch):
+    _kubeconfig(tmp_path, monkeypatch)
     assert Kube().api.configuration.host == "https://127.0.0.1:26443"
+
+
+def test_the_connection_pool_keeps_a_connection_per_calling_thread(tmp_path, monkeypatch):
+    """The pool the requests use, not only the setting: more threads than the client's default
+    (5 a CPU) discarded connections, each a new TLS handshake later."""
+    from benchfarm.kubeapi.client import POOL_SIZE
+    _kubeconfig(tmp_path, monkeypatch)
+    pool = Kube().api.rest_client.pool_manager.connection_from_host("127.0.0.1", 26443, "https")
+    assert pool.pool.maxsize == POOL_SIZE > 5 * 2
 
 
 def _calls_in_source() -> dict[str, set[str]]:

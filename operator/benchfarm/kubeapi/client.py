@@ -24,6 +24,11 @@ from ..errors import Outage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# connections kept to the API server (the client's default: 5 a CPU). More of the operator's
+# threads than that call it at once (kopf's handlers, launches, round writes, board status):
+# a full `make bench-scale` logged 40-160 "Connection pool is full, discarding connection", each
+# a new connection and TLS handshake for a later call
+POOL_SIZE = 32
 
 
 # The Kubernetes client's methods this package calls, by API class. The client builds each
@@ -71,7 +76,9 @@ class Kube:
         except config.ConfigException:
             # KUBECONFIG as it is now: the client library reads it once, when it is imported
             config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
-        self.api = client.ApiClient()
+        configuration = client.Configuration.get_default_copy()
+        configuration.connection_pool_maxsize = POOL_SIZE
+        self.api = client.ApiClient(configuration)
         self.custom = client.CustomObjectsApi(self.api)
         self.core = client.CoreV1Api(self.api)
         self.outage_budget = outage_budget
