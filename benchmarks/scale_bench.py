@@ -306,7 +306,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=10000)
     ap.add_argument("--sessions", type=int, default=12)
     ap.add_argument("--standby", type=int, default=None,
-                    help="sessions on standby (default: the operator's, a quarter of --sessions)")
+                    help="sessions on standby (default: the operator's, as many as --sessions)")
     ap.add_argument("--window", type=float, default=240)
     ap.add_argument("--probes", type=int, default=100, help="probe runs (apply -> power-on)")
     ap.add_argument("--probe-boards", type=int, default=20,
