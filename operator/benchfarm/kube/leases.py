@@ -513,14 +513,16 @@ class Leases:
                    "grant or expiry no longer match the operator's signature): the lease ends "
                    f"now; powering {place} off")
         try:
-            if lease.phase == LeasePhase.granted:
-                self._launch_end(lease)
+            ending = lease.phase == LeasePhase.releasing
             restored = {f: lease.status.get(f) for f in trust.LEASE_SIGNED}
+            # written before the end session starts: it checks the signature of what it reads
             self._write(lease.namespace, lease.name, {
                 **restored, **self._signed(lease, phase=LeasePhase.releasing),
                 "endReason": Refusal.statusTampered, "conditions": set_condition(
                     lease.status.get("conditions"), "Granted", "False", Refusal.statusTampered,
                     message, lease.generation)})
+            if not ending:
+                self._launch_end(lease)
             self.rt.kube.event(lease.ref(), "Warning", Refusal.statusTampered, message)
         except Exception:
             log.exception("%s: ending the lease whose status was rewritten failed; again at "
