@@ -434,9 +434,12 @@ class Leases:
         self.rt.kube.event(lease.ref(), "Normal", reason, f"{message}; powering {place} off")
 
     def _signed(self, lease: LeaseState, **changes: Any) -> dict[str, Any]:
-        """`changes` to a lease's signed status fields, with the signature over all of them."""
-        return {**changes, "grantSignature": trust.sign_lease(
-            self.rt.signing_key, lease.uid, lease.spec.user, {**lease.status, **changes})}
+        """`changes` to a lease's signed status fields: every signed field written with them
+        and the signature over all (what the API server holds then verifies, whatever an event
+        not yet seen here had changed)."""
+        fields = {f: {**lease.status, **changes}.get(f) for f in trust.LEASE_SIGNED}
+        return {**fields, "grantSignature": trust.sign_lease(
+            self.rt.signing_key, lease.uid, lease.spec.user, fields)}
 
     def _launch_end(self, lease: LeaseState) -> None:
         lease.ending_since = self.clock()
@@ -514,10 +517,9 @@ class Leases:
                    f"now; powering {place} off")
         try:
             ending = lease.phase == LeasePhase.releasing
-            restored = {f: lease.status.get(f) for f in trust.LEASE_SIGNED}
             # written before the end session starts: it checks the signature of what it reads
             self._write(lease.namespace, lease.name, {
-                **restored, **self._signed(lease, phase=LeasePhase.releasing),
+                **self._signed(lease, phase=LeasePhase.releasing),
                 "endReason": Refusal.statusTampered, "conditions": set_condition(
                     lease.status.get("conditions"), "Granted", "False", Refusal.statusTampered,
                     message, lease.generation)})
