@@ -192,7 +192,14 @@ class Leases:
             return
         place = status.get("place")
         if place and lease.phase in (LeasePhase.granted, LeasePhase.releasing):
-            self.rt.inventory.claim(place, key)          # adopted after a restart, too
+            with self.rt.lock:   # adopted after a restart, too; never from another holder: a
+                rec = self.rt.inventory.boards.get(place)   # replayed old status takes nothing
+                other = rec.run if rec is not None and rec.run not in (None, key) else None
+                if other is None:
+                    self.rt.inventory.claim(place, key)
+            if other is not None:
+                log.warning("%s: its status names %s, which %s holds; not claimed for it", key,
+                            place, other)
         end = written(LeaseEnd, status, "leaseEnd")
         with self.rt.lock:
             act = not lease.busy and (
