@@ -23,7 +23,7 @@ import pytest
 from benchfarm.errors import InfraError, Outage
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.labgrid_compat import TlsSettings
-from benchfarm.lab.labgrid_pki import Issuer, make_ca, new_key, write_private
+from benchfarm.lab.labgrid_pki import Issuer, make_ca, write_private
 
 pytestmark = pytest.mark.stack
 BIN = Path(sys.executable).parent
@@ -251,3 +251,39 @@ def test_a_session_releases_only_its_own_hold(coordinator) -> None:
 def _release(place: str):  # noqa: ANN202
     from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
     return pb2.ReleasePlaceRequest(placename=place)
+
+
+def test_stock_labgrid_client_through_the_forwarder_is_its_certificate(coordinator) -> None:
+    """labgrid's own `labgrid-client`, plaintext into the loopback forwarder, TLS with a person's
+    certificate out: it sees the place it is allowed on as that person; claiming anyone else
+    through the same forwarder, it gets nothing."""
+    from benchfarm.lab.labgrid_forward import Forwarder, client_context
+    address, pki, _ = coordinator
+    lease = client(address, pki.tls("op", grants=[("operator", "benchfarm/*")]),
+                   "benchfarm", "lease-a")
+    pki.tls("carol", grants=[("person", "desk/carol")])
+    files = pki.env("carol")
+    ctx = client_context(files["BENCHFARM_LABGRID_CA"], files["BENCHFARM_LABGRID_CERT"],
+                         files["BENCHFARM_LABGRID_KEY"])
+    try:
+        lease.acquire("board-1")
+        lease.allow("board-1", "desk/carol")
+        with Forwarder(address, ctx) as fwd:
+            def lg(user: str, *args: str) -> subprocess.CompletedProcess:
+                host, _, name = user.partition("/")
+                env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHFARM_LABGRID")}
+                return subprocess.run([str(BIN / "labgrid-client"), "-p", "board-1", *args],
+                                      env={**env, "LG_COORDINATOR": fwd.address,
+                                           "LG_HOSTNAME": host, "LG_USERNAME": name},
+                                      capture_output=True, text=True, timeout=60)
+            ok = lg("desk/carol", "show")
+            assert ok.returncode == 0, ok.stderr
+            assert "acquired: benchfarm/lease-a" in ok.stdout and "desk/carol" in ok.stdout
+            forged = lg("benchfarm/lease-a", "show")
+            assert forged.returncode != 0 and "acquired:" not in forged.stdout
+            taken = lg("desk/carol", "release")
+            assert taken.returncode != 0
+        assert lease.holder("board-1") == "benchfarm/lease-a"
+    finally:
+        lease.release("board-1")
+        lease.close()

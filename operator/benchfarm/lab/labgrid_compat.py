@@ -99,7 +99,8 @@ def secure_exporters(tls: TlsSettings) -> None:
     class SecureExporter(base):  # type: ignore[misc, valid-type]
         def __init__(self, config: dict) -> None:
             super().__init__(config)
-            plain, self.channel = self.channel, channel(config["coordinator"], CHANNEL_OPTIONS, tls)
+            plain: grpc.aio.Channel = getattr(self, "channel")   # noqa: B009  (labgrid's, untyped)
+            self.channel = channel(config["coordinator"], CHANNEL_OPTIONS, tls)
             self.stub = labgrid_coordinator_pb2_grpc.CoordinatorStub(self.channel)
             self.loop.create_task(plain.close())
 
@@ -119,7 +120,7 @@ def peer_grants(context: Any) -> list[ids.Grant]:
 def _checking_class() -> type:
     from labgrid.remote.coordinator import Coordinator
 
-    class CheckingCoordinator(Coordinator):  # type: ignore[misc, valid-type]
+    class CheckingCoordinator(Coordinator):
         """labgrid's coordinator, for clients and exporters with a certificate of the lab's CA: a
         stream's claimed name must be one its certificate grants, and each call one its role
         may make (core.labgrid_identity)."""
@@ -179,10 +180,11 @@ def _checking_class() -> type:
         async def call(self: Any, request: Any, context: Any) -> Any:
             held = peer_grants(context)
             session = self.clients.get(context.peer())
-            claimed = session.name if session is not None else None
-            if not ids.may_call(held, claimed, method):
+            claimed: str | None = session.name if session is not None else None
+            if claimed is None or not ids.may_call(held, claimed, method):
                 await self._refuse(context, f"{claimed or 'a client without a stream'} may not "
                                             f"call {method}")
+                return None
             if method == "ReleasePlace" and ids.role(held, claimed) != "operator":
                 place = self.places.get(request.placename)
                 fromuser = request.fromuser if request.HasField("fromuser") else claimed
@@ -221,8 +223,8 @@ def serve_checked(tls: TlsSettings) -> type:
     shim = types.ModuleType("grpc")
     shim.__dict__.update({k: v for k, v in vars(grpc).items() if not k.startswith("__")})
     shim.aio = aio  # type: ignore[attr-defined]
-    lg_coordinator.grpc = shim  # type: ignore[attr-defined]
-    lg_coordinator.Coordinator = checking  # type: ignore[misc]
+    lg_coordinator.grpc = shim
+    lg_coordinator.Coordinator = checking
     return checking
 
 
