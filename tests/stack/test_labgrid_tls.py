@@ -287,3 +287,22 @@ def test_stock_labgrid_client_through_the_forwarder_is_its_certificate(coordinat
     finally:
         lease.release("board-1")
         lease.close()
+
+
+def test_a_session_certificate_that_names_its_board_takes_no_other(coordinator) -> None:
+    address, pki, _ = coordinator
+    op = client(address, pki.tls("op", grants=[("operator", "operator/benchfarm")]),
+                "operator", "benchfarm")
+    run = client(address, pki.tls("run-c", grants=[("session", "benchfarm/run-c"),
+                                                   ("place", "board-2")]), "benchfarm", "run-c")
+    try:
+        op.ensure_place("board-2", match="exporter-a/board-1/*", tags={})
+        with pytest.raises(InfraError, match="may not acquire board-1"):
+            run.acquire("board-1")
+        assert op.holder("board-1") is None
+        run.acquire("board-2")
+        assert run.release("board-2")
+    finally:
+        op.delete_places(["board-2"])
+        op.close()
+        run.close()

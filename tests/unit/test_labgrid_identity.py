@@ -70,6 +70,15 @@ def test_calls_by_role(method: str) -> None:
     assert not ids.may_call(run, "benchfarm/run-b", method)  # a claim it does not hold
 
 
+def test_a_certificate_that_names_places_acquires_only_those() -> None:
+    run = held(("session", "benchfarm/run-a"), ("place", "vb-x86-1"))
+    assert ids.may_acquire(run, "benchfarm/run-a", "vb-x86-1")
+    assert not ids.may_acquire(run, "benchfarm/run-a", "vb-x86-0")
+    assert ids.may_acquire(held(("session", "benchfarm/run-a")), "benchfarm/run-a", "vb-x86-0")
+    assert ids.may_acquire(held(("operator", "*"), ("place", "x")), "desk/carol", "vb-x86-0")
+    assert not ids.may_claim(held(("place", "vb-x86-1")), "vb-x86-1")
+
+
 def test_only_the_holder_or_the_operator_releases() -> None:
     run = held(("session", "benchfarm/run-a"))
     assert ids.may_release(run, "benchfarm/run-a", "benchfarm/run-a")
@@ -151,7 +160,8 @@ def test_each_session_gets_a_certificate_of_its_own_identity_only(tmp_path, monk
             (Launch.health_check("vb-1", "b-uid", 7, "ops", 300), "benchfarm/health-7-vb-1")]:
         got = creds.issue(req)
         cert = open(got["BENCHFARM_LABGRID_CERT"], "rb").read()
-        assert grant_uris(cert) == [f"labgrid:session:{identity}"], req.kind
+        assert grant_uris(cert) == [f"labgrid:session:{identity}"] + \
+            ([f"labgrid:place:{req.board}"] if req.board else []), req.kind
         left = expiry(cert) - dt.datetime.now(dt.UTC)
         assert dt.timedelta(seconds=req.deadline_s) < left <= \
             dt.timedelta(seconds=req.deadline_s) + SessionCredentials.MARGIN

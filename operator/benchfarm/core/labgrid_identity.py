@@ -16,6 +16,8 @@ a certificate's URI subject alternative names say what its holder may be:
 - `person`: a lease's user (`desk/carol`); it claims exactly `name` and reads: the place it is
   allowed on it drives through the exporters, never through the coordinator's place calls.
 - `exporter`: an exporter of that name (its ExporterStream), never a client.
+- `place`: not an identity but a bound: a certificate with `place` grants may acquire only those
+  places (a session's certificate names its board: it cannot take another, free or not).
 
 Pure: the coordinator hands the URIs it read from the peer's certificate.
 """
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 
 SCHEME = "labgrid"
 ROLES = ("operator", "session", "person", "exporter")
+BOUNDS = ("place",)
 
 # labgrid's RPCs that change places or who holds them; the rest read (GetPlaces,
 # GetReservations, PollReservation) or are the streams, checked on their own
@@ -50,7 +53,7 @@ class Grant:
 
     def covers(self, claimed: str) -> bool:
         """Does this grant let its holder be client `claimed` ("host/user")?"""
-        if self.role == "exporter":
+        if self.role in ("exporter", *BOUNDS):
             return False
         if self.role == "operator" and self.name == "*":
             host, _, user = claimed.partition("/")
@@ -68,9 +71,9 @@ def grant_uri(role: str, name: str) -> str:
 
 
 def _valid(role: str, name: str) -> tuple[str, str]:
-    if role not in ROLES:
+    if role not in ROLES and role not in BOUNDS:
         raise ValueError(f"unknown labgrid role {role!r}")
-    if role == "exporter":
+    if role in ("exporter", *BOUNDS):
         ok = bool(name) and "/" not in name and "*" not in name
     elif role == "operator" and name == "*":
         ok = True
@@ -133,3 +136,13 @@ def may_call(held: Iterable[Grant], claimed: str | None, method: str) -> bool:
 def may_release(held: Iterable[Grant], claimed: str, holder: str | None) -> bool:
     """May `claimed` release a place `holder` holds? Only the operator releases another's."""
     return role(list(held), claimed) == "operator" or holder in (None, claimed)
+
+
+def may_acquire(held: Iterable[Grant], claimed: str, place: str) -> bool:
+    """May `claimed` acquire `place`? Within its role's calls (`may_call`), a certificate that
+    names places (`place` grants) acquires only those."""
+    held = list(held)
+    if role(held, claimed) == "operator":
+        return True
+    bounds = {g.name for g in held if g.role == "place"}
+    return not bounds or place in bounds

@@ -27,12 +27,17 @@ from typing import Any
 from ..api.outcomes import SessionKind
 from ..lab.coordinator import health_identity, lease_identity, run_identity
 from ..lab.labgrid_compat import ENV_CA, ENV_CERT, ENV_KEY
-from ..lab.labgrid_pki import Issuer, write_private
+from ..lab.labgrid_pki import (
+    ENV_ISSUER_CERT,
+    ENV_ISSUER_KEY,
+    Issuer,
+    issuer_from_env,
+    write_private,
+)
 from .ports import Launch as Launch, Launcher as Launcher
 
 log = logging.getLogger(__name__)
 
-ENV_ISSUER_CERT, ENV_ISSUER_KEY = "BENCHFARM_LABGRID_ISSUER_CERT", "BENCHFARM_LABGRID_ISSUER_KEY"
 # what the operator's own labgrid credentials are: never handed on to a session it issues for
 OPERATOR_ONLY = (ENV_CERT, ENV_KEY, ENV_ISSUER_CERT, ENV_ISSUER_KEY)
 
@@ -50,7 +55,8 @@ class SessionCredentials:
     """Each session's own labgrid certificate: the operator holds the lab's labgrid issuing key
     (BENCHFARM_LABGRID_ISSUER_CERT/_KEY, file paths) and, for each session it launches, issues a
     certificate that lets its holder be that session's identity and nothing else
-    (`core.labgrid_identity`, role `session`), expiring with the session's deadline. It goes into
+    (`core.labgrid_identity`, role `session`) and acquire its own board only (a `place` grant),
+    expiring with the session's deadline. It goes into
     a directory of the session's own (mode 0700) under `root`, named to the session by
     BENCHFARM_LABGRID_CERT/_KEY; the operator's own certificate and the issuing key are never
     in a session's environment. A session's credentials reach its own place only."""
@@ -64,10 +70,10 @@ class SessionCredentials:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], root: Path) -> SessionCredentials | None:
-        cert, key = environ.get(ENV_ISSUER_CERT, ""), environ.get(ENV_ISSUER_KEY, "")
-        if not (cert and key):
+        issuer = issuer_from_env(environ)
+        if issuer is None:
             return None
-        return cls(Issuer.load(cert, key), environ.get(ENV_CA) or cert, root)
+        return cls(issuer, environ.get(ENV_CA) or environ[ENV_ISSUER_CERT], root)
 
     def issue(self, req: Launch) -> dict[str, str]:
         """The environment that names the session's own certificate."""
@@ -77,7 +83,8 @@ class SessionCredentials:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         where.mkdir(mode=0o700)
         cert, key = self.issuer.issue_with_key(
-            common_name=identity, grants=[("session", identity)],
+            common_name=identity,
+            grants=[("session", identity), *([("place", req.board)] if req.board else [])],
             lifetime=dt.timedelta(seconds=req.deadline_s) + self.MARGIN)
         write_private(where / "labgrid.key", key)
         write_private(where / "labgrid.crt", cert)

@@ -185,6 +185,9 @@ def _checking_class() -> type:
                 await self._refuse(context, f"{claimed or 'a client without a stream'} may not "
                                             f"call {method}")
                 return None
+            if method == "AcquirePlace" and not ids.may_acquire(held, claimed, request.placename):
+                await self._refuse(context, f"{claimed} may not acquire {request.placename}: "
+                                            "its certificate names other places")
             if method == "ReleasePlace" and ids.role(held, claimed) != "operator":
                 place = self.places.get(request.placename)
                 fromuser = request.fromuser if request.HasField("fromuser") else claimed

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from ..core.labgrid_identity import grant_uri
 
 # the issuer's clock may be a little ahead of the coordinator's
 BACKDATE = dt.timedelta(minutes=5)
+# the operator's issuing CA (file paths): it issues each session's and each lease's certificate
+ENV_ISSUER_CERT, ENV_ISSUER_KEY = "BENCHFARM_LABGRID_ISSUER_CERT", "BENCHFARM_LABGRID_ISSUER_KEY"
 
 
 def new_key() -> ec.EllipticCurvePrivateKey:
@@ -154,3 +157,20 @@ def write_private(path: Path, data: bytes | str) -> None:
     with os.fdopen(fd, "wb") as f:
         f.write(data.encode() if isinstance(data, str) else data)
     os.replace(tmp, path)
+
+
+def issuer_from_env(environ: Mapping[str, str]) -> Issuer | None:
+    """The operator's issuer (BENCHFARM_LABGRID_ISSUER_CERT/_KEY), None where it has none."""
+    cert, key = environ.get(ENV_ISSUER_CERT, ""), environ.get(ENV_ISSUER_KEY, "")
+    return Issuer.load(cert, key) if cert and key else None
+
+
+def person_access(issuer: Issuer, coordinator_ca: str, coordinator: str, user: str,
+                  public_key: str, expires: dt.datetime) -> dict[str, str]:
+    """A BoardLease's `status.access`: a certificate for the lease's user (role person: it may
+    be that user and read, never take or free a place) that expires with the lease, the CA that
+    vouches for the coordinator, and where the coordinator is. ValueError for a bad key."""
+    cert = issuer.issue(load_public(public_key), common_name=user, grants=[("person", user)],
+                        not_after=expires)
+    return {"coordinator": coordinator, "certificate": cert, "ca": coordinator_ca,
+            "expiresAt": expiry(cert).strftime("%Y-%m-%dT%H:%M:%SZ")}
