@@ -306,3 +306,60 @@ def test_a_session_certificate_that_names_its_board_takes_no_other(coordinator) 
         op.delete_places(["board-2"])
         op.close()
         run.close()
+
+
+def test_a_second_startup_cannot_change_who_a_stream_is(coordinator) -> None:
+    """labgrid's coordinator takes a client's name from every startup message of its stream: a
+    client that starts as itself and then sends a startup with another name is cut off, and
+    what it then asks is refused; the place stays its holder's."""
+    import asyncio
+
+    import grpc
+    from labgrid.remote.generated import (
+        labgrid_coordinator_pb2 as pb2,
+        labgrid_coordinator_pb2_grpc as pb2_grpc,
+    )
+
+    from benchfarm.lab.labgrid_compat import channel
+    address, pki, log = coordinator
+    holder = client(address, pki.tls("run-a", grants=[("session", "benchfarm/run-a")]),
+                    "benchfarm", "run-a")
+    tls = pki.tls("run-b", grants=[("session", "benchfarm/run-b")])
+
+    async def forge() -> tuple[str, str]:
+        ch = channel(address, None, tls)
+        stub = pb2_grpc.CoordinatorStub(ch)
+        queue: asyncio.Queue = asyncio.Queue()
+
+        async def requests():
+            while (msg := await queue.get()) is not None:
+                yield msg
+        for name in ("benchfarm/run-b", "benchfarm/run-a"):
+            msg = pb2.ClientInMessage()
+            msg.startup.version, msg.startup.name = "26.0.1", name
+            queue.put_nowait(msg)
+        call = stub.ClientStream(requests())
+        stream = "open"
+        try:
+            async for _ in call:
+                pass
+        except grpc.aio.AioRpcError as exc:
+            stream = exc.code().name
+        try:
+            await stub.ReleasePlace(pb2.ReleasePlaceRequest(placename="board-1"), timeout=5)
+            release = "OK"
+        except grpc.aio.AioRpcError as exc:
+            release = exc.code().name
+        queue.put_nowait(None)
+        await ch.close()
+        return stream, release
+    try:
+        holder.acquire("board-1")
+        stream, release = asyncio.run(asyncio.wait_for(forge(), 30))
+        assert stream == "PERMISSION_DENIED", stream
+        assert release in ("PERMISSION_DENIED", "FAILED_PRECONDITION"), release
+        assert holder.holder("board-1") == "benchfarm/run-a"
+        assert "may not be client 'benchfarm/run-a'" in log.read_text()
+    finally:
+        holder.release("board-1")
+        holder.close()
