@@ -389,12 +389,13 @@ def test_a_forged_labgrid_identity_drives_nothing(custom, attempt, tmp_path):
 
         # 2. a lease holder's own certificate, claiming others
         own = mallory.labgrid_client("desk/mallory", "power", "get", place="vb-x86-1")
-        assert own.returncode == 0 and own.stdout.strip().endswith("on"), own   # the way works
+        assert own.returncode == 0 and "power for place vb-x86-1 is" in own.stdout, own  # the way works
         for who, place in [(f"benchfarm/run-{uid}", run_board),
                            (f"benchfarm/lease-{victor_uid}", "vb-gpu-0"),
                            ("desk/victor", "vb-gpu-0")]:
-            res = mallory.labgrid_client(who, "power", "off", place=place)
-            drove = res.returncode == 0 or not outlet_on(place)
+            before = outlet_on(place)      # the run's board is on, a fresh lease's off: flip it
+            res = mallory.labgrid_client(who, "power", "off" if before else "on", place=place)
+            drove = res.returncode == 0 or outlet_on(place) != before
             attempt(f"a lease holder's certificate claiming {who.split('-')[0]}",
                     "refused (PERMISSION_DENIED)" if not drove else "drove the board",
                     leaked=drove)
