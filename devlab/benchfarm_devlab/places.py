@@ -103,7 +103,7 @@ def start_labgrid(config: dict, inventory: dict) -> None:
     start_process("labgrid-coordinator", [
         str(VENV_BIN / "python"), "-m", "benchfarm_devlab.coordinator",
         "--listen", f"127.0.0.1:{PORTS.coordinator}",
-    ], cwd=coord_dir, ports=[PORTS.coordinator], ready=lambda: port_open(PORTS.coordinator),
+    ], cwd=coord_dir, ports=[PORTS.coordinator], ready=coordinator_speaks_tls,
         nice=CONTROL_NICE, env=labgrid_files("coordinator"))
     coordinator = Coordinator(f"127.0.0.1:{PORTS.coordinator}", user="lab-admin", host="benchfarm-lab",
                               tls=labgrid_tls("lab-admin"))
@@ -142,6 +142,24 @@ def start_labgrid(config: dict, inventory: dict) -> None:
                                      comment=f"virtual board ({b['device_type']})")
     finally:
         coordinator.close()
+
+
+def coordinator_speaks_tls() -> bool:
+    """Is the coordinator up, with TLS that takes the lab admin's certificate? (A coordinator of
+    a lab made before it had TLS answers in the clear: not ready, so it is restarted.)"""
+    import socket
+    import ssl
+
+    from benchfarm.lab.labgrid_forward import client_context
+    files = labgrid_files("lab-admin")
+    try:
+        ctx = client_context(files["BENCHFARM_LABGRID_CA"], files["BENCHFARM_LABGRID_CERT"],
+                             files["BENCHFARM_LABGRID_KEY"])
+        with socket.create_connection(("127.0.0.1", PORTS.coordinator), timeout=3) as raw, \
+                ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            return tls.selected_alpn_protocol() == "h2"
+    except (OSError, ssl.SSLError):
+        return False
 
 
 def readvertise() -> None:
