@@ -27,14 +27,15 @@ from .config import (
     VENV_BIN,
     LabError,
 )
-from .env import kubectl, lab_env
+from .env import kubectl, lab_env, operator_env
 from .lab import LAB_POLICY, apply_lab_policy, down, start_operator, start_web, status, up
-from .pki import write_kubeconfig
+from .pki import labgrid_files, labgrid_tls, write_kubeconfig
 from .processes import http_ok, running_pid, start_process, stop_process
 
 __all__ = ["LAB_POLICY", "apply_lab_policy", "CACHE", "cluster_down", "cluster_up", "import_image",
            "pod_addresses", "DEVICE_TYPES", "HELM_VERSION", "K8S_VERSION", "PORTS", "PORT_BASE", "REPO",
            "STATE", "VENV_BIN", "LabError", "down", "http_ok", "kubectl", "lab_env",
+           "labgrid_files", "labgrid_tls", "operator_env",
            "load_inventory", "running_pid", "start_operator", "start_process", "start_web", "status",
            "stop_process", "up",
            "write_kubeconfig"]

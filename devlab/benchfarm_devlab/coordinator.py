@@ -16,6 +16,11 @@ all), and a future resolved through the loop costs about 20 times the CPU it doe
 Here the loop keeps debug mode only where asyncio's own switches ask for it (`python -X dev`,
 `PYTHONASYNCIODEBUG`).
 
+With BENCHFARM_LABGRID_CA/_CERT/_KEY set (the lab sets them: its labgrid CA, the coordinator's
+server certificate), it takes only clients and exporters with a certificate of that CA (mutual TLS;
+a plain client cannot connect at all) and a client is who its certificate says, not who it claims
+to be: `benchfarm.lab.labgrid_compat.serve_checked`.
+
 Everything else is labgrid's `labgrid-coordinator`, arguments included.
 """
 
@@ -29,6 +34,8 @@ from collections import OrderedDict
 import yaml
 from labgrid.remote.coordinator import main
 from labgrid.util import yaml as labgrid_yaml
+
+from benchfarm.lab.labgrid_compat import TlsSettings, serve_checked
 
 
 def _dict_representer(dumper: yaml.CSafeDumper, data: OrderedDict) -> yaml.Node:
@@ -69,4 +76,7 @@ def debug_asked() -> bool:
 if __name__ == "__main__":
     labgrid_yaml.Dumper = fast_dumper()     # labgrid_yaml.dump reads it at each call
     asyncio.set_event_loop_policy(QuietLoopPolicy())
+    tls = TlsSettings.from_env()
+    if tls is not None:
+        serve_checked(tls)
     sys.exit(main())

@@ -24,7 +24,7 @@ from .config import (
     STATE,
     VENV_BIN,
 )
-from .pki import minio_credentials, write_kubeconfig
+from .pki import labgrid_dir, labgrid_files, minio_credentials, write_kubeconfig
 from .postgres import url as database_url
 
 
@@ -62,6 +62,10 @@ def write_env() -> Path:
         "BENCHFARM_SESSION_PIDS": str(STATE / "pids"),
         "BENCHFARM_SSH_CONFIG": str(STATE / "ssh" / "config"),   # exporters' SSH (sshd.py)
         "BENCHFARM_SIGNING_KEY": signing_key(),
+        # the coordinator takes only certificates of the lab's labgrid CA: the lab admin's here
+        # (any labgrid name, as the admin kubeconfig above is any user); the operator starts
+        # with its own (`operator_env`)
+        **labgrid_files("lab-admin"),
         # no software from the one-node cluster's pods and Services or the host's bridge address
         # (the lab's own services are on 127.0.0.1, refused anyway)
         "BENCHFARM_INTERNAL_CIDRS": f"{POD_CIDR},{SERVICE_CIDR},{HOST_ADDR}/32",
@@ -73,6 +77,15 @@ def write_env() -> Path:
     path.write_text("\n".join(lines) + "\n")
     os.chmod(path, 0o600)
     return path
+
+
+def operator_env() -> dict[str, str]:
+    """What the operator runs with beyond `.benchfarm/env`: its own labgrid certificate, and the
+    lab's labgrid CA to issue each session's and each lease's own (`kube.launchers`)."""
+    d = labgrid_dir()
+    return {**labgrid_files("operator"),
+            "BENCHFARM_LABGRID_ISSUER_CERT": str(d / "ca.crt"),
+            "BENCHFARM_LABGRID_ISSUER_KEY": str(d / "ca.key")}
 
 
 def lab_env() -> dict[str, str]:

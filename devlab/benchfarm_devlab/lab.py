@@ -14,7 +14,7 @@ from .boards import load_inventory, start_virtual_lab
 from .builds import publish
 from .config import HOST_ADDR, PORTS, REPO, STATE, VENV_BIN, say
 from .controlplane import start_control_plane, start_minio
-from .env import kubectl, lab_env, write_env
+from .env import kubectl, lab_env, operator_env, write_env
 from .places import start_iperf3, start_labgrid, start_pdudaemon
 from .postgres import start_postgres, stop_postgres
 from .processes import FIRST_NICE, OPERATOR_FIRST, http_ok, running_pid, start_process, stop_process
@@ -71,7 +71,7 @@ def start_operator() -> None:
         say(f"the operator runs in the cluster (helm release {democluster.RELEASE} in "
             f"{democluster.NAMESPACE}); `make cluster-down` to go back to the local one")
         return
-    env = {**lab_env(), **OPERATOR_FIRST}
+    env = {**lab_env(), **operator_env(), **OPERATOR_FIRST}
     start_process("benchfarm-operator", [str(VENV_BIN / "benchfarm"), "operator"], env=env,
                   nice=FIRST_NICE, ports=[PORTS.operator_liveness, PORTS.operator_metrics], timeout=90,
                   ready=lambda: http_ok(env["BENCHFARM_LIVENESS"]))

@@ -7,6 +7,7 @@ Made once under `.benchfarm/pki` (mode 0700) and reused by every later `lab up`.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import os
 import secrets
@@ -117,3 +118,60 @@ def minio_credentials() -> tuple[str, str]:
         os.chmod(f, 0o600)
     data = json.loads(f.read_text())
     return data["access"], data["secret"]
+
+
+# -- labgrid's coordinator: a CA of its own, certificates for every party ------------------------
+# Made with benchfarm's own issuer (benchfarm.lab.labgrid_pki, the `cryptography` package): the
+# operator issues its sessions' and leases' certificates with the same code, from the same CA.
+LABGRID = "labgrid"
+OPERATOR_IDENTITY = "operator/benchfarm"     # the chart's labgrid.host/labgrid.user defaults
+LAB_ADMIN_IDENTITY = "benchfarm-lab/lab-admin"
+
+
+def labgrid_dir() -> Path:
+    return STATE / "pki" / LABGRID
+
+
+def labgrid_files(name: str) -> dict[str, str]:
+    """BENCHFARM_LABGRID_CA/_CERT/_KEY for the certificate `name` of the lab's labgrid CA."""
+    d = labgrid_dir()
+    return {"BENCHFARM_LABGRID_CA": str(d / "ca.crt"),
+            "BENCHFARM_LABGRID_CERT": str(d / f"{name}.crt"),
+            "BENCHFARM_LABGRID_KEY": str(d / f"{name}.key")}
+
+
+def _labgrid_cert(name: str, **kwargs) -> None:
+    from benchfarm.lab.labgrid_pki import Issuer, write_private
+    d = labgrid_dir()
+    if (d / f"{name}.crt").exists() and (d / f"{name}.key").exists():
+        return
+    cert, key = Issuer.load(d / "ca.crt", d / "ca.key").issue_with_key(
+        common_name=name, lifetime=dt.timedelta(days=3650), **kwargs)
+    write_private(d / f"{name}.key", key)
+    write_private(d / f"{name}.crt", cert)
+
+
+def ensure_labgrid_pki(exporters: list[str]) -> Path:
+    """The labgrid CA (`pki/labgrid/ca.*`, made once) and its certificates: the coordinator's
+    (a server's, for 127.0.0.1 and the pods' host address), the operator's (it may be
+    `operator/benchfarm` and every `benchfarm/*`, and holds the CA's key to issue its sessions'
+    and leases' own), the lab administrator's (`.benchfarm/env`: any name, as the lab's admin
+    kubeconfig is any user), and one per exporter (that exporter only)."""
+    from benchfarm.lab.labgrid_pki import make_ca, write_private
+    d = labgrid_dir()
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not (d / "ca.crt").exists() or not (d / "ca.key").exists():
+        cert, key = make_ca("benchfarm-lab labgrid CA")
+        write_private(d / "ca.key", key)
+        write_private(d / "ca.crt", cert)
+    _labgrid_cert("coordinator", server_names=["127.0.0.1", "localhost", HOST_ADDR])
+    _labgrid_cert("operator", grants=[("operator", OPERATOR_IDENTITY), ("operator", "benchfarm/*")])
+    _labgrid_cert("lab-admin", grants=[("operator", "*")])
+    for name in exporters:
+        _labgrid_cert(f"exporter-{name}", grants=[("exporter", name)])
+    return d
+
+
+def labgrid_tls(name: str):  # noqa: ANN201  (benchfarm.lab.labgrid_compat.TlsSettings)
+    from benchfarm.lab.labgrid_compat import TlsSettings
+    return TlsSettings.from_env(labgrid_files(name))

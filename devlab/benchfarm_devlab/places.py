@@ -14,6 +14,7 @@ import yaml
 from benchfarm.lab.coordinator import Coordinator
 
 from .config import HOST_ADDR, PORTS, STATE, VENV_BIN, LabError, say
+from .pki import ensure_labgrid_pki, labgrid_files, labgrid_tls
 from .processes import CONTROL_NICE, port_open, running_pid, start_process, stop_process
 
 
@@ -95,13 +96,17 @@ def start_pdudaemon(config: dict) -> None:
 def start_labgrid(config: dict, inventory: dict) -> None:
     coord_dir = STATE / "coordinator"
     coord_dir.mkdir(parents=True, exist_ok=True)
-    # labgrid's coordinator, saving its state with LibYAML (`benchfarm_devlab.coordinator`)
+    ensure_labgrid_pki([exp["name"] for exp in inventory["exporters"]])
+    # labgrid's coordinator, saving its state with LibYAML, taking only clients and exporters
+    # with a certificate of the lab's labgrid CA (mutual TLS), each as who its certificate
+    # says (`benchfarm_devlab.coordinator`)
     start_process("labgrid-coordinator", [
         str(VENV_BIN / "python"), "-m", "benchfarm_devlab.coordinator",
         "--listen", f"127.0.0.1:{PORTS.coordinator}",
-    ], cwd=coord_dir, ports=[PORTS.coordinator], ready=lambda: port_open(PORTS.coordinator),
-        nice=CONTROL_NICE)
-    coordinator = Coordinator(f"127.0.0.1:{PORTS.coordinator}", user="lab-admin", host="benchfarm-lab")
+    ], cwd=coord_dir, ports=[PORTS.coordinator], ready=coordinator_speaks_tls,
+        nice=CONTROL_NICE, env=labgrid_files("coordinator"))
+    coordinator = Coordinator(f"127.0.0.1:{PORTS.coordinator}", user="lab-admin", host="benchfarm-lab",
+                              tls=labgrid_tls("lab-admin"))
     host = advertised_host()
     try:
         for exp in inventory["exporters"]:
@@ -122,10 +127,13 @@ def start_labgrid(config: dict, inventory: dict) -> None:
                     return expected <= set(coordinator.resources().get(name, []))
                 except Exception:
                     return False
+            # labgrid's exporter, with this exporter's certificate (`benchfarm_devlab.exporter`)
             start_process(f"labgrid-exporter-{name}", [
-                str(VENV_BIN / "labgrid-exporter"), "--coordinator", f"127.0.0.1:{PORTS.coordinator}",
+                str(VENV_BIN / "python"), "-m", "benchfarm_devlab.exporter",
+                "--coordinator", f"127.0.0.1:{PORTS.coordinator}",
                 "--name", name, "--hostname", host, str(cfg),
-            ], ports=[], ready=exporter_ready, timeout=60, restart_on_change=True)
+            ], ports=[], ready=exporter_ready, timeout=60, restart_on_change=True,
+                env=labgrid_files(f"exporter-{name}"))
         for b in config["boards"]:
             tags = {"device_type": b["device_type"], **{k: str(v) for k, v in b["labels"].items()}}
             if shutil.which("iperf3"):     # its own network peer (start_iperf3), seen from QEMU
@@ -134,6 +142,24 @@ def start_labgrid(config: dict, inventory: dict) -> None:
                                      comment=f"virtual board ({b['device_type']})")
     finally:
         coordinator.close()
+
+
+def coordinator_speaks_tls() -> bool:
+    """Is the coordinator up, with TLS that takes the lab admin's certificate? (A coordinator of
+    a lab made before it had TLS answers in the clear: not ready, so it is restarted.)"""
+    import socket
+    import ssl
+
+    from benchfarm.lab.labgrid_forward import client_context
+    files = labgrid_files("lab-admin")
+    try:
+        ctx = client_context(files["BENCHFARM_LABGRID_CA"], files["BENCHFARM_LABGRID_CERT"],
+                             files["BENCHFARM_LABGRID_KEY"])
+        with socket.create_connection(("127.0.0.1", PORTS.coordinator), timeout=3) as raw, \
+                ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            return tls.selected_alpn_protocol() == "h2"
+    except (OSError, ssl.SSLError):
+        return False
 
 
 def readvertise() -> None:

@@ -22,7 +22,8 @@ import yaml
 from benchfarm.lab.coordinator import Coordinator
 
 from .config import DEVICE_TYPES, PORTS, REPO, STATE, VENV_BIN, LabError, say
-from .env import kubectl, lab_env
+from .env import kubectl, lab_env, operator_env
+from .pki import ensure_labgrid_pki, labgrid_files, labgrid_tls
 from .processes import (
     FIRST_NICE,
     OPERATOR_FIRST,
@@ -45,7 +46,8 @@ def place_name(i: int) -> str:
 
 
 def _coordinator() -> Coordinator:
-    return Coordinator(f"127.0.0.1:{PORTS.coordinator}", user="lab-admin", host="benchfarm-lab")
+    return Coordinator(f"127.0.0.1:{PORTS.coordinator}", user="lab-admin", host="benchfarm-lab",
+                       tls=labgrid_tls("lab-admin"))
 
 
 def up(boards: int, tags: Callable[[int], dict[str, str]] = lambda i: {},
@@ -85,10 +87,12 @@ def up(boards: int, tags: Callable[[int], dict[str, str]] = lambda i: {},
                 return len(coordinator.resources().get(EXPORTER, [])) >= want
             except Exception:
                 return False
+        ensure_labgrid_pki([EXPORTER])
         start_process(f"labgrid-exporter-{EXPORTER}", [
-            str(VENV_BIN / "labgrid-exporter"), "--coordinator", f"127.0.0.1:{PORTS.coordinator}",
+            str(VENV_BIN / "python"), "-m", "benchfarm_devlab.exporter",
+            "--coordinator", f"127.0.0.1:{PORTS.coordinator}",
             "--name", EXPORTER, "--hostname", "127.0.0.1", str(cfg),
-        ], ports=[], ready=exported, timeout=300)
+        ], ports=[], ready=exported, timeout=300, env=labgrid_files(f"exporter-{EXPORTER}"))
         timings["exporter_s"] = time.monotonic() - t
         t = time.monotonic()
         known = coordinator.places()
@@ -121,7 +125,7 @@ def start_operator(max_sessions: int, extra_env: dict[str, str] | None = None) -
     """(Re)start the lab's operator knowing sim-board, with at most `max_sessions` sessions at
     once; returns its PID."""
     stop_process("benchfarm-operator")
-    env = {**lab_env(), "BENCHFARM_DEVICE_TYPES": str(device_types()),
+    env = {**lab_env(), **operator_env(), "BENCHFARM_DEVICE_TYPES": str(device_types()),
            "BENCHFARM_MAX_SESSIONS": str(max_sessions), **OPERATOR_FIRST, **(extra_env or {})}
     start_process("benchfarm-operator", [str(VENV_BIN / "benchfarm"), "operator"], env=env,
                   nice=FIRST_NICE, ports=[PORTS.operator_liveness, PORTS.operator_metrics], timeout=600,

@@ -51,7 +51,9 @@ def _leader() -> str:
 def _labgrid() -> str:
     from .lab.coordinator import Coordinator
     address = os.environ.get("LG_COORDINATOR", "")
-    coordinator = Coordinator(address, user="benchfarm-check", host=socket.gethostname())
+    # a name under benchfarm's own host: the one the operator's certificate may claim, where
+    # the coordinator takes only certificates (the chart's check pod has the operator's)
+    coordinator = Coordinator(address, user=f"check-{socket.gethostname()}", host="benchfarm")
     try:
         places = coordinator.places()
     finally:

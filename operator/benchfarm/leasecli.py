@@ -6,6 +6,12 @@ prints the labgrid environment the lease's status gives (`status.commands`), or 
 runs a shell with it and releases the lease (`spec.release: true`: the board is powered off and
 goes to the next in the queue) when that shell exits. Ctrl-C while waiting gives the place in the
 queue up the same way. Any cluster: a kubeconfig (KUBECONFIG) or in-cluster credentials.
+
+With `--shell` it makes a key pair here and puts the public key in the lease (`spec.publicKey`);
+the operator grants with a certificate for the lease's user that expires with the lease
+(`status.access`). The private key never leaves this process (a 0700 directory of its own while
+the shell runs). A loopback forwarder (`lab.labgrid_forward`) takes the stock `labgrid-client`'s
+plaintext in and connects to the coordinator with that certificate: the shell's LG_COORDINATOR.
 """
 
 from __future__ import annotations
@@ -13,11 +19,14 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from .api.models import GROUP, VERSION, BoardLeaseSpec
@@ -77,6 +86,17 @@ def _wait(custom: Any, ns: str, name: str, until: set[str], out: Any) -> dict[st
         time.sleep(1)
 
 
+def _forward(access: dict[str, Any], key: bytes, private: Path) -> Any:
+    """A loopback forwarder to the coordinator with the lease's certificate (`status.access`)."""
+    from .lab.labgrid_forward import Forwarder, client_context
+    from .lab.labgrid_pki import write_private
+    for file, data in (("key.pem", key), ("cert.pem", access["certificate"]),
+                       ("ca.pem", access.get("ca") or "")):
+        write_private(private / file, data)
+    ctx = client_context(private / "ca.pem", private / "cert.pem", private / "key.pem")
+    return Forwarder(access["coordinator"], ctx)
+
+
 def main(args: argparse.Namespace) -> int:
     from kubernetes import client
 
@@ -84,11 +104,14 @@ def main(args: argparse.Namespace) -> int:
     user = args.user or f"{socket.gethostname()}/{getpass.getuser()}"
     ns = _namespace(args.namespace)
     labels = dict(kv.split("=", 1) for kv in args.label)
+    from .lab.labgrid_pki import key_pem, new_key, public_pem
+    key = new_key() if args.shell else None      # the lease's certificate is for this key
     try:
         durations.parse(args.duration)
         spec = BoardLeaseSpec(selector={"deviceType": args.device_type, "board": args.board,
                                         "labels": labels},
-                              duration=args.duration, user=user, priority=args.priority)
+                              duration=args.duration, user=user, priority=args.priority,
+                              publicKey=public_pem(key) if key else None)
     except ValueError as exc:
         print(f"benchfarm lease: {exc}", file=sys.stderr)
         return 2
@@ -127,16 +150,31 @@ def main(args: argparse.Namespace) -> int:
     if not args.shell:
         for k, v in env.items():
             print(f"export {k}={v}")
+        if "LG_COORDINATOR" not in env:
+            print("# the coordinator takes only certificates: `benchfarm lease --shell` connects "
+                  "labgrid-client with the lease's own")
         print(f"# {cmds.get('console')}\n# {cmds.get('powerCycle')}\n"
               f"# end it early: kubectl -n {ns} patch boardlease {name} --type merge "
               "-p '{\"spec\":{\"release\":true}}'")
         return 0
     print(f"benchfarm lease: {cmds.get('console')}; {cmds.get('powerCycle')}; exit the shell "
           "to release the board", file=err)
+    access = st.get("access") or {}
+    private = Path(tempfile.mkdtemp(prefix="benchfarm-lease-"))     # mode 0700
+    forwarder = None
     try:
+        if access.get("certificate") and key is not None:
+            forwarder = _forward(access, key_pem(key), private)
+            env["LG_COORDINATOR"] = forwarder.address
+            print(f"benchfarm lease: labgrid-client reaches the coordinator as {user} through "
+                  f"{forwarder.address} (a certificate valid until {access.get('expiresAt')})",
+                  file=err)
         code = subprocess.call([os.environ.get("SHELL") or "/bin/sh"],
                                env={**os.environ, **env})
     finally:
+        if forwarder is not None:
+            forwarder.close()
+        shutil.rmtree(private, ignore_errors=True)
         _release(custom, ns, name)
         st = _wait(custom, ns, name, {LeasePhase.ended}, err)
         end = st.get("leaseEnd") or {}

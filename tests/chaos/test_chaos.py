@@ -253,7 +253,7 @@ def test_session_server_kill_9_leaves_its_sessions_alone_and_the_next_run_starts
 
 # -- two operators ---------------------------------------------------------------------------------
 def start_second_operator():
-    env = {**devlab.lab_env(),
+    env = {**devlab.lab_env(), **devlab.operator_env(),
            "BENCHFARM_LIVENESS": f"http://127.0.0.1:{devlab.PORTS.standby_liveness}/healthz",
            "BENCHFARM_METRICS_PORT": str(devlab.PORTS.standby_metrics)}
     devlab.start_process("benchfarm-operator-2", [str(devlab.VENV_BIN / "benchfarm"), "operator"],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -534,3 +535,113 @@ def test_a_replayed_lease_status_with_a_new_expiry_ends_the_lease(custom, attemp
     assert reason == "StatusNotTrusted" and not kept, (st, board_run)
     assert st["expiresAt"] == granted["expiresAt"], st
     assert st["leaseEnd"]["poweredOff"] and not outlet_on(board), st
+
+
+SLOW_PLAN = """
+apiVersion: benchfarm.io/v1alpha1
+kind: TestPlan
+metadata: {name: misuse-slow}
+spec:
+  suites:
+    - {name: slow, suite: shell, command: 'sleep 40; echo bf-still-here', timeoutSeconds: 120}
+"""
+
+
+def _lease(custom, name, board, user, public_key):
+    apply(yaml.safe_dump({"apiVersion": f"{GROUP}/{VERSION}", "kind": "BoardLease",
+                          "metadata": {"name": name, "namespace": "default"},
+                          "spec": {"selector": {"board": board}, "duration": "3m", "user": user,
+                                   "publicKey": public_key}}))
+    return wait_for(f"{name} granted", lambda: (
+        b if ((b := custom.get_namespaced_custom_object(GROUP, VERSION, "default", "boardleases",
+                                                        name)).get("status") or {}).get("phase")
+        == "Granted" else None), timeout=180)
+
+
+def test_a_forged_labgrid_identity_drives_nothing(custom, attempt, tmp_path):
+    """A run's place is held by `benchfarm/run-<uid>` (`labgrid-client show` prints it) and a
+    lease's by `benchfarm/lease-<uid>`. Whoever claims those names gets nothing: the stock
+    labgrid-client at the coordinator's own address cannot connect at all (it takes only
+    certificates of the lab's CA); a lease holder's own certificate is its user's and no one
+    else's (a run, another lease, another lease's person); a session's certificate is its run's
+    and acquires only its own board. The run Succeeds, both boards stay on."""
+    from benchfarm.errors import BoardBusy, InfraError, Outage
+    from benchfarm.lab.coordinator import Coordinator
+    from benchfarm.lab.labgrid_compat import TlsSettings
+    from tests.stack.runs import Person, outlet_on, place_acquired
+    apply(SLOW_PLAN)
+    run, run_board = unique("held"), "vb-x86-0"
+    apply(run_yaml(run, plan="misuse-slow", selector={"board": run_board}))
+    uid = get(custom, run)["metadata"]["uid"]
+    wait_for(f"{run} holding {run_board}",
+             lambda: place_acquired(run_board) == f"benchfarm/run-{uid}", timeout=240)
+    mallory, victor = Person(tmp_path / "mallory"), Person(tmp_path / "victor")
+    lease_m, lease_v = unique("mallory"), unique("victor")
+    try:
+        granted = _lease(custom, lease_m, "vb-x86-1", "desk/mallory", mallory.public_key)
+        mallory.connect(granted["status"]["access"])
+        victim = _lease(custom, lease_v, "vb-gpu-0", "desk/victor", victor.public_key)
+        victor_uid = victim["metadata"]["uid"]
+
+        # 1. the plain client, the run's own holder name, the coordinator's own address
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHFARM_LABGRID")}
+        plain = subprocess.run(
+            [str(devlab.VENV_BIN / "labgrid-client"), "-p", run_board, "power", "off"],
+            env={**env, "LG_HOSTNAME": "benchfarm", "LG_USERNAME": f"run-{uid}"},
+            capture_output=True, text=True, timeout=60)
+        drove = plain.returncode == 0 or not outlet_on(run_board)
+        attempt("labgrid-client as a running run's holder name", "cannot connect (no certificate)"
+                if not drove else f"powered it: {plain.stdout[-60:]}", leaked=drove)
+        assert not drove, plain
+
+        # 2. a lease holder's own certificate, claiming others
+        own = mallory.labgrid_client("desk/mallory", "power", "get", place="vb-x86-1")
+        assert own.returncode == 0 and "power for place vb-x86-1 is" in own.stdout, own  # the way works
+        for who, place in [(f"benchfarm/run-{uid}", run_board),
+                           (f"benchfarm/lease-{victor_uid}", "vb-gpu-0"),
+                           ("desk/victor", "vb-gpu-0")]:
+            before = outlet_on(place)      # the run's board is on, a fresh lease's off: flip it
+            res = mallory.labgrid_client(who, "power", "off" if before else "on", place=place)
+            drove = res.returncode == 0 or outlet_on(place) != before
+            attempt(f"a lease holder's certificate claiming {who.split('-')[0]}",
+                    "refused (PERMISSION_DENIED)" if not drove else "drove the board",
+                    leaked=drove)
+            assert not drove, (who, res)
+
+        # 3. a session's own certificate (from its private directory), beyond its own place
+        creds = sorted((devlab.STATE / "sessions" / "labgrid").glob(f"run.default.{run}.*"))
+        assert creds, "the run's session got no certificate of its own"
+        files = {"BENCHFARM_LABGRID_CA": os.environ["BENCHFARM_LABGRID_CA"],
+                 "BENCHFARM_LABGRID_CERT": str(creds[-1] / "labgrid.crt"),
+                 "BENCHFARM_LABGRID_KEY": str(creds[-1] / "labgrid.key")}
+        tls = TlsSettings.from_env(files)
+        other = Coordinator(os.environ["LG_COORDINATOR"], host="benchfarm",
+                            user=f"lease-{victor_uid}", tls=tls, timeout=10)
+        try:
+            with pytest.raises(Outage):
+                other.places()
+            attempt("a run's session certificate claiming a lease", "refused (PERMISSION_DENIED)")
+        finally:
+            other.close()
+        itself = Coordinator(os.environ["LG_COORDINATOR"], host="benchfarm", user=f"run-{uid}",
+                             tls=tls, timeout=10)
+        try:
+            for place in ("vb-bench-0", "vb-x86-1"):      # free, and mallory's lease's
+                with pytest.raises((InfraError, BoardBusy)):
+                    itself.acquire(place)
+            with pytest.raises(InfraError, match="may not release"):
+                itself.release("vb-x86-1", holder=place_acquired("vb-x86-1"))
+            attempt("a run's session certificate on other boards",
+                    "refused: acquires and releases its own board only",
+                    leaked=place_acquired("vb-bench-0") == f"benchfarm/run-{uid}")
+        finally:
+            itself.close()
+    finally:
+        mallory.close()
+        victor.close()
+        for name in (lease_m, lease_v):
+            custom.patch_namespaced_custom_object(GROUP, VERSION, "default", "boardleases", name,
+                                                  {"spec": {"release": True}})
+    st = finished(custom, run, timeout=300)
+    attempt("... and the run whose name was forged", f"{st['phase']}", lost=st["phase"] != "Succeeded")
+    assert st["phase"] == "Succeeded", st

@@ -6,6 +6,7 @@ local processes under their own ServiceAccounts where no kubelet runs."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 from dataclasses import dataclass
@@ -43,7 +44,8 @@ def kubectl(*args: str, input: str | None = None,
 def lab_values(tmp_path: Path, **extra: Any) -> Path:
     env = devlab.lab_env()
     values = {
-        "labgrid": {"coordinator": env["LG_COORDINATOR"]},
+        "labgrid": {"coordinator": env["LG_COORDINATOR"],
+                    "tls": {"existingSecret": "benchfarm-labgrid"}},
         "minio": {"endpoint": env["BENCHFARM_S3_ENDPOINT"], "bucket": env["BENCHFARM_S3_BUCKET"],
                   "existingSecret": "benchfarm-minio"},
         "probes": {"port": devlab.PORTS.chart_probes},
@@ -67,6 +69,10 @@ def create_restricted_namespace(namespace: str) -> str:
 
 
 def minio_secret(namespace: str) -> None:
+    """The store's keys, and the operator's labgrid certificate (the coordinator takes nothing
+    else), as the Secrets `lab_values` names."""
+    from benchfarm_devlab.democluster import labgrid_secret
+    kubectl("apply", "-f", "-", input=json.dumps(labgrid_secret(namespace, "benchfarm-labgrid")))
     env = devlab.lab_env()
     kubectl("create", "secret", "generic", "benchfarm-minio", "-n", namespace,
             f"--from-literal=accessKey={env['BENCHFARM_S3_ACCESS_KEY']}",
@@ -88,6 +94,12 @@ def pod_command_env(spec: dict[str, Any], namespace: str, pod_name: str,
                                         vol["configMap"]["name"], "-o", "yaml").stdout)
             for key, text in cm["data"].items():
                 (local / key).write_text(text)
+        elif "secret" in vol:
+            secret = yaml.safe_load(kubectl("get", "secret", "-n", namespace,
+                                            vol["secret"]["secretName"], "-o", "yaml").stdout)
+            for key, data in (secret.get("data") or {}).items():
+                (local / key).write_bytes(base64.b64decode(data))
+                (local / key).chmod(0o600)
         mounts[mount["mountPath"]] = local
     env: dict[str, str] = {}
     for e in container["env"]:

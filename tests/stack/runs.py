@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 import urllib.request
 import uuid
@@ -69,6 +70,53 @@ class PersonLock:
     def __exit__(self, *exc):
         self.c.release(self.place)
         self.c.close()
+
+
+def lab_forwarder():
+    """A loopback forwarder to the coordinator with the lab administrator's certificate (from
+    `.benchfarm/env`): the stock `labgrid-client` speaks no TLS; point its LG_COORDINATOR here."""
+    from benchfarm.lab.labgrid_forward import Forwarder, client_context
+    env = devlab.lab_env()
+    return Forwarder(env["LG_COORDINATOR"], client_context(
+        env["BENCHFARM_LABGRID_CA"], env["BENCHFARM_LABGRID_CERT"], env["BENCHFARM_LABGRID_KEY"]))
+
+
+class Person:
+    """A lease's person: a key pair of their own (the lease's spec.publicKey) and, once the lease
+    is granted, the certificate the operator issued for it (status.access) behind a loopback
+    forwarder, as `benchfarm lease --shell` runs it."""
+
+    def __init__(self, workdir):
+        from benchfarm.lab.labgrid_pki import key_pem, new_key, public_pem
+        self.dir = workdir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        key = new_key()
+        self.public_key = public_pem(key)
+        self.key = key_pem(key)
+        self.forwarder = None
+
+    def connect(self, access):
+        from benchfarm.lab.labgrid_forward import Forwarder, client_context
+        from benchfarm.lab.labgrid_pki import write_private
+        write_private(self.dir / "key.pem", self.key)
+        write_private(self.dir / "cert.pem", access["certificate"])
+        write_private(self.dir / "ca.pem", access["ca"])
+        self.forwarder = Forwarder(access["coordinator"], client_context(
+            self.dir / "ca.pem", self.dir / "cert.pem", self.dir / "key.pem"))
+        return self.forwarder.address
+
+    def labgrid_client(self, user, *args, place=None, timeout=30):
+        """The stock labgrid-client through the person's forwarder, claiming `user`."""
+        host, _, name = user.partition("/")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHFARM_LABGRID")}
+        env.update(LG_COORDINATOR=self.forwarder.address, LG_HOSTNAME=host, LG_USERNAME=name)
+        return subprocess.run([str(devlab.VENV_BIN / "labgrid-client"),
+                               *(["-p", place] if place else []), *args],
+                              env=env, capture_output=True, text=True, timeout=timeout)
+
+    def close(self):
+        if self.forwarder is not None:
+            self.forwarder.close()
 
 
 def seen_held(custom, board):

@@ -182,7 +182,9 @@ def test_a_device_types_labgrid_environment_is_a_file_labgrid_client_drives(lab,
     """The environment a session builds its board from is a labgrid user's file: labgrid's own
     client expands its RemotePlace, and `-s shell` / `-s bootloader` / `-s off` run benchfarm's
     strategy (the arm64 board stops in real U-Boot: its UBootDriver reached the `=> ` prompt)."""
-    env = {**os.environ, "LG_COORDINATOR": lab["LG_COORDINATOR"], "LG_PLACE": place,
+    from tests.stack.runs import lab_forwarder
+    forwarder = lab_forwarder()     # labgrid's client speaks no TLS: the lab admin's certificate
+    env = {**os.environ, "LG_COORDINATOR": forwarder.address, "LG_PLACE": place,
            "LG_USERNAME": "pytest", "LG_HOSTNAME": "labgrid-client"}
     cli = [os.path.join(os.path.dirname(sys.executable), "labgrid-client"),
            "-c", str(devlab.DEVICE_TYPES / f"{dtype}.labgrid.yaml")]
@@ -204,6 +206,7 @@ def test_a_device_types_labgrid_environment_is_a_file_labgrid_client_drives(lab,
             client("release")
     finally:
         c.close()
+        forwarder.close()
 
 
 def _outlet(index: int) -> str:

@@ -26,10 +26,12 @@ import yaml
 
 import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import Coordinator
+from benchfarm.lab.labgrid_pki import expiry, grant_uris
 from tests.stack.conftest import apply, wait_for
 from tests.stack.runs import (
     GROUP,
     VERSION,
+    Person,
     PersonLock,
     finished,
     outlet_on,
@@ -131,8 +133,9 @@ class Outlet:
         self.thread.join()
 
 
-def test_a_lease_is_granted_in_fair_queue_order_driven_and_ended_on_time(custom, lab_ns):
+def test_a_lease_is_granted_in_fair_queue_order_driven_and_ended_on_time(custom, lab_ns, tmp_path):
     ns_a, ns_b, ns_c = lab_ns
+    person_key = Person(tmp_path / "carol")
     runs = {"a1": ns_a, "b1": ns_b, "a2": ns_a}
     with PersonLock(BOARD) as person:     # everything queues behind a person's own lock
         seen_held(custom, BOARD)
@@ -141,7 +144,7 @@ def test_a_lease_is_granted_in_fair_queue_order_driven_and_ended_on_time(custom,
         time.sleep(1.1)                   # creation times a second apart: the order is theirs
         apply(run_yaml("b1", ns_b, plan="stacktest-lease", selector={"board": BOARD}))
         time.sleep(1.1)
-        apply(lease_yaml("hold", ns_c, "25s"))
+        apply(lease_yaml("hold", ns_c, "25s", publicKey=person_key.public_key))
         st = wait_for("the lease's position", lambda: (
             s if (s := lease_status(custom, "hold", ns_c)).get("queuePosition") == 3 else None),
             timeout=30)
@@ -162,7 +165,14 @@ def test_a_lease_is_granted_in_fair_queue_order_driven_and_ended_on_time(custom,
                    ("a1", "b1")), done
         assert done["a2"]["phase"] == "Pending", done      # queued before the lease, after it
         assert granted["place"] == BOARD
-        env = {**os.environ, **granted["commands"]["env"]}
+        # the coordinator's address is not handed out: the lease's certificate is the way in
+        assert "LG_COORDINATOR" not in granted["commands"]["env"], granted["commands"]
+        access = granted["access"]
+        assert expiry(access["certificate"]) == datetime.fromisoformat(
+            granted["expiresAt"].replace("Z", "+00:00")), (access, granted["expiresAt"])
+        assert grant_uris(access["certificate"].encode()) == ["labgrid:person:desk/carol"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHFARM_LABGRID")}
+        env = {**env, **granted["commands"]["env"], "LG_COORDINATOR": person_key.connect(access)}
         assert env["LG_HOSTNAME"] == "desk" and env["LG_USERNAME"] == "carol"
         uid = lease(custom, "hold", ns_c)["metadata"]["uid"]
         show = subprocess.run([LABGRID_CLIENT, "-p", BOARD, "show"], env=env,
@@ -180,11 +190,12 @@ def test_a_lease_is_granted_in_fair_queue_order_driven_and_ended_on_time(custom,
             console.expect(r"Linux version|login:")     # the board boots on the person's console
         finally:
             console.close(force=True)
-        # someone else, not allowed on the place, may not drive it
+        # someone else, not allowed on the place, may not drive it: not even with the person's
+        # certificate, which is desk/carol's and no one else's
         other = subprocess.run([LABGRID_CLIENT, "-p", BOARD, "power", "off"],
                                env={**env, "LG_USERNAME": "mallory"}, capture_output=True,
                                text=True, timeout=30)
-        assert other.returncode != 0 and "not acquired by your user" in other.stderr
+        assert other.returncode != 0 and outlet_on(BOARD), other
 
         # the end, on time: off, released, and the next run on the board within 2 s
         expires = ts(granted["expiresAt"])
@@ -199,6 +210,7 @@ def test_a_lease_is_granted_in_fair_queue_order_driven_and_ended_on_time(custom,
         running_wall = time.time()
     finally:
         outlet.close()
+        person_key.close()
     st = wait_for("the lease Ended", lambda: (
         s if (s := lease_status(custom, "hold", ns_c)).get("phase") == "Ended" else None),
         timeout=30)
@@ -289,6 +301,7 @@ def test_benchfarm_lease_shell_releases_the_board_when_the_shell_exits(custom, l
     seen = tmp_path / "seen"
     shell = tmp_path / "shell"
     shell.write_text(f"#!/bin/sh\n{LABGRID_CLIENT} -p \"$LG_PLACE\" power on && "
+                     f"{LABGRID_CLIENT} -p \"$LG_PLACE\" power get > {tmp_path}/power && "
                      f"env | grep ^LG_ > {seen}\n")
     shell.chmod(0o755)
     res = subprocess.run(
@@ -297,6 +310,11 @@ def test_benchfarm_lease_shell_releases_the_board_when_the_shell_exits(custom, l
         env={**os.environ, "SHELL": str(shell)}, capture_output=True, text=True, timeout=180)
     assert res.returncode == 0, res.stderr
     assert "LG_PLACE=vb-x86-0" in seen.read_text() and "LG_USERNAME=dave" in seen.read_text()
+    # labgrid-client went through the lease's own forwarder, with the lease's certificate
+    assert "LG_COORDINATOR=127.0.0.1:" in seen.read_text() and \
+        f"LG_COORDINATOR={os.environ['LG_COORDINATOR']}\n" not in seen.read_text()
+    assert (tmp_path / "power").read_text().strip().endswith("on")
+    assert "through 127.0.0.1:" in res.stderr, res.stderr
     assert "is yours until" in res.stderr and "released: vb-x86-0 powered off" in res.stderr, \
         res.stderr
     st = lease_status(custom, "cli", ns_c)

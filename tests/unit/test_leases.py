@@ -117,6 +117,9 @@ def test_only_a_grant_the_operator_signed_moves_a_board():
     assert cmds["env"] == {"LG_COORDINATOR": "127.0.0.1:20408", "LG_PLACE": "vb-x86-1",
                            "LG_HOSTNAME": "desk", "LG_USERNAME": "carol"}
     assert cmds["powerCycle"] == "labgrid-client -p vb-x86-1 power cycle"
+    # a coordinator that takes only certificates: its address is not handed out
+    assert "LG_COORDINATOR" not in commands("vb-x86-1", "desk/carol", None)["env"]
+    assert "20408" not in str(commands("vb-x86-1", "desk/carol", None))
 
 
 def test_the_end_reason_a_status_names_is_one_the_operator_writes():

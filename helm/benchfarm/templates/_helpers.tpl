@@ -45,6 +45,11 @@ app.kubernetes.io/component: web
 {{- if .Values.labgrid.proxy }}
 - {name: LG_PROXY, value: {{ .Values.labgrid.proxy | quote }}}
 {{- end }}
+{{- if .Values.labgrid.tls.existingSecret }}
+- {name: BENCHFARM_LABGRID_CA, value: /etc/benchfarm/labgrid/ca.crt}
+- {name: BENCHFARM_LABGRID_CERT, value: /etc/benchfarm/labgrid/tls.crt}
+- {name: BENCHFARM_LABGRID_KEY, value: /etc/benchfarm/labgrid/tls.key}
+{{- end }}
 - {name: BENCHFARM_S3_ENDPOINT, value: {{ .Values.minio.endpoint | quote }}}
 - {name: BENCHFARM_S3_BUCKET, value: {{ .Values.minio.bucket | quote }}}
 - {name: BENCHFARM_S3_SECURE, value: {{ .Values.minio.secure | quote }}}
@@ -84,10 +89,15 @@ capabilities: {drop: [ALL]}
 {{- end -}}
 
 {{- /* The exporters' SSH (staging, LG_PROXY): the keys of ssh.existingSecret as files, readable by
-       the pod's group (fsGroup 10001) and owned by root, which ssh accepts for a config and a key. */ -}}
+       the pod's group (fsGroup 10001) and owned by root, which ssh accepts for a config and a key.
+       And labgrid's client certificate (labgrid.tls.existingSecret: ca.crt, tls.crt, tls.key),
+       the same way: the operator's, which its Job sessions use too. */ -}}
 {{- define "benchfarm.sshMount" -}}
 {{- if .Values.ssh.existingSecret }}
 - {name: ssh, mountPath: /etc/benchfarm/ssh, readOnly: true}
+{{- end }}
+{{- if .Values.labgrid.tls.existingSecret }}
+- {name: labgrid-tls, mountPath: /etc/benchfarm/labgrid, readOnly: true}
 {{- end }}
 {{- end -}}
 
@@ -95,6 +105,10 @@ capabilities: {drop: [ALL]}
 {{- if .Values.ssh.existingSecret }}
 - name: ssh
   secret: {secretName: {{ .Values.ssh.existingSecret | quote }}, defaultMode: 0440}
+{{- end }}
+{{- if .Values.labgrid.tls.existingSecret }}
+- name: labgrid-tls
+  secret: {secretName: {{ .Values.labgrid.tls.existingSecret | quote }}, defaultMode: 0440}
 {{- end }}
 {{- end -}}
 

@@ -392,6 +392,12 @@ class BoardLeaseSpec(Model):
         json_schema_extra=_immutable("user is immutable"))
     release: bool = Field(False, description="Set true to end the lease now (the board is "
                                              "powered off and goes to the next in the queue).")
+    publicKey: Annotated[str, Field(max_length=4096, pattern=r"^-----BEGIN PUBLIC KEY-----")] | None = Field(
+        None, description=("The person's public key (PEM, EC P-256/P-384 or RSA >= 2048): at the "
+                           "grant the operator issues a certificate for `user`, valid until the "
+                           "lease expires, into status.access; it is the only way to the "
+                           "coordinator (`benchfarm lease --shell` makes the key and uses it)."),
+        json_schema_extra=_immutable("publicKey is immutable"))
 
 
 BOARDLEASE_SPEC_RULES = [

@@ -5,7 +5,11 @@ its namespace's priority ceiling, round-robin turn and board limit. When a round
 `grant` (on a launch thread, never kopf's loop: labgrid's client has a loop of its own) acquires
 the place under the lease's own labgrid identity (`lease_identity`), allows the person's labgrid
 user on it (labgrid's `allow`), and writes `status.place`, `status.expiresAt` and
-`status.commands` in one guarded write (the lease must still be Pending).
+`status.commands` in one guarded write (the lease must still be Pending). Where the operator holds
+the lab's labgrid issuer and the lease carries the person's public key (`spec.publicKey`), that
+write also carries `status.access`: a certificate that lets its holder be the lease's user to the
+coordinator, and only until the lease expires (`lab.labgrid_pki.person_access`); an extension
+issues a new one.
 
 `tend`, after every round, keeps granted leases: an extension (a longer `spec.duration`, up to the
 LabPolicy's `leases.maxLeaseSeconds`) moves `expiresAt`; `leaseWarningSeconds` before the end a
@@ -44,6 +48,8 @@ from ..core.conditions import now_iso, set_condition
 from ..errors import BoardBusy
 from ..kubeapi.client import PreconditionFailed
 from ..lab.coordinator import Coordinator, lease_identity
+from ..lab.labgrid_compat import ENV_CA
+from ..lab.labgrid_pki import issuer_from_env, person_access
 from . import metrics
 from .ports import Launch
 from .state import BoardRecord, LeaseState, Registry, RunIndex, ts, written
@@ -77,11 +83,14 @@ def _end_reason(raw: Any) -> LeaseReason | Refusal:
         return LeaseReason.released
 
 
-def commands(place: str, user: str, coordinator: str) -> dict[str, Any]:
-    """What the person runs (`status.commands`): labgrid's client, as the lease's user."""
+def commands(place: str, user: str, coordinator: str | None) -> dict[str, Any]:
+    """What the person runs (`status.commands`): labgrid's client, as the lease's user. Where
+    the coordinator takes only certificates (`coordinator` None), its address is not among them:
+    `benchfarm lease --shell` points LG_COORDINATOR at its own forwarder, which connects with
+    the lease's certificate (`status.access`)."""
     host, _, name = user.partition("/")
-    env = {"LG_COORDINATOR": coordinator, "LG_PLACE": place, "LG_HOSTNAME": host,
-           "LG_USERNAME": name}
+    env = {**({"LG_COORDINATOR": coordinator} if coordinator else {}),
+           "LG_PLACE": place, "LG_HOSTNAME": host, "LG_USERNAME": name}
     return {"env": env,
             "console": f"labgrid-client -p {place} console",
             "powerCycle": f"labgrid-client -p {place} power cycle",
@@ -143,6 +152,29 @@ class Leases:
         # the coordinator as a lease's person reaches it (default: the operator's own address)
         self.address = os.environ.get("BENCHFARM_LEASE_COORDINATOR", rt.coordinator.address)
         self.client: Callable[[str, str], Coordinator] = rt.coordinator.as_identity
+        # the lab's labgrid issuer: each granted lease's person gets a certificate of its own
+        self.issuer = issuer_from_env(os.environ)
+        ca = os.environ.get(ENV_CA, "")
+        self.coordinator_ca = open(ca).read() if ca and self.issuer else ""
+
+    @property
+    def shown_address(self) -> str | None:
+        """The coordinator's address as `status.commands` gives it: none where it takes only
+        certificates (people reach it through `benchfarm lease --shell`'s forwarder)."""
+        return None if self.issuer is not None else self.address
+
+    def access(self, lease: LeaseState, expires: float) -> dict[str, str] | None:
+        """`status.access` for the lease's person until `expires`, or None (no issuer, no public
+        key, or a key that is no key: said in an event)."""
+        if self.issuer is None or not lease.spec.publicKey:
+            return None
+        try:
+            return person_access(self.issuer, self.coordinator_ca, self.address, lease.spec.user,
+                                 lease.spec.publicKey, datetime.fromtimestamp(expires, UTC))
+        except ValueError as exc:
+            self.rt.kube.event(lease.ref(), "Warning", "PublicKeyRefused",
+                               f"spec.publicKey: {exc}; no certificate was issued")
+            return None
 
     # -- registry (fed by kopf) ---------------------------------------------------------------
     def observe(self, event_type: str | None, body: dict[str, Any]) -> None:
@@ -328,7 +360,8 @@ class Leases:
                       self.rt.signing_key, lease.uid, lease.spec.user, signed),
                   "queuePosition": None,
                   "estimatedStart": None, "commands": commands(board, lease.spec.user,
-                                                               self.address),
+                                                               self.shown_address),
+                  "access": self.access(lease, now + seconds),
                   "conditions": set_condition(
                       lease.status.get("conditions"), "Granted", "True", LeaseReason.granted,
                       f"{board} is {lease.spec.user}'s until {iso(now + seconds)}",
@@ -351,7 +384,7 @@ class Leases:
         metrics.QUEUE_WAIT.observe(max(0.0, now - lease.created))
         self.rt.kube.event(lease.ref(), "Normal", LeaseReason.granted,
                            f"{board} granted to {lease.spec.user} until {iso(now + seconds)}: "
-                           f"{commands(board, lease.spec.user, self.address)['shell']} "
+                           f"{commands(board, lease.spec.user, self.shown_address)['shell']} "
                            f"labgrid-client -p {board} console")
 
     def _release(self, lease: LeaseState, board: str) -> None:
@@ -414,8 +447,10 @@ class Leases:
             self.rt.kube.event(lease.ref(), "Warning", LeaseReason.too_long, message)
             return expires
         new = iso(wanted)
+        access = self.access(lease, wanted)
         self._write(lease.namespace, lease.name, {
-            **self._signed(lease, expiresAt=new), "conditions": set_condition(
+            **self._signed(lease, expiresAt=new), **({"access": access} if access else {}),
+            "conditions": set_condition(
                 lease.status.get("conditions"), "Granted", "True", LeaseReason.extended,
                 f"{lease.status.get('place')} is {lease.spec.user}'s until {new}",
                 lease.generation)})

@@ -26,6 +26,7 @@ from labgrid.util.proxy import proxymanager
 
 from ..api.places import HandedMatch, HandedPlace, HandedResource
 from ..errors import BoardBusy, InfraError, Outage
+from .labgrid_compat import CHANNEL_OPTIONS, TlsSettings, channel
 from .sshconfig import use_ssh_config
 
 T = TypeVar("T")
@@ -125,9 +126,8 @@ def _place_info(place: Any, resources: dict[str, dict[str, dict[str, Any]]]) -> 
                      resources=matched)
 
 
-# labgrid's own ClientSession's channel options (keepalive), kept on the channel made instead
-_CHANNEL_OPTIONS = [("grpc.keepalive_time_ms", 7500), ("grpc.keepalive_timeout_ms", 10000),
-                    ("grpc.http2.ping_timeout_ms", 10000), ("grpc.http2.max_pings_without_data", 0)]
+# Coordinator's `tls` default: the certificate the environment names (labgrid_compat.TlsSettings)
+FROM_ENV: Any = object()
 
 
 @attr.s(eq=False)
@@ -135,13 +135,18 @@ class _IndexedSession(ClientSession):
     """labgrid's ClientSession, noting what the coordinator's updates touch (places by name,
     resources by exporter group) so that `Coordinator.places()` re-reads only those places."""
 
+    tls: TlsSettings | None = attr.ib(default=None, kw_only=True)
+    server_name: str | None = attr.ib(default=None, kw_only=True)
+
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         # a connection of its own: the coordinator tells clients apart by their TCP peer, and
         # grpc would share one connection between two clients of a process (the operator's and
-        # a BoardLease's identity), which the coordinator refuses
-        shared, self.channel = self.channel, grpc.aio.insecure_channel(
-            target=self.address, options=[*_CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1)])
+        # a BoardLease's identity), which the coordinator refuses; with TLS when the lab issued
+        # this client a certificate
+        shared, self.channel = self.channel, channel(
+            self.address, [*CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1)], self.tls,
+            server_name=self.server_name)
         self.stub = labgrid_coordinator_pb2_grpc.CoordinatorStub(self.channel)
         self.loop.create_task(shared.close())
         self.touched_places: set[str] = set()
@@ -314,11 +319,14 @@ class Coordinator:
 
     def __init__(self, address: str, *, user: str = DEFAULT_USER, host: str = DEFAULT_HOST,
                  timeout: float = 20.0, place: HandedPlace | None = None,
-                 shared: Coordinator | None = None) -> None:
+                 shared: Coordinator | None = None, tls: TlsSettings | None = FROM_ENV) -> None:
         """`place`: a board session's own place, handed over by the operator; the client then
         knows that place only (`_OnePlaceSession`) instead of syncing the whole lab. `shared`:
-        run on that client's loop and thread (`as_identity`)."""
+        run on that client's loop and thread (`as_identity`). `tls`: the certificate this
+        client connects with (default: BENCHFARM_LABGRID_CA/_CERT/_KEY; None: no TLS)."""
         self.address = address
+        self.tls = (shared.tls if shared is not None else TlsSettings.from_env()) \
+            if tls is FROM_ENV else tls
         self.place = place
         self.user = user
         self.host = host
@@ -344,7 +352,8 @@ class Coordinator:
     def as_identity(self, host: str, user: str) -> Coordinator:
         """A client of another labgrid identity (a BoardLease's) on this client's loop and
         thread: grpc's asyncio client wants one event loop per process. Close it after use."""
-        return Coordinator(self.address, host=host, user=user, timeout=self.timeout, shared=self)
+        return Coordinator(self.address, host=host, user=user, timeout=self.timeout, shared=self,
+                           tls=self.tls)
 
     # -- plumbing -----------------------------------------------------------------------------
     def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
@@ -383,8 +392,13 @@ class Coordinator:
         os.environ["LG_HOSTNAME"] = self.host
         use_ssh_config()     # LG_PROXY's ssh too (forwards to the coordinator and the exporters)
         address = proxymanager.get_grpc_address(self.address, default_port=20408)
-        session = (_IndexedSession(address, self._loop) if self.place is None else
-                   _OnePlaceSession(address, self._loop, handed=self.place))
+        # through LG_PROXY's forward, the coordinator's certificate still names its own host
+        server_name = self.address.rpartition(":")[0] or self.address \
+            if address != self.address else None
+        session = (_IndexedSession(address, self._loop, tls=self.tls, server_name=server_name)
+                   if self.place is None else
+                   _OnePlaceSession(address, self._loop, handed=self.place, tls=self.tls,
+                                    server_name=server_name))
         # this client's identity, whatever another client of the process set in the environment
         # since (the operator keeps its own and, for moments, a lease's)
         session.gethostname, session.getuser = (lambda: self.host), (lambda: self.user)

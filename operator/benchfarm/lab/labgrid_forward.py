@@ -1,0 +1,94 @@
+"""A loopback forwarder to labgrid's coordinator: plaintext HTTP/2 from the stock `labgrid-client`
+in, TLS with a person's (or the lab's) certificate out.
+
+labgrid 26's client speaks gRPC without TLS only. A person with a lease holds a certificate the
+operator issued for the lease's user, expiring with the lease (`BoardLease.status.access`);
+`benchfarm lease --shell` starts this forwarder on 127.0.0.1 and points LG_COORDINATOR at it, so
+`labgrid-client -p $LG_PLACE console` and `power` work as before, with the person's certificate:
+the coordinator lets it be the lease's user and nothing else. The bytes are gRPC's HTTP/2 frames
+as they are; only the connection under them is TLS (ALPN h2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import threading
+from pathlib import Path
+
+CHUNK = 65536
+
+
+def client_context(ca: str | Path, cert: str | Path, key: str | Path) -> ssl.SSLContext:
+    """TLS to the coordinator: its certificate checked against `ca`, ours presented, HTTP/2."""
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(ca))
+    ctx.load_cert_chain(str(cert), str(key))
+    ctx.set_alpn_protocols(["h2"])
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+class Forwarder:
+    """Listens on 127.0.0.1 (a free port); each connection is piped to `target` over TLS."""
+
+    def __init__(self, target: str, context: ssl.SSLContext, *, server_name: str | None = None,
+                 port: int = 0) -> None:
+        host, _, tport = target.rpartition(":")
+        self.host, self.port = host.strip("[]"), int(tport)
+        self.server_name = server_name or self.host
+        self.context = context
+        self.errors: list[str] = []      # why connections to the coordinator failed
+        self._tasks: set[asyncio.Task] = set()
+        self._loop = asyncio.new_event_loop()
+        self._server: asyncio.base_events.Server | None = None
+        self._thread = threading.Thread(target=self._loop.run_forever, name="labgrid-forward",
+                                        daemon=True)
+        self._thread.start()
+        self._server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._handle, "127.0.0.1", port), self._loop).result(10)
+        self.address = f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        try:
+            up_reader, up_writer = await asyncio.open_connection(
+                self.host, self.port, ssl=self.context, server_hostname=self.server_name)
+        except (OSError, ssl.SSLError) as exc:
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+            writer.close()
+            return
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(CHUNK):
+                    dst.write(data)
+                    await dst.drain()
+            except (OSError, ssl.SSLError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                with contextlib.suppress(Exception):
+                    dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    def close(self) -> None:
+        async def _close() -> None:
+            if self._server is not None:
+                self._server.close()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(_close(), self._loop).result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> Forwarder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

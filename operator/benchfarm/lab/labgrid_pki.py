@@ -1,0 +1,176 @@
+"""Certificates for labgrid's coordinator: a CA, and the certificates it issues to the lab's
+clients and exporters, each naming what its holder may be (`core.labgrid_identity`).
+
+Made with the `cryptography` package, not the openssl command: the operator issues a short-lived
+certificate for every session it launches and every lease it grants (at 1,000 boards, a process
+and three temporary files each would be the slow part), and it signs a public key a person sent
+(a lease's `spec.publicKey`) without ever writing or reading a key file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from ..core.labgrid_identity import grant_uri
+
+# the issuer's clock may be a little ahead of the coordinator's
+BACKDATE = dt.timedelta(minutes=5)
+# the operator's issuing CA (file paths): it issues each session's and each lease's certificate
+ENV_ISSUER_CERT, ENV_ISSUER_KEY = "BENCHFARM_LABGRID_ISSUER_CERT", "BENCHFARM_LABGRID_ISSUER_KEY"
+
+
+def new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def public_pem(key: ec.EllipticCurvePrivateKey) -> str:
+    return key.public_key().public_bytes(serialization.Encoding.PEM,
+                                         serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+
+
+def load_public(pem: str):  # noqa: ANN201  (one of cryptography's public key types)
+    """A public key from PEM; ValueError if it is not one, or not EC P-256/RSA ≥ 2048."""
+    try:
+        key = serialization.load_pem_public_key(pem.encode())
+    except Exception as exc:
+        raise ValueError(f"not a PEM public key: {exc}") from None
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    if isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name in ("secp256r1", "secp384r1"):
+        return key
+    if isinstance(key, rsa.RSAPublicKey) and key.key_size >= 2048:
+        return key
+    raise ValueError("the public key must be EC P-256/P-384 or RSA of at least 2048 bits")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def make_ca(common_name: str, days: int = 3650) -> tuple[bytes, bytes]:
+    """(certificate PEM, key PEM) of a new CA."""
+    key = new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = _now()
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - BACKDATE).not_valid_after(now + dt.timedelta(days=days))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                         content_commitment=False, key_encipherment=False,
+                                         data_encipherment=False, key_agreement=False,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .sign(key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem(key)
+
+
+@dataclass
+class Issuer:
+    """A CA that issues the lab's labgrid certificates."""
+
+    cert: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+
+    @classmethod
+    def load(cls, cert_path: str | Path, key_path: str | Path) -> Issuer:
+        cert = x509.load_pem_x509_certificate(Path(cert_path).read_bytes())
+        key = serialization.load_pem_private_key(Path(key_path).read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{key_path}: the labgrid issuer's key must be an EC key")
+        return cls(cert, key)
+
+    @property
+    def ca_pem(self) -> str:
+        return self.cert.public_bytes(serialization.Encoding.PEM).decode()
+
+    def issue(self, public_key, *, common_name: str, grants: list[tuple[str, str]] = (),  # type: ignore[assignment]  # noqa: ANN001
+              server_names: list[str] = (), not_after: dt.datetime | None = None,  # type: ignore[assignment]
+              lifetime: dt.timedelta = dt.timedelta(days=1)) -> str:
+        """A certificate (PEM) for `public_key`: `grants` are (role, name) pairs it may be to the
+        coordinator (client certificate); `server_names` make it a server's (DNS names or IP
+        addresses). It expires at `not_after`, or `lifetime` from now, never after the CA."""
+        now = _now()
+        end = not_after or now + lifetime
+        end = min(end, self.cert.not_valid_after_utc)
+        sans: list[x509.GeneralName] = [
+            x509.UniformResourceIdentifier(grant_uri(role, name)) for role, name in grants]
+        for server in server_names:
+            try:
+                import ipaddress
+                sans.append(x509.IPAddress(ipaddress.ip_address(server)))
+            except ValueError:
+                sans.append(x509.DNSName(server))
+        usage = [ExtendedKeyUsageOID.SERVER_AUTH] if server_names else []
+        if grants:
+            usage.append(ExtendedKeyUsageOID.CLIENT_AUTH)
+        builder = (x509.CertificateBuilder()
+                   .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+                   .issuer_name(self.cert.subject).public_key(public_key)
+                   .serial_number(x509.random_serial_number())
+                   .not_valid_before(now - BACKDATE).not_valid_after(end)
+                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                   .add_extension(x509.ExtendedKeyUsage(usage), critical=False))
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        return builder.sign(self.key, hashes.SHA256()).public_bytes(
+            serialization.Encoding.PEM).decode()
+
+    def issue_with_key(self, **kwargs) -> tuple[str, bytes]:  # noqa: ANN003
+        """(certificate PEM, its new private key PEM)."""
+        key = new_key()
+        return self.issue(key.public_key(), **kwargs), key_pem(key)
+
+
+def grant_uris(cert_pem: bytes) -> list[str]:
+    """The URI subject alternative names of a certificate (PEM)."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    try:
+        ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    except x509.ExtensionNotFound:
+        return []
+    return list(ext.value.get_values_for_type(x509.UniformResourceIdentifier))
+
+
+def expiry(cert_pem: bytes | str) -> dt.datetime:
+    data = cert_pem.encode() if isinstance(cert_pem, str) else cert_pem
+    return x509.load_pem_x509_certificate(data).not_valid_after_utc
+
+
+def write_private(path: Path, data: bytes | str) -> None:
+    """Write a file only its owner reads (a key, or a certificate beside its key)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".new")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+    os.replace(tmp, path)
+
+
+def issuer_from_env(environ: Mapping[str, str]) -> Issuer | None:
+    """The operator's issuer (BENCHFARM_LABGRID_ISSUER_CERT/_KEY), None where it has none."""
+    cert, key = environ.get(ENV_ISSUER_CERT, ""), environ.get(ENV_ISSUER_KEY, "")
+    return Issuer.load(cert, key) if cert and key else None
+
+
+def person_access(issuer: Issuer, coordinator_ca: str, coordinator: str, user: str,
+                  public_key: str, expires: dt.datetime) -> dict[str, str]:
+    """A BoardLease's `status.access`: a certificate for the lease's user (role person: it may
+    be that user and read, never take or free a place) that expires with the lease, the CA that
+    vouches for the coordinator, and where the coordinator is. ValueError for a bad key."""
+    cert = issuer.issue(load_public(public_key), common_name=user, grants=[("person", user)],
+                        not_after=expires)
+    return {"coordinator": coordinator, "certificate": cert, "ca": coordinator_ca,
+            "expiresAt": expiry(cert).strftime("%Y-%m-%dT%H:%M:%SZ")}

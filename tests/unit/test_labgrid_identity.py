@@ -1,0 +1,177 @@
+"""Who a labgrid client is (core.labgrid_identity): a certificate's grants against the name a
+client claims and the calls it makes; and the labgrid code lab.labgrid_compat patches, as it was
+when the patches were written (labgrid 26.0.1): these fail when labgrid changes under them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+
+import pytest
+
+from benchfarm.core import labgrid_identity as ids
+
+
+def held(*pairs: tuple[str, str]) -> list[ids.Grant]:
+    return ids.grants(ids.grant_uri(r, n) for r, n in pairs)
+
+
+@pytest.mark.parametrize("grants, claimed, ok", [
+    ([("session", "benchfarm/run-a")], "benchfarm/run-a", True),
+    ([("session", "benchfarm/run-a")], "benchfarm/run-b", False),
+    ([("session", "benchfarm/run-a")], "benchfarm/run-a/x", False),
+    ([("person", "desk/carol")], "desk/carol", True),
+    ([("person", "desk/carol")], "desk/dave", False),
+    ([("person", "desk/carol")], "benchfarm/lease-1", False),
+    ([("operator", "operator/benchfarm"), ("operator", "benchfarm/*")], "operator/benchfarm", True),
+    ([("operator", "operator/benchfarm"), ("operator", "benchfarm/*")], "benchfarm/run-x", True),
+    ([("operator", "operator/benchfarm"), ("operator", "benchfarm/*")], "benchfarm/", False),
+    ([("operator", "operator/benchfarm"), ("operator", "benchfarm/*")], "benchfarm/a/b", False),
+    ([("operator", "operator/benchfarm"), ("operator", "benchfarm/*")], "benchfarmx/run", False),
+    ([("operator", "operator/benchfarm"), ("operator", "benchfarm/*")], "desk/carol", False),
+    ([("operator", "*")], "desk/carol", True),
+    ([("exporter", "exporter-a")], "exporter-a", False),
+    ([], "benchfarm/run-a", False),
+])
+def test_a_certificate_names_what_it_may_claim(grants, claimed, ok) -> None:
+    assert ids.may_claim(held(*grants), claimed) is ok
+
+
+def test_an_exporter_is_its_own_name_only() -> None:
+    g = held(("exporter", "exporter-a"))
+    assert ids.may_export(g, "exporter-a")
+    assert not ids.may_export(g, "exporter-b")
+    assert not ids.may_export(held(("operator", "*")), "exporter-a")
+
+
+@pytest.mark.parametrize("role, name", [
+    ("person", "desk/*"), ("session", "benchfarm/*"), ("person", "*"), ("person", "carol"),
+    ("person", "a/b/c"), ("person", "d:esk/carol"), ("exporter", "a/b"), ("exporter", "*"),
+    ("admin", "desk/carol"), ("operator", "*/x"), ("person", "desk/ca rol"),
+])
+def test_no_wildcard_or_malformed_name_but_the_operators(role, name) -> None:
+    with pytest.raises(ValueError):
+        ids.grant_uri(role, name)
+    assert ids.grants([f"labgrid:{role}:{name}"]) == []
+
+
+def test_other_uris_grant_nothing() -> None:
+    assert ids.grants(["spiffe://lab/desk/carol", "https://x/", "labgrid", "labgrid:person"]) == []
+
+
+@pytest.mark.parametrize("method", sorted(ids.PLACE_ADMIN | ids.HOLDING | ids.READING))
+def test_calls_by_role(method: str) -> None:
+    op, run, person = (held(("operator", "benchfarm/*")), held(("session", "benchfarm/run-a")),
+                       held(("person", "desk/carol")))
+    assert ids.may_call(op, "benchfarm/run-a", method)
+    assert ids.may_call(run, "benchfarm/run-a", method) is (method not in ids.PLACE_ADMIN)
+    assert ids.may_call(person, "desk/carol", method) is (method in ids.READING)
+    assert not ids.may_call(person, None, method)            # no stream: no call
+    assert not ids.may_call(run, "benchfarm/run-b", method)  # a claim it does not hold
+
+
+def test_a_certificate_that_names_places_acquires_only_those() -> None:
+    run = held(("session", "benchfarm/run-a"), ("place", "vb-x86-1"))
+    assert ids.may_acquire(run, "benchfarm/run-a", "vb-x86-1")
+    assert not ids.may_acquire(run, "benchfarm/run-a", "vb-x86-0")
+    assert ids.may_acquire(held(("session", "benchfarm/run-a")), "benchfarm/run-a", "vb-x86-0")
+    assert ids.may_acquire(held(("operator", "*"), ("place", "x")), "desk/carol", "vb-x86-0")
+    assert not ids.may_claim(held(("place", "vb-x86-1")), "vb-x86-1")
+
+
+def test_only_the_holder_or_the_operator_releases() -> None:
+    run = held(("session", "benchfarm/run-a"))
+    assert ids.may_release(run, "benchfarm/run-a", "benchfarm/run-a")
+    assert not ids.may_release(run, "benchfarm/run-a", "benchfarm/run-b")
+    assert ids.may_release(held(("operator", "benchfarm/*")), "benchfarm/x", "benchfarm/run-b")
+
+
+def test_issued_certificates_carry_the_grants_and_expire_as_asked(tmp_path) -> None:
+    from benchfarm.lab.labgrid_pki import Issuer, expiry, grant_uris, make_ca, write_private
+    ca, key = make_ca("unit CA")
+    write_private(tmp_path / "ca.crt", ca)
+    write_private(tmp_path / "ca.key", key)
+    issuer = Issuer.load(tmp_path / "ca.crt", tmp_path / "ca.key")
+    end = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(minutes=30)
+    cert, _ = issuer.issue_with_key(common_name="desk/carol", grants=[("person", "desk/carol")],
+                                    not_after=end)
+    assert grant_uris(cert.encode()) == ["labgrid:person:desk/carol"]
+    assert expiry(cert) == end
+    assert (tmp_path / "ca.key").stat().st_mode & 0o077 == 0
+
+
+def test_a_lease_public_key_must_be_a_real_one() -> None:
+    from benchfarm.lab.labgrid_pki import load_public, new_key, public_pem
+    assert load_public(public_pem(new_key()))
+    with pytest.raises(ValueError):
+        load_public("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
+
+
+# -- what lab.labgrid_compat patches, as labgrid 26.0.1 has it ----------------------------------
+def test_labgrid_is_the_version_the_patches_were_written_for() -> None:
+    from benchfarm.lab import labgrid_compat
+    assert labgrid_compat.labgrid_version_matches(), (
+        "labgrid changed: check lab.labgrid_compat's patches against it, then its LABGRID_VERSION")
+
+
+def test_patch_1_exporter_builds_its_channel_in_init() -> None:
+    from labgrid.remote import exporter
+    init = inspect.getsource(exporter.Exporter.__init__)
+    assert "self.channel = grpc.aio.insecure_channel(" in init and "self.stub = " in init
+    assert "exporter = Exporter(config)" in inspect.getsource(exporter.amain)
+
+
+def test_patches_2_3_coordinator_serve_binds_insecure_and_builds_the_module_class() -> None:
+    from labgrid.remote import coordinator
+    serve = inspect.getsource(coordinator.serve)
+    assert "grpc.aio.server(" in serve and "server.add_insecure_port(listen)" in serve
+    assert "coordinator = Coordinator()" in serve
+    stream = inspect.getsource(coordinator.Coordinator.ClientStream)
+    assert 'name = in_msg.startup.name' in stream and "self.clients[peer]" in stream
+    for method in ids.PLACE_ADMIN | ids.HOLDING | ids.READING:
+        assert hasattr(coordinator.Coordinator, method), method
+    release = inspect.getsource(coordinator.Coordinator.ReleasePlace)
+    assert "place.acquired != fromuser" in release
+
+
+def test_every_rpc_of_the_coordinator_is_judged() -> None:
+    """A call labgrid adds would be open to every certificate: this fails until a rule names it."""
+    from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
+    methods = set(pb2.DESCRIPTOR.services_by_name["Coordinator"].methods_by_name)
+    judged = ids.PLACE_ADMIN | ids.HOLDING | ids.READING | {"ClientStream", "ExporterStream"}
+    assert methods == judged
+
+
+def test_each_session_gets_a_certificate_of_its_own_identity_only(tmp_path, monkeypatch) -> None:
+    from benchfarm.api.outcomes import SessionKind
+    from benchfarm.kube.launchers import Launch, ProcessLauncher, SessionCredentials
+    from benchfarm.lab.labgrid_pki import expiry, grant_uris, make_ca, write_private
+    ca, key = make_ca("unit CA")
+    write_private(tmp_path / "ca.crt", ca)
+    write_private(tmp_path / "ca.key", key)
+    env = {"BENCHFARM_LABGRID_ISSUER_CERT": str(tmp_path / "ca.crt"),
+           "BENCHFARM_LABGRID_ISSUER_KEY": str(tmp_path / "ca.key"),
+           "BENCHFARM_LABGRID_CA": str(tmp_path / "ca.crt")}
+    creds = SessionCredentials.from_env(env, tmp_path / "sessions")
+    assert creds is not None and SessionCredentials.from_env({}, tmp_path) is None
+    for req, identity in [
+            (Launch("ns", "r", "uid-1", 1, 0, deadline_s=600), "benchfarm/run-uid-1"),
+            (Launch.lease_end("ns", "l", "uid-2", "vb-1"), "benchfarm/lease-uid-2"),
+            (Launch.health_check("vb-1", "b-uid", 7, "ops", 300), "benchfarm/health-7-vb-1")]:
+        got = creds.issue(req)
+        cert = open(got["BENCHFARM_LABGRID_CERT"], "rb").read()
+        assert grant_uris(cert) == [f"labgrid:session:{identity}"] + \
+            ([f"labgrid:place:{req.board}"] if req.board else []), req.kind
+        left = expiry(cert) - dt.datetime.now(dt.UTC)
+        assert dt.timedelta(seconds=req.deadline_s) < left <= \
+            dt.timedelta(seconds=req.deadline_s) + SessionCredentials.MARGIN
+        where = tmp_path / "sessions" / got["BENCHFARM_LABGRID_KEY"].split("/")[-2]
+        assert where.stat().st_mode & 0o777 == 0o700
+        assert (where / "labgrid.key").stat().st_mode & 0o777 == 0o600
+    assert req.kind == SessionKind.health_check
+    for k, v in {**env, "BENCHFARM_LABGRID_CERT": "/op.crt", "BENCHFARM_LABGRID_KEY": "/op.key"}.items():
+        monkeypatch.setenv(k, v)
+    base = ProcessLauncher(tmp_path, credentials=creds)._base_env()
+    assert not {"BENCHFARM_LABGRID_CERT", "BENCHFARM_LABGRID_KEY", "BENCHFARM_LABGRID_ISSUER_KEY",
+                "BENCHFARM_LABGRID_ISSUER_CERT"} & set(base)
+    assert ProcessLauncher(tmp_path)._base_env()["BENCHFARM_LABGRID_CERT"] == "/op.crt"
