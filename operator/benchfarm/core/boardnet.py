@@ -194,17 +194,19 @@ def plan_probes(endpoints: Iterable[Endpoint],
 
 
 def _probe_line(index: int, probe: Probe) -> str:
-    host = "$g" if probe.address == GATEWAY else probe.address
+    host = '"$g"' if probe.address == GATEWAY else probe.address
     return f"p {index} {host} {probe.port}"
 
 
 # One shell function on the board: a connection attempt with a timeout (busybox nc's -w is the
 # connect timeout; `-e true` closes the connection as soon as it opened, so an endpoint that
 # answered reports at once), its outcome on one line. Every probe runs in the background.
+GATEWAY_LOOKUP = ("g=$(ip route 2>/dev/null | sed -n 's/^default via \\([^ ]*\\).*/\\1/p' | "
+                  "head -n 1); ")
 _PRELUDE = (
-    "g=$(ip route 2>/dev/null | sed -n 's/^default via \\([^ ]*\\).*/\\1/p' | head -n 1); "
-    f"p() {{ m=$(timeout {CONNECT_SECONDS + 2} nc -w {CONNECT_SECONDS} \"$3\" \"$4\" -e true "
-    f"2>&1 </dev/null); echo \"{PROBE_MARK} $1 $? ${{3:-none}} $m\" | tr -d '\\r' | head -c 200; "
+    GATEWAY_LOOKUP +
+    f"p() {{ m=$(timeout {CONNECT_SECONDS + 2} nc -w {CONNECT_SECONDS} \"$2\" \"$3\" -e true "
+    f"2>&1 </dev/null); echo \"{PROBE_MARK} $1 $? ${{2:-none}} $m\" | tr -d '\\r' | head -c 200; "
     "echo; }; ")
 
 
