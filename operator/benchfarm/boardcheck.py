@@ -224,7 +224,7 @@ def audit_board(c: Coordinator, name: str, lab: Lab, probes: list[Probe],
     return audit
 
 
-def main(boards: list[str], extra: list[str]) -> int:
+def main(boards: list[str], extra: list[str], limit: int = 0) -> int:
     from .lab.coordinator import Coordinator, netcheck_identity
     from .lab.devicetypes import load_device_types
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -243,6 +243,9 @@ def main(boards: list[str], extra: list[str]) -> int:
             return 2
         for item in extra:
             _extra(item, lab.endpoints)
+        if not lab.places:
+            print(f"no boards: the coordinator {address} lists no places; nothing to audit")
+            return 0
         unknown = [b for b in boards if b not in lab.places]
         if unknown:
             print(f"benchfarm check --boards: no place {', '.join(unknown)} at the coordinator "
@@ -255,12 +258,15 @@ def main(boards: list[str], extra: list[str]) -> int:
         chosen = boards or sorted(lab.places)
         print(f"board network audit: {len(chosen)} board(s), {len(lab.endpoints)} control "
               f"endpoints, {len(probes)} connections tried from each board", flush=True)
-        audits = []
+        audits: list[BoardAudit] = []
         for name in chosen:
             state = lab.states.get(name, "")
+            done = sum(1 for a in audits if not a.skipped)
             if not lab.places[name].free or (not boards and state in BUSY_STATES):
                 holder = lab.places[name].acquired or lab.places[name].reserved_by or state
                 audit = BoardAudit(board=name, skipped=f"not idle ({holder})")
+            elif limit and done >= limit:
+                audit = BoardAudit(board=name, skipped=f"--limit {limit} reached")
             else:
                 audit = audit_board(coordinator, name, lab, probes, device_types)
             audits.append(audit)
@@ -283,7 +289,7 @@ def _line(a: BoardAudit) -> str:
 def _verdict(audits: list[BoardAudit], named: bool) -> int:
     found = [f for a in audits for f in a.findings]
     audited = [a for a in audits if not a.skipped and not a.error]
-    failed = [a for a in audits if a.error or (named and a.skipped)]
+    failed = [a for a in audits if a.error or (named and a.skipped and "--limit" not in a.skipped)]
     if found:
         print(f"\nFINDINGS: {len(found)} lab control endpoint(s) answered a board\n")
         print(table([f.row() for f in found], ("board", "endpoint", "reached at", "what")))
@@ -304,6 +310,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="audit the board network instead: from each idle board (or each "
                              "board named), try every lab control endpoint; exit 1 if a board "
                              "reached any")
+    parser.add_argument("--limit", type=int, default=0, metavar="N",
+                        help="with --boards: audit at most N boards (0: all)")
     parser.add_argument("--endpoint", action="append", default=[], metavar="HOST:PORT[=WHAT]",
                         help="with --boards: another control endpoint to try (also "
                              "BENCHFARM_CONTROL_ENDPOINTS, comma-separated)")

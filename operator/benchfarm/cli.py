@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         return run(args.liveness)
     if args.cmd == "check" and args.boards is not None:
         from .boardcheck import main as boardcheck_main
-        return boardcheck_main(args.boards, args.endpoint)
+        return boardcheck_main(args.boards, args.endpoint, args.limit)
     if args.cmd == "check":
         from .check import main as check_main
         return check_main()
