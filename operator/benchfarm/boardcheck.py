@@ -209,9 +209,10 @@ def audit_board(c: Coordinator, name: str, lab: Lab, probes: list[Probe],
         missing = unanswered(probes, results)
         if missing:
             audit.error = (f"board: no outcome for {len(missing)} probe(s) "
-                           f"({', '.join(p.shown for p in missing[:5])}): not proven closed")
+                           f"({', '.join(p.shown for p in missing[:5])}; does its image have "
+                           "busybox nc and timeout?): not proven closed")
     except BenchfarmError as exc:
-        party = getattr(exc, "party", "board") if isinstance(exc, InfraError) else "run"
+        party = exc.party if isinstance(exc, InfraError) else "audit"
         audit.error = f"{party}: {getattr(exc, 'reason', type(exc).__name__)}: {exc}"[:300]
     except Exception as exc:  # labgrid's own errors: the board or its exporter
         audit.error = f"board: {type(exc).__name__}: {' '.join(str(exc).split())}"[:300]

@@ -71,7 +71,7 @@ def test_output_says_which_answered_and_findings_name_the_gateway_address():
     probes = [bn.Probe(bn.GATEWAY, 21443, (api,)), bn.Probe("127.0.0.1", 21443, (api,)),
               bn.Probe(bn.GATEWAY, 21080, (pdu,))]
     out = ("noise\nbfnet 0 0 10.0.2.2 \nbfnet 1 1 127.0.0.1 nc: can't connect to remote host "
-           "(127.0.0.1): Connection refused\r\n")
+           "(127.0.0.1): Connection refused\r\nbfnet 2 127 10.0.2.2 sh: nc: not found\n")
     results = bn.parse_probe_output(out)
     assert results[0].reached and not results[1].reached
     assert "refused" in results[1].message

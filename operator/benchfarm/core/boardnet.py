@@ -229,15 +229,23 @@ def probe_commands(probes: list[Probe], limit: int = COMMAND_LIMIT) -> list[str]
     return commands
 
 
+# exit codes that prove nothing: the board lacks `nc` or `timeout` (126, 127), or the attempt
+# was killed rather than refused or timed out by nc itself (124, 137, 143)
+INCONCLUSIVE = (124, 126, 127, 137, 143)
+
+
 def parse_probe_output(text: str) -> dict[int, ProbeResult]:
     """Each probe's outcome from the board's output: exit code 0 is a connection that opened.
-    A probe with no line (the board printed nothing for it) is absent: not proven unreachable."""
+    A probe with no line (the board printed nothing for it), or whose attempt proves nothing
+    (`INCONCLUSIVE`: no nc on the board), is absent: not proven unreachable."""
     out: dict[int, ProbeResult] = {}
     for line in text.splitlines():
         parts = line.strip().split(None, 4)
         if len(parts) < 4 or parts[0] != PROBE_MARK or not parts[1].isdigit():
             continue
         rc = int(parts[2]) if parts[2].lstrip("-").isdigit() else -1
+        if rc in INCONCLUSIVE:
+            continue
         message = parts[4].strip() if len(parts) > 4 else ""
         out[int(parts[1])] = ProbeResult(reached=rc == 0, address=parts[3], message=message)
     return out
