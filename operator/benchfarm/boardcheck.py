@@ -198,10 +198,14 @@ def audit_board(c: Coordinator, name: str, lab: Lab, probes: list[Probe],
                                deadline=time.monotonic() + dtype.health_check_seconds,
                                serial_log=SerialLog(limit=256 * 1024), guard=guard)
         try:
+            t_boot = time.monotonic()
             session.boot()
+            t_probe = time.monotonic()
+            audit.boot_seconds = t_probe - t_boot
             output = ""
             for command in probe_commands(probes):
                 output += session.board.run(command, timeout=PROBE_SECONDS).output + "\n"
+            audit.probe_seconds = time.monotonic() - t_probe
         finally:
             session.power_off_and_close()
         results = parse_probe_output(output)
@@ -283,7 +287,8 @@ def _line(a: BoardAudit) -> str:
     if a.error and not a.findings:
         return f"  {a.board}: NOT AUDITED ({a.error}) [{a.seconds:.1f} s]"
     verdict = f"{len(a.findings)} endpoint(s) reached" if a.findings else "nothing reached"
-    return f"  {a.board}: {verdict} of {a.probes} tried [{a.seconds:.1f} s]" + \
+    return f"  {a.board}: {verdict} of {a.probes} tried [{a.seconds:.1f} s: boot " \
+        f"{a.boot_seconds:.1f} s, probes {a.probe_seconds:.1f} s]" + \
         (f"; {a.error}" if a.error else "")
 
 

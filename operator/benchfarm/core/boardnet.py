@@ -83,7 +83,9 @@ class BoardAudit:
     probes: int = 0
     skipped: str | None = None       # not audited on purpose (busy, in maintenance)
     error: str | None = None         # could not be audited (the board, the lab: said which)
-    seconds: float = 0.0
+    seconds: float = 0.0             # the whole session: acquire to release
+    boot_seconds: float = 0.0        # of which the boot to the shell
+    probe_seconds: float = 0.0       # and the probes
 
 
 def host_port(text: str, default_port: int | None = None) -> tuple[str, int] | None:
@@ -200,14 +202,15 @@ def _probe_line(index: int, probe: Probe) -> str:
 
 # One shell function on the board: a connection attempt with a timeout (busybox nc's -w is the
 # connect timeout; `-e true` closes the connection as soon as it opened, so an endpoint that
-# answered reports at once), its outcome on one line. Every probe runs in the background.
+# answered reports at once), its outcome on one line written at once (every probe runs in the
+# background: lines written piecemeal would interleave on the console).
 GATEWAY_LOOKUP = ("g=$(ip route 2>/dev/null | sed -n 's/^default via \\([^ ]*\\).*/\\1/p' | "
                   "head -n 1); ")
 _PRELUDE = (
     GATEWAY_LOOKUP +
     f"p() {{ m=$(timeout {CONNECT_SECONDS + 2} nc -w {CONNECT_SECONDS} \"$2\" \"$3\" -e true "
-    f"2>&1 </dev/null); echo \"{PROBE_MARK} $1 $? ${{2:-none}} $m\" | tr -d '\\r' | head -c 200; "
-    "echo; }; ")
+    "2>&1 </dev/null); r=$?; m=$(echo \"$m\" | tr -d '\\r\\n' | head -c 150); "
+    f"echo \"{PROBE_MARK} $1 $r ${{2:-none}} $m\"; }}; ")
 
 
 def probe_commands(probes: list[Probe], limit: int = COMMAND_LIMIT) -> list[str]:
