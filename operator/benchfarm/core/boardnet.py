@@ -209,8 +209,7 @@ GATEWAY_LOOKUP = ("g=$(ip route 2>/dev/null | sed -n 's/^default via \\([^ ]*\\)
 _PRELUDE = (
     GATEWAY_LOOKUP +
     f"p() {{ m=$(timeout {CONNECT_SECONDS + 2} nc -w {CONNECT_SECONDS} \"$2\" \"$3\" -e true "
-    "2>&1 </dev/null); r=$?; m=$(echo \"$m\" | tr -d '\\r\\n' | head -c 150); "
-    f"echo \"{PROBE_MARK} $1 $r ${{2:-none}} $m\"; }}; ")
+    f"2>&1 </dev/null); echo \"{PROBE_MARK} $1 $? ${{2:-none}} $m\"; }}; ")
 
 
 def probe_commands(probes: list[Probe], limit: int = COMMAND_LIMIT) -> list[str]:
