@@ -134,6 +134,14 @@ def test_check_boards_finds_nothing_on_the_embedded_lab(lab):  # noqa: F811
     tried = int(out.split(" connections tried")[0].rsplit(",", 1)[1])
     assert tried >= 15, out          # the lab's services, every console and power switch
     print(f"audit of {len(audited)} boards: {seconds:.1f} s")
+    # the operator (when it runs) knew the audit's locks for benchfarm's own: no DirectLock
+    if devlab.running_pid("benchfarm-operator"):
+        from kubernetes import client, config
+        config.load_kube_config(config_file=devlab.lab_env()["KUBECONFIG"])
+        events = client.CoreV1Api().list_event_for_all_namespaces().items
+        direct = [e.message for e in events if e.reason == "DirectLock" and
+                  "netcheck" in (e.message or "")]
+        assert direct == [], direct
 
 
 def _host_open(port: int) -> bool:
