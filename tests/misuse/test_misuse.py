@@ -367,13 +367,14 @@ def test_a_board_reaches_none_of_the_labs_control_endpoints(custom, attempt):
     finally:
         apply_lab_policy()
     uid = get(custom, name, ns)["metadata"]["uid"]
-    logs = [k for k in store().list(f"{ns}/{name}/{uid}/") if "/serial/" in k]
-    serial = b"".join(store().get(k) for k in sorted(logs)).decode(errors="replace")
+    # the suite's own output, as the session stored it (the serial log echoes the command too)
+    output = store().get(f"{ns}/{name}/{uid}/raw/reach-the-lab/iteration-001.txt").decode(
+        errors="replace")
     said = next((m.group(0).strip() for m in re.finditer(
-        r"^answered:( none|( 10\.0\.2\.2:\d+)+)\s*$", serial, re.M)), "no answer line")
+        r"^answered:( none|( 10\.0\.2\.2:\d+)+)\s*$", output, re.M)), "no answer line")
     breached = said != "answered: none"
     attempt("a board opens the lab's control endpoints (inline shell)",
             f"{len(ports)} endpoints at 10.0.2.2: {said[:30]}; {st['phase']}", leaked=breached)
     assert said == "answered: none", said
-    assert "the peer did not answer" not in serial, "the probe's own control failed"
+    assert "the peer did not answer" not in output, "the probe's own control failed"
     assert st["phase"] == "Succeeded", st
