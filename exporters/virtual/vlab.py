@@ -21,10 +21,11 @@ coordinator, the API server, the store, the database, other boards' consoles). S
 a `network` section starts in a network namespace of its own (`unshare --net`, and
 `--map-root-user` when not root), whose loopback holds only the board's legitimate peers: an
 `iperf3 -s` on each port of `network.peers`, tied to QEMU (they are its children, killed by the
-kernel when it exits: `setpriv --pdeathsig KILL`, and with it by the PDU, which kills QEMU's
-process group). The QEMU process is still the one the PDU started (the wrapper `exec`s it), so
-power-off, the chaos hooks and the power model see the real QEMU PID. TFTP (slirp's `tftp=`),
-the serial and QMP sockets (UNIX sockets) are untouched by the namespace. Test hook:
+kernel when it exits: `setpriv --pdeathsig KILL`; and the PDU kills QEMU's process group at
+power-off and whenever QEMU ends on its own: `end_group`). The QEMU process is still the one
+the PDU started (the wrapper `exec`s it), so power-off, the chaos hooks and the power model see
+the real QEMU PID. TFTP (slirp's `tftp=`), the serial and QMP sockets (UNIX sockets) are
+untouched by the namespace. Test hook:
 /network/<index>/open makes that board's next boots share the host's network (isolation off, as a
 misconfigured lab would be), /network/<index>/isolated puts it back.
 
@@ -273,6 +274,18 @@ def isolated_argv(argv: list[str], peers: list[int]) -> list[str]:
             str(len(peers)), *(str(p) for p in peers), *argv]
 
 
+async def end_group(proc: asyncio.subprocess.Process) -> None:
+    """When a QEMU ends (power-off, its own exit, a crash), what it started ends too: its
+    process group (the board's peers). Their `--pdeathsig` alone misses a QEMU that dies within
+    milliseconds of its start, before they set it. The group's ID stays reserved while a member
+    lives, so it cannot name anyone else's processes."""
+    await proc.wait()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 class Outlet:
     """One PDU outlet: at most one QEMU per board, killed by its real PID (with its process
     group: the board's network peers)."""
@@ -311,6 +324,7 @@ class Outlet:
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
                 start_new_session=True)
             out.close()
+            asyncio.create_task(end_group(self.proc))
             self.started_at = time.monotonic()
             self.qmp = QmpWatcher(qmp, freeze_pid=self.proc.pid if self.fault == "no-wake"
                                   else None)

@@ -201,3 +201,25 @@ def test_check_boards_says_the_lab_is_unreachable_without_a_traceback(lab):  # n
                               f"127.0.0.1:{port}"})
     assert res.returncode == 2, res
     assert "lab unreachable" in res.stderr and "Traceback" not in res.stderr + res.stdout, res
+
+
+def test_the_peers_never_outlive_a_qemu_that_dies_at_once():
+    """vlab.py's own launch and end of a board's process group, with a "QEMU" that exits at
+    once (`true`, as a QEMU refusing its arguments would): its peers, which may not have set
+    their parent-death signal yet, are gone all the same once the PDU saw it end."""
+    import asyncio
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("vlab", devlab.REPO / "exporters/virtual/vlab.py")
+    vlab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vlab)
+    ports = [devlab.PORTS.iperf3 + 90, devlab.PORTS.iperf3 + 91]
+
+    async def launch() -> None:
+        procs = [await asyncio.create_subprocess_exec(*vlab.isolated_argv(["true"], ports),
+                                                      start_new_session=True) for _ in range(10)]
+        await asyncio.gather(*(vlab.end_group(p) for p in procs))
+    asyncio.run(launch())
+    time.sleep(0.5)
+    left = subprocess.run(["pgrep", "-f", f"^iperf3 -s -p ({ports[0]}|{ports[1]})$"],
+                          capture_output=True, text=True).stdout.split()
+    assert left == [], f"peers left behind: {left}"
