@@ -23,7 +23,7 @@ IMAGE_APT_STAMP := $(BENCHFARM_CACHE)/.apt-image-$(shell echo $(IMAGE_APT_PACKAG
 CLUSTER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-cluster-$(shell echo $(CLUSTER_APT_PACKAGES) | md5sum | cut -c1-8)
 BROWSER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-browser-$(shell echo $(BROWSER_APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps image-deps cluster-deps browser-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint test unit chaos misuse campaigns crds bench bench-scale bench-boot bench-history history-experiment clean
+.PHONY: all deps image-deps cluster-deps browser-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint test test-full unit chaos misuse campaigns crds bench bench-scale bench-boot bench-history history-experiment clean
 
 all: test
 
@@ -112,14 +112,19 @@ test: lab-up image-deps cluster-deps browser-deps node-binaries
 	@$(MAKE) --no-print-directory lint
 	@$(VENV)/bin/pytest -q --durations=25
 
+# make test with every scenario at its full size (the `full` variants: BENCHFARM_FULL=1); longer
+# than CI's budget, for a release or a change to how runs survive.
+test-full:
+	@BENCHFARM_FULL=1 BENCHFARM_CAMPAIGN_FULL=1 $(MAKE) --no-print-directory test
+
 # What a tenant can try against the shared lab: one line per attempt at the end, non-zero on a breach.
 # The console flood prints 1 GiB here (64 MiB in make test).
 misuse: lab-up
-	@BENCHFARM_BIG_OUTPUT=$${BENCHFARM_BIG_OUTPUT:-1073741824} $(VENV)/bin/pytest -q -p no:cacheprovider tests/misuse
+	@BENCHFARM_FULL=1 BENCHFARM_BIG_OUTPUT=$${BENCHFARM_BIG_OUTPUT:-1073741824} $(VENV)/bin/pytest -q -p no:cacheprovider tests/misuse
 
 # Runs surviving operator/runner kills, outages and bad boards: one line per scenario at the end.
 chaos: lab-up
-	@$(VENV)/bin/pytest -q -p no:cacheprovider tests/chaos
+	@BENCHFARM_FULL=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/chaos
 
 # The two example campaigns as written (4 iterations, 2 timed boots per column); make test runs
 # them with one of each.

@@ -180,7 +180,9 @@ def kill_operator():
     wait_for("operator gone", lambda: devlab.running_pid("benchfarm-operator") is None, timeout=10)
 
 
-@pytest.mark.parametrize("moment", ["boot", "suite", "upload"])
+# the kill mid-suite in make test; at boot and mid-upload with BENCHFARM_FULL=1 (make chaos)
+@pytest.mark.parametrize("moment", [pytest.param("boot", marks=pytest.mark.full), "suite",
+                                    pytest.param("upload", marks=pytest.mark.full)])
 def test_operator_kill_9(custom, record, moment):
     def disrupt(name):
         if moment == "boot":
@@ -297,8 +299,9 @@ def test_two_operators_one_leader_takeover_and_no_double_booking(custom, record)
 
 
 # -- outages of the lab's services -----------------------------------------------------------------
-@pytest.mark.parametrize("component,seconds", [("kube-apiserver", 10), ("kube-apiserver", 60),
-                                               ("minio", 30)])
+@pytest.mark.parametrize("component,seconds", [
+    ("kube-apiserver", 10), pytest.param("kube-apiserver", 60, marks=pytest.mark.full),
+    ("minio", 30)])
 def test_service_outage_is_waited_out(custom, record, component, seconds):
     def disrupt(name):
         wait_console(custom, name, mark(name))
@@ -362,7 +365,7 @@ def test_a_board_that_no_longer_boots_after_a_hang_is_charged_and_the_run_moves(
     assert st["attempts"] == 2 and len(st["avoidBoards"]) == 1
 
 
-@pytest.mark.parametrize("what", ["garbage", "disconnect"])
+@pytest.mark.parametrize("what", ["garbage", pytest.param("disconnect", marks=pytest.mark.full)])
 def test_serial_trouble(custom, record, what):
     def disrupt(name):
         wait_console(custom, name, mark(name))

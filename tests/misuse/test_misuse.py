@@ -8,15 +8,20 @@ quarantined. `make misuse` prints the table (tests/misuse/conftest.py); any brea
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime, timedelta
 
 import pytest
 import yaml
 
 import benchfarm_devlab as devlab
-from benchfarm_devlab.lab import apply_lab_policy
+from benchfarm_devlab.lab import LAB_POLICY, apply_lab_policy
 from tests.stack.conftest import apply, kube, lab, operator, wait_for  # noqa: F401 (fixtures)
 from tests.stack.runs import GROUP, VERSION, cond, finished, get, run_yaml, status, unique
 
@@ -351,8 +356,8 @@ def test_a_board_reaches_none_of_the_labs_control_endpoints(custom, attempt):
                'nc -w 2 "$BENCHFARM_IPERF3_HOST" "$BENCHFARM_IPERF3_PORT" -e true </dev/null '
                '|| { echo "the peer did not answer: the probe proves nothing"; exit 3; }; '
                '[ -z "$o" ]')
-    policy = {**devlab.LAB_POLICY, "spec": {"namespaces": [
-        *devlab.LAB_POLICY["spec"]["namespaces"], {"namespace": ns, "allowInlineSuites": True}]}}
+    policy = json.loads(json.dumps(LAB_POLICY))       # the lab's, plus inline suites for `ns`
+    policy["spec"]["namespaces"].append({"namespace": ns, "allowInlineSuites": True})
     apply(yaml.safe_dump(policy))
     try:
         time.sleep(2)
@@ -378,3 +383,205 @@ def test_a_board_reaches_none_of_the_labs_control_endpoints(custom, attempt):
     assert said == "answered: none", said
     assert "the peer did not answer" not in output, "the probe's own control failed"
     assert st["phase"] == "Succeeded", st
+
+
+# -- issue 40: the doors beside the Kubernetes API ----------------------------------------------
+def _lab_leaks(text: str) -> list[str]:
+    """What of the lab's insides a tenant-visible text shows: a loopback service address, a
+    host path of the lab, a credential."""
+    env = devlab.lab_env()
+    found = [m for m in ("127.0.0.1:", "localhost:", str(devlab.STATE),
+                         env["BENCHFARM_S3_SECRET_KEY"], env["BENCHFARM_SIGNING_KEY"])
+             if m in text]
+    return found
+
+
+def _run_texts(custom, name: str, ns: str) -> str:
+    """Everything a tenant reads of a run: its status' messages and its events."""
+    from kubernetes import client
+    st = status(custom, name, ns)
+    events = client.CoreV1Api(custom.api_client).list_namespaced_event(
+        ns, field_selector=f"involvedObject.name={name}").items
+    return "\n".join([str(st.get("progress", "")),
+                      *(c.get("message", "") for c in st.get("conditions") or []),
+                      *(e.message or "" for e in events)])
+
+
+def _with_hosts(ns: str, hosts: list[str]) -> None:
+    """The lab's LabPolicy, with `ns` allowed software from `hosts` too (apply_lab_policy puts
+    it back)."""
+    policy = json.loads(json.dumps(LAB_POLICY))
+    for entry in policy["spec"]["namespaces"]:
+        if entry["namespace"] == ns:
+            entry["softwareHosts"] = hosts
+    apply(yaml.safe_dump(policy))
+    time.sleep(1)       # the operator's watch
+
+
+def test_the_sign_in_page_sends_a_person_nowhere_but_this_site(kube, attempt):  # noqa: F811
+    """`POST /signin` with a good token and a `next` that a browser reads as another site
+    (`/<TAB>/evil.example/` became `//evil.example/`): the lab's own dashboard sends the person
+    to /lab; a path on the site is kept. Its 404 page names nothing of the lab."""
+    from kubernetes import client
+
+    from tests.stack.test_web import _person
+    url = devlab.lab_env()["BENCHFARM_WEB_URL"]
+    token = _person(client.CoreV1Api(kube), client.RbacAuthorizationV1Api(kube), "misuse-web")
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    def sign_in(nxt: str) -> tuple[int, str]:
+        form = urllib.parse.urlencode({"token": token, "next": nxt}).encode()
+        try:
+            with urllib.request.build_opener(NoRedirect).open(
+                    urllib.request.Request(url + "/signin", data=form), timeout=30) as resp:
+                return resp.status, ""
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.headers.get("Location") or ""
+    tried = ["/\t/evil.example/", "//evil.example/", "/\\evil.example/", "/\n/evil.example/",
+             "https://evil.example/", "/ /evil.example/", "javascript:alert(1)"]
+    answers = {nxt: sign_in(nxt) for nxt in tried}
+    elsewhere = [n for n, (code, where) in answers.items() if (code, where) != (303, "/lab")]
+    kept = sign_in("/runs?q=x")
+    attempt("sign in with next=/<TAB>/evil.example/ and 6 kin",
+            f"303 to /lab for all {len(tried)}; /runs?q=x kept", leaked=bool(elsewhere))
+    assert not elsewhere, {n: answers[n] for n in elsewhere}
+    assert kept == (303, "/runs?q=x"), kept
+    with urllib.request.urlopen(url + "/signin?" + urllib.parse.urlencode(
+            {"next": "/\t/evil.example/"}), timeout=30) as resp:
+        form = resp.read().decode()
+    assert "evil.example" not in form and 'value="/lab"' in form, form
+    req = urllib.request.Request(url + "/runs/misuse-web/nothing-here/artifacts/x.log",
+                                 headers={"Authorization": f"Bearer {token}"})
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(req, timeout=30)
+    body = missing.value.read().decode()
+    assert missing.value.code == 404 and not _lab_leaks(body), body
+
+
+def test_a_kernel_command_line_without_a_software_grant_is_refused(custom, attempt):
+    """`spec.software` with only `bootArgs` (init=/bin/sh on a shared board) from a namespace
+    without allowSoftware: refused at admission like a kernel, never scheduled."""
+    _namespace("probe-a")
+    name = unique("bootargs")
+    body = yaml.safe_load(run_yaml(name, ns="probe-a", plan="misuse-quick",
+                                   selector={"deviceType": "qemu-arm64-a53"}))
+    body["spec"]["software"] = {"bootArgs": "init=/bin/sh"}
+    apply(yaml.safe_dump(body))
+    st = finished(custom, name, ns="probe-a", timeout=60)
+    attempt("bootArgs alone from a namespace without allowSoftware",
+            f"{st['phase']}/{cond(st).get('reason')} at admission",
+            leaked=st.get("board") is not None)
+    assert st["phase"] == "Failed" and cond(st)["reason"] == "SoftwareNotAllowed", st
+    assert not st.get("attempts"), st
+
+
+def test_software_from_a_private_address_is_refused_before_any_connection(custom, attempt):
+    """Namespace `default` may fetch from `10.1.257` (the LabPolicy lists it as a host name);
+    the resolver makes it 10.1.1.1 (inet_aton's short form, no DNS query): the session refuses
+    it after resolution, before connecting, with the answer any unusable URL gets. Private,
+    carrier-grade NAT, NAT64 and 6to4 literals are refused at admission. Each URL is checked
+    in this process first with the code the lab runs: if that let one through, the test fails
+    before the lab is asked, so no packet ever leaves this host."""
+    from benchfarm.api.models import NamespacePolicy
+    from benchfarm.core.software_policy import SoftwareReach
+    from benchfarm.errors import RunError
+    from benchfarm.store.software import _checked_addresses
+    literals = ["http://192.168.1.10/Image", "http://100.64.0.7/Image",
+                "http://[64:ff9b::a01:101]/Image", "http://[2002:a01:101::1]/Image",
+                "http://[fd00:bf::1]/Image"]
+    named = "http://10.1.257/Image"
+    reach = SoftwareReach(NamespacePolicy(namespace="default", allowSoftware=True,
+                                          softwareHosts=["10.1.257"]),
+                          "default", "benchfarm-artifacts")
+    for url in literals:                       # the interlock: refused as written...
+        assert reach.url_problem("kernel", url) is not None, url
+    with pytest.raises(RunError):              # ...and after resolution, without connecting
+        _checked_addresses("kernel", named, "10.1.257", 80, reach)
+    _with_hosts("default", ["10.1.257"])
+    try:
+        names = {url: unique("private") for url in [named, *literals]}
+        for url, name in names.items():
+            apply(_software_run(name, "default", url, "0" * 64))
+        results = {url: finished(custom, name, timeout=300) for url, name in names.items()}
+    finally:
+        apply_lab_policy()
+    st = results[named]
+    booted = any((s.get("checkpoint") or {}).get("done") for s in results.values())
+    attempt("software from a name that resolves to 10.1.1.1",
+            f"{st['phase']}/{cond(st).get('reason')} before connecting", leaked=booted)
+    attempt("software from 192.168/16, 100.64/10, NAT64, 6to4, ULA",
+            "Failed/" + ",".join(sorted({cond(s).get("reason") for u, s in results.items()
+                                         if u != named})) + " at admission", leaked=booted)
+    assert st["phase"] == "Failed" and cond(st)["reason"] == "ArtifactUnavailable", st
+    assert "10.1.1.1" not in _run_texts(custom, names[named], "default")
+    for url in literals:
+        assert cond(results[url])["reason"] == "ArtifactForbidden", (url, results[url])
+        assert not results[url].get("attempts"), results[url]
+
+
+def test_the_software_cache_serves_no_file_by_its_digest_alone(custom, attempt):
+    """Team B's private kernel is in the lab's software cache (a run of team B fetched it);
+    namespace `default` names a URL of its own that has no such file, with that kernel's
+    digest: the session downloads (and finds nothing) instead of serving B's file, and the
+    run fails like any unusable URL. Nothing it reads names the lab's insides."""
+    import hashlib
+    import io
+
+    from benchfarm.api.models import Artifact, NamespacePolicy
+    from benchfarm.store.software import SoftwareCache
+    s = store()
+    private = os.urandom(4096) + b"team B's private build"
+    digest = hashlib.sha256(private).hexdigest()
+    key = f"probe-b/private/{digest[:8]}/Image"
+    s.client.put_object(s.config.bucket, key, io.BytesIO(private), len(private))
+    cached = SoftwareCache(devlab.STATE / "software", s, policy=NamespacePolicy(
+        namespace="probe-b", allowSoftware=True), namespace="probe-b").fetch(
+        "kernel", Artifact(url=f"s3://{s.config.bucket}/{key}", sha256=digest))
+    assert cached.path.read_bytes() == private
+    name = unique("cachehit")
+    apply(_software_run(name, "default", f"s3://{s.config.bucket}/default/nothing/Image", digest))
+    st = finished(custom, name, timeout=300)
+    served = bool((st.get("checkpoint") or {}).get("done")) or \
+        cond(st).get("reason") != "ArtifactUnavailable"
+    leaks = _lab_leaks(_run_texts(custom, name, "default"))
+    attempt("another namespace's cached kernel by its digest",
+            f"{st['phase']}/{cond(st).get('reason')}; not served", leaked=served or bool(leaks))
+    assert st["phase"] == "Failed" and cond(st)["reason"] == "ArtifactUnavailable", st
+    assert not leaks, leaks
+
+
+def test_a_replayed_lease_status_with_a_new_expiry_ends_the_lease(custom, attempt):
+    """A person granted a board for 10 minutes rewrites the lease's status: the operator's own
+    grant, its signature kept, with an expiry a day later. The signature covers the expiry (and
+    the phase, place, grant and user): the lease ends at once (StatusNotTrusted), its board is
+    powered off and released, and the expiry the operator granted is what the status says."""
+    from tests.stack.runs import outlet_on
+    name, board = unique("replay"), "vb-x86-0"
+    get_lease = lambda: custom.get_namespaced_custom_object(  # noqa: E731
+        GROUP, VERSION, "default", "boardleases", name).get("status") or {}
+    apply(yaml.safe_dump({"apiVersion": f"{GROUP}/{VERSION}", "kind": "BoardLease",
+                          "metadata": {"name": name, "namespace": "default"},
+                          "spec": {"selector": {"board": board}, "duration": "10m",
+                                   "user": "desk/mallory"}}))
+    granted = wait_for(f"{name} granted", lambda: (
+        s if (s := get_lease()).get("phase") == "Granted" else None), timeout=180, every=0.5)
+    later = (datetime.fromisoformat(granted["expiresAt"].replace("Z", "+00:00"))
+             + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    custom.patch_namespaced_custom_object_status(
+        GROUP, VERSION, "default", "boardleases", name, {"status": {
+            "phase": "Granted", "place": granted["place"], "grantedAt": granted["grantedAt"],
+            "grantSignature": granted["grantSignature"], "expiresAt": later}})
+    st = wait_for(f"{name} ended", lambda: (
+        s if (s := get_lease()).get("phase") == "Ended" else None), timeout=120, every=0.5)
+    reason = next(c for c in st["conditions"] if c["type"] == "Granted")["reason"]
+    board_run = (custom.get_cluster_custom_object(GROUP, VERSION, "boards", board).get("status")
+                 or {}).get("run") or ""
+    kept = st.get("expiresAt") == later or name in board_run
+    attempt("replay a lease's signed status with a day-later expiry",
+            f"Ended/{reason}; board off and released", leaked=kept)
+    assert reason == "StatusNotTrusted" and not kept, (st, board_run)
+    assert st["expiresAt"] == granted["expiresAt"], st
+    assert st["leaseEnd"]["poweredOff"] and not outlet_on(board), st

@@ -105,7 +105,7 @@ def own(custom):
 @pytest.mark.parametrize("kernel, reason", [
     (lambda own: {"url": "s3://benchfarm-artifacts/builds/qemu-arm64/debian-cloud-arm64/vmlinuz",
                   "sha256": "0" * 64}, "DigestMismatch"),
-    (lambda own: {"url": f"{own}/no-such-build/Image", "sha256": "0" * 64}, "ArtifactNotFound"),
+    (lambda own: {"url": f"{own}/no-such-build/Image", "sha256": "0" * 64}, "ArtifactUnavailable"),
 ])
 def test_bad_software_fails_the_run_with_a_reason_and_leaves_the_board_uncharged(
         custom, own, kernel, reason):

@@ -96,7 +96,101 @@ def test_no_software_at_all_without_allow_software():
         kernel(f"s3://{BUCKET}/team-a/Image"))
     assert problem is not None and problem.reason == Refusal.softwareNotAllowed
     assert "allowSoftware" in problem.message
-    assert reach().software_problem(SoftwareSet(bootArgs="quiet")) is None   # no files: no root
+
+
+def test_a_kernel_command_line_alone_needs_allow_software_too():
+    """`bootArgs` with no file changes what runs as root on a shared board all the same
+    (init=/bin/sh, a module's parameters): refused like the files, at admission and by the
+    session, for a namespace without allowSoftware."""
+    problem = reach(softwareSources=["builds/"]).software_problem(SoftwareSet(bootArgs="quiet"))
+    assert problem is not None and problem.reason == Refusal.softwareNotAllowed
+    assert "bootArgs" in problem.message and "allowSoftware" in problem.message
+    assert reach(allowSoftware=True).software_problem(SoftwareSet(bootArgs="quiet")) is None
+    assert reach().software_problem(None) is None
+    status = admit({"software": {"bootArgs": "init=/bin/sh"}}, {})
+    assert status["phase"] == "Failed" and status["conditions"][0]["reason"] == \
+        "SoftwareNotAllowed"
+    status = admit({"software": {"bootArgs": "quiet"}},
+                   {"namespaces": [{"namespace": "team-a", "allowSoftware": True}]})
+    assert status["phase"] == "Pending", status
+
+
+# every form of an address that is not on the internet, and what the refusal calls it
+NOT_GLOBAL = [
+    ("10.1.2.3", "private"), ("172.16.0.9", "private"), ("172.31.255.1", "private"),
+    ("192.168.1.1", "private"), ("100.64.0.1", "carrier-grade NAT"),
+    ("100.127.255.254", "carrier-grade NAT"), ("[fc00::1]", "unique local"),
+    ("[fc12:3456::1]", "unique local"),
+    ("[::ffff:10.0.0.1]", "carries 10.0.0.1, a private"),            # IPv4-mapped
+    ("[::ffff:100.64.1.1]", "carries 100.64.1.1, a carrier-grade NAT"),
+    ("[64:ff9b::a00:1]", "carries 10.0.0.1, a private"),             # NAT64, well-known prefix
+    ("[64:ff9b::c0a8:101]", "carries 192.168.1.1, a private"),
+    ("[64:ff9b:1::a00:1]", "reserved, non-global"),                   # NAT64, local use
+    ("[2002:a00:1::1]", "carries 10.0.0.1, a private"),               # 6to4
+    ("[2002:c0a8:101::]", "carries 192.168.1.1, a private"),
+    ("[2001::1]", "private"),                                         # Teredo
+    ("[::10.0.0.1]", "carries 10.0.0.1, a private"),                  # IPv4-compatible
+    ("[::ffff:169.254.169.254]", "link-local"), ("[64:ff9b::a9fe:a9fe]", "link-local"),
+    ("[2002:7f00:1::]", "carries 127.0.0.1, a loopback"),
+    ("192.0.2.1", "private"), ("198.18.0.1", "private"),             # documentation, benchmarks
+    ("240.0.0.1", "private"), ("255.255.255.255", "private"),
+    ("[2001:db8::1]", "private"),
+]
+
+
+@pytest.mark.parametrize("host, what", NOT_GLOBAL)
+def test_private_and_other_non_global_addresses_are_refused_by_default(host, what):
+    """Even a namespace allowed any host it names gets no private, carrier-grade NAT, ULA or
+    reserved address, nor an IPv6 form that carries one, unless the LabPolicy lists that very
+    address."""
+    url = f"http://{host}/Image"
+    problem = reach(allowSoftware=True, softwareHosts=["downloads.example.com"]
+                    ).software_problem(kernel(url))
+    assert problem is not None and problem.reason == Refusal.artifactForbidden, host
+    assert what in problem.message and url in problem.message, problem.message
+
+
+@pytest.mark.parametrize("host", ["10.1.2.3", "[fc12:3456::1]", "100.64.0.1", "[64:ff9b::a00:1]",
+                                  "[2002:a00:1::1]"])
+def test_a_private_address_the_lab_lists_itself_is_allowed(host):
+    assert reach(allowSoftware=True, softwareHosts=[host]).software_problem(
+        kernel(f"http://{host}/Image")) is None
+    assert reach(allowSoftware=True, softwareHosts=[f"{host}:8080"]).software_problem(
+        kernel(f"http://{host}:8080/Image")) is None
+
+
+@pytest.mark.parametrize("host, listed", [("127.0.0.1", "127.0.0.1"),
+                                          ("169.254.169.254", "169.254.169.254"),
+                                          ("10.96.0.1", "10.96.0.1"),         # the lab's own
+                                          ("[64:ff9b::7f00:1]", "[64:ff9b::7f00:1]"),
+                                          ("[::ffff:10.244.0.5]", "[::ffff:10.244.0.5]")])
+def test_listing_never_allows_loopback_link_local_or_the_labs_own_ranges(host, listed):
+    problem = reach(allowSoftware=True, softwareHosts=[listed]).software_problem(
+        kernel(f"http://{host}/Image"))
+    assert problem is not None and problem.reason == Refusal.artifactForbidden
+
+
+def test_a_listed_name_does_not_list_the_private_addresses_it_resolves_to():
+    """What a name resolves to is not the lab's decision: the session's check of a resolved
+    address allows a private one only when the LabPolicy lists that address itself, in any
+    spelling."""
+    import ipaddress
+    named = reach(allowSoftware=True, softwareHosts=["builds.corp.example", "10.1.257"])
+    assert named.address_problem(ipaddress.ip_address("10.1.1.1"), 80) is not None
+    assert named.address_problem(ipaddress.ip_address("93.184.216.34"), 80) is None   # public
+    assert named.address_problem(ipaddress.ip_address("64:ff9b::5db8:d822"), 80) is None
+    listed = reach(allowSoftware=True, softwareHosts=["10.1.1.1:8080", "[FC00:0::5]"])
+    assert listed.address_problem(ipaddress.ip_address("10.1.1.1"), 8080) is None
+    assert listed.address_problem(ipaddress.ip_address("10.1.1.1"), 80) is not None
+    assert listed.address_problem(ipaddress.ip_address("fc00::5"), 443) is None
+    assert listed.lists("[fc00::0:5]", 1) and not listed.lists("fc00::6", 1)
+
+
+def test_public_addresses_and_their_ipv6_forms_are_accepted_when_listed():
+    for host in ("93.184.216.34", "[2606:2800:220:1::]", "[64:ff9b::5db8:d822]",
+                 "[2002:5db8:d822::1]"):
+        assert reach(allowSoftware=True, softwareHosts=[host]).software_problem(
+            kernel(f"http://{host}/Image")) is None, host
 
 
 def test_policy_sources_and_hosts_are_validated():
@@ -340,25 +434,39 @@ def test_a_literal_loopback_url_is_refused_before_any_connection(tmp_path, redir
     assert err.value.reason == Refusal.artifactForbidden and "loopback" in err.value.message
 
 
-def test_an_allowed_name_that_resolves_to_loopback_is_refused(tmp_path, redirector):
+def test_an_allowed_name_that_resolves_to_loopback_is_refused(tmp_path, redirector, caplog):
+    """Refused before any connection, with the one answer a tenant gets for any URL the lab
+    did not fetch (what the name resolved to is the lab's log's, not the tenant's)."""
+    url = f"http://localhost:{redirector}/Image"
     with pytest.raises(RunError) as err:
-        cache(tmp_path, allowSoftware=True, softwareHosts=["localhost"]).fetch_set(
-            kernel(f"http://localhost:{redirector}/Image"))
-    assert err.value.reason == Refusal.artifactForbidden
-    assert "localhost" in err.value.message and "loopback" in err.value.message
+        cache(tmp_path, allowSoftware=True, softwareHosts=["localhost"]).fetch_set(kernel(url))
+    assert err.value.reason == Refusal.artifactUnavailable
+    assert url in err.value.message and "127.0.0.1" not in err.value.message
+    assert "127.0.0.1 is a loopback address" in caplog.text
 
 
-def test_every_redirect_is_checked(tmp_path, redirector, monkeypatch):
-    import benchfarm.store.software as sw
+def test_a_name_that_resolves_to_a_private_address_is_refused_before_any_connection(
+        tmp_path, caplog):
+    """`10.1.257` is a host name to the LabPolicy (listed as such) and 10.1.1.1 to the
+    resolver (inet_aton's short form, no DNS query): refused after resolution, nothing sent."""
+    with pytest.raises(RunError) as err:
+        cache(tmp_path, allowSoftware=True, softwareHosts=["10.1.257"]).fetch_set(
+            kernel("http://10.1.257/Image"))
+    assert err.value.reason == Refusal.artifactUnavailable and "10.1.1.1" not in str(err.value)
+    assert "10.1.1.1 is a private address" in caplog.text
+
+
+def test_every_redirect_is_checked(tmp_path, redirector, monkeypatch, caplog):
     # the redirector stands for an allowed host on the internet; where it points is checked
-    monkeypatch.setattr(sw, "address_problem", lambda address, internal=(): None
+    monkeypatch.setattr(SoftwareReach, "address_problem", lambda self, address, port: None
                         if address.is_loopback else "not this one")
     c = cache(tmp_path, allowSoftware=True, softwareHosts=["localhost", "169.254.169.254"])
     for target, why in (("http://evil.example.net/x", "not on the namespace's allow-list"),
-                        ("http://169.254.169.254/latest/", "link-local"),
+                        ("http://169.254.169.254/latest/", "not this one"),
                         (f"ftp://localhost:{redirector}/x", "another scheme")):
+        caplog.clear()
         with pytest.raises(RunError) as err:
             c.fetch("kernel", Artifact(url=f"http://localhost:{redirector}/to/{target}",
                                        sha256=DIGEST))
-        assert err.value.reason == Refusal.artifactForbidden and why in err.value.message, \
-            err.value.message
+        assert err.value.reason == Refusal.artifactUnavailable and why not in str(err.value)
+        assert why in caplog.text, caplog.text

@@ -93,19 +93,38 @@ def test_only_a_grant_the_operator_signed_moves_a_board():
     from benchfarm.core import trust
     from benchfarm.kube.leases import commands, trusted
     key = b"k" * 32
-    status = {"place": "vb-x86-1", "grantedAt": "2026-01-01T00:00:00Z"}
-    signed = {**status, "grantSignature": trust.sign_text(
-        key, trust.LEASE_PURPOSE, trust.lease_grant_text("uid-1", "vb-x86-1",
-                                                         "2026-01-01T00:00:00Z"))}
-    assert trusted(key, "uid-1", signed)
-    assert not trusted(key, "uid-2", signed)                          # another lease's grant
-    assert not trusted(key, "uid-1", {**signed, "place": "vb-x86-0"})  # moved to another board
-    assert not trusted(key, "uid-1", status)                          # none at all
-    # a run's suites signature never passes for a lease grant
-    assert not trusted(key, "uid-1", {**status, "grantSignature": trust.sign_text(
-        key, trust.GRANT_PURPOSE, trust.lease_grant_text("uid-1", "vb-x86-1",
-                                                         "2026-01-01T00:00:00Z"))})
+    status = {"phase": "Granted", "place": "vb-x86-1", "grantedAt": "2026-01-01T00:00:00Z",
+              "expiresAt": "2026-01-01T01:00:00Z"}
+    signed = {**status, "grantSignature": trust.sign_lease(key, "uid-1", "desk/carol", status)}
+    assert trusted(key, "uid-1", "desk/carol", signed)
+    assert trusted(key, "uid-1", "desk/carol", {**signed, "warnedFor": "x", "commands": {}})
+    assert not trusted(key, "uid-2", "desk/carol", signed)               # another lease's grant
+    assert not trusted(key, "uid-1", "desk/mallory", signed)             # given to someone else
+    for field, forged in (("place", "vb-x86-0"),                         # moved to another board
+                          ("expiresAt", "2026-01-02T01:00:00Z"),         # a replayed grant, later
+                          ("phase", "Releasing"), ("grantedAt", "2026-01-01T00:30:00Z")):
+        assert not trusted(key, "uid-1", "desk/carol", {**signed, field: forged}), field
+    released = {**status, "phase": "Releasing"}
+    ending = {**released, "grantSignature": trust.sign_lease(key, "uid-1", "desk/carol",
+                                                             released)}
+    assert trusted(key, "uid-1", "desk/carol", ending)
+    assert not trusted(key, "uid-1", "desk/carol", {**ending, "phase": "Granted"})   # back
+    assert not trusted(key, "uid-1", "desk/carol", status)              # none at all
+    # a run's suites signature or a warm grant's never passes for a lease grant
+    assert not trusted(key, "uid-1", "desk/carol", {**status, "grantSignature": trust.sign_text(
+        key, trust.GRANT_PURPOSE, trust.lease_grant_text("uid-1", "desk/carol", status))})
     cmds = commands("vb-x86-1", "desk/carol", "127.0.0.1:20408")
     assert cmds["env"] == {"LG_COORDINATOR": "127.0.0.1:20408", "LG_PLACE": "vb-x86-1",
                            "LG_HOSTNAME": "desk", "LG_USERNAME": "carol"}
     assert cmds["powerCycle"] == "labgrid-client -p vb-x86-1 power cycle"
+
+
+def test_the_end_reason_a_status_names_is_one_the_operator_writes():
+    """`status.endReason` is read back when the end session reports: a rewritten one is
+    `Released`, never an exception in the keeper."""
+    from benchfarm.api.outcomes import LeaseReason, Refusal
+    from benchfarm.kube.leases import _end_reason
+    assert _end_reason("Expired") == LeaseReason.expired
+    assert _end_reason("StatusNotTrusted") == Refusal.statusTampered
+    for junk in (None, "", "junk", 3):
+        assert _end_reason(junk) == LeaseReason.released

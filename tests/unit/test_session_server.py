@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 from benchfarm.kube.launchers import Launch, ProcessLauncher, _alive
 from benchfarm.session import runner, server
@@ -57,11 +56,12 @@ def test_the_launcher_starts_cold_until_its_server_is_ready_then_forks(tmp_path)
             assert time.monotonic() < deadline, "the session server never got ready"
             time.sleep(0.1)
         handle = launcher.launch(req("warm"))
-        pid = int(handle.split()[1].rstrip(","))
+        pid = int(handle.split()[1])
         assert launcher.forked == {pid} and (pids / f"session-{pid}.pid").exists()
         assert launcher.server is srv                 # the same server serves the next run
         wait_gone(pid)
-        log = Path(handle.split("log ")[1]).read_text()
+        assert handle == f"pid {pid}"                  # no host path: it goes to an event
+        log = (tmp_path / "logs" / "team-a.warm.attempt-1.run-0.log").read_text()
         assert f"session process {pid} forked by the session server {srv.pid}" in log
         assert "Invalid kube-config file" in log      # the real runner ran, and found no cluster
         launcher.reap()

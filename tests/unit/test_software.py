@@ -9,6 +9,7 @@ import hashlib
 import http.server
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -55,8 +56,8 @@ def test_the_spec_names_its_sides():
 def internet(monkeypatch):
     """The loopback server stands for a host on the internet: its address is allowed here only
     (test_isolation checks that loopback is refused)."""
-    import benchfarm.store.software as sw
-    monkeypatch.setattr(sw, "address_problem", lambda address, internal=(): None)
+    from benchfarm.core.software_policy import SoftwareReach
+    monkeypatch.setattr(SoftwareReach, "address_problem", lambda self, address, port: None)
 
 
 def cache_in(root: Path) -> SoftwareCache:
@@ -91,10 +92,10 @@ def test_a_file_is_fetched_verified_and_cached_by_its_digest(server, tmp_path, i
 
 @pytest.mark.parametrize("artifact, reason", [
     (lambda b: Artifact(url=f"{b}/Image", sha256="2" * 64), "DigestMismatch"),
-    (lambda b: Artifact(url=f"{b}/missing", sha256="2" * 64), "ArtifactNotFound"),
+    (lambda b: Artifact(url=f"{b}/missing", sha256="2" * 64), "ArtifactUnavailable"),
     (lambda b: Artifact(url=f"{b}/Image", sha256Url=f"{b}/Image"), "DigestMissing"),
     (lambda b: Artifact(url=f"http://localhost:{_closed_port()}/Image", sha256="2" * 64),
-     "ArtifactUnreachable"),
+     "ArtifactUnavailable"),
 ])
 def test_a_bad_artifact_is_the_runs_error_with_a_reason(server, tmp_path, internet, artifact,
                                                         reason):
@@ -103,6 +104,96 @@ def test_a_bad_artifact_is_the_runs_error_with_a_reason(server, tmp_path, intern
     assert err.value.reason == reason and "kernel" in err.value.message
     assert server[1] not in err.value.message     # a mismatch never tells the digest found
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]   # nothing unverified is kept
+
+
+@pytest.fixture(scope="module")
+def answers():
+    """A loopback server that answers /403..., /404... and /500... with that status, /slow
+    never, and anything else with the kernel's bytes."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            if self.path == "/slow":
+                time.sleep(3)
+                return
+            first = self.path.split("/")[1]
+            code = int(first) if first.isdigit() else 200
+            body = b"kernel-bytes" * 1000 if code == 200 else b"internal detail"
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://localhost:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_every_failed_download_gives_the_tenant_one_answer(answers, tmp_path, internet,
+                                                           monkeypatch, caplog):
+    """403, 404, 500, a refused connection, a timeout and a name that cannot be resolved: the
+    same reason and the same words (only the URL the tenant wrote differs), so a run cannot
+    tell a closed port from a missing file; the lab's log says which it was."""
+    import benchfarm.store.software as sw
+    monkeypatch.setattr(sw, "TIMEOUT", 0.5)
+    policy = NamespacePolicy(namespace="team-a", allowSoftware=True,
+                             softwareHosts=["localhost", "a..b"])
+    cache = SoftwareCache(tmp_path, None, policy=policy, namespace="team-a")
+    urls = {"HTTP 403": f"{answers}/403", "HTTP 404": f"{answers}/404",
+            "HTTP 500": f"{answers}/500", "Connection refused":
+            f"http://localhost:{_closed_port()}/Image", "timed out": f"{answers}/slow",
+            "does not resolve": "http://a..b/Image"}
+    said = set()
+    for detail, url in urls.items():
+        caplog.clear()
+        with pytest.raises(RunError) as err:
+            cache.fetch("kernel", Artifact(url=url, sha256="2" * 64))
+        assert err.value.reason == "ArtifactUnavailable", (url, err.value)
+        said.add(err.value.message.replace(url, "URL"))
+        assert detail in caplog.text, (detail, caplog.text)
+        assert "internal detail" not in err.value.message
+    assert len(said) == 1, said
+
+
+def test_the_cache_answers_only_for_a_url_that_yielded_the_file(answers, tmp_path, internet):
+    """A digest alone proves nothing about who may read a file: a cached kernel is not served
+    for another URL with the same digest (one with no such file, or one the namespace may not
+    name), only for the URL that yielded it, and only while that URL is allowed."""
+    digest = hashlib.sha256(b"kernel-bytes" * 1000).hexdigest()
+    mine = NamespacePolicy(namespace="team-b", allowSoftware=True, softwareHosts=["localhost"])
+    cached = SoftwareCache(tmp_path, None, policy=mine, namespace="team-b").fetch(
+        "kernel", Artifact(url=f"{answers}/Image", sha256=digest))
+    assert cached.path.exists()
+    thief = SoftwareCache(tmp_path, None, policy=NamespacePolicy(
+        namespace="team-a", allowSoftware=True, softwareHosts=["localhost"]), namespace="team-a")
+    with pytest.raises(RunError) as err:       # its own URL, no such file there
+        thief.fetch("kernel", Artifact(url=f"{answers}/404/Image", sha256=digest))
+    assert err.value.reason == "ArtifactUnavailable"
+    with pytest.raises(RunError) as err:       # the very URL, no longer on its allow-list
+        SoftwareCache(tmp_path, None, policy=NamespacePolicy(
+            namespace="team-b", allowSoftware=True), namespace="team-b").fetch(
+            "kernel", Artifact(url=f"{answers}/Image", sha256=digest))
+    assert err.value.reason == "ArtifactForbidden"
+    again = thief.fetch("kernel", Artifact(url=f"{answers}/Image", sha256=digest))
+    assert again.path == cached.path           # the same URL, allowed: the cache answers
+
+
+def test_a_cache_hit_waits_for_the_url_to_be_authorised_after_resolution(answers, tmp_path,
+                                                                         internet, monkeypatch):
+    """The file is in the cache from this very URL, but its host resolves now to an address
+    the lab does not fetch from: refused before the cache is read, nothing sent."""
+    from benchfarm.core.software_policy import SoftwareReach
+    digest = hashlib.sha256(b"kernel-bytes" * 1000).hexdigest()
+    cache = cache_in(tmp_path)
+    artifact = Artifact(url=f"{answers}/Image", sha256=digest)
+    cache.fetch("kernel", artifact)
+    monkeypatch.setattr(SoftwareReach, "address_problem",
+                        lambda self, address, port: f"{address} is a private address")
+    with pytest.raises(RunError) as err:
+        cache.fetch("kernel", artifact)
+    assert err.value.reason == "ArtifactUnavailable"
 
 
 def test_modules_are_appended_to_the_initrd_four_byte_aligned(tmp_path):

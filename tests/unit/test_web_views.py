@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from benchfarm.web import charts, views
 from benchfarm.web.history import visible
 
@@ -131,3 +133,21 @@ def test_leases_wait_in_the_same_queue_and_hold_their_board_for_their_duration()
     # x1 is free now and takes a1 (200 s); x0 frees when the granted lease expires (60 s) and
     # takes the queued lease for its 10 minutes; a2 gets x1 after a1
     assert eta == {"team-a/a1": NOW, "team-c/debug": NOW + 60, "team-a/a2": NOW + 200}
+
+
+@pytest.mark.parametrize("asked", [
+    "//evil.example/", "/\\evil.example/", "/\t/evil.example/", "/\n/evil.example/",
+    "/\r\n/evil.example", " /lab", "/lab x", "https://evil.example/", "javascript:alert(1)",
+    "evil.example", "", None, 7, "/\x00/evil.example", "/\x7f", "/ /evil.example", "/\u3000/x",
+    "\\\\evil.example", "/runs\\..\\..\\evil",
+])
+def test_sign_in_sends_nowhere_but_a_path_on_this_site(asked):
+    assert views.local_path(asked) == "/lab"
+
+
+@pytest.mark.parametrize("asked", [
+    "/lab", "/runs?q=nightly&phase=Failed", "/runs/team-a/r1/artifacts/report.html",
+    "/history?metric=cyclictest%2Fmax+(us)", "/", "/runs#top", "/%2F%2Fevil.example",
+])
+def test_a_path_on_this_site_is_where_sign_in_goes(asked):
+    assert views.local_path(asked) == asked

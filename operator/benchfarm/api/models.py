@@ -298,9 +298,9 @@ class NamespacePolicy(Model):
     maxBoards: int = Field(1000, ge=0, le=100000)
     allowInlineSuites: bool = False
     allowSoftware: bool = Field(False, description=(
-        "May runs of this namespace boot their own kernel, initrd, dtb and modules "
-        "(spec.software, spec.softwareB)? That is root on a shared board: grant it only to "
-        "namespaces trusted with the boards."))
+        "May runs of this namespace boot their own kernel, initrd, dtb and modules, or their "
+        "own kernel command line (bootArgs) (spec.software, spec.softwareB)? That is root on a "
+        "shared board: grant it only to namespaces trusted with the boards."))
     softwareSources: list[SoftwareSource] = Field(
         default_factory=list, max_length=64, description=(
             "Key prefixes in the lab's artifact bucket this namespace may boot software from, "
@@ -311,7 +311,11 @@ class NamespacePolicy(Model):
             "http(s) hosts this namespace may download software from: an exact host name "
             "(any port) or host:port. None by default. A host that is or resolves to a "
             "loopback, link-local, multicast or internal address of the lab is refused even "
-            "when listed."))
+            "when listed. One that is or resolves to a private or otherwise non-global address "
+            "(RFC 1918, 100.64.0.0/10, fc00::/7, reserved ranges, and IPv6 forms carrying "
+            "such an IPv4 address: mapped, compatible, NAT64, 6to4) is refused unless that "
+            "address itself is listed (10.1.2.3, [fd00::5]); listing a name does not list "
+            "what it resolves to."))
     leases: LeasePolicy = Field(default_factory=LeasePolicy, description=(
         "Interactive board leases (BoardLease) of this namespace's people."))
 

@@ -132,6 +132,11 @@ class Refusal(StrEnum):
     #: an artifact URL points outside what the namespace may read (its prefix, granted sources,
     #: allow-listed hosts), or at the lab's own or internal addresses
     artifactForbidden = "ArtifactForbidden"
+    #: a software URL the lab did not fetch for a reason only the network knows (no such
+    #: object, an HTTP error, no answer, a name that does not resolve or resolves where the lab
+    #: does not fetch from, a redirect elsewhere): one reason and one message for all, so a
+    #: tenant cannot map hosts and ports by what the lab answered (its log keeps which)
+    artifactUnavailable = "ArtifactUnavailable"
     #: the suites in the run's status are not the ones the operator admitted (signature)
     statusTampered = "StatusNotTrusted"
 

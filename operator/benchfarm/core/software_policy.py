@@ -1,5 +1,5 @@
 """What software a namespace may name: the one check the operator (at admission) and the session
-(before it downloads anything) both make.
+(before it downloads anything, and before its cache answers) both make.
 
 A run's software is fetched by the lab, with the lab's own credentials and from inside the lab's
 network, so a URL is a request made on the tenant's behalf. It may name only:
@@ -7,11 +7,17 @@ network, so a URL is a request made on the tenant's behalf. It may name only:
   grants it (`softwareSources`, e.g. the lab's published `builds/`), and
 - http(s) hosts on the namespace's allow-list (`softwareHosts`), never at a loopback,
   link-local, unspecified or multicast address or in the lab's internal ranges
-  (BENCHFARM_INTERNAL_CIDRS: the cluster's pod and service networks, the lab's services).
-And only if the namespace may boot its own software at all (`allowSoftware`).
+  (BENCHFARM_INTERNAL_CIDRS: the cluster's pod and service networks, the lab's services), and
+  at a private or otherwise non-global address (RFC 1918, carrier-grade NAT 100.64/10, ULA
+  fc00::/7, reserved and documentation ranges, and IPv6 forms that carry an IPv4 address:
+  IPv4-mapped and -compatible, NAT64 64:ff9b::/96, 6to4 2002::/16) only when `softwareHosts`
+  lists that address itself: a listed *name* that resolves to one is refused, since what a
+  name resolves to is not the lab's decision.
+And only if the namespace may boot its own software at all (`allowSoftware`): files and a kernel
+command line (`bootArgs`) alike, since either changes what runs as root on a shared board.
 
 Pure: a host name is checked here as written; the session resolves it and checks every address
-with `address_problem` (store.software).
+with `SoftwareReach.address_problem` (store.software).
 """
 
 from __future__ import annotations
@@ -42,19 +48,74 @@ def internal_networks(text: str) -> tuple[Network, ...]:
     return tuple(out)
 
 
-def address_problem(address: Address, internal: Iterable[Network] = ()) -> str | None:
-    """Why software may not be fetched from this address, or None."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    for what, bad in (("loopback", address.is_loopback), ("link-local", address.is_link_local),
-                      ("unspecified", address.is_unspecified),
-                      ("multicast", address.is_multicast)):
+# IPv6 forms that carry an IPv4 address at their end (RFC 6052 NAT64's well-known prefix, the
+# deprecated IPv4-compatible form); IPv4-mapped (::ffff:0:0/96) and 6to4 (2002::/16) have
+# `ipaddress` properties of their own. Teredo (2001::/32) and local-use NAT64 (64:ff9b:1::/48,
+# whose IPv4 address sits where its prefix length says) are not global: refused as such.
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+CARRIER_GRADE_NAT = ipaddress.IPv4Network("100.64.0.0/10")
+UNIQUE_LOCAL = ipaddress.IPv6Network("fc00::/7")
+
+
+def embedded_ipv4(address: Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries (mapped, compatible, NAT64, 6to4), if any."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in NAT64 or (address in IPV4_COMPATIBLE and int(address) > 1):  # not :: or ::1
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
+def _never(address: Address, internal: Iterable[Network]) -> str | None:
+    """What no LabPolicy entry allows: the host itself, its link, multicast, the lab's ranges."""
+    for what, bad in (("a loopback", address.is_loopback),
+                      ("a link-local", address.is_link_local),
+                      ("an unspecified", address.is_unspecified),
+                      ("a multicast", address.is_multicast)):
         if bad:
-            return f"{address} is a {what} address"
+            return f"{what} address"
     for net in internal:
         if address.version == net.version and address in net:
-            return f"{address} is in the lab's internal range {net}"
+            return f"in the lab's internal range {net}"
     return None
+
+
+def _not_global(address: Address) -> str | None:
+    """Why an address is not on the internet (`ipaddress`'s own tables), or None."""
+    if address.version == 4 and address in CARRIER_GRADE_NAT:
+        return "a carrier-grade NAT address (100.64.0.0/10)"
+    if address.version == 6 and address in UNIQUE_LOCAL:
+        return "a unique local address (fc00::/7)"
+    if address.is_private:
+        return "a private address"
+    if address.is_reserved or not address.is_global:
+        return "a reserved, non-global address"
+    return None
+
+
+def address_problem(address: Address, internal: Iterable[Network] = (), *,
+                    listed: bool = False) -> str | None:
+    """Why software may not be fetched from this address, or None. `listed`: the LabPolicy
+    names this very address in `softwareHosts`, which allows a private or otherwise non-global
+    one (never a loopback, link-local, unspecified, multicast or lab-internal one). An IPv6
+    address that carries an IPv4 address is judged by both, and is global only if what it
+    carries is (NAT64 and 6to4 of a public address are)."""
+    inner = embedded_ipv4(address)
+    why = _never(address, internal)
+    if why is None and inner is not None:
+        why = _never(inner, internal)
+        if why is None and not listed:
+            why = _not_global(inner)
+        if why:
+            return f"{address} carries {inner}, {why}"
+    elif why is None and not listed:
+        why = _not_global(address)
+    return f"{address} is {why}" if why else None
 
 
 @dataclass(frozen=True)
@@ -83,19 +144,41 @@ class SoftwareReach:
         """The first thing wrong with a software set's URLs, or None."""
         if software is None:
             return None
-        files = [(p, getattr(software, p)) for p in software.parts()]
-        files = [(p, a) for p, a in files if isinstance(a, Artifact)]
-        if files and not self.policy.allowSoftware:
+        parts = software.parts()
+        files = [(p, a) for p in parts if isinstance(a := getattr(software, p), Artifact)]
+        if parts and not self.policy.allowSoftware:   # bootArgs alone too: root all the same
             return Problem(Refusal.softwareNotAllowed,
-                           f"namespace {self.namespace} may not boot its own software on the "
-                           "lab's shared boards (LabPolicy allowSoftware is false for it); ask "
-                           "the lab's administrators")
+                           f"namespace {self.namespace} may not boot its own software or kernel "
+                           f"command line ({', '.join(parts)}) on the lab's shared boards "
+                           "(LabPolicy allowSoftware is false for it); ask the lab's "
+                           "administrators")
         for part, artifact in files:
             for url in (artifact.url, artifact.sha256Url):
                 problem = self.url_problem(part, url) if url else None
                 if problem:
                     return problem
         return None
+
+    def lists(self, host: str, port: int) -> bool:
+        """Does `softwareHosts` name this host (a name as written, an address in any spelling),
+        on any port or this one?"""
+        want = _canonical(host)
+        for entry in self.policy.softwareHosts:
+            if entry.startswith("["):              # [v6] or [v6]:port
+                name, _, rest = entry[1:].partition("]")
+                entry_port = rest.removeprefix(":")
+            elif entry.count(":") == 1:            # name:port
+                name, _, entry_port = entry.partition(":")
+            else:
+                name, entry_port = entry, ""
+            if _canonical(name) == want and entry_port in ("", str(port)):
+                return True
+        return False
+
+    def address_problem(self, address: Address, port: int) -> str | None:
+        """Why software may not be fetched from this address (a URL's literal one, or one its
+        host name resolved to), or None."""
+        return address_problem(address, self.internal, listed=self.lists(str(address), port))
 
     def url_problem(self, part: str, url: str) -> Problem | None:
         why = self._why(url)
@@ -136,11 +219,18 @@ class SoftwareReach:
         except ValueError:
             literal = None
         if literal is not None:
-            problem = address_problem(literal, self.internal)
+            problem = self.address_problem(literal, port)
             if problem:
                 return problem
-        shown = f"[{host}]" if ":" in host else host
-        if not any(entry.lower() in (shown, f"{shown}:{port}")
-                   for entry in self.policy.softwareHosts):
+        if not self.lists(host, port):
+            shown = f"[{host}]" if ":" in host else host
             return f"host {shown}:{port} is not on the namespace's allow-list"
         return None
+
+
+def _canonical(host: str) -> str:
+    """A host as `lists` compares it: an address in its one spelling, a name lower-case."""
+    try:
+        return str(ipaddress.ip_address(host.strip("[]")))
+    except ValueError:
+        return host.lower()

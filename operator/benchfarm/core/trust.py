@@ -76,14 +76,34 @@ def verify_text(key: bytes, purpose: str, text: Any, signature: Any) -> bool:
 
 
 GRANT_PURPOSE = "session-grant"
-LEASE_PURPOSE = "board-lease"      # a BoardLease's grant: its place (kube.leases)
+LEASE_PURPOSE = "board-lease"      # a BoardLease's grant: its place, phase, expiry (kube.leases)
 GO_AHEAD_PURPOSE = "go-ahead"      # a run's go-ahead: its session may take its board now
 
 
-def lease_grant_text(uid: str, place: Any, granted_at: Any) -> str:
-    """What a BoardLease grant's signature (`status.grantSignature`) covers: only the operator
-    gives a lease a place; a status written by anyone else moves no board."""
-    return f"{uid}\0{place}\0{granted_at}"
+# what a BoardLease's `status.grantSignature` covers of its status: every field the operator
+# (and the lease's end session) acts on
+LEASE_SIGNED = ("phase", "place", "grantedAt", "expiresAt")
+
+
+def lease_grant_text(uid: str, user: Any, status: Mapping[str, Any]) -> str:
+    """What a BoardLease grant's signature covers: the lease (uid), the person's labgrid user
+    it was given to (`spec.user`) and the status fields it is trusted for (`LEASE_SIGNED`:
+    phase, place, grant and expiry). Only the operator gives a lease a place, a phase or an
+    end: a status written by anyone else (a new expiry, Granted again, another board) moves
+    no board and keeps none."""
+    return "\0".join([uid, str(user), *(str(status.get(f) or "") for f in LEASE_SIGNED)])
+
+
+def sign_lease(key: bytes, uid: str, user: Any, status: Mapping[str, Any]) -> str:
+    """`status.grantSignature` for a lease whose status will hold `status`'s signed fields."""
+    return sign_text(key, LEASE_PURPOSE, lease_grant_text(uid, user, status))
+
+
+def lease_trusted(key: bytes, uid: str, user: Any, status: Mapping[str, Any]) -> bool:
+    """Did the operator sign this lease status's phase, place, grant and expiry, for this
+    lease and its user?"""
+    return verify_text(key, LEASE_PURPOSE, lease_grant_text(uid, user, status),
+                       status.get("grantSignature"))
 
 
 def sign_grant(key: bytes, grant: SessionGrant) -> dict[str, str]:

@@ -42,7 +42,10 @@ async def startup(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="benchfarm.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="benchfarm.io", key="last-handled-configuration")
-    settings.posting.level = logging.WARNING
+    # kopf would post its own warnings (a handler's exception, its text: a service's address,
+    # a host path) as events in the tenant's namespace; benchfarm posts its events itself,
+    # through core.redact (kubeapi.client), and kopf's warnings stay in the operator's log
+    settings.posting.enabled = False
     # a line per handled event is noise at thousands of runs; failures still log as warnings
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     # kopf's first listing of each resource, in pages: a page's JSON is read in one C call that

@@ -74,7 +74,8 @@ class ProcessLauncher:
         self.top_up()
         log.info("launched the session of %s from %s: pid %s, log %s", ref, how,
                  pid or "not reported", logfile)
-        return f"pid {pid}, log {logfile}" if pid else f"log {logfile}"
+        # what the run's events show: its log's host path stays in the operator's log
+        return f"pid {pid}" if pid else "pid not reported"
 
     def _fork(self, ref: str, argv: list[str], env: dict[str, str],
               logfile: Path) -> int | None:

@@ -16,6 +16,13 @@ place's power driver, release), since the operator never drives a board. The ses
 (a restart) is taken back and the person allowed again. Everything a lease needs to go on is in
 its status, so a restarted operator adopts granted and ending leases as it finds them.
 
+Every status field the operator acts on (phase, place, grant and expiry, and the person's user)
+is covered by `status.grantSignature` (`core.trust.sign_lease`), written with each change of
+them (grant, extension, end). A status someone else rewrote (a new expiry, Granted again,
+another board) does not verify: a lease the operator knows it granted ends at once (its end
+session powers the board off and releases it; `StatusNotTrusted`), and one it never granted is
+Ended with no board claimed or touched.
+
 What the keeper needs of the operator is `LeaseRuntime`; it imports neither the runtime nor the
 inventory.
 """
@@ -56,9 +63,18 @@ def iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def trusted(key: bytes, uid: str, status: dict[str, Any]) -> bool:
-    return trust.verify_text(key, trust.LEASE_PURPOSE, trust.lease_grant_text(
-        uid, status.get("place"), status.get("grantedAt")), status.get("grantSignature"))
+def trusted(key: bytes, uid: str, user: str, status: dict[str, Any]) -> bool:
+    return trust.lease_trusted(key, uid, user, status)
+
+
+def _end_reason(raw: Any) -> LeaseReason | Refusal:
+    """`status.endReason` as the operator wrote it (anything else: released)."""
+    if raw == Refusal.statusTampered:
+        return Refusal.statusTampered
+    try:
+        return LeaseReason(raw or LeaseReason.released)
+    except ValueError:
+        return LeaseReason.released
 
 
 def commands(place: str, user: str, coordinator: str) -> dict[str, Any]:
@@ -145,15 +161,21 @@ class Leases:
             return
         status = dict(body.get("status") or {})
         forged = status.get("phase") in (LeasePhase.granted, LeasePhase.releasing) and \
-            not trusted(self.rt.signing_key, meta["uid"], status)
-        if forged:           # never claimed, never powered off: ended, said loudly
-            status = {**status, "phase": LeasePhase.ended}
+            not trusted(self.rt.signing_key, meta["uid"], spec.user, status)
         with self.rt.lock:
             lease = self.leases.get(key)
-            if lease is not None and lease.uid == meta["uid"]:
+            ours = lease is not None and lease.uid == meta["uid"]
+            # a lease we granted (what we hold of its status is what we signed): it keeps that
+            # status and ends; one we never granted is Ended, never claimed nor powered off
+            tampered = forged and ours and lease is not None and lease.phase in (
+                LeasePhase.granted, LeasePhase.releasing)
+            if forged and not tampered:
+                status = {**status, "phase": LeasePhase.ended}
+            if lease is not None and ours:
                 lease.spec, lease.generation = spec, meta.get("generation", 1)
                 lease.deleting = bool(meta.get("deletionTimestamp"))
-                if not (lease.starting and status.get("phase") == LeasePhase.pending):
+                if not tampered and not (lease.starting and
+                                         status.get("phase") == LeasePhase.pending):
                     lease.status = status
             else:
                 lease = self.leases[key] = LeaseState(
@@ -161,13 +183,23 @@ class Leases:
                     ts(meta.get("creationTimestamp")), spec, status,
                     deleting=bool(meta.get("deletionTimestamp")))
             self.reindex(lease)
-        if forged and not lease.busy:
-            lease.busy = True
-            self.rt.launches.submit(self._untrusted, lease)
+        if forged:
+            with self.rt.lock:
+                act = not lease.busy
+                lease.busy = True
+            if act:
+                self.rt.launches.submit(self._tampered if tampered else self._untrusted, lease)
             return
         place = status.get("place")
         if place and lease.phase in (LeasePhase.granted, LeasePhase.releasing):
-            self.rt.inventory.claim(place, key)          # adopted after a restart, too
+            with self.rt.lock:   # adopted after a restart, too; never from another holder: a
+                rec = self.rt.inventory.boards.get(place)   # replayed old status takes nothing
+                other = rec.run if rec is not None and rec.run not in (None, key) else None
+                if other is None:
+                    self.rt.inventory.claim(place, key)
+            if other is not None:
+                log.warning("%s: its status names %s, which %s holds; not claimed for it", key,
+                            place, other)
         end = written(LeaseEnd, status, "leaseEnd")
         with self.rt.lock:
             act = not lease.busy and (
@@ -290,11 +322,11 @@ class Leases:
         self._hold(lease, board)
         now = time.time()
         seconds = durations.parse(lease.spec.duration)
-        signature = trust.sign_text(self.rt.signing_key, trust.LEASE_PURPOSE,
-                                    trust.lease_grant_text(lease.uid, board, iso(now)))
-        status = {"phase": LeasePhase.granted, "place": board, "grantedAt": iso(now),
-                  "grantSignature": signature,
-                  "expiresAt": iso(now + seconds), "queuePosition": None,
+        signed = {"phase": LeasePhase.granted, "place": board, "grantedAt": iso(now),
+                  "expiresAt": iso(now + seconds)}
+        status = {**signed, "grantSignature": trust.sign_lease(
+                      self.rt.signing_key, lease.uid, lease.spec.user, signed),
+                  "queuePosition": None,
                   "estimatedStart": None, "commands": commands(board, lease.spec.user,
                                                                self.address),
                   "conditions": set_condition(
@@ -383,7 +415,7 @@ class Leases:
             return expires
         new = iso(wanted)
         self._write(lease.namespace, lease.name, {
-            "expiresAt": new, "conditions": set_condition(
+            **self._signed(lease, expiresAt=new), "conditions": set_condition(
                 lease.status.get("conditions"), "Granted", "True", LeaseReason.extended,
                 f"{lease.status.get('place')} is {lease.spec.user}'s until {new}",
                 lease.generation)})
@@ -400,12 +432,21 @@ class Leases:
                    LeaseReason.deleted: "the lease was deleted"}.get(reason, str(reason))
         self._launch_end(lease)
         self._write(lease.namespace, lease.name, {
-            "phase": LeasePhase.releasing, "endReason": reason, "conditions": set_condition(
+            **self._signed(lease, phase=LeasePhase.releasing), "endReason": reason,
+            "conditions": set_condition(
                 lease.status.get("conditions"), "Granted", "False", reason,
                 f"{message}; powering {place} off", lease.generation)})
         if reason == LeaseReason.expired:
             metrics.LEASES_EXPIRED.inc()
         self.rt.kube.event(lease.ref(), "Normal", reason, f"{message}; powering {place} off")
+
+    def _signed(self, lease: LeaseState, **changes: Any) -> dict[str, Any]:
+        """`changes` to a lease's signed status fields: every signed field written with them
+        and the signature over all (what the API server holds then verifies, whatever an event
+        not yet seen here had changed)."""
+        fields = {f: {**lease.status, **changes}.get(f) for f in trust.LEASE_SIGNED}
+        return {**fields, "grantSignature": trust.sign_lease(
+            self.rt.signing_key, lease.uid, lease.spec.user, fields)}
 
     def _launch_end(self, lease: LeaseState) -> None:
         lease.ending_since = self.clock()
@@ -439,10 +480,11 @@ class Leases:
         """Its board is off (or could not be switched off) and released, or it was released
         before it got one: the lease is Ended."""
         try:
+            ended: LeaseReason | Refusal
             if lease.phase == LeasePhase.pending:
                 ended, reason, kind = LeaseReason.released, LeaseReason.released, "Normal"
             elif lease.phase == LeasePhase.releasing:
-                ended = LeaseReason(lease.status.get("endReason") or LeaseReason.released)
+                ended = _end_reason(lease.status.get("endReason"))
                 reason = LeaseReason.powered_off if end.poweredOff else \
                     LeaseReason.power_off_failed
                 kind = "Normal" if end.poweredOff else "Warning"
@@ -469,6 +511,31 @@ class Leases:
                     lease.status.get("conditions"), "Granted", "False",
                     Refusal.statusTampered, message, lease.generation)})
             self.rt.kube.event(lease.ref(), "Warning", Refusal.statusTampered, message)
+        finally:
+            lease.busy = False
+
+    def _tampered(self, lease: LeaseState) -> None:
+        """Someone else rewrote the status of a lease the operator granted (a later expiry,
+        another phase or board): the lease ends now, as if it had expired, with the status the
+        operator signed; its end session powers its board off and releases it."""
+        place = lease.status.get("place") or ""
+        message = ("the lease's status was rewritten outside benchfarm (its phase, place, "
+                   "grant or expiry no longer match the operator's signature): the lease ends "
+                   f"now; powering {place} off")
+        try:
+            ending = lease.phase == LeasePhase.releasing
+            # written before the end session starts: it checks the signature of what it reads
+            self._write(lease.namespace, lease.name, {
+                **self._signed(lease, phase=LeasePhase.releasing),
+                "endReason": Refusal.statusTampered, "conditions": set_condition(
+                    lease.status.get("conditions"), "Granted", "False", Refusal.statusTampered,
+                    message, lease.generation)})
+            if not ending:
+                self._launch_end(lease)
+            self.rt.kube.event(lease.ref(), "Warning", Refusal.statusTampered, message)
+        except Exception:
+            log.exception("%s: ending the lease whose status was rewritten failed; again at "
+                          "its next change", lease.key)
         finally:
             lease.busy = False
 

@@ -3,23 +3,28 @@
 Both programs use it: the operator (next to kopf, which owns its watch streams) and the session
 runner, which checkpoints its run's status and renews its Lease. Every call waits out an API
 server outage with backoff, bounded by a budget (the run's remaining time, for a runner), and
-then raises `Outage(party="api")`: an outage is never blamed on a board.
+then raises `Outage(party="api")`: an outage is never blamed on a board. What a tenant reads
+of what it writes (events; the messages and progress of a status) passes through
+`core.redact` first: no address, host path or credential of the lab's.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from ..api.models import GROUP, VERSION
+from ..core.redact import Redactor
 from ..errors import Outage
 
 log = logging.getLogger(__name__)
@@ -82,6 +87,10 @@ class Kube:
         self.custom = client.CustomObjectsApi(self.api)
         self.core = client.CoreV1Api(self.api)
         self.outage_budget = outage_budget
+        # what tenants read (events, conditions, progress) names no lab address, path or key
+        self.redact = Redactor.from_environ(
+            os.environ, extra_endpoints=[urlsplit(configuration.host or "").netloc],
+            extra_directories=[sys.prefix])
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         delay, deadline = 0.5, time.monotonic() + self.outage_budget
@@ -119,6 +128,7 @@ class Kube:
                          status: dict[str, Any]) -> dict[str, Any] | None:
         """Merge-patch status: the run as the API server wrote it; None when it no longer
         exists."""
+        status = self.redact.status(status)
         try:
             return self._call("patch run status",
                               lambda: self.custom.patch_namespaced_custom_object_status(
@@ -138,7 +148,8 @@ class Kube:
         scheduled)."""
         ops: list[dict[str, Any]] = [{"op": "test", "path": f"/status/{k}", "value": v}
                                      for k, v in expect.items()]
-        ops += [{"op": "add", "path": f"/status/{k}", "value": v} for k, v in status.items()]
+        ops += [{"op": "add", "path": f"/status/{k}", "value": v}
+                for k, v in self.redact.status(status).items()]
         try:
             return self._call("guarded status write",
                               lambda: self.custom.patch_namespaced_custom_object_status(
@@ -206,6 +217,8 @@ class Kube:
         """Merge-patch the object (or its status); False when it no longer exists."""
         fn = (self.custom.patch_namespaced_custom_object_status if status
               else self.custom.patch_namespaced_custom_object)
+        if status and isinstance(patch.get("status"), dict):
+            patch = {**patch, "status": self.redact.status(patch["status"])}
         try:
             self._call(f"patch {plural}", lambda: fn(GROUP, VERSION, namespace, plural, name, patch))
             return True
@@ -241,6 +254,7 @@ class Kube:
 
     def patch_board_status(self, name: str, status: dict[str, Any]) -> None:
         try:
+            status = self.redact.status(status)
             self._call("patch board status", lambda: self.custom.patch_cluster_custom_object_status(
                 GROUP, VERSION, "boards", name, {"status": status}))
         except ApiException as exc:
@@ -350,7 +364,7 @@ class Kube:
             involved_object=client.V1ObjectReference(
                 api_version=obj.get("apiVersion", f"{GROUP}/{VERSION}"), kind=obj.get("kind"),
                 name=meta.get("name"), namespace=meta.get("namespace"), uid=meta.get("uid")),
-            reason=reason, message=message[:1024], type=type_, first_timestamp=now,
+            reason=reason, message=self.redact(message)[:1024], type=type_, first_timestamp=now,
             last_timestamp=now, count=1,
             source=client.V1EventSource(component="benchfarm-operator"))
         try:

@@ -76,10 +76,8 @@ def main(ref: str) -> int:
     if not place or status.get("leaseEnd"):
         log.info("lease %s holds no place, or ended already", ref)
         return 0
-    if not trust.verify_text(trust.key_from(os.environ), trust.LEASE_PURPOSE,
-                             trust.lease_grant_text(body["metadata"]["uid"], place,
-                                                    status.get("grantedAt")),
-                             status.get("grantSignature")):
+    if not trust.lease_trusted(trust.key_from(os.environ), body["metadata"]["uid"],
+                               (body.get("spec") or {}).get("user"), status):
         log.warning("lease %s: its grant is not benchfarm's (no valid signature); the board "
                     "is not touched", ref)
         return 3

@@ -47,12 +47,15 @@ class StepRunner:
         """Every software set of the run, downloaded and verified before the board is touched:
         by side (`st.side_keys`), part -> file. A bad digest or URL is the run's error. `cache`
         is built only for a run that has software (it reads the LabPolicy: a round trip that a
-        run without software need not wait for)."""
+        run without software need not wait for); a side with only `bootArgs` is checked against
+        the LabPolicy too (allowSoftware), and has nothing to fetch."""
         out = {}
         built: SoftwareCache | None = None
         for key, label, software in ctx.sides():
-            if software is not None and software.parts() != ["bootArgs"]:
-                ctx.status.progress(f"fetching software{f' {label}' if label else ''}", "Booting")
+            if software is not None:
+                if software.parts() != ["bootArgs"]:
+                    ctx.status.progress(f"fetching software{f' {label}' if label else ''}",
+                                        "Booting")
                 built = built or cache()
                 out[key] = ctx.lifeline.wait_out("fetch the software",
                                                  functools.partial(built.fetch_set, software))

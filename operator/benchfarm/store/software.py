@@ -2,19 +2,32 @@
 
 A run names each file of its software (kernel, initrd, dtb, modules) by URL — an `s3://` object
 in the lab's store or an `http(s)://` URL — with its SHA-256, given or published beside it in a
-sha256sum-format file. Files land in a local cache keyed by their digest (a second run of the same
+sha256sum-format file. Files land in a local cache by their digest (a second run of the same
 build downloads nothing) and are verified before a board ever sees them.
 
 The session trusts nothing the tenant wrote: before anything is read, every URL (and sha256Url)
 is checked again against the namespace's LabPolicy (`core.software_policy`, as at admission); an
-http(s) host is resolved and refused if any of its addresses is loopback, link-local,
-unspecified, multicast or internal (BENCHFARM_INTERNAL_CIDRS), the connection goes to the address
-that was checked (no second lookup to rebind), every redirect is checked the same way and may not
-change the scheme, and no proxy is used. A wrong digest is reported without the digest found.
+http(s) host is resolved and refused if any of its addresses is one the lab does not fetch from
+(loopback, link-local, unspecified, multicast, internal (BENCHFARM_INTERNAL_CIDRS), or private
+and otherwise non-global unless the LabPolicy lists that address), the connection goes to the
+address that was checked (no second lookup to rebind), every redirect is checked the same way
+and may not change the scheme, and no proxy is used. A wrong digest is reported without the
+digest found.
 
-Who is to blame: a forbidden URL, a wrong digest, a missing object, a 404 or an unreachable host are the run's
-(RunError: the board is never charged for a bad URL); an outage of the lab's own store is waited
-out like any other (Outage, from the store).
+The cache answers only after that: a file is served from it for a URL that is allowed for the
+run's namespace now (its host resolved and checked again) and that this very URL yielded
+before (`sources` beside the file). A digest alone proves nothing about who may read the file:
+another namespace's private build must not come out of the cache for a URL of one's own that
+has no such file, or for a host the namespace may no longer reach.
+
+Whatever the network answered — no such object, an HTTP 403, 404 or 500, a refused or timed-out
+connection, a name that does not resolve or resolves where the lab does not fetch from, a
+redirect elsewhere — the tenant gets one reason (`ArtifactUnavailable`) and one message, so the
+lab's downloads are no port scanner; the lab's log keeps what happened.
+
+Who is to blame: a forbidden or unavailable URL or a wrong digest is the run's (RunError: the
+board is never charged for a bad URL); an outage of the lab's own store is waited out like any
+other (Outage, from the store).
 """
 
 from __future__ import annotations
@@ -35,18 +48,20 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 from minio.error import S3Error
 
 from ..api.models import Artifact, NamespacePolicy, SoftwareSet
 from ..api.outcomes import Refusal
-from ..core.software_policy import SoftwareReach, address_problem, internal_networks
+from ..core.software_policy import SoftwareReach, internal_networks
 from ..errors import InfraError, RunError
 from .artifacts import ArtifactStore
 
 log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
+SOURCES = "sources"                # beside a cached file: the URLs that yielded it, one a line
 TIMEOUT = 30.0                     # seconds without a byte before an http(s) download fails
 CACHE_LIMIT = int(os.environ.get("BENCHFARM_SOFTWARE_CACHE_MIB", "4096")) << 20
 
@@ -100,14 +115,19 @@ class SoftwareCache:
         return out
 
     def fetch(self, part: str, artifact: Artifact) -> Fetched:
+        """One verified file: from the cache only once its URL is authorised for the namespace
+        (the LabPolicy, and for http(s) every address its host resolves to now) and only if
+        this URL yielded it before; else downloaded and verified."""
         problem = self.reach.software_problem(SoftwareSet(**{part: artifact}))
         if problem:
             raise RunError(problem.message, reason=problem.reason)
+        if not artifact.url.startswith("s3://"):
+            _checked_addresses(part, artifact.url, *_host_port(artifact.url), self.reach)
         want = artifact.sha256 or self._published_digest(part, artifact)
         # named by digest too: staged files share one TFTP directory with the board's own
         base = re.sub(r"[^A-Za-z0-9._-]", "_", PurePosixPath(artifact.url.split("?", 1)[0]).name)
         path = self.root / want / f"{want[:12]}-{base or part}"
-        if path.exists():
+        if path.exists() and artifact.url in _sources(path.parent):
             os.utime(path)
             return Fetched(part, artifact.url, want, path, path.stat().st_size)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -119,6 +139,8 @@ class SoftwareCache:
                 raise RunError(f"software {part}: {artifact.url} does not have the sha256 the "
                                "run expects", reason="DigestMismatch")
             os.replace(tmp, path)
+            with (path.parent / SOURCES).open("a") as f:   # one short append: no lock needed
+                f.write(artifact.url + "\n")
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
@@ -173,13 +195,10 @@ class SoftwareCache:
             return self.store._retry(f"download {url}", read)
         except InfraError as exc:
             if exc.reason == "StoreError":   # no such object, no access: what the run names
-                raise RunError(f"software {part}: {url} cannot be read from the lab's store: "
-                               f"{str(exc).rsplit(': ', 1)[-1]}", reason="ArtifactNotFound") \
-                    from exc
+                raise unavailable(part, url, exc) from exc
             raise
         except S3Error as exc:   # NoSuchBucket and kin
-            raise RunError(f"software {part}: {url}: {exc.code}", reason="ArtifactNotFound") \
-                from exc
+            raise unavailable(part, url, exc) from exc
 
     def _prune(self, keep: Path) -> None:
         entries = []
@@ -197,31 +216,55 @@ class SoftwareCache:
             total -= size
 
 
-def _checked_addresses(part: str, host: str, port: int, reach: SoftwareReach) -> list[Any]:
+def unavailable(part: str, url: str, detail: object) -> RunError:
+    """The one error a tenant gets for a URL the network did not give the lab (see the module's
+    docstring); what happened goes to the lab's log only."""
+    log.warning("software %s: %s not fetched: %s", part, url, detail)
+    return RunError(f"software {part}: {url} could not be fetched. The lab gives one answer for "
+                    "every URL it could not use (no such file, an HTTP error, no answer, a host "
+                    "that does not resolve or resolves to an address the lab does not fetch "
+                    "from, a redirect elsewhere) and does not say which; check the URL and that "
+                    "the namespace's LabPolicy lists its host", reason=Refusal.artifactUnavailable)
+
+
+class Refused(OSError):
+    """A connection or redirect the lab will not make (an OSError: urllib passes it on as it
+    would a failed connection, and it ends the same way)."""
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def _checked_addresses(part: str, url: str, host: str, port: int, reach: SoftwareReach
+                       ) -> list[Any]:
     """Where the host may be reached: every address it resolves to must be allowed (a name with
     one internal address among public ones is refused)."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise RunError(f"software {part}: host {host} cannot be resolved: {exc}",
-                       reason="ArtifactUnreachable") from exc
+    except (OSError, ValueError) as exc:    # UnicodeError: a name IDNA cannot encode
+        raise unavailable(part, url, f"{host} does not resolve: {exc}") from exc
     for info in infos:
-        problem = address_problem(ipaddress.ip_address(info[4][0].split("%", 1)[0]),
-                                  reach.internal)
+        problem = reach.address_problem(ipaddress.ip_address(info[4][0].split("%", 1)[0]),
+                                        port)
         if problem:
-            raise RunError(f"software {part}: host {host} may not be fetched from: {problem}",
-                           reason=Refusal.artifactForbidden)
+            raise unavailable(part, url, f"{host} resolves where the lab does not fetch from: "
+                                         f"{problem}")
     return infos
 
 
-def _guarded(part: str, reach: SoftwareReach) -> urllib.request.OpenerDirector:
+def _guarded(part: str, url: str, reach: SoftwareReach) -> urllib.request.OpenerDirector:
     """An opener that connects only to checked addresses, checks every redirect and uses no
     proxy."""
 
     def connect(conn: http.client.HTTPConnection) -> None:
         error: OSError | None = None
-        for family, kind, proto, _, address in _checked_addresses(part, conn.host, conn.port,
-                                                                  reach):
+        try:
+            infos = _checked_addresses(part, url, conn.host, conn.port or 80, reach)
+        except RunError as exc:
+            raise Refused(exc.message) from exc
+        for family, kind, proto, _, address in infos:
             sock = socket.socket(family, kind, proto)
             try:
                 sock.settimeout(conn.timeout if isinstance(conn.timeout, (int, float))
@@ -257,12 +300,10 @@ def _guarded(part: str, reach: SoftwareReach) -> urllib.request.OpenerDirector:
         def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str,
                              headers: Any, newurl: str) -> urllib.request.Request | None:
             if newurl.partition("://")[0].lower() != req.full_url.partition("://")[0].lower():
-                raise RunError(f"software {part}: {req.full_url} redirects to {newurl}, another "
-                               "scheme", reason=Refusal.artifactForbidden)
+                raise Refused(f"{req.full_url} redirects to {newurl}, another scheme")
             problem = reach.url_problem(part, newurl)
             if problem:
-                raise RunError(f"redirected from {req.full_url}: {problem.message}",
-                               reason=problem.reason)
+                raise Refused(f"redirected from {req.full_url}: {problem.message}")
             return super().redirect_request(req, fp, code, msg, headers, newurl)
 
     return urllib.request.build_opener(urllib.request.ProxyHandler({}), PlainHandler,
@@ -274,18 +315,22 @@ def _from_http(part: str, url: str, out: Any, limit: int | None, reach: Software
     request = urllib.request.Request(url, headers={"User-Agent": "benchfarm"})
     start = time.monotonic()
     try:
-        with _guarded(part, reach).open(request, timeout=TIMEOUT) as resp:
+        with _guarded(part, url, reach).open(request, timeout=TIMEOUT) as resp:
             digest, size = _copy(iter(lambda: resp.read(CHUNK), b""), out, limit)
     except urllib.error.HTTPError as exc:
-        raise RunError(f"software {part}: {url} answered HTTP {exc.code} {exc.reason}",
-                       reason="ArtifactNotFound" if exc.code in (403, 404, 410)
-                       else "ArtifactUnreachable") from exc
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        why = getattr(exc, "reason", exc)
-        raise RunError(f"software {part}: {url} cannot be fetched: {why}",
-                       reason="ArtifactUnreachable") from exc
+        raise unavailable(part, url, f"HTTP {exc.code} {exc.reason}") from exc
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+        raise unavailable(part, url, getattr(exc, "reason", exc)) from exc
     log.debug("fetched %s (%d bytes) in %.2f s", url, size, time.monotonic() - start)
     return digest, size
+
+
+def _sources(folder: Path) -> set[str]:
+    """The URLs that yielded the cached file(s) in a digest's folder."""
+    try:
+        return set((folder / SOURCES).read_text().splitlines())
+    except OSError:
+        return set()
 
 
 def _copy(chunks: Any, out: Any, limit: int | None = None) -> tuple[str, int]:

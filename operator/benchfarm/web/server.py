@@ -59,8 +59,10 @@ class Dashboard:
         except (BenchfarmError, ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             if isinstance(exc, ApiException) and exc.status and exc.status < 500:
                 raise
-            log.warning("%s: %s", request.path, exc)
-            return web.Response(status=503, text=f"benchfarm web: unavailable: {exc}")
+            log.warning("%s: %s", request.path, exc)     # the detail is the lab's, not the page's
+            return web.Response(status=503, text="benchfarm web: a service the dashboard reads "
+                                "(the Kubernetes API or the artifact store) is unavailable; try "
+                                "again in a moment")
 
     @web.middleware
     async def signed_in(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -78,13 +80,12 @@ class Dashboard:
         return await handler(request)
 
     async def signin_form(self, request: web.Request) -> web.StreamResponse:
-        return self.page("signin.html.j2", None, next=request.query.get("next", "/lab"), error="")
+        return self.page("signin.html.j2", None, next=views.local_path(request.query.get("next")),
+                         error="")
 
     async def signin(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
-        token, nxt = str(form.get("token", "")).strip(), str(form.get("next") or "/lab")
-        if not nxt.startswith("/") or nxt.startswith("//"):
-            nxt = "/lab"
+        token, nxt = str(form.get("token", "")).strip(), views.local_path(form.get("next"))
         person = await asyncio.to_thread(self.access.person, token) if token else None
         if person is None:
             return self.page("signin.html.j2", None, next=nxt, status=401,
@@ -191,7 +192,8 @@ class Dashboard:
         try:
             stream = await asyncio.to_thread(self.store.open, key)
         except BenchfarmError as exc:
-            raise web.HTTPNotFound(text=f"{path}: {exc}") from exc
+            log.info("%s: %s", key, exc)
+            raise web.HTTPNotFound(text=f"{path}: no such artifact") from exc
         ctype = mimetypes.guess_type(path)[0] or "application/octet-stream"
         if path.endswith((".log", ".md", ".rst", ".txt", ".out")):
             ctype = "text/plain"

@@ -23,6 +23,20 @@ from ..core import durations, queue as q
 DEFAULT_DURATION = 600.0     # seconds a run is expected to take when no run like it finished yet
 
 
+def local_path(value: object, default: str = "/lab") -> str:
+    """Where the sign-in page may send a person: a path on this site, else `default`.
+
+    A path starts with one `/` and holds only printable ASCII without spaces or backslashes:
+    a browser reads `//host`, `/\\host` and `/<TAB>/host` (it drops tabs and newlines) as
+    another site, and a scheme (`https:`, `javascript:`) never starts with `/`. Percent-encoded
+    text is left as it is: a browser does not decode it to find the host."""
+    if not isinstance(value, str) or not value.startswith("/") or value.startswith("//"):
+        return default
+    if any(not 33 <= ord(c) <= 126 or c == "\\" for c in value):
+        return default
+    return value
+
+
 def parse_time(value: str | None) -> float | None:
     if not value:
         return None
