@@ -1,9 +1,10 @@
 """benchfarm's embedded lab: a real control plane, MinIO, labgrid and QEMU boards on one machine.
 
 `benchfarm lab up` starts, in order and idempotently, etcd, kube-apiserver (token auth + RBAC),
-kube-controller-manager, MinIO, labgrid's coordinator, the virtual lab (serial brokers + PDU), one
-labgrid-exporter per exporter host of the inventory, and an iperf3 peer; then creates and tags the
-places, and starts the operator. `benchfarm lab cluster-up` adds a one-node Kubernetes cluster
+kube-controller-manager, MinIO, labgrid's coordinator, the virtual lab (serial brokers + PDU; each
+board in a network namespace of its own with its iperf3 peers), one labgrid-exporter per exporter
+host of the inventory; then creates and tags the places, and starts the operator. `benchfarm lab
+cluster-up` adds a one-node Kubernetes cluster
 (containerd, kubelet, kube-scheduler, kube-proxy; cluster.py) next to it. Everything lives under
 `.benchfarm/` (state, logs, PIDs) and `lab down` stops only what its PID files name (and removes
 the cluster's bridge, chains and mounts by name).

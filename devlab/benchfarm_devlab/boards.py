@@ -1,12 +1,17 @@
 """The virtual boards: the inventory, their Debian-built images, QEMU command lines, and the
 virtual lab process (exporters/virtual/vlab.py: serial brokers that stay connectable while a
 board is off, and the PDU that powers QEMU on and off).
+
+Each board's network is its own: the PDU starts its QEMU in a network namespace of its own,
+where slirp's 10.0.2.2 reaches only the board's peers (`board_network`), never the lab's
+services on the host's loopback or the one-node cluster's bridge address.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +90,16 @@ def qemu_argv(board: dict, dtype: dict, image: Path, serial_socket: Path, qmp_so
     return ["qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a53", *common, *append]
 
 
+def board_network(index: int) -> dict:
+    """What a board's network namespace holds (vlab.py starts it with each power-on): the iperf3
+    peers its runs measure against, on the ports the suites use — the lab's
+    (BENCHFARM_IPERF3_PEER) and the board's own (its place's `iperf3-peer` tag) — both at
+    10.0.2.2 as the board sees them. Nothing else answers there."""
+    from .places import board_peer_port
+    peers = [PORTS.iperf3, board_peer_port(index)] if shutil.which("iperf3") else []
+    return {"peers": peers}
+
+
 def start_virtual_lab(inventory: dict) -> dict:
     boards = inventory["boards"]
     dtypes = {b["deviceType"]: device_type(b["deviceType"]) for b in boards}
@@ -115,6 +130,7 @@ def start_virtual_lab(inventory: dict) -> dict:
             "serial_socket": str(serial_socket), "qmp_socket": str(qmp_socket),
             **({"tftp_dir": str(tftp)} if tftp else {}),
             "qemu_argv": qemu_argv(board, dtype, image, serial_socket, qmp_socket, scratch, tftp),
+            "network": board_network(index),
         })
     code = (REPO / "exporters/virtual/vlab.py").read_bytes()
     config = {"logdir": str(STATE / "logs"), "pdu_port": PORTS.pdu, "boards": config_boards,

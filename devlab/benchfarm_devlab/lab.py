@@ -15,7 +15,7 @@ from .builds import publish
 from .config import HOST_ADDR, PORTS, REPO, STATE, VENV_BIN, say
 from .controlplane import start_control_plane, start_minio
 from .env import kubectl, lab_env, operator_env, write_env
-from .places import start_iperf3, start_labgrid, start_pdudaemon
+from .places import start_labgrid, start_pdudaemon, stop_host_peers
 from .postgres import start_postgres, stop_postgres
 from .processes import FIRST_NICE, OPERATOR_FIRST, http_ok, running_pid, start_process, stop_process
 from .sshd import start_sshd, stop_masters
@@ -106,7 +106,7 @@ def up() -> Path:
     start_pdudaemon(config)
     start_sshd(["127.0.0.1", "localhost", HOST_ADDR])
     start_labgrid(config, inventory)
-    start_iperf3(config)
+    stop_host_peers()
     say(f"labgrid coordinator, exporters and places ready ({time.monotonic() - phase:.1f} s)")
     if "arm64" in config["images"]:
         phase = time.monotonic()

@@ -1,6 +1,7 @@
 """labgrid as a real lab runs it: the coordinator, one exporter per exporter host of the
-inventory, pdudaemon where boards are switched through it, tagged places; and the iperf3 peer
-that network suites measure against.
+inventory, pdudaemon where boards are switched through it, tagged places. The iperf3 peers that
+network suites measure against live in each board's own network namespace (boards.py,
+vlab.py), not on the host, where a board could reach nothing else of the lab.
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def start_labgrid(config: dict, inventory: dict) -> None:
                 env=labgrid_files(f"exporter-{name}"))
         for b in config["boards"]:
             tags = {"device_type": b["device_type"], **{k: str(v) for k, v in b["labels"].items()}}
-            if shutil.which("iperf3"):     # its own network peer (start_iperf3), seen from QEMU
+            if shutil.which("iperf3"):     # its own network peer, in its namespace (boards.board_network)
                 tags["iperf3-peer"] = f"10.0.2.2:{board_peer_port(b['index'])}"
             coordinator.ensure_place(b["name"], match=f"{b['exporter']}/{b['name']}/*", tags=tags,
                                      comment=f"virtual board ({b['device_type']})")
@@ -177,13 +178,9 @@ def board_peer_port(index: int) -> int:
     return PORTS.iperf3 + 1 + index
 
 
-def start_iperf3(config: dict) -> None:
-    if shutil.which("iperf3") is None:
-        say("iperf3 not installed on the host; network suites will have no peer")
-        return
-    start_process("iperf3", ["iperf3", "-s", "-p", str(PORTS.iperf3)], ports=[PORTS.iperf3],
-                  ready=lambda: port_open(PORTS.iperf3))
-    for b in config["boards"]:
-        port = board_peer_port(b["index"])
-        start_process(f"iperf3-{b['name']}", ["iperf3", "-s", "-p", str(port)], ports=[port],
-                      ready=lambda port=port: port_open(port))
+def stop_host_peers() -> None:
+    """Labs up before the boards had networks of their own ran the iperf3 peers on the host;
+    the boards no longer reach them there (their peers run in their namespaces): stop them."""
+    for pid in sorted((STATE / "pids").glob("iperf3*.pid")):
+        if stop_process(pid.stem):
+            say(f"stopped {pid.stem}: the boards' peers run in their own network namespaces")

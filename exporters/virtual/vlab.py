@@ -15,6 +15,20 @@ replugged), /chaos/<index>/garbage sends line noise to them, /chaos/<index>/hang
 (SIGSTOP on its QEMU; the next power-off kills it). /rails/<index> serves the board's rail readings
 (JSON) from its power model, and /qmp/<index> its QMP run state and SUSPEND/WAKEUP events.
 
+The board network: QEMU's user network (slirp) forwards a board's 10.0.2.2 to the loopback of
+the network namespace QEMU runs in, which on the host is every lab service (the PDU, the
+coordinator, the API server, the store, the database, other boards' consoles). So each QEMU with
+a `network` section starts in a network namespace of its own (`unshare --net`, and
+`--map-root-user` when not root), whose loopback holds only the board's legitimate peers: an
+`iperf3 -s` on each port of `network.peers`, tied to QEMU (they are its children, killed by the
+kernel when it exits: `setpriv --pdeathsig KILL`; and the PDU kills QEMU's process group at
+power-off and whenever QEMU ends on its own: `end_group`). The QEMU process is still the one
+the PDU started (the wrapper `exec`s it), so power-off, the chaos hooks and the power model see
+the real QEMU PID. TFTP (slirp's `tftp=`), the serial and QMP sockets (UNIX sockets) are
+untouched by the namespace. Test hook:
+/network/<index>/open makes that board's next boots share the host's network (isolation off, as a
+misconfigured lab would be), /network/<index>/isolated puts it back.
+
 Two real-lab shapes: a board with `console: pty` has no TCP port here; its console is a pseudo
 terminal with a stable path (`pty_link`), the way a USB-UART appears as /dev/ttyUSB0, which
 labgrid-exporter exports as a RawSerialPort through ser2net. And /tasmota/<index>/cm?cmnd=Power1 on
@@ -246,8 +260,35 @@ class PowerModel:
         return {"state": state, "cpuLoad": round(load, 3), "time": time.time(), "rails": rails}
 
 
+# In the board's own network namespace: its loopback up, its peers started as children of the
+# process that then becomes QEMU (so they die with it), then QEMU itself.
+NETNS_SCRIPT = ('ip link set lo up || exit 97; n=$1; shift; while [ "$n" -gt 0 ]; do '
+                'setpriv --pdeathsig KILL -- iperf3 -s -p "$1" >/dev/null 2>&1 & '
+                'n=$((n - 1)); shift; done; exec "$@"')
+
+
+def isolated_argv(argv: list[str], peers: list[int]) -> list[str]:
+    """`argv` (QEMU's) started in a network namespace of its own holding only `peers`."""
+    user = [] if os.geteuid() == 0 else ["--map-root-user"]
+    return ["unshare", "--net", *user, "--", "sh", "-c", NETNS_SCRIPT, "boardnet",
+            str(len(peers)), *(str(p) for p in peers), *argv]
+
+
+async def end_group(proc: asyncio.subprocess.Process) -> None:
+    """When a QEMU ends (power-off, its own exit, a crash), what it started ends too: its
+    process group (the board's peers). Their `--pdeathsig` alone misses a QEMU that dies within
+    milliseconds of its start, before they set it. The group's ID stays reserved while a member
+    lives, so it cannot name anyone else's processes."""
+    await proc.wait()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 class Outlet:
-    """One PDU outlet: at most one QEMU per board, killed by its real PID."""
+    """One PDU outlet: at most one QEMU per board, killed by its real PID (with its process
+    group: the board's network peers)."""
 
     def __init__(self, board: dict, logdir: Path) -> None:
         self.board = board
@@ -258,6 +299,7 @@ class Outlet:
         self.fault = "none"   # "panic": the next boots die in the kernel, like a bricked board
         self.qmp: QmpWatcher | None = None
         self.power = PowerModel(board.get("rails", []))
+        self.isolated = board.get("network") is not None   # /network/<index>/open: test hook
 
     @property
     def is_on(self) -> bool:
@@ -276,22 +318,29 @@ class Outlet:
                 argv[i] += " rdinit=/benchfarm-fault-no-init"
                 if self.fault == "panic-once":     # a boot that fails once, then boots again
                     self.fault = "none"
+            if self.isolated:
+                argv = isolated_argv(argv, list(self.board["network"].get("peers", [])))
             self.proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
                 start_new_session=True)
             out.close()
+            asyncio.create_task(end_group(self.proc))
             self.started_at = time.monotonic()
             self.qmp = QmpWatcher(qmp, freeze_pid=self.proc.pid if self.fault == "no-wake"
                                   else None)
             self.qmp.start()
-            log.info("%s: power on (qemu pid %d)", self.board["name"], self.proc.pid)
+            log.info("%s: power on (qemu pid %d%s)", self.board["name"], self.proc.pid,
+                     "" if self.isolated else ", host network")
 
     async def off(self) -> None:
         async with self.lock:
             if self.proc is None:
                 return
             if self.proc.returncode is None:
-                self.proc.kill()
+                try:    # QEMU leads its process group (start_new_session): its peers go too
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             await self.proc.wait()
             if self.qmp is not None:
                 self.qmp.stop()
@@ -348,6 +397,14 @@ class PDU:
                     or int(parts[1]) >= len(self.outlets):
                 return "400 Bad Request", "use /fault/<index>/none|panic|panic-once|no-wake\n"
             self.outlets[int(parts[1])].fault = parts[2]
+            return "200 OK", parts[2]
+        if len(parts) == 3 and parts[0] == "network" and parts[1].isdigit():
+            # test hook: /network/<index>/open boots the board on the host's network from its
+            # next power-on (isolation off on purpose); /isolated puts it back
+            if parts[2] not in ("open", "isolated") or int(parts[1]) >= len(self.outlets) \
+                    or self.outlets[int(parts[1])].board.get("network") is None:
+                return "400 Bad Request", "use /network/<index>/open|isolated\n"
+            self.outlets[int(parts[1])].isolated = parts[2] == "isolated"
             return "200 OK", parts[2]
         if len(parts) == 3 and parts[0] == "chaos" and parts[1].isdigit():
             if int(parts[1]) >= len(self.outlets):

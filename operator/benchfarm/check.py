@@ -6,7 +6,8 @@ environment): the Kubernetes API serves benchfarm's resources; an operator leads
 held and renewed); the labgrid coordinator answers and lists places, and the serial ports the
 exporters advertise for them accept a connection from here (an exporter that advertises an
 address this pod cannot reach fails every session on that board); the artifact bucket exists.
-Exit code 0 when every line is `ok`, 1 otherwise. Nothing is written anywhere.
+Exit code 0 when every line is `ok`, 1 otherwise. Nothing is written anywhere. `benchfarm check
+--boards` audits the board network from the boards instead (`benchfarm.boardcheck`).
 """
 
 from __future__ import annotations

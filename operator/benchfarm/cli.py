@@ -107,8 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     ig.add_argument("--board", default=None, help="only this board's columns")
     from .leasecli import add_parser as add_lease
     add_lease(sub)
-    sub.add_parser("check", help="check this installation: API, leader, labgrid (places and their "
-                                 "serial ports), store; what `helm test` runs")
+    chk = sub.add_parser("check", help="check this installation: API, leader, labgrid (places and "
+                                       "their serial ports), store; with --boards, audit the "
+                                       "board network from the boards; what `helm test` runs")
+    from .boardcheck import add_arguments as add_boardcheck
+    add_boardcheck(chk)
     w = sub.add_parser("web", help="the dashboard: boards, queues, runs, results over time "
                                    "(people sign in with a Kubernetes token)")
     w.add_argument("--address", default="127.0.0.1")
@@ -132,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "operator":
         from .kube.main import run
         return run(args.liveness)
+    if args.cmd == "check" and args.boards is not None:
+        from .boardcheck import main as boardcheck_main
+        return boardcheck_main(args.boards, args.endpoint, args.limit)
     if args.cmd == "check":
         from .check import main as check_main
         return check_main()

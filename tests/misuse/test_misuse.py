@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import urllib.error
@@ -333,6 +334,56 @@ def test_a_forged_lease_grant_moves_no_board(custom, attempt):
     attempt("rewrite a queued BoardLease's status to Granted on another board",
             f"Ended/{reason}; the board untouched", leaked=bool(ended) or name in run)
     assert reason == "StatusNotTrusted" and not ended and name not in run, (st, run)
+
+
+def test_a_board_reaches_none_of_the_labs_control_endpoints(custom, attempt):
+    """An inline shell suite of a tenant's run tries, from the board, every control endpoint of
+    the lab at 10.0.2.2 (where QEMU's user network takes the host's loopback): the PDU, the
+    coordinator, the API server, MinIO, PostgreSQL, the dashboard, the operator's probes, the
+    exporters' SSH, pdudaemon and every board's console. None answers; the board's own iperf3
+    peer, tried the same way, does (the probe works)."""
+    ns = "probe-net"
+    _namespace(ns)
+    ports = {"PDU": devlab.PORTS.pdu, "coordinator": devlab.PORTS.coordinator,
+             "API server": devlab.PORTS.apiserver, "MinIO": devlab.PORTS.minio,
+             "PostgreSQL": devlab.PORTS.postgres, "dashboard": devlab.PORTS.web,
+             "liveness": devlab.PORTS.operator_liveness, "metrics": devlab.PORTS.operator_metrics,
+             "sshd": devlab.PORTS.sshd, "pdudaemon": devlab.PORTS.pdudaemon,
+             **{f"console {i}": devlab.PORTS.serial_base + i
+                for i in range(len(devlab.load_inventory()["boards"]))}}
+    targets = " ".join(f"10.0.2.2:{p}" for p in ports.values())
+    command = (f'o=; for t in {targets}; do nc -w 2 "${{t%:*}}" "${{t#*:}}" -e true '
+               '</dev/null >/dev/null 2>&1 && o="$o $t"; done; echo "answered:${o:- none}"; '
+               'nc -w 2 "$BENCHFARM_IPERF3_HOST" "$BENCHFARM_IPERF3_PORT" -e true </dev/null '
+               '|| { echo "the peer did not answer: the probe proves nothing"; exit 3; }; '
+               '[ -z "$o" ]')
+    policy = json.loads(json.dumps(LAB_POLICY))       # the lab's, plus inline suites for `ns`
+    policy["spec"]["namespaces"].append({"namespace": ns, "allowInlineSuites": True})
+    apply(yaml.safe_dump(policy))
+    try:
+        time.sleep(2)
+        name = unique("netprobe")
+        body = yaml.safe_load(run_yaml(name, ns=ns, selector={"board": "vb-x86-0"},
+                                       bootCycles=1))
+        del body["spec"]["plan"]
+        body["spec"]["suites"] = [{"name": "reach-the-lab", "suite": "shell",
+                                   "command": command, "timeoutSeconds": 120}]
+        apply(yaml.safe_dump(body))
+        st = finished(custom, name, ns=ns, timeout=300)
+    finally:
+        apply_lab_policy()
+    uid = get(custom, name, ns)["metadata"]["uid"]
+    # the suite's own output, as the session stored it (the serial log echoes the command too)
+    output = store().get(f"{ns}/{name}/{uid}/raw/reach-the-lab/iteration-001.txt").decode(
+        errors="replace")
+    said = next((m.group(0).strip() for m in re.finditer(
+        r"^answered:( none|( 10\.0\.2\.2:\d+)+)\s*$", output, re.M)), "no answer line")
+    breached = said != "answered: none"
+    attempt("a board opens the lab's control endpoints (inline shell)",
+            f"{len(ports)} endpoints at 10.0.2.2: {said[:30]}; {st['phase']}", leaked=breached)
+    assert said == "answered: none", said
+    assert "the peer did not answer" not in output, "the probe's own control failed"
+    assert st["phase"] == "Succeeded", st
 
 
 # -- issue 40: the doors beside the Kubernetes API ----------------------------------------------

@@ -164,3 +164,39 @@ def test_installed_chart_runs_the_demo_with_its_own_rbac(restricted_namespace, k
         helm("uninstall", "bf", "-n", NS, "--wait", check=False)
         devlab.start_operator()  # also re-applies the repository's TestPlans
 
+
+
+def test_helm_test_audits_the_board_network_with_what_the_release_knows(restricted_namespace,
+                                                                        tmp_path):
+    """`helm test` has a second pod, `benchfarm check --boards`: under restricted pod security,
+    with the device types and the lab's environment a board session has, the dashboard's
+    Service and the endpoints the values name; off when tests.boardNetwork.enabled is false."""
+    def pods(board_network: dict | None = None) -> dict[str, dict]:
+        args = ["template", "bf", str(CHART), "-n", NS, "--kube-version", "1.34.4"]
+        if board_network is not None:
+            f = tmp_path / "values.yaml"
+            f.write_text(yaml.safe_dump({"tests": {"boardNetwork": board_network}}))
+            args += ["-f", str(f)]
+        return {d["metadata"]["name"]: d for d in yaml.safe_load_all(helm(*args).stdout)
+                if d and d["kind"] == "Pod"}
+    pod = pods()["bf-benchfarm-check-boards"]
+    c = pod["spec"]["containers"][0]
+    assert c["command"] == ["benchfarm", "check", "--boards"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["BENCHFARM_DEVICE_TYPES"] == "/etc/benchfarm/device-types"
+    assert env["BENCHFARM_WEB_URL"] == f"http://bf-benchfarm-web.{NS}.svc:80"
+    assert env["LG_COORDINATOR"] and env["BENCHFARM_CONTROL_ENDPOINTS"] == ""
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    probe = dict(pod, spec=dict(pod["spec"], serviceAccountName="default"))
+    res = kubectl("create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(probe),
+                  check=False)
+    assert res.returncode == 0 and "violate" not in res.stderr, res.stderr
+    named = pods({"boards": ["am62x-0", "am62x-1"], "limit": 1,
+                  "endpoints": ["10.1.0.5:6443=API server", "10.1.9.9:623=BMC"]}
+                 )["bf-benchfarm-check-boards"]
+    c = named["spec"]["containers"][0]
+    assert c["command"] == ["benchfarm", "check", "--limit", "1", "--boards", "am62x-0", "am62x-1"]
+    assert {"name": "BENCHFARM_CONTROL_ENDPOINTS",
+            "value": "10.1.0.5:6443=API server,10.1.9.9:623=BMC"} in c["env"]
+    off = pods({"enabled": False})
+    assert "bf-benchfarm-check-boards" not in off and "bf-benchfarm-check" in off

@@ -150,3 +150,26 @@ def test_the_rounds_index_follows_the_boards_it_was_told_of():
     inv.boards["p2"].maintenance = False
     assert sorted(inv.board_index().views) == ["p0", "p1", "p2", "p3"]
     assert not inv.boards.changed
+
+
+def test_a_board_network_audit_holds_a_board_without_being_a_direct_lock():
+    """`benchfarm check --boards` holds a place under its own identity for a minute: the board
+    is not schedulable meanwhile, but it is benchfarm's own lock (no DirectLock condition or
+    event, where a person's lock under `directLocks: Report` gets both) and never an orphan."""
+    from benchfarm.api.models import DirectLocks
+    from benchfarm.lab.coordinator import is_netcheck, netcheck_identity
+    audit = "/".join(netcheck_identity("pod-1", 42))
+    assert is_netcheck(audit) and not is_netcheck("desk/alice") and not is_netcheck(None)
+    rt = FakeRuntime({"p0": place("p0", acquired=audit), "p1": place("p1", acquired="desk/alice")})
+    rt.policy = LabPolicySpec(directLocks=DirectLocks.report)
+    events: list[tuple] = []
+    rt.kube.event = lambda *a: events.append(a)
+    inv = inventory.Inventory(rt)
+    for _ in range(2):
+        inv.last_refresh = 0.0
+        inv.refresh(force=True)
+    audited, person = inv.boards["p0"], inv.boards["p1"]
+    assert audited.held_by_other == audit and audited.direct_lock is None
+    assert person.held_by_other == "desk/alice" and person.direct_lock == "desk/alice"
+    assert [e[2] for e in events] == ["DirectLock"] and "alice" in events[0][3]
+    assert rt.released == []

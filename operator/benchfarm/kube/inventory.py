@@ -37,7 +37,13 @@ from ..core import queue as q
 from ..core.conditions import now_iso, set_condition
 from ..errors import InfraError
 from ..kubeapi.leases import HEALTH_LEASE_LABEL, LeaseObserver, health_lease_name, list_leases
-from ..lab.coordinator import SESSION_HOST, health_check_of, health_identity, lease_uid_of
+from ..lab.coordinator import (
+    SESSION_HOST,
+    health_check_of,
+    health_identity,
+    is_netcheck,
+    lease_uid_of,
+)
 from . import metrics
 from .ports import Launch, Launcher
 from .state import BoardRecord, Boards, Registry, RunState, ts, written
@@ -254,7 +260,10 @@ class Inventory:
                     check is not None or lease_uid is not None
                 rec.held_by_other = None if (place.free or ours) else \
                     (place.acquired or f"reserved {place.reserved_by}")
-                lock = place.acquired if report and place.acquired and not ours else None
+                # a board-network audit (`benchfarm check --boards`) holds it for a minute:
+                # not schedulable meanwhile, but no lock outside benchfarm either
+                lock = place.acquired if report and place.acquired and not ours and \
+                    not is_netcheck(place.acquired) else None
                 if lock != rec.direct_lock:
                     rec.direct_lock = lock
                     rec.conditions = set_condition(

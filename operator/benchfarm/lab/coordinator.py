@@ -75,6 +75,17 @@ def health_check_of(holder: str | None) -> tuple[str, int] | None:
     return (board, int(check)) if check.isdigit() and board else None
 
 
+def netcheck_identity(host: str, pid: int) -> tuple[str, str]:
+    """(host, user) of `benchfarm check --boards` on a board it audits: its own, one per
+    process, so the operator knows it for benchfarm's (no DirectLock) and nobody else's."""
+    return SESSION_HOST, f"netcheck-{host}-{pid}"
+
+
+def is_netcheck(holder: str | None) -> bool:
+    """Is this labgrid holder a board-network audit (`netcheck_identity`)?"""
+    return bool(holder) and str(holder).startswith(f"{SESSION_HOST}/netcheck-")
+
+
 @dataclass(frozen=True)
 class PlaceInfo:
     """What benchfarm needs to know of a labgrid place."""
