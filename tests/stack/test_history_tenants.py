@@ -144,3 +144,68 @@ def test_reindex_skips_a_document_whose_identity_is_not_its_keys(made):
     assert skipped >= 1, out
     assert forged in done.stderr and f"names run {b}/{theirs}" in done.stderr, done.stderr
     assert {ns: cli_history(ns) for ns in (a, b)} == before
+
+
+def test_migration_0002_keeps_the_rows_and_the_points_already_reported(lab):
+    """A results database of revision 0001 (series across namespaces) with rows of two
+    namespaces and a reported change point, in a database of its own on the lab's PostgreSQL:
+    after `migrate` the rows read per namespace, the point belongs to its run's namespace (so it
+    is not reported again), and downgrading and upgrading again keeps them."""
+    import datetime as dt
+
+    import psycopg
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import select
+
+    from benchfarm.history import Database
+    from benchfarm.history.db import MIGRATIONS
+    from benchfarm.history.query import change_points as points_now
+    from benchfarm.history.schema import change_points
+    from benchfarm_devlab.postgres import url as lab_url
+    name = "benchfarm_migration_test"
+    with psycopg.connect(lab_url("postgres"), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    db = Database(lab_url(name))
+
+    def to(revision: str, down: bool = False) -> None:
+        with db.engine.begin() as conn:
+            cfg = Config()
+            cfg.set_main_option("script_location", str(MIGRATIONS))
+            cfg.attributes["connection"] = conn
+            (command.downgrade if down else command.upgrade)(cfg, revision)
+    try:
+        to("0001")
+        now = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+        with db.engine.begin() as conn:
+            for i, (ns, mean) in enumerate([("team-a", 1.0)] * 4 + [("team-b", 0.5)] * 4
+                                           + [("team-a", 1.0)] * 4):
+                conn.exec_driver_sql(
+                    "INSERT INTO results (run_uid, side, metric, unit, higher_is_better, samples,"
+                    " mean, n, namespace, name, plan, device_type, board, time) VALUES (%s, '', "
+                    "'hb/hackbench-time', 's', false, %s, %s, 2, %s, %s, '(inline)', 'qemu-x86', "
+                    "'vb-x86-0', %s)", (f"u-{i}", [mean, mean], mean, ns, f"run-{i}",
+                                        now + dt.timedelta(hours=i)))
+            conn.exec_driver_sql(
+                "INSERT INTO change_points (metric, device_type, plan, run_uid, direction, "
+                "magnitude, pvalue, reported) VALUES ('hb/hackbench-time', 'qemu-x86', "
+                "'(inline)', 'u-8', 'regression', 100.0, 1e-6, now())")
+        db.migrate()
+        for _ in range(2):
+            assert db.series_keys(None) == [("team-a", "hb/hackbench-time", "qemu-x86", "(inline)"),
+                                            ("team-b", "hb/hackbench-time", "qemu-x86", "(inline)")]
+            assert [r["name"] for r in db.series_rows("team-a", "hb/hackbench-time", "qemu-x86",
+                                                      "(inline)")] == \
+                [f"run-{i}" for i in (*range(4), *range(8, 12))]
+            with db.engine.connect() as conn:
+                kept = conn.execute(select(change_points.c.namespace, change_points.c.run_uid)
+                                    ).all()
+            assert [tuple(r) for r in kept] == [("team-a", "u-8")]
+            assert points_now(db, "team-a", "hb/hackbench-time", "qemu-x86", "(inline)") == []
+            to("0001", down=True)
+            db.migrate()
+    finally:
+        db.close()
+        with psycopg.connect(lab_url("postgres"), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")

@@ -92,3 +92,31 @@ def test_a_document_that_names_another_run_than_its_key_disagrees_and_says_how()
     assert disagreement({"run": {k: v for k, v in RUN.items() if k != "uid"}}, WHERE) == \
         "it names no run"
     assert disagreement({"run": "team-a/nightly-1"}, WHERE) == "it names no run"
+
+
+def test_the_history_commands_ask_the_scope_first_and_say_when_it_refuses(capsys, monkeypatch):
+    """`benchfarm history` and `results series` show a namespace the caller may read: the scope
+    (the CLI's: Kubernetes decides) is asked before the database, and a refusal is a sentence
+    and exit 1, not a traceback; -n and -A do not go together."""
+    import argparse
+
+    import pytest
+
+    from benchfarm.history.commands import ScopeRefused, register
+    asked = []
+
+    def scope(namespace, everywhere):
+        asked.append((namespace, everywhere))
+        raise ScopeRefused(f"you may not read the runs of namespace {namespace}")
+    monkeypatch.delenv("BENCHFARM_DATABASE_URL", raising=False)
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="cmd"), scope)
+    args = parser.parse_args(["history", "hb/hackbench-time", "--device-type", "qemu-x86",
+                              "--plan", "(inline)", "-n", "team-b"])
+    assert args.func(args) == 1
+    assert "namespace team-b" in capsys.readouterr().err
+    args = parser.parse_args(["results", "series", "-A"])
+    assert args.func(args) == 1
+    assert asked == [("team-b", False), (None, True)]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["results", "series", "-A", "-n", "team-a"])

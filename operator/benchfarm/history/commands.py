@@ -140,7 +140,8 @@ def table(doc: dict[str, Any]) -> str:
 def main_series(args: argparse.Namespace, scope: Scope) -> int:
     from .db import Database
     try:
-        rows = Database.from_env().known_series(scope(args.namespace, args.all_namespaces))
+        namespaces = scope(args.namespace, args.all_namespaces)
+        rows = Database.from_env().known_series(namespaces)
     except (InfraError, ScopeRefused) as exc:
         return _fail(exc)
     if args.format == "json":
