@@ -80,7 +80,7 @@ def tenant(core: Any, rbac: Any, ns: str) -> str:
 
 def series(kube: Any) -> dict[str, Any]:
     """The twelve runs (made at the first call): {"a", "b": namespaces, "tokens": {ns: token},
-    "runs": {ns: [names, oldest first]}, "uids": {name: uid}}."""
+    "runs": {ns: [names, in the order applied]}, "uids": {"ns/name": uid}}."""
     if _MADE:
         return _MADE
     from kubernetes import client
@@ -106,9 +106,9 @@ def series(kube: Any) -> dict[str, Any]:
             runs[ns] += names
     finally:
         apply_lab_policy()
-    uids = {name: custom.get_namespaced_custom_object(GROUP, VERSION, ns, "benchmarkruns",
-                                                      name)["metadata"]["uid"]
-            for ns, names in runs.items() for name in names}
+    uids = {f"{ns}/{name}": custom.get_namespaced_custom_object(
+        GROUP, VERSION, ns, "benchmarkruns", name)["metadata"]["uid"]
+        for ns, names in runs.items() for name in names}
     from benchfarm.history import Database
     db = Database.from_env()
 

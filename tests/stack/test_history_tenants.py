@@ -51,17 +51,21 @@ def test_team_as_change_points_and_events_are_its_own_runs_only(kube, made):
     a, b = made["a"], made["b"]
     from benchfarm.history import Database
     db = Database.from_env()
-    rows = sorted(db.series_rows(a, METRIC, DEVICE_TYPE, PLAN) +
-                  db.series_rows(b, METRIC, DEVICE_TYPE, PLAN), key=lambda r: r["time"])
-    # the runs as they ran, merged: what history across namespaces saw (the breach of issue 40)
+    own = {ns: db.series_rows(ns, METRIC, DEVICE_TYPE, PLAN) for ns in (a, b)}   # time order
+    rows = sorted(own[a] + own[b], key=lambda r: r["time"])
+    # the runs as they ran, merged: what history across namespaces saw (the breach of issue 40):
+    # an improvement at B's first run, a +100 % regression at A's fifth
     merged = detect([r["samples"] for r in rows], False)
     assert [(rows[p.index]["namespace"], rows[p.index]["name"], p.direction, round(p.magnitude))
-            for p in merged] == [(b, "hb-0", "improvement", -50), (a, "hb-4", "regression", 100)]
+            for p in merged] == [(b, own[b][0]["name"], "improvement", -50),
+                                 (a, own[a][4]["name"], "regression", 100)]
+    assert {r["name"] for r in own[a][:4]} == set(made["runs"][a][:4])
     mine, theirs = cli_history(a), cli_history(b)
-    assert [p["run"] for p in mine["series"]] == [f"{a}/{n}" for n in made["runs"][a]]
-    assert [p["uid"] for p in mine["series"]] == [made["uids"][n] for n in made["runs"][a]]
+    assert [p["run"] for p in mine["series"]] == [f"{a}/{r['name']}" for r in own[a]]
+    assert sorted(p["run"] for p in mine["series"]) == sorted(f"{a}/{n}" for n in made["runs"][a])
+    assert {p["uid"] for p in mine["series"]} == {made["uids"][f"{a}/{n}"] for n in made["runs"][a]}
     assert {p["mean"] for p in mine["series"]} == {1.0} and mine["changePoints"] == []
-    assert [p["run"] for p in theirs["series"]] == [f"{b}/{n}" for n in made["runs"][b]]
+    assert sorted(p["run"] for p in theirs["series"]) == sorted(f"{b}/{n}" for n in made["runs"][b])
     assert {p["mean"] for p in theirs["series"]} == {0.5} and theirs["changePoints"] == []
     assert change_point_events(kube, a) == [] and change_point_events(kube, b) == []
     from sqlalchemy import select
@@ -104,7 +108,7 @@ def test_team_as_dashboard_menus_hold_none_of_team_bs_step_names(made, web):
                         f"&deviceType={DEVICE_TYPE}&plan={PLAN}", token)
     chart = json.loads(body)
     assert chart["known"] and chart["changePoints"] == []
-    assert [p["run"] for p in chart["series"]] == [f"{a}/{n}" for n in made["runs"][a]]
+    assert sorted(p["run"] for p in chart["series"]) == sorted(f"{a}/{n}" for n in made["runs"][a])
     # the HTML page: no step name, run or namespace of team B anywhere in it
     status, html = http(f"{web}/history?namespace={a}&metric={METRIC}"
                         f"&deviceType={DEVICE_TYPE}&plan={PLAN}", token)
@@ -129,7 +133,7 @@ def test_reindex_skips_a_document_whose_identity_is_not_its_keys(made):
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
     store = ArtifactStore(StoreConfig.from_env())
     theirs = made["runs"][b][0]
-    doc = store.get(f"{b}/{theirs}/{made['uids'][theirs]}/metrics.json")
+    doc = store.get(f"{b}/{theirs}/{made['uids'][f'{b}/{theirs}']}/metrics.json")
     assert json.loads(doc)["run"]["namespace"] == b
     forged = f"{a}/forged/00000000-0000-0000-0000-000000000000/metrics.json"
     store.client.put_object(store.config.bucket, forged, io.BytesIO(doc), len(doc))
