@@ -68,7 +68,7 @@ def generate(db: Database, days: int, types: int, metrics: int, samples: int,
     rows = 0
     conn = psycopg.connect(lab_url(BENCH_DB))
     with conn, conn.cursor() as cur:
-        cur.execute("DROP INDEX results_series")
+        cur.execute("DROP INDEX results_ns_series")
         with cur.copy(f"COPY results ({', '.join(COLUMNS)}) FROM STDIN") as copy:
             for day in range(days):
                 when = start + dt.timedelta(days=day)
@@ -89,7 +89,8 @@ def generate(db: Database, days: int, types: int, metrics: int, samples: int,
                                         f"board-type-{t:02d}", f"board-{t:02d}-0", software,
                                         "{}", "6.12.0", "{}", when))
                         rows += 1
-        cur.execute("CREATE INDEX results_series ON results (metric, device_type, plan, time)")
+        cur.execute("CREATE INDEX results_ns_series ON results "
+                    "(namespace, metric, device_type, plan, time)")
         cur.execute("ANALYZE results")
     conn.close()
     return rows
@@ -157,7 +158,7 @@ def dashboard_pages(args: argparse.Namespace, rng: random.Random) -> None:
         def url() -> str:
             m = rng.randrange(args.metrics)
             return base + "/history?" + urllib.parse.urlencode({
-                "metric": f"suite-{m // 10:02d}/metric-{m:03d}",
+                "namespace": "nightly", "metric": f"suite-{m // 10:02d}/metric-{m:03d}",
                 "deviceType": f"board-type-{rng.randrange(args.types):02d}", "plan": PLAN})
 
         times = []
@@ -245,7 +246,7 @@ def main() -> None:
         m = rng.randrange(args.metrics)
         metric = f"suite-{m // 10:02d}/metric-{m:03d}"
         t = time.perf_counter()
-        doc = history(db, metric, f"board-type-{rng.randrange(args.types):02d}", PLAN)
+        doc = history(db, "nightly", metric, f"board-type-{rng.randrange(args.types):02d}", PLAN)
         times.append(time.perf_counter() - t)
         points += len(doc["changePoints"])
         assert len(doc["series"]) == args.days
@@ -260,15 +261,15 @@ def main() -> None:
     idx, cps = [], []
     for _ in range(5):
         doc = metrics_json(args.metrics, args.samples, rng)
-        key = f"bench-history/{doc['run']['uid']}/metrics.json"
+        key = f"nightly/{doc['run']['name']}/{doc['run']['uid']}/metrics.json"
         store.put(key, json.dumps(doc).encode(), "application/json")
         t = time.perf_counter()
         n = index_run(db, store, key)
         idx.append(time.perf_counter() - t)
         assert n == args.metrics
         t = time.perf_counter()
-        for metric, device_type, plan in db.run_series(doc["run"]["uid"]):
-            history(db, metric, device_type, plan)
+        for namespace, metric, device_type, plan in db.run_series(doc["run"]["uid"]):
+            history(db, namespace, metric, device_type, plan)
         cps.append(time.perf_counter() - t)
     print(f"indexing a finished run ({args.metrics} metrics, read from MinIO and upserted): "
           f"median {ms(statistics.median(idx))}, longest {ms(max(idx))}")

@@ -84,7 +84,7 @@ def series(runs: int, plan_name: str, step_at: int | None, device_type: str) -> 
 def wait_indexed(db: Database, plan_name: str, runs: int, device_type: str) -> dict:
     deadline = time.monotonic() + 120
     while True:
-        doc = history(db, METRIC, device_type, plan_name)
+        doc = history(db, "default", METRIC, device_type, plan_name)
         if len(doc["series"]) >= runs or time.monotonic() > deadline:
             return doc
         time.sleep(2)

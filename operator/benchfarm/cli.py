@@ -32,6 +32,39 @@ def _parse(args: argparse.Namespace) -> int:
     return 0
 
 
+def history_scope(namespace: str | None, everywhere: bool) -> frozenset[str] | None:
+    """The namespaces `benchfarm history`/`results series` show: `-n` or the kubeconfig's
+    current namespace, or every one (None) with --all-namespaces, after the API server said
+    (SelfSubjectAccessReview) that the caller may `get benchmarkruns` there (cluster-wide for
+    every namespace). Without any Kubernetes credentials there is no one to ask: the database URL
+    is then the caller's only credential, and it reads everything anyway."""
+    from .history.commands import ScopeRefused
+    from .leasecli import _namespace
+    ns = None if everywhere else _namespace(namespace)
+    try:
+        from kubernetes import client, config
+        try:
+            config.load_kube_config(os.environ.get("KUBECONFIG"))
+        except Exception:
+            config.load_incluster_config()
+    except Exception:       # no kubeconfig, not in a cluster: nothing to check against
+        return None if ns is None else frozenset({ns})
+    review = client.V1SelfSubjectAccessReview(spec=client.V1SelfSubjectAccessReviewSpec(
+        resource_attributes=client.V1ResourceAttributes(
+            namespace=ns, verb="get", group="benchfarm.io", resource="benchmarkruns")))
+    try:
+        answer = client.AuthorizationV1Api().create_self_subject_access_review(review).status
+    except Exception as exc:
+        raise ScopeRefused(f"could not ask the API server who may read "
+                           f"{'every namespace' if ns is None else ns}: "
+                           f"{type(exc).__name__}") from exc
+    if not (answer and answer.allowed):
+        raise ScopeRefused(
+            "--all-namespaces is a lab admin's (get benchmarkruns cluster-wide); you may not"
+            if ns is None else f"you may not read the runs of namespace {ns}")
+    return None if ns is None else frozenset({ns})
+
+
 def _import_guide(path: str, fmt: str, board: str | None) -> int:
     from .core.guide import read_guide
     from .report.tables import guide_rst
@@ -122,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                         "runs' metrics.json in the store, no change points; or "
                         "BENCHFARM_WEB_HISTORY_SOURCE)")
     from .history.commands import register as register_history
-    register_history(sub)
+    register_history(sub, history_scope)
     _plugins(sub)
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("lab", "demo") and argv[0] not in sub.choices:

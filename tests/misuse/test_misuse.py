@@ -696,3 +696,40 @@ def test_a_forged_labgrid_identity_drives_nothing(custom, attempt, tmp_path):
     st = finished(custom, run, timeout=300)
     attempt("... and the run whose name was forged", f"{st['phase']}", lost=st["phase"] != "Succeeded")
     assert st["phase"] == "Succeeded", st
+
+
+def test_a_cross_namespace_series_and_change_point(kube, operator, attempt):  # noqa: F811
+    """Issue 40: team B's runs of the same inline plan between team A's (tests/stack/crossns.py:
+    four of A at 1.0, four of B at 0.5, four of A) once put a ChangePoint Warning event on A's
+    fifth run ("regressed +100.00 %") and B's step names in A's series menus. A breach: any
+    ChangePoint event in either namespace, a run of B in A's series or a step of B's in A's
+    dashboard menus (read with A's token)."""
+    import json
+
+    from tests.stack.crossns import (
+        DEVICE_TYPE,
+        METRIC,
+        OWN_STEP,
+        PLAN,
+        benchfarm,
+        change_point_events,
+        dashboard,
+        http,
+        series,
+    )
+    made = series(kube)
+    a, b = made["a"], made["b"]
+    mine = json.loads(benchfarm("history", METRIC, "--device-type", DEVICE_TYPE, "--plan", PLAN,
+                                "-n", a, "--format", "json").stdout)
+    events = change_point_events(kube, a) + change_point_events(kube, b)
+    with dashboard() as url:
+        status, body = http(f"{url}/history?format=json", made["tokens"][a])
+    menus = json.loads(body)["menus"]["metric"] if status == 200 else []
+    foreign = [p["run"] for p in mine["series"] if not p["run"].startswith(a + "/")] + \
+        [m for m in menus if m.startswith(OWN_STEP + "/")]
+    leaked = bool(events or foreign or mine["changePoints"] or status != 200)
+    attempt("a cross-namespace series and change point",
+            f"team A: {len(mine['series'])} own runs, {len(mine['changePoints'])} change "
+            f"points, {len(events)} events; B's steps in A's menus: {len(foreign)}",
+            leaked=leaked)
+    assert not leaked, (events, foreign, mine["changePoints"], status)

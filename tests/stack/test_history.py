@@ -80,10 +80,11 @@ def test_a_finished_run_is_indexed_with_every_sample_and_history_shows_it(custom
     assert row["plan_digest"] == st["provenance"]["planDigest"]
     # the dashboard's list of series (an index skip scan) is the counted one's keys
     db = Database.from_env()
-    keys = db.series_keys()
-    assert (METRIC, "qemu-x86", "stacktest-history") in keys
-    assert sorted(keys) == sorted((s["metric"], s["deviceType"], s["plan"])
-                                  for s in db.known_series())
+    keys = db.series_keys(None)
+    assert ("default", METRIC, "qemu-x86", "stacktest-history") in keys
+    assert sorted(keys) == sorted((s["namespace"], s["metric"], s["deviceType"], s["plan"])
+                                  for s in db.known_series(None))
+    assert db.series_keys(["default"]) == [k for k in sorted(keys) if k[0] == "default"]
     table = benchfarm("history", METRIC, "--device-type", "qemu-x86", "--plan",
                       "stacktest-history")
     assert f"default/{name}" in table

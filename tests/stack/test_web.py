@@ -252,7 +252,8 @@ def test_a_person_follows_the_history_chart_to_a_run_its_report_and_an_artifact(
     assert "Kernel command line" in d.find_element(By.TAG_NAME, "body").text
 
     d.get(site["url"] + "/compare?" + urllib.parse.urlencode(
-        {"deviceType": "qemu-x86", "plan": site["plan"], "a": "b1", "b": "b2"}))
+        {"namespace": NS_A, "deviceType": "qemu-x86", "plan": site["plan"], "a": "b1",
+         "b": "b2"}))
     compared = _rows(d, "tr.compared td:first-child", "textContent")
     assert METRIC in compared
     _shot(d, site, "4-compare")

@@ -18,9 +18,9 @@ class DeclaredChangeSource(StoreHistorySource):
     def software_of(self, run: dict[str, Any]) -> str:
         return ((run.get("metadata") or {}).get("labels") or {}).get(BUILD_LABEL, "")
 
-    def history(self, metric: str, device_type: str, plan: str,
+    def history(self, namespace: str, metric: str, device_type: str, plan: str,
                 with_points: bool = True) -> dict[str, Any]:
-        doc = super().history(metric, device_type, plan)
+        doc = super().history(namespace, metric, device_type, plan)
         series = doc["series"]
         first = next((i for i, p in enumerate(series) if p["software"] == "b2"), None)
         if first:

@@ -151,3 +151,40 @@ def test_sign_in_sends_nowhere_but_a_path_on_this_site(asked):
 ])
 def test_a_path_on_this_site_is_where_sign_in_goes(asked):
     assert views.local_path(asked) == asked
+
+
+KEYS = [views.SeriesKey("team-a", "hb/hackbench-time", "qemu-x86", "(inline)"),
+        views.SeriesKey("team-a", "boot/kernel-to-prompt", "qemu-x86", "(inline)"),
+        views.SeriesKey("team-b", "hb/hackbench-time", "qemu-x86", "(inline)"),
+        views.SeriesKey("team-b", "secret-step/secret-metric", "qemu-arm64-a53", "team-b-plan")]
+
+
+def test_a_tenants_history_menus_hold_only_their_namespaces_series():
+    """Team A's person, even when the source answers with team B's series too: team B's step
+    names, device types and plans are in no menu, and asking for team B's series shows nothing."""
+    mine = views.history_menus(KEYS, lambda ns: ns == "team-a", {})
+    assert mine.namespaces == ["team-a"]
+    assert mine.want == KEYS[1] and mine.known          # the namespace's first series
+    assert mine.choices == {"metric": ["boot/kernel-to-prompt", "hb/hackbench-time"],
+                            "device_type": ["qemu-x86"], "plan": ["(inline)"]}
+    theirs = views.history_menus(KEYS, lambda ns: ns == "team-a", {
+        "namespace": "team-b", "metric": "secret-step/secret-metric",
+        "deviceType": "qemu-arm64-a53", "plan": "team-b-plan"})
+    assert not theirs.known and theirs.want.namespace == ""
+    assert "secret-step/secret-metric" not in str(theirs.choices) and \
+        "team-b" not in theirs.namespaces
+
+
+def test_a_lab_admin_chooses_the_namespace_and_its_menus_follow():
+    admin = views.history_menus(KEYS, lambda ns: True, {"namespace": "team-b"})
+    assert admin.namespaces == ["team-a", "team-b"]
+    assert admin.want == KEYS[2] and admin.known
+    assert admin.choices["metric"] == ["hb/hackbench-time", "secret-step/secret-metric"]
+    one = views.history_menus(KEYS, lambda ns: True, {
+        "namespace": "team-a", "metric": "hb/hackbench-time", "deviceType": "qemu-x86",
+        "plan": "(inline)"})
+    assert one.want == KEYS[0] and one.known and one.choices["plan"] == ["(inline)"]
+    none = views.history_menus(KEYS, lambda ns: True, {
+        "namespace": "team-a", "metric": "secret-step/secret-metric",
+        "deviceType": "qemu-arm64-a53", "plan": "team-b-plan"})
+    assert not none.known and none.want.namespace == "team-a"

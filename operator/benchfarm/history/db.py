@@ -1,7 +1,8 @@
 """The results database: connecting, migrating, upserting a run's rows, reading a series.
 
 A URL as `BENCHFARM_DATABASE_URL` gives it (`postgresql://user:password@host:port/db`; psycopg 3
-drives it). Any failure to reach the server is an `Outage(party="database")`: the operator's
+drives it). A series is one namespace's (`Series`): every read names the namespaces it may
+see. Any failure to reach the server is an `Outage(party="database")`: the operator's
 indexer waits it out and catches up, nothing a run does waits for it.
 """
 
@@ -22,6 +23,7 @@ from ..errors import InfraError, Outage
 from .schema import change_points, metadata, results
 
 T = TypeVar("T")
+Series = tuple[str, str, str, str]      # (namespace, metric, device type, plan): one namespace's
 MIGRATIONS = Path(__file__).with_name("migrations")
 _ROW_COLUMNS = [c.name for c in results.columns]
 
@@ -107,12 +109,12 @@ class Database:
             return []
 
         def _insert(conn: Connection) -> list[dict[str, Any]]:
+            c = change_points.c
             stmt = insert(change_points).on_conflict_do_nothing().returning(
-                change_points.c.metric, change_points.c.device_type, change_points.c.plan,
-                change_points.c.run_uid)
+                c.namespace, c.metric, c.device_type, c.plan, c.run_uid)
             new = {tuple(r) for r in conn.execute(stmt, rows)}
-            return [r for r in rows if (r["metric"], r["device_type"], r["plan"], r["run_uid"])
-                    in new]
+            return [r for r in rows if (r["namespace"], r["metric"], r["device_type"],
+                                        r["plan"], r["run_uid"]) in new]
         return self._do("record change points", _insert)
 
     # -- reading ------------------------------------------------------------------------------
@@ -120,47 +122,76 @@ class Database:
         return self._do("read", lambda conn: {r[0] for r in conn.execute(
             select(results.c.run_uid).distinct())})
 
-    def series_rows(self, metric: str, device_type: str, plan: str,
+    def series_rows(self, namespace: str, metric: str, device_type: str, plan: str,
                     since: dt.datetime | None = None) -> list[dict[str, Any]]:
+        """One namespace's runs of the series, oldest first: never another namespace's."""
         c = results.c
         q = (select(c.run_uid, c.side, c.namespace, c.name, c.time, c.software, c.kernel_release,
                     c.board, c.mean, c.samples, c.unit, c.higher_is_better)
-             .where(c.metric == metric, c.device_type == device_type, c.plan == plan)
+             .where(c.namespace == namespace, c.metric == metric, c.device_type == device_type,
+                    c.plan == plan)
              .order_by(c.time, c.run_uid, c.side))
         if since is not None:
             q = q.where(c.time >= since)
         return self._do("read", lambda conn: [dict(r._mapping) for r in conn.execute(q)])
 
-    def run_series(self, uid: str) -> list[tuple[str, str, str]]:
-        """The (metric, device type, plan) series one run has rows in."""
-        q = select(results.c.metric, results.c.device_type, results.c.plan).where(
-            results.c.run_uid == uid).distinct()
-        return self._do("read", lambda conn: [tuple(r) for r in conn.execute(q)])
+    def run_series(self, uid: str) -> list[Series]:
+        """The (namespace, metric, device type, plan) series one run has rows in."""
+        c = results.c
+        q = select(c.namespace, c.metric, c.device_type, c.plan).where(c.run_uid == uid).distinct()
+        return self._do("read", lambda conn: [(n, m, d, p) for n, m, d, p in conn.execute(q)])
 
-    def series_keys(self) -> list[tuple[str, str, str]]:
-        """Every (metric, device type, plan) there is, read by skipping through the series index
-        one key at a time (a recursive CTE, PostgreSQL's loose index scan): as many index probes
-        as there are series, however many rows each has. `known_series` counts rows; this is what
-        a page that only offers the series to choose from needs."""
-        q = text("""
-            WITH RECURSIVE k AS (
-              (SELECT metric, device_type, plan FROM results
-                ORDER BY metric, device_type, plan LIMIT 1)
-              UNION ALL
-              SELECT n.metric, n.device_type, n.plan FROM k, LATERAL (
-                SELECT metric, device_type, plan FROM results r
-                 WHERE (r.metric, r.device_type, r.plan) > (k.metric, k.device_type, k.plan)
-                 ORDER BY r.metric, r.device_type, r.plan LIMIT 1) n)
-            SELECT metric, device_type, plan FROM k""")
-        return self._do("read", lambda conn: [(m, d, p) for m, d, p in conn.execute(q)])
-
-    def known_series(self) -> list[dict[str, Any]]:
-        q = (select(results.c.metric, results.c.device_type, results.c.plan,
-                    func.min(results.c.unit), func.bool_and(results.c.higher_is_better),
-                    func.count(func.distinct(results.c.run_uid)), func.max(results.c.time))
-             .group_by(results.c.metric, results.c.device_type, results.c.plan)
-             .order_by(results.c.device_type, results.c.plan, results.c.metric))
+    def series_keys(self, namespaces: Iterable[str] | None) -> list[Series]:
+        """Every (namespace, metric, device type, plan) there is, of `namespaces` only (None:
+        every namespace: a lab admin's view), read by skipping through the series index one key
+        at a time (a recursive CTE, PostgreSQL's loose index scan): as many index probes as there
+        are series, however many rows each has. `known_series` counts rows; this is what a page
+        that only offers the series to choose from needs."""
+        if namespaces is None:
+            return self._do("read", lambda conn: [
+                (n, m, d, p) for n, m, d, p in conn.execute(_SKIP_SCAN_ALL)])
+        wanted = sorted(set(namespaces))
         return self._do("read", lambda conn: [
-            {"metric": m, "deviceType": d, "plan": p, "unit": u, "higherIsBetter": h,
-             "runs": n, "last": t.isoformat() if t else None}
-            for m, d, p, u, h, n, t in conn.execute(q)])
+            (n, m, d, p) for ns in wanted
+            for n, m, d, p in conn.execute(_SKIP_SCAN_NAMESPACE, {"ns": ns})])
+
+    def known_series(self, namespaces: Iterable[str] | None) -> list[dict[str, Any]]:
+        """The series of `namespaces` (None: all) with their unit, direction, runs and last run."""
+        c = results.c
+        q = (select(c.namespace, c.metric, c.device_type, c.plan, func.min(c.unit),
+                    func.bool_and(c.higher_is_better), func.count(func.distinct(c.run_uid)),
+                    func.max(c.time))
+             .group_by(c.namespace, c.metric, c.device_type, c.plan)
+             .order_by(c.namespace, c.device_type, c.plan, c.metric))
+        if namespaces is not None:
+            q = q.where(c.namespace.in_(sorted(set(namespaces))))
+        return self._do("read", lambda conn: [
+            {"namespace": ns, "metric": m, "deviceType": d, "plan": p, "unit": u,
+             "higherIsBetter": h, "runs": n, "last": t.isoformat() if t else None}
+            for ns, m, d, p, u, h, n, t in conn.execute(q)])
+
+
+# The skip scans of `series_keys` over the index results_ns_series: every series, or one
+# namespace's (the namespace fixed, the rest skipped through).
+_SKIP_SCAN_ALL = text("""
+    WITH RECURSIVE k AS (
+      (SELECT namespace, metric, device_type, plan FROM results
+        ORDER BY namespace, metric, device_type, plan LIMIT 1)
+      UNION ALL
+      SELECT n.namespace, n.metric, n.device_type, n.plan FROM k, LATERAL (
+        SELECT namespace, metric, device_type, plan FROM results r
+         WHERE (r.namespace, r.metric, r.device_type, r.plan)
+             > (k.namespace, k.metric, k.device_type, k.plan)
+         ORDER BY r.namespace, r.metric, r.device_type, r.plan LIMIT 1) n)
+    SELECT namespace, metric, device_type, plan FROM k""")
+_SKIP_SCAN_NAMESPACE = text("""
+    WITH RECURSIVE k AS (
+      (SELECT namespace, metric, device_type, plan FROM results WHERE namespace = :ns
+        ORDER BY metric, device_type, plan LIMIT 1)
+      UNION ALL
+      SELECT n.namespace, n.metric, n.device_type, n.plan FROM k, LATERAL (
+        SELECT namespace, metric, device_type, plan FROM results r
+         WHERE r.namespace = :ns
+           AND (r.metric, r.device_type, r.plan) > (k.metric, k.device_type, k.plan)
+         ORDER BY r.metric, r.device_type, r.plan LIMIT 1) n)
+    SELECT namespace, metric, device_type, plan FROM k""")

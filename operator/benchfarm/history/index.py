@@ -1,10 +1,13 @@
 """A finished run's metrics.json (the record, in the store) as rows of the results database.
 
 `rows` is the pure part: which metrics a document has and their direction come from
-`core.results.samples_from_document` (the one definition reports and comparisons use), the run's
-identity from the document's `run` (and its provenance). `index_run` reads one run's document and
-upserts it; `reindex` rebuilds the index from every metrics.json in the store (and takes the
-change points it then finds as reported: a rebuilt index raises no events).
+`core.results.samples_from_document` (the one definition reports and comparisons use); the run's
+namespace, name and uid come from where the document lies in the store (`core.runkey`), never
+from the document, whose own `run` fields a tenant's suite could have written. `index_run` reads
+one run's document and upserts it unless its identity disagrees with its key (`NotThisRun`);
+`reindex` rebuilds the index from every metrics.json in the store, skips and counts the documents
+that disagree, and takes the change points it then finds as reported (a rebuilt index raises no
+events).
 """
 
 from __future__ import annotations
@@ -12,16 +15,27 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core.results import samples_from_document
+from ..core.runkey import DOCUMENT, RunKey, disagreement, is_run_document, run_of_key
 from ..errors import InfraError
 from ..store.artifacts import ArtifactStore
 from .db import Database
 from .query import change_points
 
 log = logging.getLogger("benchfarm.history")
-DOCUMENT = "metrics.json"
+__all__ = ["DOCUMENT", "NotThisRun", "Reindexed", "document_key", "index_run", "reindex", "rows"]
+
+
+class NotThisRun(ValueError):
+    """A document not indexed because its identity is not the one of where it lies."""
+
+
+class Reindexed(NamedTuple):
+    runs: int
+    rows: int
+    skipped: list[tuple[str, str]]      # (key, why) of each document left out for its identity
 
 
 def _time(value: Any, fallback: dt.datetime | None) -> dt.datetime:
@@ -30,12 +44,12 @@ def _time(value: Any, fallback: dt.datetime | None) -> dt.datetime:
     return fallback or dt.datetime.now(dt.UTC)
 
 
-def _side_rows(run: dict[str, Any], doc: dict[str, Any], side: str, software: dict[str, Any],
-               when: dt.datetime) -> list[dict[str, Any]]:
+def _side_rows(where: RunKey, run: dict[str, Any], doc: dict[str, Any], side: str,
+               software: dict[str, Any], when: dt.datetime) -> list[dict[str, Any]]:
     provenance = doc.get("provenance") or {}
     samples, direction = samples_from_document(doc)
     identity = {
-        "run_uid": run["uid"], "side": side, "namespace": run["namespace"], "name": run["name"],
+        "run_uid": where.uid, "side": side, "namespace": where.namespace, "name": where.name,
         "plan": run.get("plan") or "(inline)", "plan_digest": provenance.get("planDigest"),
         "device_type": run.get("deviceType") or "", "board": run.get("board") or "",
         "software": software.get("name") or "", "software_digests": software.get("digests") or {},
@@ -54,18 +68,19 @@ def _side_rows(run: dict[str, Any], doc: dict[str, Any], side: str, software: di
     return out
 
 
-def rows(doc: dict[str, Any], modified: dt.datetime | None = None) -> list[dict[str, Any]]:
-    """The rows of one metrics.json: per side of an A/B run, or the run's own."""
+def rows(doc: dict[str, Any], where: RunKey, modified: dt.datetime | None = None
+         ) -> list[dict[str, Any]]:
+    """The rows of one metrics.json of the run `where` (its key's identity): per side of an A/B
+    run, or the run's own. The document's own namespace, name and uid are not read here (check
+    them first: `core.runkey.disagreement`)."""
     run = doc.get("run") or {}
-    if not run.get("uid"):
-        return []
     when = _time(run.get("finishedAt"), modified)
     software = run.get("softwareSets") or {}
     if doc.get("sides"):
         return [r for label, side_doc in doc["sides"].items()
-                for r in _side_rows(run, side_doc, label, software.get(label) or {"name": label},
-                                    when)]
-    return _side_rows(run, doc, "", next(iter(software.values()), {}), when)
+                for r in _side_rows(where, run, side_doc, label,
+                                    software.get(label) or {"name": label}, when)]
+    return _side_rows(where, run, doc, "", next(iter(software.values()), {}), when)
 
 
 def document_key(store: ArtifactStore, namespace: str, name: str, uid: str,
@@ -73,30 +88,48 @@ def document_key(store: ArtifactStore, namespace: str, name: str, uid: str,
     return f"{store.run_prefix(namespace, name, uid, prefix)}/{DOCUMENT}"
 
 
-def index_run(db: Database, store: ArtifactStore, key: str) -> int:
-    """Index the run whose metrics.json is `key`; the number of rows (0: nothing to index)."""
+def index_run(db: Database, store: ArtifactStore, key: str, run: RunKey | None = None) -> int:
+    """Index the run whose metrics.json is `key`; the number of rows. `run`: the run object's
+    identity, when the caller has one (the operator): the key must lie under it. NotThisRun when
+    the key is no run's, lies under another run, or the document names another run than its
+    key."""
+    where = run_of_key(key)
+    if where is None:
+        raise NotThisRun(f"{key}: not under a run's <namespace>/<name>/<uid>/")
+    if run is not None and where != run:
+        raise NotThisRun(f"{key}: not under the run's own {run.namespace}/{run.name}/{run.uid}/")
     doc = json.loads(store.get(key))
-    return db.upsert(rows(doc, store.modified(key)))
+    if not isinstance(doc, dict):
+        raise NotThisRun(f"{key}: not a metrics document")
+    why = disagreement(doc, where)
+    if why is not None:
+        raise NotThisRun(f"{key}: {why}")
+    return db.upsert(rows(doc, where, store.modified(key)))
 
 
-def reindex(db: Database, store: ArtifactStore, *, drop: bool = False) -> tuple[int, int]:
-    """Rebuild the index from every run's metrics.json in the store: (runs, rows)."""
+def reindex(db: Database, store: ArtifactStore, *, drop: bool = False) -> Reindexed:
+    """Rebuild the index from every run's metrics.json in the store: the runs and rows indexed,
+    and the documents skipped because their identity disagrees with their key (each logged)."""
     if drop:
         db.drop()
     db.migrate()
     runs = total = 0
+    skipped: list[tuple[str, str]] = []
     for key in store.list(""):
-        parts = key.split("/")
-        if parts[-1] != DOCUMENT or len(parts) < 4 or "raw" in parts[3:-1]:
+        if not is_run_document(key):
             continue
         try:
             n = index_run(db, store, key)
+        except NotThisRun as exc:
+            log.warning("skipped, its identity disagrees with its key: %s", exc)
+            skipped.append((key, str(exc)))
+            continue
         except (ValueError, InfraError) as exc:
             log.warning("not indexed: %s: %s", key, exc)
             continue
         runs += bool(n)
         total += n
     # the change points there are now count as reported: rebuilding the index is no news
-    for series in db.series_keys():
+    for series in db.series_keys(None):
         db.record_points([row for row, _ in change_points(db, *series)])
-    return runs, total
+    return Reindexed(runs, total, skipped)

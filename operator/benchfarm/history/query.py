@@ -1,20 +1,24 @@
 """One series' history with its change points, in the JSON shape the CLI and the web page show.
 
-`history(db, metric, device_type, plan, since)` ->
-`{"series": [{"run": "ns/name", "time", "software", "board", "mean", "samples", ...}],
+A series is one namespace's runs of a metric on a device type under a plan: its points, its
+change points and the events they raise are computed from that namespace's runs only.
+`history(db, namespace, metric, device_type, plan, since)` ->
+`{"namespace", "metric", "deviceType", "plan", "unit", "higherIsBetter",
+  "series": [{"run": "ns/name", "time", "software", "board", "mean", "samples", ...}],
   "changePoints": [{"run": "ns/name", "software", "board", "time", "magnitude", "pvalue",
-  "direction": "regression"|"improvement"}]}`; `known_series(db)` lists the (metric, device type,
-plan) series there are. A/B runs give a point per side (`side`).
+  "direction": "regression"|"improvement"}]}`; `known_series(db, namespaces)` lists the series of
+those namespaces (None: all, a lab admin's view). A/B runs give a point per side (`side`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from typing import Any
 
 from ..core.changepoints import detect
 from ..errors import Outage
-from .db import Database
+from .db import Database, Series
 
 
 def _software(row: dict[str, Any]) -> str:
@@ -29,12 +33,12 @@ def _point(row: dict[str, Any]) -> dict[str, Any]:
             "samples": list(row["samples"])}
 
 
-def history(db: Database, metric: str, device_type: str, plan: str,
+def history(db: Database, namespace: str, metric: str, device_type: str, plan: str,
             since: dt.datetime | None = None, *, with_points: bool = True) -> dict[str, Any]:
-    """The series of `metric` on `device_type` under `plan` (oldest first) and its change
-    points (none looked for unless `with_points`). Raises Outage when the database is
-    unreachable."""
-    rows = db.series_rows(metric, device_type, plan, since)
+    """The series of `metric` on `device_type` under `plan` in `namespace` (oldest first) and
+    its change points (none looked for unless `with_points`). Raises Outage when the database
+    is unreachable."""
+    rows = db.series_rows(namespace, metric, device_type, plan, since)
     series = [_point(r) for r in rows]
     higher = bool(rows[0]["higher_is_better"]) if rows else True
     points = []
@@ -45,24 +49,25 @@ def history(db: Database, metric: str, device_type: str, plan: str,
                        "time": first["time"].isoformat(), "software": _software(first),
                        "board": first["board"], "magnitude": cp.magnitude, "pvalue": cp.pvalue,
                        "direction": cp.direction})
-    return {"metric": metric, "deviceType": device_type, "plan": plan,
+    return {"namespace": namespace, "metric": metric, "deviceType": device_type, "plan": plan,
             "unit": rows[0]["unit"] if rows else None, "higherIsBetter": higher,
             "series": series, "changePoints": points}
 
 
-def known_series(db: Database) -> list[dict[str, Any]]:
-    """[{"metric", "deviceType", "plan", "unit", "higherIsBetter", "runs", "last"}]."""
-    return db.known_series()
+def known_series(db: Database, namespaces: Iterable[str] | None) -> list[dict[str, Any]]:
+    """[{"namespace", "metric", "deviceType", "plan", "unit", "higherIsBetter", "runs",
+    "last"}] of `namespaces` (None: every namespace)."""
+    return db.known_series(namespaces)
 
 
-def change_points(db: Database, metric: str, device_type: str, plan: str
+def change_points(db: Database, namespace: str, metric: str, device_type: str, plan: str
                   ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """The series' change points now, each as (its row of `change_points`, the point as
     `history` shows it): what the indexer compares with the points already reported."""
     out = []
-    for p in history(db, metric, device_type, plan)["changePoints"]:
-        out.append(({"metric": metric, "device_type": device_type, "plan": plan,
-                     "run_uid": p["uid"], "direction": p["direction"],
+    for p in history(db, namespace, metric, device_type, plan)["changePoints"]:
+        out.append(({"namespace": namespace, "metric": metric, "device_type": device_type,
+                     "plan": plan, "run_uid": p["uid"], "direction": p["direction"],
                      "magnitude": p["magnitude"], "pvalue": p["pvalue"]}, p))
     return out
 
@@ -70,7 +75,7 @@ def change_points(db: Database, metric: str, device_type: str, plan: str
 _DATABASES: dict[str, Database] = {}
 
 
-def change_points_of(url: str, series: list[tuple[str, str, str]]
+def change_points_of(url: str, series: list[Series]
                      ) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], str | None]:
     """`change_points` of several series, in a process of the caller's (the operator's
     indexer runs it in a worker process: the search is seconds of CPU at thousands of runs, which

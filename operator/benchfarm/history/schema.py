@@ -6,6 +6,9 @@ order, warm-ups left out), their mean and count, the unit and direction, and the
 digests, the booted kernel release; the A/B side, the run's labels, its finish time). Denormalised
 on purpose: a lab's Grafana charts it with one SELECT. `change_points`: the points already
 reported (a ChangePoint event and the counter are for new ones only).
+
+A series is one namespace's: (namespace, metric, device type, plan). Its runs, menus and change
+points never mix namespaces (migration 0002 made `namespace` part of both keys).
 """
 
 from __future__ import annotations
@@ -48,11 +51,12 @@ results = Table(
     Column("labels", JSONB, nullable=False, server_default="{}"),
     Column("time", DateTime(timezone=True), nullable=False),      # when the run finished
     PrimaryKeyConstraint("run_uid", "side", "metric", name="results_pkey"),
-    Index("results_series", "metric", "device_type", "plan", "time"),
+    Index("results_ns_series", "namespace", "metric", "device_type", "plan", "time"),
 )
 
 change_points = Table(
     "change_points", metadata,
+    Column("namespace", Text, nullable=False, server_default=""),   # the series' namespace
     Column("metric", Text, nullable=False),
     Column("device_type", Text, nullable=False),
     Column("plan", Text, nullable=False),
@@ -61,5 +65,6 @@ change_points = Table(
     Column("magnitude", Float, nullable=False),
     Column("pvalue", Float, nullable=False),
     Column("reported", DateTime(timezone=True), nullable=False),
-    PrimaryKeyConstraint("metric", "device_type", "plan", "run_uid", name="change_points_pkey"),
+    PrimaryKeyConstraint("namespace", "metric", "device_type", "plan", "run_uid",
+                         name="change_points_pkey"),
 )

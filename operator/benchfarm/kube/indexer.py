@@ -8,7 +8,11 @@ when it answers again (backoff up to 30 s), and an operator that starts indexes 
 while none ran (runs already in the index are skipped: indexing is idempotent anyway).
 After runs are indexed, the change points of their series are found again; one not reported before
 that is a regression becomes a `ChangePoint` Warning event on the run it names (the first run after
-the change) and counts in `benchfarm_change_points_total`.
+the change) and counts in `benchfarm_change_points_total`. A series is one namespace's (namespace,
+metric, device type, plan): another namespace's runs never make, move or hide a change point, and
+the run an event goes to is of the series' own namespace. The run's identity is the run object's:
+its metrics.json must lie under `<namespace>/<name>/<uid>/` and name that run (else it is not
+indexed, and the log says why).
 
 The search for change points is seconds of CPU per series at thousands of runs (scipy's tests,
 in Python), and a thread of the operator doing it held the GIL most of the time: the scheduler's
@@ -30,8 +34,9 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
 from .. import cpu
+from ..core.runkey import RunKey
 from ..errors import InfraError, Outage
-from ..history.db import Database
+from ..history.db import Database, Series
 from ..history.index import index_run
 from ..history.query import change_points_of
 from ..store.artifacts import ArtifactStore
@@ -41,7 +46,6 @@ log = logging.getLogger("benchfarm.history")
 MAX_BACKOFF = 30.0
 DOCUMENT = "/metrics.json"
 DETECT_EVERY = 5.0       # seconds between two searches for change points (each: every series due)
-Series = tuple[str, str, str]     # (metric, device type, plan)
 
 
 def worker_start(operator: int) -> None:
@@ -165,7 +169,7 @@ class Indexer:
         uid, (namespace, name, key) = first
         t0 = time.monotonic()
         try:
-            rows = index_run(self.db, self.store, key)
+            rows = index_run(self.db, self.store, key, RunKey(namespace, name, uid))
         except Outage:
             raise
         except (InfraError, ValueError) as exc:   # no such document, or not one: nothing to index
@@ -202,13 +206,17 @@ class Indexer:
         found = self._search(series)
         for s in series:
             self.due.pop(s, None)
-        new = {(r["metric"], r["device_type"], r["plan"], r["run_uid"])
+        new = {(r["namespace"], r["metric"], r["device_type"], r["plan"], r["run_uid"])
                for r in self.db.record_points([row for row, _ in found])}
         for row, p in found:
-            if (row["metric"], row["device_type"], row["plan"], row["run_uid"]) not in new or \
-                    row["direction"] != "regression":
+            if (row["namespace"], row["metric"], row["device_type"], row["plan"],
+                    row["run_uid"]) not in new or row["direction"] != "regression":
                 continue
             namespace, name = p["run"].split("/", 1)
+            if namespace != row["namespace"]:   # a series holds its own namespace's runs only
+                log.error("change point of %s's series names %s: no event", row["namespace"],
+                          p["run"])
+                continue
             metrics.CHANGE_POINTS.labels(row["device_type"], row["plan"], row["metric"]).inc()
             message = (f"{row['metric']} on {row['device_type']} (plan {row['plan']}) regressed "
                        f"{p['magnitude']:+.2f} % (p {p['pvalue']:.2g}) from this run on: "

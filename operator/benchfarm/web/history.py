@@ -6,7 +6,11 @@ BENCHFARM_DATABASE_URL is set) is one source; `StoreHistorySource` is the other,
 straight from the finished runs' metrics.json in the artifact store (the record), without change
 points: a lab without the database still charts its runs. `benchfarm web --history-source
 MODULE:FACTORY` names another (a factory called with the Kube client and the ArtifactStore).
-Whatever the source, a person is shown only the points and change points of runs they may read.
+A series is one namespace's (`SeriesKey.namespace`): a source answers the series of the
+namespaces it is asked for (None: every one, a lab admin's view) and a series' points and change
+points from that namespace's runs only, so another namespace's runs never show in a person's
+menus or move their change points. Whatever the source, a person is also shown only the points
+and change points of runs they may read (`visible`).
 """
 
 from __future__ import annotations
@@ -17,30 +21,30 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from ..api.outcomes import Phase
 from ..core.results import samples_from_document
 from ..kubeapi.client import Kube
 from ..store.artifacts import ArtifactStore, run_prefix
+from .views import SeriesKey
+
+__all__ = ["DatabaseHistorySource", "HistorySource", "SeriesKey", "StoreHistorySource",
+           "load_source", "visible"]
 
 LIST_TTL = 5.0      # seconds the store source's view of the finished runs is reused
 
 
-class SeriesKey(NamedTuple):
-    metric: str
-    device_type: str
-    plan: str
-
-
 class HistorySource(Protocol):
-    def series_keys(self) -> list[SeriesKey]:
-        """Every (metric, device type, plan) that has at least one run."""
+    def series_keys(self, namespaces: frozenset[str] | None) -> list[SeriesKey]:
+        """Every (namespace, metric, device type, plan) of `namespaces` (None: of every
+        namespace) that has at least one run."""
         ...
 
-    def history(self, metric: str, device_type: str, plan: str,
+    def history(self, namespace: str, metric: str, device_type: str, plan: str,
                 with_points: bool = True) -> dict[str, Any]:
-        """{"series": [{"run", "time", "software", "board", "mean", "samples"}], oldest first,
+        """`namespace`'s runs only: {"series": [{"run", "time", "software", "board", "mean",
+        "samples"}], oldest first,
         "changePoints": [{"run", "software", "magnitude", "pvalue", "direction"}]} (the change
         points may be left out when not `with_points`: the compare view needs none)"""
         ...
@@ -105,18 +109,19 @@ class StoreHistorySource:
             values = list(sample.values)
             if not values:
                 continue
-            out.append((SeriesKey(metric, device_type, spec.get("plan") or ""), {
+            out.append((SeriesKey(ns, metric, device_type, spec.get("plan") or ""), {
                 "run": f"{ns}/{name}", "time": st.get("completionTime"),
                 "software": self.software_of(run), "board": st.get("board") or "", "mean": sum(values) / len(values),
                 "samples": values}))
         return out
 
-    def series_keys(self) -> list[SeriesKey]:
-        return sorted({k for k, _ in self._points()})
+    def series_keys(self, namespaces: frozenset[str] | None) -> list[SeriesKey]:
+        return sorted({k for k, _ in self._points()
+                       if namespaces is None or k.namespace in namespaces})
 
-    def history(self, metric: str, device_type: str, plan: str,
+    def history(self, namespace: str, metric: str, device_type: str, plan: str,
                 with_points: bool = True) -> dict[str, Any]:
-        want = SeriesKey(metric, device_type, plan)
+        want = SeriesKey(namespace, metric, device_type, plan)
         series = sorted((p for k, p in self._points() if k == want),
                         key=lambda p: (p["time"] or "", p["run"]))
         return {"series": series, "changePoints": []}
@@ -136,13 +141,13 @@ class DatabaseHistorySource:
             self._db = Database(self.url)
         return self._db
 
-    def series_keys(self) -> list[SeriesKey]:
-        return sorted(SeriesKey(*k) for k in self._database().series_keys())
+    def series_keys(self, namespaces: frozenset[str] | None) -> list[SeriesKey]:
+        return sorted(SeriesKey(*k) for k in self._database().series_keys(namespaces))
 
-    def history(self, metric: str, device_type: str, plan: str,
+    def history(self, namespace: str, metric: str, device_type: str, plan: str,
                 with_points: bool = True) -> dict[str, Any]:
         from ..history import history
-        doc: dict[str, Any] = history(self._database(), metric, device_type, plan,
+        doc: dict[str, Any] = history(self._database(), namespace, metric, device_type, plan,
                                       with_points=with_points)
         return doc
 

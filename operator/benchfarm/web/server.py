@@ -31,7 +31,7 @@ from ..report.svg import fmt
 from ..store.artifacts import ArtifactStore, StoreConfig, run_prefix
 from . import charts, views
 from .access import Access, Person
-from .history import HistorySource, SeriesKey, load_source, visible
+from .history import HistorySource, load_source, visible
 
 log = logging.getLogger(__name__)
 COOKIE = "benchfarm_token"
@@ -213,31 +213,44 @@ class Dashboard:
         return resp
 
     async def history_page(self, request: web.Request) -> web.StreamResponse:
+        """One namespace's series: its chart, change points and menus (`?format=json`: the same
+        as JSON). A person's menus hold only the series of namespaces they may read (a lab admin:
+        every namespace), and the metric, device type and plan menus only the chosen
+        namespace's."""
         person: Person = request["person"]
-        keys = await asyncio.to_thread(self.history.series_keys)
-        want = SeriesKey(request.query.get("metric", ""), request.query.get("deviceType", ""),
-                         request.query.get("plan", ""))
-        if want not in keys and keys:
-            want = keys[0] if not want.metric else want
+        keys = await asyncio.to_thread(self.history.series_keys, _scope(person))
+        menus = views.history_menus(keys, person.may_read, request.query)
+        want = menus.want
         svg = ""
         doc: dict[str, Any] = {"series": [], "changePoints": []}
-        choices = {f: sorted({getattr(k, f) for k in keys})
-                   for f in ("metric", "device_type", "plan")}
-        if want in keys:
+        if menus.known:
             doc = visible(await asyncio.to_thread(self.history.history, *want), person.may_read)
             unit = want.metric.rsplit("(", 1)[-1].rstrip(")") if "(" in want.metric else ""
             svg = charts.history_svg(doc, unit, lambda run: "/runs/" + quote(run))
+        if request.query.get("format") == "json":
+            return web.json_response({
+                "namespace": want.namespace, "namespaces": menus.namespaces,
+                "menus": {"metric": menus.choices["metric"],
+                          "deviceType": menus.choices["device_type"],
+                          "plan": menus.choices["plan"]},
+                "metric": want.metric, "deviceType": want.device_type, "plan": want.plan,
+                "known": menus.known, "series": doc["series"],
+                "changePoints": doc["changePoints"]}, headers={"Cache-Control": "no-store"})
         softwares = sorted({p["software"] for p in doc["series"] if p.get("software")})
         return self.page("history.html.j2", person, keys=keys, want=want, svg=svg, doc=doc,
-                         softwares=softwares, choices=choices, known=want in keys)
+                         softwares=softwares, choices=menus.choices,
+                         namespaces=menus.namespaces, known=menus.known)
 
     async def compare(self, request: web.Request) -> web.StreamResponse:
-        """Every metric of a device type and plan: the runs of build A against those of B."""
+        """Every metric of one namespace's device type and plan: the runs of build A against
+        those of B."""
         person: Person = request["person"]
+        ns = request.query.get("namespace", "")
         dtype, plan = request.query.get("deviceType", ""), request.query.get("plan", "")
         a, b = request.query.get("a", ""), request.query.get("b", "")
-        keys = [k for k in await asyncio.to_thread(self.history.series_keys)
-                if k.device_type == dtype and k.plan == plan]
+        keys = [] if not person.may_read(ns) else [
+            k for k in await asyncio.to_thread(self.history.series_keys, frozenset({ns}))
+            if k.namespace == ns and k.device_type == dtype and k.plan == plan]
         rows = []
         for k in keys:
             doc = visible(await asyncio.to_thread(self.history.history, *k, False),
@@ -252,7 +265,7 @@ class Dashboard:
                                  sum(p.get("software") == b for p in doc["series"])),
                              "change": (mb - ma) / ma * 100 if ma else None})
         return self.page("compare.html.j2", person, rows=rows, a=a, b=b, deviceType=dtype,
-                         plan=plan)
+                         plan=plan, namespace=ns)
 
     async def index(self, request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound("/lab")
@@ -272,6 +285,12 @@ class Dashboard:
             web.get("/history", self.history_page), web.get("/compare", self.compare),
             web.static("/static", static)])
         return app
+
+
+def _scope(person: Person) -> frozenset[str] | None:
+    """The namespaces whose series a person is offered: theirs, or every one (None) for a
+    cluster-wide grant (a lab admin)."""
+    return None if person.everywhere else person.namespaces
 
 
 def _when(value: Any) -> str:

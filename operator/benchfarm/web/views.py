@@ -5,6 +5,9 @@ held by a person, in maintenance, offline) and the queue with each waiting run's
 estimated start. The place is the scheduler's own order (core.queue: priority, then namespaces
 taking turns); the estimate plays that order forward over the boards each run fits, every run
 taking as long as the finished runs of its plan and device type took (their median).
+
+The history page's menus (`history_menus`): a series is one namespace's, so the namespace is
+chosen first and the metric, device type and plan menus list that namespace's series only.
 """
 
 from __future__ import annotations
@@ -14,11 +17,50 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..api.models import held_by
 from ..api.outcomes import FINISHED, LeasePhase, Phase
 from ..core import durations, queue as q
+
+
+class SeriesKey(NamedTuple):
+    """One namespace's series: its runs of a metric on a device type under a plan."""
+    namespace: str
+    metric: str
+    device_type: str
+    plan: str
+
+
+@dataclass
+class HistoryMenus:
+    want: SeriesKey                  # the series the page shows (or says it has no runs of)
+    known: bool                      # whether that series has runs the person may read
+    namespaces: list[str]            # the namespaces the person may read that have series
+    choices: dict[str, list[str]]    # "metric", "device_type", "plan": of `want.namespace` only
+
+
+def history_menus(keys: Iterable[SeriesKey], may_read: Any,
+                  query: Mapping[str, str]) -> HistoryMenus:
+    """The series a history page shows and its menus, from the series the source gave for the
+    person (`may_read(namespace)`: checked again here, whatever the source did) and the page's
+    query (`namespace`, `metric`, `deviceType`, `plan`). Without a namespace asked for, the
+    first of the person's; without a metric, that namespace's first series. The metric, device
+    type and plan menus hold the chosen namespace's series only: another namespace's step names
+    never show."""
+    mine = sorted(k for k in keys if may_read(k.namespace))
+    namespaces = sorted({k.namespace for k in mine})
+    ns = query.get("namespace", "") or (namespaces[0] if namespaces else "")
+    if not may_read(ns):
+        ns = ""
+    own = [k for k in mine if k.namespace == ns]
+    want = SeriesKey(ns, query.get("metric", ""), query.get("deviceType", ""),
+                     query.get("plan", ""))
+    if want not in own and own and not want.metric:
+        want = own[0]
+    choices = {f: sorted({getattr(k, f) for k in own}) for f in ("metric", "device_type", "plan")}
+    return HistoryMenus(want, want in own, namespaces, choices)
+
 
 DEFAULT_DURATION = 600.0     # seconds a run is expected to take when no run like it finished yet
 
