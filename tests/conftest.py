@@ -27,8 +27,8 @@ FULL = os.environ.get("BENCHFARM_FULL") == "1"
 def pytest_collection_modifyitems(config, items):  # noqa: ARG001
     if FULL:
         return
-    skip = pytest.mark.skip(reason="full variant: make chaos / make misuse / make test-full "
-                                   "(BENCHFARM_FULL=1)")
+    skip = pytest.mark.skip(reason="full variant: BENCHFARM_FULL=1 (make test-full; make chaos, "
+                                   "make misuse)")
     for item in items:
         if item.get_closest_marker("full"):
             item.add_marker(skip)

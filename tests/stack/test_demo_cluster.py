@@ -21,7 +21,11 @@ from tests.stack.conftest import apply, wait_for
 from tests.stack.runs import cond, finished, get, run_yaml, status, unique
 from tests.stack.test_operator import custom  # noqa: F401
 
-pytestmark = [pytest.mark.stack, pytest.mark.timeout(1800)]   # cold: the image is built first
+# The heaviest scenario of the suite (a cluster up, the image imported, two helm installs and an
+# upgrade): `make demo-cluster` does the same install and runs, and `make test-full` runs this test;
+# make test keeps the chart's Jobs on the real API server (test_session_jobs, test_cluster_software).
+pytestmark = [pytest.mark.stack, pytest.mark.full,
+              pytest.mark.timeout(1800)]   # cold: the image is built first
 NS = democluster.NAMESPACE
 
 

@@ -164,6 +164,7 @@ def _busy_boards(custom) -> dict[str, str]:
     return busy
 
 
+@pytest.mark.full     # make bench-scale measures the same at 1,000 boards; make test-full runs it
 def test_a_thousand_queued_runs_on_a_hundred_places(scale_lab, kube):
     from kubernetes import client
     custom, coord = client.CustomObjectsApi(kube), client.CoordinationV1Api(kube)
