@@ -56,26 +56,10 @@ def _run(name: str, ns: str, figure: str, own_step: bool = False) -> str:
 
 
 def tenant(core: Any, rbac: Any, ns: str) -> str:
-    """The namespace, and a token of a ServiceAccount that may read its BenchmarkRuns only."""
-    from kubernetes import client
-    with contextlib.suppress(client.ApiException):
-        core.create_namespace({"metadata": {"name": ns}})
-    for create, body in (
-            (core.create_namespaced_service_account, {"metadata": {"name": "viewer"}}),
-            (rbac.create_namespaced_role, {"metadata": {"name": "run-reader"}, "rules": [
-                {"apiGroups": [GROUP], "resources": ["benchmarkruns"],
-                 "verbs": ["get", "list", "watch"]}]}),
-            (rbac.create_namespaced_role_binding, {
-                "metadata": {"name": "viewer-reads-runs"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                            "name": "run-reader"},
-                "subjects": [{"kind": "ServiceAccount", "name": "viewer", "namespace": ns}]})):
-        try:
-            create(ns, body)
-        except client.ApiException as exc:
-            assert exc.status == 409, exc
-    return str(core.create_namespaced_service_account_token(
-        "viewer", ns, {"spec": {"expirationSeconds": 3600}}).status.token)
+    """The namespace, and a token of a ServiceAccount that may read its BenchmarkRuns only (the
+    dashboard test's person)."""
+    from tests.stack.test_web import _person
+    return str(_person(core, rbac, ns))
 
 
 def series(kube: Any) -> dict[str, Any]:
