@@ -30,7 +30,7 @@ import yaml
 
 from . import cluster, image, lab, sshd
 from .config import CACHE, HELM_VERSION, HOST_ADDR, PORTS, REPO, STATE, LabError, say
-from .env import kubectl, lab_env
+from .env import kubectl, lab_env, operator_env
 from .pki import labgrid_files
 from .processes import stop_process
 
@@ -42,6 +42,7 @@ SECRET = "benchfarm-minio"
 WARM_DEFAULT = 2          # the chart's sessions.warm
 SSH_SECRET = "benchfarm-ssh"     # the exporters' SSH for staging (sshd.pod_files)
 LABGRID_SECRET = "benchfarm-labgrid"   # the operator's labgrid certificate (pki.labgrid_files)
+LABGRID_ISSUER_SECRET = "benchfarm-labgrid-issuer"   # the lab's labgrid CA, which issues sessions'
 
 
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -59,7 +60,8 @@ def values() -> dict:
     """The chart's defaults but for where this lab's services are, as a pod sees them."""
     env = lab_env()
     return {"labgrid": {"coordinator": f"{HOST_ADDR}:{PORTS.coordinator}",
-                        "tls": {"existingSecret": LABGRID_SECRET}},
+                        "tls": {"existingSecret": LABGRID_SECRET,
+                                "issuerSecret": LABGRID_ISSUER_SECRET}},
             "minio": {"endpoint": f"{HOST_ADDR}:{PORTS.minio}", "bucket": env["BENCHFARM_S3_BUCKET"],
                       "existingSecret": SECRET},
             "ssh": {"existingSecret": SSH_SECRET},
@@ -81,18 +83,29 @@ def _namespace() -> None:
     kubectl("apply", "-f", "-", capture=True, input=json.dumps(ssh_secret(NAMESPACE, SSH_SECRET)))
     kubectl("apply", "-f", "-", capture=True,
             input=json.dumps(labgrid_secret(NAMESPACE, LABGRID_SECRET)))
+    kubectl("apply", "-f", "-", capture=True,
+            input=json.dumps(labgrid_issuer_secret(NAMESPACE, LABGRID_ISSUER_SECRET)))
 
 
 def labgrid_secret(namespace: str, name: str) -> dict:
     """The Secret the chart's `labgrid.tls.existingSecret` names: the operator's labgrid client
-    certificate and the lab's labgrid CA (the coordinator takes nothing else). Job sessions use
-    it too: in a cluster, per-session certificates are not issued yet."""
+    certificate and the lab's labgrid CA (the coordinator takes nothing else)."""
     files = labgrid_files("operator")
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": name, "namespace": namespace},
             "stringData": {"ca.crt": Path(files["BENCHFARM_LABGRID_CA"]).read_text(),
                            "tls.crt": Path(files["BENCHFARM_LABGRID_CERT"]).read_text(),
                            "tls.key": Path(files["BENCHFARM_LABGRID_KEY"]).read_text()}}
+
+
+def labgrid_issuer_secret(namespace: str, name: str) -> dict:
+    """The Secret the chart's `labgrid.tls.issuerSecret` names: the lab's labgrid CA, with which
+    the operator issues each session's certificate and each lease's."""
+    env = operator_env()
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": name, "namespace": namespace},
+            "stringData": {"tls.crt": Path(env["BENCHFARM_LABGRID_ISSUER_CERT"]).read_text(),
+                           "tls.key": Path(env["BENCHFARM_LABGRID_ISSUER_KEY"]).read_text()}}
 
 
 def ssh_secret(namespace: str, name: str) -> dict:

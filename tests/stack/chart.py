@@ -45,7 +45,8 @@ def lab_values(tmp_path: Path, **extra: Any) -> Path:
     env = devlab.lab_env()
     values = {
         "labgrid": {"coordinator": env["LG_COORDINATOR"],
-                    "tls": {"existingSecret": "benchfarm-labgrid"}},
+                    "tls": {"existingSecret": "benchfarm-labgrid",
+                            "issuerSecret": "benchfarm-labgrid-issuer"}},
         "minio": {"endpoint": env["BENCHFARM_S3_ENDPOINT"], "bucket": env["BENCHFARM_S3_BUCKET"],
                   "existingSecret": "benchfarm-minio"},
         "probes": {"port": devlab.PORTS.chart_probes},
@@ -69,10 +70,13 @@ def create_restricted_namespace(namespace: str) -> str:
 
 
 def minio_secret(namespace: str) -> None:
-    """The store's keys, and the operator's labgrid certificate (the coordinator takes nothing
-    else), as the Secrets `lab_values` names."""
-    from benchfarm_devlab.democluster import labgrid_secret
+    """The store's keys, the operator's labgrid certificate (the coordinator takes nothing
+    else) and the labgrid CA that issues sessions' certificates, as the Secrets `lab_values`
+    names."""
+    from benchfarm_devlab.democluster import labgrid_issuer_secret, labgrid_secret
     kubectl("apply", "-f", "-", input=json.dumps(labgrid_secret(namespace, "benchfarm-labgrid")))
+    kubectl("apply", "-f", "-",
+            input=json.dumps(labgrid_issuer_secret(namespace, "benchfarm-labgrid-issuer")))
     env = devlab.lab_env()
     kubectl("create", "secret", "generic", "benchfarm-minio", "-n", namespace,
             f"--from-literal=accessKey={env['BENCHFARM_S3_ACCESS_KEY']}",
@@ -97,9 +101,12 @@ def pod_command_env(spec: dict[str, Any], namespace: str, pod_name: str,
         elif "secret" in vol:
             secret = yaml.safe_load(kubectl("get", "secret", "-n", namespace,
                                             vol["secret"]["secretName"], "-o", "yaml").stdout)
-            for key, data in (secret.get("data") or {}).items():
-                (local / key).write_bytes(base64.b64decode(data))
-                (local / key).chmod(0o600)
+            data = secret.get("data") or {}
+            # `items`: only the keys it names, at the paths it gives (a session's labgrid CA)
+            for key, path in ({i["key"]: i["path"] for i in vol["secret"]["items"]}
+                              if vol["secret"].get("items") else {k: k for k in data}).items():
+                (local / path).write_bytes(base64.b64decode(data[key]))
+                (local / path).chmod(0o600)
         mounts[mount["mountPath"]] = local
     env: dict[str, str] = {}
     for e in container["env"]:

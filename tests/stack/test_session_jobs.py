@@ -12,12 +12,18 @@ account may do all a session needs, and `kubectl auth can-i` shows it may do not
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import pytest
 import yaml
 
 import benchfarm_devlab as devlab
+from benchfarm.errors import InfraError
+from benchfarm.lab.coordinator import Coordinator
+from benchfarm.lab.labgrid_compat import TlsSettings
+from benchfarm.lab.labgrid_pki import grant_uris
 from tests.stack.chart import (
     CHART,
     create_restricted_namespace,
@@ -129,13 +135,22 @@ def test_a_session_runs_as_a_job_under_an_account_of_its_own(jobs_namespace, kub
         # play the node: the Job's container, locally, under a token of the session's account
         pod = kube.sanitize_for_serialization(job.spec.template.spec)
         pcommand, penv = pod_command_env(pod, NS, "session-0", tmp_path)
+        # its labgrid certificate is its own, sealed in its env; of the operator's, only the CA
+        assert "BENCHFARM_LABGRID_CERT" not in penv and "BENCHFARM_LABGRID_KEY" not in penv
+        assert not {"BENCHFARM_LABGRID_ISSUER_CERT", "BENCHFARM_LABGRID_ISSUER_KEY"} & set(penv)
+        assert sorted(p.name for p in Path(penv["BENCHFARM_LABGRID_CA"]).parent.iterdir()) == \
+            ["ca.crt"]
+        own = TlsSettings.from_env(penv)
+        assert own is not None and grant_uris(own.cert) == [
+            f"labgrid:session:benchfarm/run-{uid}", f"labgrid:place:{penv['BENCHFARM_RUN_BOARD']}"]
         service_account_kubeconfig(kube, NS, account, tmp_path / "session.kubeconfig")
         session = local_process(pcommand, penv, tmp_path / "session.kubeconfig",
                                 tmp_path / "session.log")
 
         st = _run_to_its_end(custom, name, "the run, its session a Job's container")
-        assert st["phase"] == "Succeeded", st
+        assert st["phase"] == "Succeeded", st       # on the mTLS coordinator, with its own
         assert session.wait(timeout=60) == 0
+        _takes_no_other_place(own, uid, penv["BENCHFARM_RUN_BOARD"])
         for log in (operator.log, tmp_path / "session.log"):
             text = log.read_text()
             assert "Forbidden" not in text and " 403" not in text, f"{log}:\n{text[-3000:]}"
@@ -151,6 +166,18 @@ def test_a_session_runs_as_a_job_under_an_account_of_its_own(jobs_namespace, kub
     finally:
         _uninstall(session, operator and operator.process)
 
+
+
+def _takes_no_other_place(tls: TlsSettings, uid: str, board: str) -> None:
+    """A Job session's certificate, used as its holder would, may acquire no other board."""
+    other = next(b for b in ("vb-x86-1", "vb-x86-0") if b != board)
+    lg = Coordinator(devlab.lab_env()["LG_COORDINATOR"], host="benchfarm", user=f"run-{uid}",
+                     tls=tls, timeout=8)
+    try:
+        with pytest.raises(InfraError, match=f"may not acquire {other}"):
+            lg.acquire(other)
+    finally:
+        lg.close()
 
 
 def test_a_health_check_runs_as_a_job_under_the_health_account(jobs_namespace, kube, tmp_path):
@@ -267,6 +294,15 @@ def test_a_warm_slot_takes_a_run_and_may_touch_only_that_run(jobs_namespace, kub
         assert f"warm slot {slot} takes default/{name}" in text, text[-3000:]
         assert "Forbidden" not in text and " 403" not in text, text[-3000:]
 
+        # the grant carried the run's own labgrid certificate, sealed; the slot's pod had the CA only
+        grant = core.read_namespaced_config_map(slot, NS).data
+        assert "PRIVATE KEY" not in grant["grant.json"]
+        sealed = json.loads(grant["grant.json"])["env"]["BENCHFARM_LABGRID_SESSION"]
+        own = TlsSettings.from_env({"BENCHFARM_LABGRID_SESSION": sealed,
+                                    "BENCHFARM_LABGRID_CA": penv["BENCHFARM_LABGRID_CA"],
+                                    "BENCHFARM_SIGNING_KEY": penv["BENCHFARM_SIGNING_KEY"]})
+        assert own is not None and f"labgrid:session:benchfarm/run-{uid}" in grant_uris(own.cert)
+        assert "BENCHFARM_LABGRID_CERT" not in penv
         run_jobs = batch.list_namespaced_job(NS, label_selector=f"benchfarm.io/run-uid={uid}")
         assert [j.metadata.name for j in run_jobs.items] == [slot]   # no cold Job
         granted = batch.read_namespaced_job(slot, NS)

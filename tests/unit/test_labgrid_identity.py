@@ -4,6 +4,7 @@ when the patches were written (labgrid 26.0.1): these fail when labgrid changes 
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import inspect
 
@@ -142,36 +143,113 @@ def test_every_rpc_of_the_coordinator_is_judged() -> None:
     assert methods == judged
 
 
-def test_each_session_gets_a_certificate_of_its_own_identity_only(tmp_path, monkeypatch) -> None:
-    from benchfarm.api.outcomes import SessionKind
-    from benchfarm.kube.launchers import Launch, ProcessLauncher, SessionCredentials
-    from benchfarm.lab.labgrid_pki import expiry, grant_uris, make_ca, write_private
+SIGNING = "k" * 40     # a signing key as long as core.trust asks
+
+
+def _issuer_env(tmp_path) -> dict[str, str]:
+    from benchfarm.lab.labgrid_pki import make_ca, write_private
     ca, key = make_ca("unit CA")
     write_private(tmp_path / "ca.crt", ca)
     write_private(tmp_path / "ca.key", key)
-    env = {"BENCHFARM_LABGRID_ISSUER_CERT": str(tmp_path / "ca.crt"),
-           "BENCHFARM_LABGRID_ISSUER_KEY": str(tmp_path / "ca.key"),
-           "BENCHFARM_LABGRID_CA": str(tmp_path / "ca.crt")}
-    creds = SessionCredentials.from_env(env, tmp_path / "sessions")
-    assert creds is not None and SessionCredentials.from_env({}, tmp_path) is None
+    return {"BENCHFARM_LABGRID_ISSUER_CERT": str(tmp_path / "ca.crt"),
+            "BENCHFARM_LABGRID_ISSUER_KEY": str(tmp_path / "ca.key"),
+            "BENCHFARM_LABGRID_CA": str(tmp_path / "ca.crt"), "BENCHFARM_SIGNING_KEY": SIGNING}
+
+
+def test_each_session_gets_a_certificate_of_its_own_identity_only(tmp_path, monkeypatch) -> None:
+    from benchfarm.api.outcomes import SessionKind
+    from benchfarm.kube.credentials import SessionCredentials
+    from benchfarm.kube.launchers import Launch, ProcessLauncher
+    from benchfarm.lab.labgrid_compat import TlsSettings
+    from benchfarm.lab.labgrid_pki import expiry, grant_uris
+    env = _issuer_env(tmp_path)
+    creds = SessionCredentials.from_env(env)
+    assert creds is not None and SessionCredentials.from_env({}) is None
     for req, identity in [
             (Launch("ns", "r", "uid-1", 1, 0, deadline_s=600), "benchfarm/run-uid-1"),
             (Launch.lease_end("ns", "l", "uid-2", "vb-1"), "benchfarm/lease-uid-2"),
             (Launch.health_check("vb-1", "b-uid", 7, "ops", 300), "benchfarm/health-7-vb-1")]:
         got = creds.issue(req)
-        cert = open(got["BENCHFARM_LABGRID_CERT"], "rb").read()
-        assert grant_uris(cert) == [f"labgrid:session:{identity}"] + \
+        # sealed: no key file, nothing readable without the signing key
+        assert set(got) == {"BENCHFARM_LABGRID_SESSION"}
+        assert "PRIVATE KEY" not in got["BENCHFARM_LABGRID_SESSION"]
+        tls = TlsSettings.from_env({**got, "BENCHFARM_SIGNING_KEY": SIGNING,
+                                    "BENCHFARM_LABGRID_CA": str(tmp_path / "ca.crt")})
+        assert tls is not None and b"PRIVATE KEY" in tls.key
+        assert tls.ca == (tmp_path / "ca.crt").read_bytes()
+        assert grant_uris(tls.cert) == [f"labgrid:session:{identity}"] + \
             ([f"labgrid:place:{req.board}"] if req.board else []), req.kind
-        left = expiry(cert) - dt.datetime.now(dt.UTC)
+        left = expiry(tls.cert) - dt.datetime.now(dt.UTC)
         assert dt.timedelta(seconds=req.deadline_s) < left <= \
             dt.timedelta(seconds=req.deadline_s) + SessionCredentials.MARGIN
-        where = tmp_path / "sessions" / got["BENCHFARM_LABGRID_KEY"].split("/")[-2]
-        assert where.stat().st_mode & 0o777 == 0o700
-        assert (where / "labgrid.key").stat().st_mode & 0o777 == 0o600
     assert req.kind == SessionKind.health_check
+    assert not list(tmp_path.glob("**/labgrid.key"))
     for k, v in {**env, "BENCHFARM_LABGRID_CERT": "/op.crt", "BENCHFARM_LABGRID_KEY": "/op.key"}.items():
         monkeypatch.setenv(k, v)
     base = ProcessLauncher(tmp_path, credentials=creds)._base_env()
     assert not {"BENCHFARM_LABGRID_CERT", "BENCHFARM_LABGRID_KEY", "BENCHFARM_LABGRID_ISSUER_KEY",
                 "BENCHFARM_LABGRID_ISSUER_CERT"} & set(base)
     assert ProcessLauncher(tmp_path)._base_env()["BENCHFARM_LABGRID_CERT"] == "/op.crt"
+
+
+def test_a_sealed_credential_opens_only_with_the_signing_key_and_unaltered() -> None:
+    from benchfarm.lab.labgrid_compat import TlsSettings
+    from benchfarm.lab.labgrid_pki import seal, unseal
+    sealed = seal(SIGNING.encode(), "CERT", b"KEY")
+    assert unseal(SIGNING.encode(), sealed) == (b"CERT", b"KEY")
+    assert seal(SIGNING.encode(), "CERT", b"KEY") != sealed       # a fresh nonce each time
+    with pytest.raises(ValueError, match="cannot be unsealed"):
+        unseal(b"x" * 40, sealed)
+    raw = bytearray(base64.b64decode(sealed))
+    raw[-1] ^= 1
+    for bad in (base64.b64encode(bytes(raw)).decode(), "not base64!", ""):
+        with pytest.raises(ValueError, match="cannot be unsealed"):
+            unseal(SIGNING.encode(), bad)
+    with pytest.raises(ValueError, match="BENCHFARM_LABGRID_CA"):
+        TlsSettings.from_env({"BENCHFARM_LABGRID_SESSION": sealed, "BENCHFARM_SIGNING_KEY": SIGNING})
+
+
+def test_job_sessions_cold_warm_and_board_level_carry_their_own_sealed_certificate(tmp_path) -> None:
+    """The job launcher hands each session its own certificate: in the Job's pod (cold, health
+    check, lease end) and in a warm slot's signed grant, never the operator's."""
+    from benchfarm.api.grants import SessionGrant
+    from benchfarm.core.trust import read_grant
+    from benchfarm.kube.credentials import SessionCredentials, session_env
+    from benchfarm.kube.jobs import job_manifest
+    from benchfarm.kube.launchers import Launch
+    from benchfarm.kube.warm import WarmPool
+    from benchfarm.lab.labgrid_compat import TlsSettings
+    from benchfarm.lab.labgrid_pki import grant_uris
+    creds = SessionCredentials.from_env(_issuer_env(tmp_path))
+    assert creds is not None
+    template = {"metadata": {}, "spec": {"containers": [{"name": "session", "env": [
+        {"name": "BENCHFARM_LABGRID_CA", "value": "/etc/benchfarm/labgrid/ca.crt"}]}]}}
+
+    def uris(env: dict[str, str]) -> list[str]:
+        tls = TlsSettings.from_env({**env, "BENCHFARM_LABGRID_CA": str(tmp_path / "ca.crt"),
+                                    "BENCHFARM_SIGNING_KEY": SIGNING})
+        assert tls is not None
+        return grant_uris(tls.cert)
+
+    for req in (Launch("ns", "r", "uid-1", 1, 0, deadline_s=600, board="vb-x86-0"),
+                Launch.health_check("vb-1", "b-uid", 7, "ops", 300)):
+        pod = job_manifest(req, template, "ops", env=session_env(req, creds))["spec"]["template"]
+        env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+        assert "BENCHFARM_LABGRID_CERT" not in env and "BENCHFARM_LABGRID_KEY" not in env
+        assert f"labgrid:place:{req.board}" in uris(env)
+
+    class Recorder:
+        made: list[dict] = []
+
+        def create_namespaced(self, kind, namespace, body):
+            self.made.append(body)
+            return True
+
+    kube = Recorder()
+    pool = WarmPool(kube, "ops", 1, SIGNING.encode(), lambda slot: {"spec": {}})
+    req = Launch("ns", "r", "uid-9", 1, 0, deadline_s=600, board="vb-a53-0")
+    pool.grant(req, {"metadata": {"name": "benchfarm-warm-1", "uid": "j-uid"}},
+               session_env(req, creds))
+    grant = read_grant(SIGNING.encode(), "benchfarm-warm-1", kube.made[-1]["data"])
+    assert isinstance(grant, SessionGrant)
+    assert uris(grant.env) == ["labgrid:session:benchfarm/run-uid-9", "labgrid:place:vb-a53-0"]

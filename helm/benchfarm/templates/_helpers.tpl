@@ -46,9 +46,10 @@ app.kubernetes.io/component: web
 - {name: LG_PROXY, value: {{ .Values.labgrid.proxy | quote }}}
 {{- end }}
 {{- if .Values.labgrid.tls.existingSecret }}
+{{- if not .Values.labgrid.tls.issuerSecret }}
+{{- fail "labgrid.tls.issuerSecret is required with labgrid.tls.existingSecret: each board session gets a certificate of its own, issued by the operator" }}
+{{- end }}
 - {name: BENCHFARM_LABGRID_CA, value: /etc/benchfarm/labgrid/ca.crt}
-- {name: BENCHFARM_LABGRID_CERT, value: /etc/benchfarm/labgrid/tls.crt}
-- {name: BENCHFARM_LABGRID_KEY, value: /etc/benchfarm/labgrid/tls.key}
 {{- end }}
 - {name: BENCHFARM_S3_ENDPOINT, value: {{ .Values.minio.endpoint | quote }}}
 - {name: BENCHFARM_S3_BUCKET, value: {{ .Values.minio.bucket | quote }}}
@@ -68,6 +69,15 @@ app.kubernetes.io/component: web
 - {name: BENCHFARM_STATE, value: /tmp/benchfarm}   # session logs and the artifact spool
 - {name: MPLCONFIGDIR, value: /tmp/matplotlib}
 - {name: HOME, value: /tmp}
+{{- end -}}
+
+{{- /* The operator's own labgrid client certificate (it may drive every place): the operator's
+       pod and the chart's test pods only; a session gets its own (kube/credentials.py). */ -}}
+{{- define "benchfarm.labgridClientEnv" -}}
+{{- if .Values.labgrid.tls.existingSecret }}
+- {name: BENCHFARM_LABGRID_CERT, value: /etc/benchfarm/labgrid/tls.crt}
+- {name: BENCHFARM_LABGRID_KEY, value: /etc/benchfarm/labgrid/tls.key}
+{{- end }}
 {{- end -}}
 
 {{- define "benchfarm.podSecurityContext" -}}
@@ -91,7 +101,8 @@ capabilities: {drop: [ALL]}
 {{- /* The exporters' SSH (staging, LG_PROXY): the keys of ssh.existingSecret as files, readable by
        the pod's group (fsGroup 10001) and owned by root, which ssh accepts for a config and a key.
        And labgrid's client certificate (labgrid.tls.existingSecret: ca.crt, tls.crt, tls.key),
-       the same way: the operator's, which its Job sessions use too. */ -}}
+       the same way: the operator's; a session's pod gets only ca.crt of it
+       (benchfarm.sessionVolume). */ -}}
 {{- define "benchfarm.sshMount" -}}
 {{- if .Values.ssh.existingSecret }}
 - {name: ssh, mountPath: /etc/benchfarm/ssh, readOnly: true}
@@ -109,6 +120,20 @@ capabilities: {drop: [ALL]}
 {{- if .Values.labgrid.tls.existingSecret }}
 - name: labgrid-tls
   secret: {secretName: {{ .Values.labgrid.tls.existingSecret | quote }}, defaultMode: 0440}
+{{- end }}
+{{- end -}}
+
+{{- /* A session pod's: the exporters' SSH, and of labgrid's Secret only the CA that vouches for the
+       coordinator; its own certificate comes sealed in its environment (kube/credentials.py). */ -}}
+{{- define "benchfarm.sessionVolume" -}}
+{{- if .Values.ssh.existingSecret }}
+- name: ssh
+  secret: {secretName: {{ .Values.ssh.existingSecret | quote }}, defaultMode: 0440}
+{{- end }}
+{{- if .Values.labgrid.tls.existingSecret }}
+- name: labgrid-tls
+  secret: {secretName: {{ .Values.labgrid.tls.existingSecret | quote }}, defaultMode: 0440,
+           items: [{key: ca.crt, path: ca.crt}]}
 {{- end }}
 {{- end -}}
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, field_validator
 
 LAUNCH_ENV_PREFIX = "BENCHFARM_RUN_"
+# a session's own labgrid certificate and key, sealed by the operator (`lab.labgrid_pki.seal`)
+LABGRID_SESSION_ENV = "BENCHFARM_LABGRID_SESSION"
 
 
 class SessionGrant(BaseModel):
@@ -25,13 +27,16 @@ class SessionGrant(BaseModel):
     resume: int
     deadline_s: float
     env: dict[str, str]           # the launch's identity, as a cold session gets it: the run's
-                                  # uid, its board and place (BENCHFARM_RUN_*, nothing else)
+                                  # uid, its board and place (BENCHFARM_RUN_*) and its sealed
+                                  # labgrid credentials, nothing else
 
     @field_validator("env")
     @classmethod
     def _only_the_launch(cls, env: dict[str, str]) -> dict[str, str]:
-        if bad := sorted(k for k in env if not k.startswith(LAUNCH_ENV_PREFIX)):
-            raise ValueError(f"a grant sets only {LAUNCH_ENV_PREFIX}* variables, not {bad}")
+        if bad := sorted(k for k in env if not k.startswith(LAUNCH_ENV_PREFIX)
+                         and k != LABGRID_SESSION_ENV):
+            raise ValueError(f"a grant sets only {LAUNCH_ENV_PREFIX}* variables and "
+                             f"{LABGRID_SESSION_ENV}, not {bad}")
         return env
 
 

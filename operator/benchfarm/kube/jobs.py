@@ -43,6 +43,7 @@ from ..core import trust
 from ..errors import InfraError
 from ..kubeapi.leases import HEALTH_LEASE_LABEL, session_lease_name, unheld_session_lease
 from . import warm
+from .credentials import SessionCredentials, session_env
 from .ports import Launch
 
 log = logging.getLogger(__name__)
@@ -191,15 +192,18 @@ def _pod(template: dict[str, Any], labels: dict[str, str], account: str, command
 
 
 def job_manifest(req: Launch, template: dict[str, Any], namespace: str,
-                 ttl_s: int = TTL_S, health_account: str = HEALTH_ACCOUNT) -> dict[str, Any]:
+                 ttl_s: int = TTL_S, health_account: str = HEALTH_ACCOUNT,
+                 env: dict[str, str] | None = None) -> dict[str, Any]:
     """The Job of one launch. `template` is a pod template (`metadata`, `spec`) whose first
-    container runs the operator's image; the session's command, identity and deadline are set
-    here. A health check runs under the chart's `health_account` (its Role: the health Leases
-    in this namespace, Boards' status), not an account of a run."""
+    container runs the operator's image; the session's command, identity (`env`, by default
+    the launch's own: `launchers.session_env` adds its sealed labgrid credentials) and deadline
+    are set here. A health check runs under the chart's `health_account` (its Role: the health
+    Leases in this namespace, Boards' status), not an account of a run."""
     labels = _labels(req)
     board_level = req.kind in (SessionKind.health_check, SessionKind.lease_end)
     account = health_account if board_level else account_name(req.uid)
-    pod = _pod(template, labels, account, ["benchfarm", "session", *req.argv()], req.env())
+    pod = _pod(template, labels, account, ["benchfarm", "session", *req.argv()],
+               req.env() if env is None else env)
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": job_name(req), "namespace": namespace, "labels": labels,
                          "annotations": {"benchfarm.io/board": req.board}
@@ -230,8 +234,10 @@ class JobLauncher:
 
     def __init__(self, kube: Any, namespace: str, template: dict[str, Any],
                  ttl_s: int = TTL_S, health_account: str = HEALTH_ACCOUNT, warm_slots: int = 0,
-                 key: bytes = b"", template_configmap: str = "") -> None:
+                 key: bytes = b"", template_configmap: str = "",
+                 credentials: SessionCredentials | None = None) -> None:
         self.kube = kube
+        self.credentials = credentials      # each session's own labgrid certificate, sealed
         self.namespace = namespace
         self.template = template
         self.ttl_s = ttl_s
@@ -262,7 +268,8 @@ class JobLauncher:
         return cls(kube, os.environ.get("BENCHFARM_NAMESPACE", "default"), template,
                    int(os.environ.get("BENCHFARM_SESSION_JOB_TTL", str(TTL_S))),
                    os.environ.get("BENCHFARM_HEALTH_ACCOUNT", HEALTH_ACCOUNT), slots, key,
-                   os.environ.get("BENCHFARM_SESSION_TEMPLATE_CONFIGMAP", ""))
+                   os.environ.get("BENCHFARM_SESSION_TEMPLATE_CONFIGMAP", ""),
+                   SessionCredentials.from_env(os.environ))
 
     def launch(self, req: Launch) -> str:
         if req.kind in (SessionKind.health_check, SessionKind.lease_end):
@@ -289,7 +296,7 @@ class JobLauncher:
         self._ensure(req, session_binding(req, self.namespace, account=slot))
         self.kube.create_namespaced("Lease", req.namespace, unheld_session_lease(
             req.namespace, req.name, req.uid, f"{GROUP}/{VERSION}"))    # exists on a resume
-        self.warm.grant(req, job)
+        self.warm.grant(req, job, session_env(req, self.credentials))
         log.info("launched the session of %s/%s (attempt %d, run %d): warm job %s/%s",
                  req.namespace, req.name, req.attempt, req.resume, self.namespace, slot)
         return f"job {self.namespace}/{slot} (warm)"
@@ -301,7 +308,8 @@ class JobLauncher:
         self._ensure(req, {"apiVersion": "v1", "kind": "ServiceAccount",
                            "metadata": {"name": account, "namespace": self.namespace,
                                         "labels": _labels(req)}})
-        manifest = job_manifest(req, self.template, self.namespace, self.ttl_s)
+        manifest = job_manifest(req, self.template, self.namespace, self.ttl_s,
+                                env=session_env(req, self.credentials))
         name = manifest["metadata"]["name"]
         self.kube.create_namespaced("Job", self.namespace, manifest)
         self._owned_by_job(account, name)
@@ -313,7 +321,7 @@ class JobLauncher:
         """A health check's Job (or a BoardLease's end), in this namespace (a check's Lease's),
         under the chart's health account: no run, no account of its own."""
         manifest = job_manifest(req, self.template, self.namespace, self.ttl_s,
-                                self.health_account)
+                                self.health_account, session_env(req, self.credentials))
         name = manifest["metadata"]["name"]
         self.kube.create_namespaced("Job", self.namespace, manifest)
         log.info("launched %s: job %s/%s", req.what(), self.namespace, name)

@@ -11,99 +11,21 @@ a Kubernetes Job instead (BENCHFARM_LAUNCHER=job).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import os
 import select
-import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..api.outcomes import SessionKind
-from ..lab.coordinator import health_identity, lease_identity, run_identity
-from ..lab.labgrid_compat import ENV_CA, ENV_CERT, ENV_KEY
-from ..lab.labgrid_pki import (
-    ENV_ISSUER_CERT,
-    ENV_ISSUER_KEY,
-    Issuer,
-    issuer_from_env,
-    write_private,
-)
+from .credentials import OPERATOR_ONLY, SessionCredentials, session_env
 from .ports import Launch as Launch, Launcher as Launcher
 
 log = logging.getLogger(__name__)
-
-# what the operator's own labgrid credentials are: never handed on to a session it issues for
-OPERATOR_ONLY = (ENV_CERT, ENV_KEY, ENV_ISSUER_CERT, ENV_ISSUER_KEY)
-
-
-def session_identity(req: Launch) -> str:
-    """The labgrid identity ("host/user") the session of `req` holds its place under."""
-    if req.kind == SessionKind.health_check:
-        return "/".join(health_identity(req.board, req.attempt))
-    if req.kind == SessionKind.lease_end:
-        return "/".join(lease_identity(req.uid))
-    return "/".join(run_identity(req.uid))
-
-
-class SessionCredentials:
-    """Each session's own labgrid certificate: the operator holds the lab's labgrid issuing key
-    (BENCHFARM_LABGRID_ISSUER_CERT/_KEY, file paths) and, for each session it launches, issues a
-    certificate that lets its holder be that session's identity and nothing else
-    (`core.labgrid_identity`, role `session`) and acquire its own board only (a `place` grant),
-    expiring with the session's deadline. It goes into
-    a directory of the session's own (mode 0700) under `root`, named to the session by
-    BENCHFARM_LABGRID_CERT/_KEY; the operator's own certificate and the issuing key are never
-    in a session's environment. A session's credentials reach its own place only."""
-
-    MARGIN = dt.timedelta(minutes=15)      # a session's deadline is its run's, give or take
-    KEEP = 24 * 3600.0                      # directories of sessions this old are removed
-
-    def __init__(self, issuer: Issuer, ca: str, root: Path) -> None:
-        self.issuer, self.ca, self.root = issuer, ca, root
-        self._pruned = 0.0
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str], root: Path) -> SessionCredentials | None:
-        issuer = issuer_from_env(environ)
-        if issuer is None:
-            return None
-        return cls(issuer, environ.get(ENV_CA) or environ[ENV_ISSUER_CERT], root)
-
-    def issue(self, req: Launch) -> dict[str, str]:
-        """The environment that names the session's own certificate."""
-        identity = session_identity(req)
-        where = self.root / (f"{req.kind.value}.{req.namespace}.{req.name}.{req.attempt}."
-                             f"{req.resume}.{int(time.time() * 1000)}")
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        where.mkdir(mode=0o700)
-        cert, key = self.issuer.issue_with_key(
-            common_name=identity,
-            grants=[("session", identity), *([("place", req.board)] if req.board else [])],
-            lifetime=dt.timedelta(seconds=req.deadline_s) + self.MARGIN)
-        write_private(where / "labgrid.key", key)
-        write_private(where / "labgrid.crt", cert)
-        return {ENV_CA: self.ca, ENV_CERT: str(where / "labgrid.crt"),
-                ENV_KEY: str(where / "labgrid.key")}
-
-    def prune(self) -> None:
-        """Remove the directories of sessions long over (at most every ten minutes)."""
-        now = time.time()
-        if now - self._pruned < 600 or not self.root.is_dir():
-            return
-        self._pruned = now
-        for d in self.root.iterdir():
-            try:
-                if now - d.stat().st_mtime > self.KEEP:
-                    shutil.rmtree(d, ignore_errors=True)
-            except OSError:
-                continue
-
 
 class ProcessLauncher:
     """A runner as a local process, detached from the operator, logging to a file per attempt.
@@ -143,7 +65,7 @@ class ProcessLauncher:
             logfile = self.log_dir / (f"{req.namespace}.{req.name}.attempt-{req.attempt}"
                                       f".run-{req.resume}.log")
         ref = req.what()
-        own = {**req.env(), **(self.credentials.issue(req) if self.credentials else {})}
+        own = session_env(req, self.credentials)
         how, pid = "the session server", self._fork(ref, req.argv(), own, logfile)
         if pid is None:
             how = "a cold process"
@@ -267,8 +189,6 @@ class ProcessLauncher:
             if not _alive(pid):
                 self.forked.discard(pid)
                 self._pidfile(pid, remove=True)
-        if self.credentials is not None:
-            self.credentials.prune()
         self.top_up()
 
 
@@ -294,5 +214,4 @@ def from_env(kube: object = None) -> Launcher:
                                                state / "logs" / "sessions")),
                            pid_dir=Path(pids) if pids else None,
                            server=os.environ.get("BENCHFARM_SESSION_SERVER", "1") != "0",
-                           credentials=SessionCredentials.from_env(
-                               os.environ, state / "sessions" / "labgrid"))
+                           credentials=SessionCredentials.from_env(os.environ))

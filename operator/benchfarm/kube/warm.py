@@ -189,12 +189,13 @@ class WarmPool:
             raise RuntimeError(f"the warm session Job {self.namespace}/{slot} is gone")
         return job
 
-    def grant(self, req: Launch, job: dict[str, Any]) -> None:
-        """Hand the slot's pod its run: the grant, signed for that slot, in its ConfigMap."""
+    def grant(self, req: Launch, job: dict[str, Any], env: dict[str, str]) -> None:
+        """Hand the slot's pod its run: the grant, signed for that slot, in its ConfigMap. `env`:
+        the session's environment (the launch's, and its sealed labgrid credentials)."""
         slot = job["metadata"]["name"]
         grant = SessionGrant(slot=slot, namespace=req.namespace, name=req.name,
                              attempt=req.attempt, resume=req.resume, deadline_s=req.deadline_s,
-                             env=req.env())
+                             env=env)
         self.kube.create_namespaced("ConfigMap", self.namespace, {
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": slot, "namespace": self.namespace, "labels": slot_labels(slot),

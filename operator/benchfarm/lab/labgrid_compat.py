@@ -30,10 +30,13 @@ from typing import Any
 import grpc
 from labgrid.remote.generated import labgrid_coordinator_pb2_grpc
 
+from ..api.grants import LABGRID_SESSION_ENV
 from ..core import labgrid_identity as ids
 
 LABGRID_VERSION = "26.0.1"
 ENV_CA, ENV_CERT, ENV_KEY = "BENCHFARM_LABGRID_CA", "BENCHFARM_LABGRID_CERT", "BENCHFARM_LABGRID_KEY"
+# a session's own certificate and key, sealed by the operator that launched it (`labgrid_pki.seal`)
+ENV_SEALED = LABGRID_SESSION_ENV
 log = logging.getLogger("benchfarm.labgrid")
 
 # labgrid's own client and exporter channel options (keepalive), kept on the channels made here
@@ -56,8 +59,17 @@ class TlsSettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> TlsSettings | None:
         """From BENCHFARM_LABGRID_CA/_CERT/_KEY (file paths): None when none is set; all three
-        or an error (a half-configured client would silently talk in the clear)."""
+        or an error (a half-configured client would silently talk in the clear). A session
+        the operator launched has BENCHFARM_LABGRID_SESSION instead of _CERT/_KEY: its own
+        certificate and key, sealed (`labgrid_pki.unseal`, with the signing key)."""
         env = os.environ if environ is None else environ
+        if env.get(ENV_SEALED):
+            from ..core.trust import key_from
+            from .labgrid_pki import unseal
+            if not env.get(ENV_CA):
+                raise ValueError(f"{ENV_SEALED} is set but not {ENV_CA}")
+            cert, key = unseal(key_from(env), env[ENV_SEALED])
+            return cls(Path(env[ENV_CA]).read_bytes(), cert, key)
         paths = [env.get(k, "") for k in (ENV_CA, ENV_CERT, ENV_KEY)]
         if not any(paths):
             return None

@@ -5,19 +5,30 @@ Made with the `cryptography` package, not the openssl command: the operator issu
 certificate for every session it launches and every lease it grants (at 1,000 boards, a process
 and three temporary files each would be the slow part), and it signs a public key a person sent
 (a lease's `spec.publicKey`) without ever writing or reading a key file.
+
+A session's certificate and key reach it sealed (`seal`, `unseal`): encrypted and authenticated
+with a key derived from the signing key only the operator and its sessions hold (`core.trust`),
+so they can travel in the session's environment — a local process's, a Job's pod spec, a warm
+slot's grant ConfigMap — and whoever may read a Job or a ConfigMap of the operator's namespace
+but not its Secrets learns nothing from them.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ..core.labgrid_identity import grant_uri
@@ -26,6 +37,8 @@ from ..core.labgrid_identity import grant_uri
 BACKDATE = dt.timedelta(minutes=5)
 # the operator's issuing CA (file paths): it issues each session's and each lease's certificate
 ENV_ISSUER_CERT, ENV_ISSUER_KEY = "BENCHFARM_LABGRID_ISSUER_CERT", "BENCHFARM_LABGRID_ISSUER_KEY"
+# what binds a sealed session credential to its purpose (HKDF info and AEAD associated data)
+SEAL_CONTEXT = b"benchfarm labgrid session credentials v1"
 
 
 def new_key() -> ec.EllipticCurvePrivateKey:
@@ -174,3 +187,29 @@ def person_access(issuer: Issuer, coordinator_ca: str, coordinator: str, user: s
                         not_after=expires)
     return {"coordinator": coordinator, "certificate": cert, "ca": coordinator_ca,
             "expiresAt": expiry(cert).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def _seal_key(signing_key: bytes) -> AESGCM:
+    return AESGCM(HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                       info=SEAL_CONTEXT).derive(signing_key))
+
+
+def seal(signing_key: bytes, cert_pem: str, key_pem: bytes) -> str:
+    """A session's certificate and private key as one opaque string (base64 of a random nonce
+    and their AES-GCM ciphertext): only a holder of `signing_key` can read or alter it."""
+    nonce = os.urandom(12)
+    body = json.dumps({"cert": cert_pem, "key": key_pem.decode()}).encode()
+    return base64.b64encode(nonce + _seal_key(signing_key).encrypt(nonce, body, SEAL_CONTEXT)
+                            ).decode()
+
+
+def unseal(signing_key: bytes, sealed: str) -> tuple[bytes, bytes]:
+    """(certificate PEM, key PEM) from `seal`'s string; ValueError if it was not sealed with
+    this signing key, was altered or is not one."""
+    try:
+        raw = base64.b64decode(sealed, validate=True)
+        body = json.loads(_seal_key(signing_key).decrypt(raw[:12], raw[12:], SEAL_CONTEXT))
+        return body["cert"].encode(), body["key"].encode()
+    except (ValueError, KeyError, TypeError, InvalidTag) as exc:
+        raise ValueError("the session's labgrid credentials cannot be unsealed with this "
+                         f"signing key ({type(exc).__name__})") from None
