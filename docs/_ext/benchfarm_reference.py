@@ -395,10 +395,48 @@ def _observability_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- the results database ------------------------------------------------------------------------
+
+def results_schema() -> list[tuple[str, list[tuple[str, str, bool, bool]], list[tuple[str, list[str]]]]]:
+    """(table, [(column, SQL type, nullable, in the primary key)], [(index, columns)]) of the
+    results database as `benchfarm.history.schema` declares it (the migrations' head)."""
+    from sqlalchemy.dialects import postgresql
+
+    from benchfarm.history import schema
+    out = []
+    for table in schema.metadata.sorted_tables:
+        pk = {c.name for c in table.primary_key.columns}
+        cols = [(c.name, c.type.compile(dialect=postgresql.dialect()), bool(c.nullable),
+                 c.name in pk) for c in table.columns]
+        idx = [(str(i.name), [c.name for c in i.columns]) for i in table.indexes]
+        out.append((table.name, cols, sorted(idx)))
+    return out
+
+
+def _schema_page() -> str:
+    lines = ["# Results database schema", "",
+             "Generated from `benchfarm.history.schema`, which the Alembic migrations in "
+             "`operator/benchfarm/history/migrations` create (the operator and `benchfarm results "
+             "reindex` run them). [Read it from Grafana](../../howto/grafana.md) shows how to "
+             "chart it.", ""]
+    for table, cols, idx in results_schema():
+        lines += [f"## `{table}`", "", "| column | type | null | primary key |",
+                  "|---|---|---|---|"]
+        for name, typ, nullable, pk in cols:
+            lines.append(f"| `{name}` | {typ} | {'yes' if nullable else 'no'} | "
+                         f"{'yes' if pk else ''} |")
+        if idx:
+            lines += ["", "Indexes: " + "; ".join(f"`{n}` ({', '.join(c)})" for n, c in idx)
+                      + "."]
+        lines.append("")
+    return "\n".join(lines)
+
+
 # -- Sphinx --------------------------------------------------------------------------------------
 
 PAGES = {"crds.md": _crd_page, "cli.md": _cli_page, "helm-values.md": _helm_page,
-         "settings-where.md": _settings_page, "observability.md": _observability_page}
+         "settings-where.md": _settings_page, "observability.md": _observability_page,
+         "results-schema.md": _schema_page}
 
 
 def generate(out: Path = OUT) -> list[Path]:
