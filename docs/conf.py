@@ -24,5 +24,3 @@ html_title = "benchfarm"
 html_static_path: list[str] = []
 html_copy_source = False
 html_show_sourcelink = False
-# the dashboard JSON of the Grafana how-to is served beside the pages
-html_extra_path = ["howto/grafana-dashboard.json"]
