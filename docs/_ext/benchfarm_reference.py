@@ -132,7 +132,9 @@ def crd_kinds() -> list[tuple[str, str, str, list[str]]]:
 def _crd_page() -> str:
     lines = ["# Custom resources", "",
              "Generated from the pydantic models in `operator/benchfarm/api` (the same schema "
-             "`make crds` writes to `crds/`); `kubectl explain` shows the same descriptions. "
+             "`make crds` writes to `crds/`, and `kubectl explain` shows), with their descriptions; "
+             "the few the models leave undescribed (conditions, counters of the status) are "
+             "described in `docs/reference/crd-fields.yaml`. "
              "Group and version: `benchfarm.io/v1alpha1`.", ""]
     fields = crd_fields()
     for kind, plural, scope, short in crd_kinds():
