@@ -334,6 +334,40 @@ def metrics() -> list[tuple[str, str, str, list[str]]]:
     return sorted(out)
 
 
+def _member_comments(path: Path) -> dict[str, str]:
+    """value -> the comment of an enum member: `#:` lines above it and the `#` at its line's
+    end (benchfarm.api's way of saying what a reason means)."""
+    out: dict[str, str] = {}
+    above: list[str] = []
+    last: str | None = None         # the member whose end-of-line comment may go on below it
+    for line in path.read_text().splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#:"):
+            above.append(stripped[2:].strip())
+            last = None
+            continue
+        if stripped.startswith("#") and last is not None:
+            out[last] = f"{out[last]} {stripped.lstrip('#').strip()}"
+            continue
+        m = re.match(r'^\s+\w+\s*=\s*"([A-Za-z]+)"\s*(?:#\s*(.*))?$', line)
+        last = None
+        if m:
+            text = " ".join(above + ([m[2].strip()] if m[2] else []))
+            if text and m[1] not in out:
+                out[m[1]] = text
+                last = m[1] if m[2] else None
+        above = []
+    return out
+
+
+def reason_meanings() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for mod in ("outcomes", "campaigns"):
+        for k, v in _member_comments(REPO / "operator/benchfarm/api" / f"{mod}.py").items():
+            out.setdefault(k, v)
+    return out
+
+
 def event_reasons() -> list[tuple[str, str, list[str]]]:
     """(reason, type(s), where) of every event reason the code posts with a literal or an enum
     member, plus every reason of the enums in benchfarm.api (conditions and events)."""
@@ -391,9 +425,11 @@ def _observability_page() -> str:
               "`Regressed`, a lease's `Granted`); a reason posted under a variable name is "
               "listed through the enum it comes from (`benchfarm.api.outcomes`, "
               "`benchfarm.api.campaigns`).", "",
-              "| reason | event type | posted by |", "|---|---|---|"]
+              "| reason | event type | what it means | posted by |", "|---|---|---|---|"]
+    meanings = reason_meanings()
     for reason, types, where in event_reasons():
-        lines.append(f"| `{reason}` | {types} | {', '.join(_code(w) for w in where)} |")
+        lines.append(f"| `{reason}` | {types} | {_cell(meanings.get(reason, ''))} | "
+                     f"{', '.join(_code(w) for w in where)} |")
     return "\n".join(lines) + "\n"
 
 

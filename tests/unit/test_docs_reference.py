@@ -86,6 +86,9 @@ def test_the_generated_pages_list_every_field_option_setting_metric_and_reason(t
     assert {"Scheduled", "BootRetried", "SuitesFailed", "RunCrashedBoard", "Granted"} <= reasons
     for r in reasons:
         assert f"`{r}`" in obs
+    meanings = ref.reason_meanings()         # the comments of benchfarm.api's enums
+    assert "board's own image booted again" in meanings["RunCrashedBoard"]
+    assert meanings["LeaseTooLong"] in obs
     helm = (tmp_path / "helm-values.md").read_text()
     values = {v.path: v for v in ref.helm_values()}
     assert "sessions.warm" in values and "labgrid.coordinator" in values
