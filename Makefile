@@ -23,7 +23,7 @@ IMAGE_APT_STAMP := $(BENCHFARM_CACHE)/.apt-image-$(shell echo $(IMAGE_APT_PACKAG
 CLUSTER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-cluster-$(shell echo $(CLUSTER_APT_PACKAGES) | md5sum | cut -c1-8)
 BROWSER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-browser-$(shell echo $(BROWSER_APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps image-deps cluster-deps browser-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint test test-full unit chaos misuse campaigns crds bench bench-scale bench-boot bench-history history-experiment clean
+.PHONY: all deps image-deps cluster-deps browser-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint docs test test-full unit chaos misuse campaigns crds bench bench-scale bench-boot bench-history history-experiment clean
 
 all: test
 
@@ -107,7 +107,14 @@ lint: venv
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/mypy
 
+# The documentation site (docs/, Sphinx with MyST): reference pages generated from the code,
+# warnings are errors, then every local link of the built pages checked; in docs/_build/html.
+docs: venv
+	@$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	@$(PY) hack/check_docs_links.py
+
 test: lab-up image-deps cluster-deps browser-deps node-binaries
+	@$(MAKE) --no-print-directory docs
 	@$(VENV)/bin/lint-imports --config pyproject.toml
 	@$(MAKE) --no-print-directory lint
 	@$(VENV)/bin/pytest -q --durations=25

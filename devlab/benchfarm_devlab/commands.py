@@ -16,7 +16,9 @@ def register_lab(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("lab", help="the embedded lab: up, down, status, operator, image, "
                                    "cluster-up, cluster-down")
     p.add_argument("action", choices=["up", "down", "status", "operator", "image", "cluster-up",
-                                      "cluster-down"])
+                                      "cluster-down"],
+                   help="what to do with the lab under .benchfarm/ (up: start whatever is not "
+                        "running; down: stop what up started)")
     p.add_argument("--rebuild", action="store_true",
                    help="image: build base and image again from nothing and check the digest is the one "
                         "recorded for the same inputs")
@@ -25,7 +27,8 @@ def register_lab(sub: argparse._SubParsersAction) -> None:
 
 def register_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the demo BenchmarkRun on the local lab")
-    p.add_argument("--manifest", default=None)
+    p.add_argument("--manifest", default=None,
+                   help="the BenchmarkRun to apply (default: testplans/examples/demo-run.yaml)")
     p.add_argument("--cluster", action="store_true",
                    help="on the one-node cluster: the image imported, helm install, sessions as Jobs")
     p.add_argument("--runs", type=int, default=1,

@@ -100,7 +100,8 @@ def _plugins(sub: argparse._SubParsersAction) -> None:
         ep.load()(sub)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line, plugins included (the docs' CLI reference is generated from it)."""
     parser = argparse.ArgumentParser(prog="benchfarm", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -122,21 +123,24 @@ def main(argv: list[str] | None = None) -> int:
     sess_sub.add_parser("warm", help="a warm session pod: import everything, wait for the run the "
                                      "operator grants this slot, run it (the job launcher's pool)")
     p = sub.add_parser("parse", help="parse a suite's output file into metrics (JSON)")
-    p.add_argument("suite")
-    p.add_argument("file")
+    p.add_argument("suite", help="the parser: a suite name of a plan's step (e.g. cyclictest)")
+    p.add_argument("file", help="the output to parse; - for standard input")
     p.add_argument("--param", action="append", default=[], help="KEY=VALUE parser parameter")
     rep = sub.add_parser("report", help="print the report of a finished run (any cluster: "
                                         "KUBECONFIG and BENCHFARM_S3_*)")
     rep.add_argument("run", help="NAMESPACE/NAME")
-    rep.add_argument("--format", choices=["md", "rst", "json"], default="md")
+    rep.add_argument("--format", choices=["md", "rst", "json"], default="md",
+                     help="Markdown, reStructuredText (the vendor guides' csv-table layout) or "
+                          "the run's metrics as JSON")
     cmp_ = sub.add_parser("compare", help="compare a run with a baseline run or a vendor guide (RST)")
     cmp_.add_argument("run", help="NAMESPACE/NAME of a finished run")
     cmp_.add_argument("baseline", help="NAMESPACE/NAME of another run, or an .rst/.txt guide file")
     cmp_.add_argument("--board", default=None,
                       help="the guide's board column to compare with (import-guide lists them)")
     ig = sub.add_parser("import-guide", help="read a vendor guide's csv-tables (RST) as a baseline")
-    ig.add_argument("file")
-    ig.add_argument("--format", choices=["json", "rst"], default="json")
+    ig.add_argument("file", help="the guide, reStructuredText (a report.rst or guide.rst too)")
+    ig.add_argument("--format", choices=["json", "rst"], default="json",
+                    help="the tables' metrics as JSON, or the tables again as RST")
     ig.add_argument("--board", default=None, help="only this board's columns")
     from .leasecli import add_parser as add_lease
     add_lease(sub)
@@ -147,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     add_boardcheck(chk)
     w = sub.add_parser("web", help="the dashboard: boards, queues, runs, results over time "
                                    "(people sign in with a Kubernetes token)")
-    w.add_argument("--address", default="127.0.0.1")
-    w.add_argument("--port", type=int, default=8080)
+    w.add_argument("--address", default="127.0.0.1", help="the address to listen on")
+    w.add_argument("--port", type=int, default=8080, help="the port to listen on")
     w.add_argument("--history-source", metavar="MODULE:FACTORY",
                    default=os.environ.get("BENCHFARM_WEB_HISTORY_SOURCE") or None,
                    help="where the history page's series come from (default: the finished "
@@ -157,6 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     from .history.commands import register as register_history
     register_history(sub, history_scope)
     _plugins(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("lab", "demo") and argv[0] not in sub.choices:
         print(f"benchfarm {argv[0]}: the embedded lab is not installed here (it is a developer's "

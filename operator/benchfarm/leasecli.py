@@ -46,7 +46,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--duration", default="1h", help="how long, e.g. 90m, 2h (default 1h)")
     p.add_argument("--user", default=None,
                    help="your labgrid user host/user (default: this host and login)")
-    p.add_argument("--priority", type=int, default=100)
+    p.add_argument("--priority", type=int, default=100,
+                   help="higher first, within the namespace's ceiling (LabPolicy)")
     p.add_argument("-n", "--namespace", default=None, help="default: the kubeconfig's")
     p.add_argument("--name", default=None, help="the BoardLease's name (default: generated)")
     p.add_argument("--shell", action="store_true",

@@ -55,11 +55,13 @@ def register(sub: argparse._SubParsersAction, scope: Scope) -> None:
                                        "namespace, with its change points (the results database)")
     h.add_argument("metric", help="STEP/NAME as in metrics.json (e.g. cyclictest/cyclictest-max, "
                                   "boot/kernel-to-prompt); `benchfarm results series` lists them")
-    h.add_argument("--device-type", default=None)
-    h.add_argument("--plan", default=None)
+    h.add_argument("--device-type", default=None,
+                   help="the device type of the series (its boards' runs)")
+    h.add_argument("--plan", default=None, help="the TestPlan of the series")
     h.add_argument("--since", type=since_arg, default=None,
                    help="only runs finished since: an ISO date/time or 12h, 30d, 8w")
-    h.add_argument("--format", choices=["json", "table"], default="table")
+    h.add_argument("--format", choices=["json", "table"], default="table",
+                   help="a table for people, or JSON (one object per namespace with -A)")
     _namespace_args(h, "the series of every namespace, one after the other")
     h.set_defaults(func=lambda args: main_history(args, scope))
     res = sub.add_parser("results", help="the results database")
@@ -71,7 +73,8 @@ def register(sub: argparse._SubParsersAction, scope: Scope) -> None:
     re_.set_defaults(func=main_reindex)
     ls = res_sub.add_parser("series", help="list one namespace's (metric, device type, plan) "
                                            "series")
-    ls.add_argument("--format", choices=["json", "table"], default="table")
+    ls.add_argument("--format", choices=["json", "table"], default="table",
+                    help="a table for people, or JSON")
     _namespace_args(ls, "every namespace's series")
     ls.set_defaults(func=lambda args: main_series(args, scope))
 
