@@ -325,8 +325,9 @@ def kcidb(outcomes: Sequence[Outcome]) -> dict[str, Any]:
                  for side, s in o.software.items() for part in ("kernel", "initrd", "dtb",
                                                                 "modules")
                  if (art := s.get(part))]
-        build = {"id": build_id, "origin": ORIGIN, "checkout_id": checkout_id, "status": "PASS",
-                 "misc": {"software": dict(o.software)}}
+        build: dict[str, Any] = {"id": build_id, "origin": ORIGIN, "checkout_id": checkout_id,
+                                 "status": "PASS",
+                                 "misc": {"software": dict(o.software)}}
         if files:
             build["output_files"] = files
         builds.setdefault(build_id, build)
