@@ -261,6 +261,9 @@ def submit_main(args: argparse.Namespace) -> int:
     except BenchfarmError as exc:
         _say(f"{exc.reason}: {exc.message} (the lab's fault; retry later)")
         return Exit.lab
+    except _Gone as exc:
+        _say(f"{exc}; retry later")
+        return Exit.lab
 
 
 def _kube() -> Any:
@@ -268,8 +271,8 @@ def _kube() -> Any:
     return Kube(outage_budget=float(os.environ.get("BENCHFARM_SUBMIT_OUTAGE_BUDGET", "300")))
 
 
-class _Interrupted(Exception):
-    pass
+class _Interrupted(BaseException):
+    """A signal to stop (as KeyboardInterrupt: no `except Exception` on the way swallows it)."""
 
 
 def _follow(kube: Any, ns: str, name: str, args: argparse.Namespace) -> int:
@@ -277,14 +280,17 @@ def _follow(kube: Any, ns: str, name: str, args: argparse.Namespace) -> int:
 
     def interrupt(signum: int, frame: Any) -> None:
         raise _Interrupted()
-    previous = signal.signal(signal.SIGTERM, interrupt)    # the pipeline cancelling its job
+    # Ctrl-C, and the pipeline cancelling its job (SIGTERM); SIGINT explicitly: a job started
+    # in the background inherits it ignored
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     interrupted = False
     try:
         body = _wait(kube, ns, name, seen, args.poll)
     except (KeyboardInterrupt, _Interrupted):
         interrupted = True
         _say(f"interrupted: cancelling {ns}/{name}")
-        signal.signal(signal.SIGINT, signal.SIG_IGN)    # the cancel is on its way: let it land
+        for s in previous:      # the cancel is on its way: let it land
+            signal.signal(s, signal.SIG_IGN)
         kube.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name,
                                                    {"spec": {"cancel": True}})
         try:
@@ -293,7 +299,8 @@ def _follow(kube: Any, ns: str, name: str, args: argparse.Namespace) -> int:
             _say(f"{ns}/{name} did not stop within 120 s; it has spec.cancel set")
             return Exit.interrupted
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     o, report = outcome_of(body, interrupted=interrupted)
     if report and not args.no_report:
         print(report, flush=True)
