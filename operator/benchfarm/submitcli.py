@@ -154,17 +154,22 @@ def _results(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
 
 def outcome_of(body: dict[str, Any], *, interrupted: bool = False) -> tuple[Any, str | None]:
     """The run's `report.ci.Outcome` (its exit code decided) and its report."""
+    from .errors import BenchfarmError
     from .report.ci import outcome
     status = body.get("status") or {}
-    doc, report = (None, None)
+    doc, report, unread = None, None, ""
     if status.get("phase") in (Phase.succeeded, Phase.failed):
-        doc, report = _results(body)
+        try:
+            doc, report = _results(body)
+        except BenchfarmError as exc:   # the store: the verdict of a failed run stands
+            unread = f" ({exc.reason}: {exc.message})"
     rows = ((doc or {}).get("comparison") or {}).get("rows") or []
     decision = decide(status, rows, baseline=(body.get("spec") or {}).get("baseline"),
                       interrupted=interrupted)
     if status.get("phase") == Phase.succeeded and doc is None:
-        decision = Decision(Exit.lab, "the run succeeded but its metrics.json is not in the "
-                            "store (the store's fault; retry later)", decision.reason)
+        decision = Decision(Exit.lab, "the run succeeded but its metrics.json could not be "
+                            f"read from the store{unread} (the lab's fault; retry later)",
+                            decision.reason)
     return outcome(body, doc, decision), report
 
 
