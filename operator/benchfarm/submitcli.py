@@ -214,6 +214,7 @@ def submit_main(args: argparse.Namespace) -> int:
     import yaml
     from kubernetes import client
     from kubernetes.config import ConfigException
+    from urllib3.exceptions import HTTPError
 
     from .errors import BenchfarmError, Outage
     from .kubeapi.client import current_namespace
@@ -260,7 +261,7 @@ def submit_main(args: argparse.Namespace) -> int:
         name = created["metadata"]["name"]
         _say(f"{ns}/{name} created")
         return _follow(kube, ns, name, args)
-    except (Outage, client.ApiException, ConfigException, OSError) as exc:
+    except (Outage, client.ApiException, ConfigException, OSError, HTTPError) as exc:
         _say(f"the lab is not reachable ({type(exc).__name__}: {exc}); retry later")
         return Exit.lab
     except BenchfarmError as exc:

@@ -14,9 +14,7 @@ import kcidb_io
 import pytest
 from junitparser import Error, Failure, JUnitXml
 
-from benchfarm.api.outcomes import (
-    RUN_FAULTS, Blame, Reason, Refusal, RunFailure, blame,
-)
+from benchfarm.api.outcomes import RUN_FAULTS, Blame, Reason, Refusal, RunFailure, blame
 from benchfarm.core.gate import Exit, decide
 from benchfarm.report.ci import junit, kcidb, outcome, summary
 
@@ -253,3 +251,31 @@ def test_export_posts_the_document_to_a_receiver_on_loopback():
     assert got[0][0] == "Bearer t0ken"
     kcidb_io.schema.LATEST.validate(got[0][1])
     assert got[0][1] == doc
+
+
+def test_a_campaigns_kcidb_document_has_each_finished_run_and_validates(monkeypatch):
+    from benchfarm import submitcli
+    good = _body(_status("Succeeded", "Completed"), SOFTWARE)
+    broken = {**_body(_status("Failed", "SoftwareBootFailed", "no Starting kernel"), SOFTWARE),
+              "metadata": {"namespace": "ci", "name": "run-2", "uid": "u-2"}}
+    runs = {"run-1": good, "run-2": broken}
+
+    class FakeKube:
+        def get_run(self, ns, name):
+            return runs.get(name)
+
+        def get_custom(self, plural, ns, name):
+            assert plural == "benchmarkcampaigns"
+            return {"status": {"columns": [{"name": "a", "run": "run-1"},
+                                           {"name": "b", "run": "run-2"},
+                                           {"name": "c"}]}}
+    monkeypatch.setattr(submitcli, "_kube", FakeKube)
+    monkeypatch.setattr(submitcli, "_results", lambda body: (
+        (DOC, "# report") if body["metadata"]["name"] == "run-1" else (None, None)))
+    outcomes = submitcli.export_outcomes("ci/release-1")
+    assert [(o.name, o.decision.code) for o in outcomes] == [("run-1", Exit.regressed),
+                                                            ("run-2", Exit.run)]
+    doc = kcidb(outcomes)
+    kcidb_io.schema.LATEST.validate(doc)
+    assert len(doc["builds"]) == 1          # the same software: one checkout, one build
+    assert {t["id"].split(":")[1] for t in doc["tests"]} == {"u-1", "u-2"}
