@@ -129,7 +129,8 @@ def test_a_slower_build_exits_1_naming_the_metric(custom, tmp_path):
                                "--baseline", baseline)
     assert res.returncode == 1, res.stderr
     assert "probe/sysbench-cpu-events" in res.stderr
-    assert summary["regressed"] == ["probe/sysbench-cpu-events (events/s)"]
+    # the probe for sure; a boot phase too at times (one boot each side: the summary rule)
+    assert "probe/sysbench-cpu-events (events/s)" in summary["regressed"], summary["regressed"]
     suites = list(JUnitXml.fromfile(str(out["xml"])))
     verdicts = {c.name: c for c in suites[0] if c.classname == "benchfarm.regression"}
     assert isinstance(verdicts["probe/sysbench-cpu-events (events/s)"].result[0], Failure)
@@ -159,7 +160,7 @@ def test_ctrl_c_cancels_the_run_and_exits_130(custom, tmp_path):
 
 
 def test_the_store_stopped_past_the_runs_timeout_exits_2_the_labs_fault(custom, tmp_path):
-    """MinIO stopped as the board boots, and started again only after `submit` has ended:
+    """MinIO stopped as the run starts on its board, and started again only after `submit` has ended:
     the session waits the outage out until the run's timeout, and the run fails as the lab's
     fault (OutageOutlastedRun, or a hand-back out of retries: either is the lab's)."""
     out = tmp_path / "outage.json"
@@ -173,7 +174,7 @@ def test_the_store_stopped_past_the_runs_timeout_exits_2_the_labs_fault(custom, 
     try:
         for line in proc.stderr:
             lines.append(line)
-            if "boot 1/1" in line or "iteration" in line:
+            if "Running on" in line:      # progress lines are rate-limited: the first one
                 break
         devlab.stop_process("minio")
         lines.append(proc.stderr.read())
