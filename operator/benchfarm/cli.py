@@ -144,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     ig.add_argument("--board", default=None, help="only this board's columns")
     from .leasecli import add_parser as add_lease
     add_lease(sub)
+    from .submitcli import add_parsers as add_submit
+    add_submit(sub)
     chk = sub.add_parser("check", help="check this installation: API, leader, labgrid (places and "
                                        "their serial ports), store; with --boards, audit the "
                                        "board network from the boards; what `helm test` runs")

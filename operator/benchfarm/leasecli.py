@@ -55,14 +55,8 @@ def add_parser(sub: Any) -> None:
 
 
 def _namespace(given: str | None) -> str:
-    if given:
-        return given
-    try:
-        from kubernetes import config
-        _, current = config.list_kube_config_contexts(os.environ.get("KUBECONFIG"))
-        return str(current.get("context", {}).get("namespace") or "default")
-    except Exception:   # in-cluster or no context: the default namespace
-        return "default"
+    from .kubeapi.client import current_namespace
+    return given or current_namespace()
 
 
 def _release(custom: Any, ns: str, name: str) -> None:

@@ -182,3 +182,69 @@ class LeaseEnd(BaseModel):
     poweredOff: bool
     message: str = ""
     at: str = ""
+
+
+class Blame(StrEnum):
+    """Whose fault a failed run is, for whoever acts on it (a CI pipeline: retry later, or not)."""
+
+    lab = "Lab"   # the board, the lab's services, the store, the API: the same run may pass later
+    run = "Run"   # its own input, software or suites: the same run fails the same way again
+
+
+class RunFailure(StrEnum):
+    """The reasons a run's `Succeeded` condition ends False with besides `Reason` and `Refusal`:
+    what admission, a session and the scheduler write (`RunError(reason=...)` and `finish`)."""
+
+    # the request, refused at admission (or by the session's own checks of it)
+    policy_violation = "PolicyViolation"
+    spec_too_large = "SpecTooLarge"
+    plan_not_found = "PlanNotFound"
+    invalid_plan = "InvalidPlan"
+    invalid_software = "InvalidSoftware"
+    software_unsupported = "SoftwareUnsupported"
+    no_gpu = "NoGPU"
+    no_low_power_mode = "NoLowPowerMode"
+    missing_programs = "MissingPrograms"
+    invalid_artifact_prefix = "InvalidArtifactPrefix"
+    no_matching_board = "NoMatchingBoard"
+    unknown_suite = "UnknownSuite"
+    digest_mismatch = "DigestMismatch"      # the artifact is not the build its digest names
+    digest_missing = "DigestMissing"        # its SHA256SUMS does not list it
+    deleted = "Deleted"
+    #: the run's own steps outlasted its spec.timeoutSeconds
+    run_timeout = "RunTimeout"
+    # the lab's
+    #: a service the run needed (store, API, coordinator) stayed down past the run's timeout
+    outage_outlasted_run = "OutageOutlastedRun"
+    queue_timeout = "QueueTimeout"          # no matching board became free in time
+    place_missing = "PlaceMissing"          # the board vanished from the lab
+    internal_error = "InternalError"        # a bug of benchfarm's
+    signing_key_missing = "SigningKeyMissing"   # the lab's misconfiguration
+
+
+#: Every reason that is the run's own fault. Any other reason a run fails with is the lab's: the
+#: infrastructure errors (`errors.InfraError` and its kinds: board, lab, store, API) hand a run
+#: back and fail it with their own reason once it is out of retries, and those are many.
+RUN_FAULTS: frozenset[str] = frozenset({
+    Reason.suites_failed, Reason.run_crashed_board, Reason.software_boot_failed,
+    *Refusal,
+    RunFailure.policy_violation, RunFailure.spec_too_large, RunFailure.plan_not_found,
+    RunFailure.invalid_plan, RunFailure.invalid_software, RunFailure.software_unsupported,
+    RunFailure.no_gpu, RunFailure.no_low_power_mode, RunFailure.missing_programs,
+    RunFailure.invalid_artifact_prefix, RunFailure.no_matching_board, RunFailure.unknown_suite,
+    RunFailure.digest_mismatch, RunFailure.digest_missing, RunFailure.deleted,
+    RunFailure.run_timeout,
+})
+
+
+def blame(reason: str) -> Blame:
+    """Whose fault a run that failed with `reason` (its `Succeeded` condition's) is."""
+    return Blame.run if reason in RUN_FAULTS else Blame.lab
+
+
+class Verdict(StrEnum):
+    """A metric's verdict against its baseline (`comparison.rows[].verdict` of metrics.json)."""
+
+    regressed = "regressed"
+    improved = "improved"
+    unchanged = "unchanged"

@@ -34,7 +34,7 @@ from ..api.campaigns import AVOID_ANNOTATION
 from ..api.devicetype import DeviceType
 from ..api.grants import GO_AHEAD_FIELD, Relay
 from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY, BenchmarkRunSpec, LabPolicySpec
-from ..api.outcomes import FINISHED, Phase, Reason, attempt_of
+from ..api.outcomes import FINISHED, Phase, Reason, RunFailure, attempt_of
 from ..core import queue as q, trust
 from ..core.conditions import now_iso, set_condition
 from ..errors import RunError
@@ -772,7 +772,7 @@ class Runtime:
         for r in waiting:
             limit = r.spec.queueTimeoutSeconds
             if limit and now - r.created > limit and r.waiting:
-                self.finish(r, Phase.failed, "QueueTimeout",
+                self.finish(r, Phase.failed, RunFailure.queue_timeout,
                             f"no matching board became free within {limit} s")
 
     def _publish_positions(self, order: list[q.QueueEntry]) -> None:

@@ -74,6 +74,15 @@ class PreconditionFailed(Exception):
     """A guarded status write lost a race (the object changed since it was read)."""
 
 
+def current_namespace() -> str:
+    """The kubeconfig's current namespace ("default" in-cluster or without a context)."""
+    try:
+        _, current = config.list_kube_config_contexts(os.environ.get("KUBECONFIG"))
+        return str(current.get("context", {}).get("namespace") or "default")
+    except Exception:   # in-cluster or no context: the default namespace
+        return "default"
+
+
 class Kube:
     def __init__(self, *, outage_budget: float = 600.0) -> None:
         try:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..api.models import GROUP, VERSION
+from ..api.outcomes import RunFailure
 from ..errors import Outage, RunError
 from ..kubeapi.client import Kube
 from ..kubeapi.leases import (
@@ -134,7 +135,8 @@ class Lifeline:
 
     # -- outages ------------------------------------------------------------------------------
     def wait_out(self, what: str, fn: Callable[[], T]) -> T:
-        """Call fn until it stops failing with an outage; RunTimeout when the run's time is up.
+        """Call fn until it stops failing with an outage; OutageOutlastedRun when the run's
+        time is up (the lab's fault, not the run's).
         A cancel ends the wait too: a cancelled run does not wait for a store that is down."""
         delay = 1.0
         while True:
@@ -144,7 +146,8 @@ class Lifeline:
             except Outage as exc:
                 if time.monotonic() + delay > self.deadline:
                     raise RunError(f"the run's timeout ran out while waiting for the {exc.party} "
-                                   f"({what}): {exc}", reason="RunTimeout") from exc
+                                   f"({what}): {exc}",
+                                   reason=RunFailure.outage_outlasted_run) from exc
                 if self.cancel.is_set():
                     raise Cancelled(f"cancelled while waiting for the {exc.party} ({what})") \
                         from exc

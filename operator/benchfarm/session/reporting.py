@@ -14,7 +14,7 @@ from typing import Any
 
 from ..api.devicetype import DeviceType
 from ..api.models import LabPolicySpec
-from ..api.outcomes import Phase, Reason
+from ..api.outcomes import Phase, Reason, RunFailure
 from ..core.conditions import now_iso
 from ..errors import InfraError, RunError
 from ..store.artifacts import ArtifactStore
@@ -57,7 +57,7 @@ def complete(ctx: RunContext, dtype: DeviceType) -> None:
     urls.append(ctx.spool.store.url(f"{ctx.prefix}/raw/"))
     if not ctx.spool.drain(ctx.deadline):
         raise RunError(f"the run's timeout ran out while uploading artifacts: "
-                       f"{ctx.spool.last_error}", reason="RunTimeout")
+                       f"{ctx.spool.last_error}", reason=RunFailure.outage_outlasted_run)
     status: dict[str, Any] = {"results": docs.results, "artifacts": urls,
                               "provenance": got.provenance,
                               "progress": f"done ({len(got.records)} suite runs)"}
