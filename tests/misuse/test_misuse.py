@@ -661,13 +661,16 @@ def test_a_forged_labgrid_identity_drives_nothing(custom, attempt, tmp_path):
                     leaked=drove)
             assert not drove, (who, res)
 
-        # 3. a session's own certificate (from its private directory), beyond its own place
-        creds = sorted((devlab.STATE / "sessions" / "labgrid").glob(f"run.default.{run}.*"))
-        assert creds, "the run's session got no certificate of its own"
-        files = {"BENCHFARM_LABGRID_CA": os.environ["BENCHFARM_LABGRID_CA"],
-                 "BENCHFARM_LABGRID_CERT": str(creds[-1] / "labgrid.crt"),
-                 "BENCHFARM_LABGRID_KEY": str(creds[-1] / "labgrid.key")}
-        tls = TlsSettings.from_env(files)
+        # 3. a session's own certificate, beyond its own place: the one the lab's operator issues
+        # a session of this run (its issuer, `kube.credentials`), unsealed as the session does
+        from benchfarm.kube.credentials import SessionCredentials
+        from benchfarm.kube.ports import Launch
+        issuing = {**devlab.operator_env(), **{k: os.environ[k] for k in (
+            "BENCHFARM_LABGRID_CA", "BENCHFARM_SIGNING_KEY")}}
+        creds = SessionCredentials.from_env(issuing)
+        assert creds is not None, "the lab's operator issues sessions no certificate"
+        tls = TlsSettings.from_env({**issuing, **creds.issue(
+            Launch("default", run, uid, 1, 0, deadline_s=600, board=run_board))})
         other = Coordinator(os.environ["LG_COORDINATOR"], host="benchfarm",
                             user=f"lease-{victor_uid}", tls=tls, timeout=10)
         try:
