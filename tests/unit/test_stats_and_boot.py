@@ -201,3 +201,19 @@ def test_a_kernel_clock_that_starts_over_is_placed_by_its_last_epoch():
     assert clock.median_ms < 1.0              # not the 36 ms of the old epoch
     assert tl.fused["init"] == pytest.approx(zero + 1.7, abs=0.001)
     assert tl.fused["console"] == 0.93            # stamped in the old epoch: the host's time
+
+
+def test_small_figures_keep_their_significant_digits():
+    """Issue 42: hackbench's 0.1217 s once showed as "0.12 (min 0.12, max 0.12)"."""
+    from benchfarm.core.regression import Sample
+    from benchfarm.core.stats import figure
+    assert seed_format([0.1203, 0.1217, 0.1231]) == "0.122 (min 0.120, max 0.123)"
+    assert figure(0.122, 0.121, 0.123) == "0.122 (min 0.121, max 0.123)"
+    assert Sample.summary(0.122, 0.121, 0.123).display == "0.122 (min 0.121, max 0.123)"
+    assert seed_format([0.003081, 0.003081]) == "0.00308"
+    assert figure(0.0031, 0.003, 0.0032) == "0.00310 (min 0.00300, max 0.00320)"
+    # values that differ never print alike: more decimals until they do not
+    assert seed_format([12.3401, 12.3402, 12.3403]) == "12.3402 (min 12.3401, max 12.3403)"
+    # the guides' own format where two decimals keep the figures
+    assert figure(785.15, 707.87, 861.19) == "785.15 (min 707.87, max 861.19)"
+    assert figure(0.75, 0.75, 0.75) == "0.75" and figure(-0.5, -0.5, -0.5) == "-0.50"

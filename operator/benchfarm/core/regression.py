@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..api.models import LabPolicySpec, RegressionThresholds
-from .stats import seed_format
+from .stats import figure, seed_format
 
 LOWER_IS_BETTER_UNITS = {"us", "ns", "ms", "s", "cycles"}
 
@@ -71,9 +71,9 @@ class Sample:
     def display(self) -> str:
         if self.values:
             return seed_format(self.values)
-        if self.min == self.max:
-            return f"{self.mean:.2f}"
-        return f"{self.mean:.2f} (min {self.min:.2f}, max {self.max:.2f})"
+        if self.mean is None or self.min is None or self.max is None:
+            return "-"          # an empty side: nothing to show
+        return figure(self.mean, self.min, self.max)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.stats import figure
 from .shapes import Table, shape
 
 
@@ -164,12 +165,6 @@ def _rst_table(section: str, table: Table, titled: bool = True) -> list[str]:
             + [f"   {line(r)}" for r in table.rows] + [""])
 
 
-def _guide_value(mean: float, lo: float, hi: float) -> str:
-    if lo == hi:
-        return f"{mean:.2f}"
-    return f"{mean:.2f} (min {lo:.2f}, max {hi:.2f})"
-
-
 def guide_rst(tables: list[Any]) -> str:
     """Render imported guide tables (core.guide.GuideTable) as the guides' two-column csv-tables,
     one per table and board, rows named as benchfarm names them (importing it again is lossless)."""
@@ -179,7 +174,7 @@ def guide_rst(tables: list[Any]) -> str:
         out += [f".. csv-table:: {t.title}", f'    :header: "Benchmarks","{column}"', ""]
         for row in t.rows:
             v = row.value
-            out.append(f'    "{row.name} ({row.unit})","{_guide_value(v.mean, v.min, v.max)}"')
+            out.append(f'    "{row.name} ({row.unit})","{figure(v.mean, v.min, v.max)}"')
         out.append("")
     return "\n".join(out)
 
