@@ -344,6 +344,30 @@ def test_a_board_that_hangs_once_is_power_cycled_and_the_step_done_again(custom,
     assert st["attempts"] == 1 and not st.get("avoidBoards")
 
 
+def test_a_boot_that_hangs_silently_is_power_cycled_within_seconds(custom, record):
+    """Issue 42 item 2: the board freezes mid-boot, just after the kernel's banner: its console
+    falls silent. The session power-cycles it within 15 s of that (qemu-x86's `silenceSeconds`:
+    12), not at the 60 s boot timeout; the boot is done again, the run Succeeds on its board and
+    no board is charged."""
+    cycled = []
+    vlab_log = devlab.STATE / "logs" / "vlab.log"
+
+    def disrupt(name):
+        board = wait_for(f"{name} to get a board", lambda: status(custom, name).get("board"),
+                         timeout=180, every=0.1)
+        wait_console(custom, name, r"Linux version")
+        offset = len(vlab_log.read_text(errors="replace"))
+        chaos(board_index(board), "hang")
+        frozen = time.monotonic()
+        wait_for(f"{board} powered off", lambda: f"{board}: power off" in
+                 vlab_log.read_text(errors="replace")[offset:], timeout=90, every=0.1)
+        cycled.append(time.monotonic() - frozen)
+        return {}, time.monotonic()
+    st = scenario(custom, record, "board hangs silently mid-boot", unique("boothang"), disrupt)
+    assert cycled and cycled[0] < 15, f"power-cycled {cycled[0]:.1f} s after the console fell silent"
+    assert st["attempts"] == 1 and not st.get("avoidBoards")
+
+
 def test_a_board_that_no_longer_boots_after_a_hang_is_charged_and_the_run_moves(custom, record):
     """The board freezes mid-suite and its own image then dies in the kernel at every boot: the
     board's fault. It is charged and the run moves to another board."""

@@ -217,3 +217,29 @@ def test_small_figures_keep_their_significant_digits():
     # the guides' own format where two decimals keep the figures
     assert figure(785.15, 707.87, 861.19) == "785.15 (min 707.87, max 861.19)"
     assert figure(0.75, 0.75, 0.75) == "0.75" and figure(-0.5, -0.5, -0.5) == "-0.50"
+
+
+def test_a_console_silent_past_its_stages_limit_is_a_hung_boot():
+    """Issue 42: a boot that hangs silently mid-way is decided in seconds, not at the timeout."""
+    from benchfarm.core.boot import BootWatcher
+    w = BootWatcher(100.0, {"kernel": "Linux version", "init": "Run /init"}, r"# $",
+                    silence_s=12, silence_after={"init": 30})
+    assert w.hung(500.0) is None                   # before the first byte: SerialSilent's to judge
+    w.feed(101.0, b"SeaBIOS\n")
+    w.feed(102.0, b"Linux version 6.1\n")
+    assert w.hung(113.9) is None                   # 11.9 s silent: within the limit
+    assert w.hung(114.5) == 12.5                   # past it: hung, and for how long
+    w.feed(115.0, b"Run /init as init process\n")
+    assert w.silence_limit() == 30 and w.hung(140.0) is None   # the stage's own limit from init
+    assert w.hung(146.0) == 31.0
+    w.feed(146.5, b"# ")
+    assert w.done and w.hung(1000.0) is None       # at the prompt nothing is hung
+    assert BootWatcher(0.0, {}, "# $").hung(1e9) is None    # no limit, no verdict
+
+
+def test_device_types_state_their_silence_limits():
+    from benchfarm.api.devicetype import BootSpec
+    assert BootSpec().silenceSeconds is None
+    assert BootSpec(silenceSeconds=12, silenceAfterSeconds={"init": 30}).silenceAfterSeconds == {"init": 30}
+    with pytest.raises(ValueError):
+        BootSpec(silenceSeconds=0)

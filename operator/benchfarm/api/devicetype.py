@@ -25,6 +25,12 @@ class BootSpec(_Model):
     # the board is charged, as LAVA's `failure_retry`: the run keeps its board and its queue
     # turn, and the failed attempts are recorded with the boot. 0: the first failure counts.
     retries: int = Field(default=1, ge=0, le=5)
+    # A boot whose console, having spoken, falls silent this long before the prompt is hung: it is
+    # power-cycled at once (a failed attempt, as a timeout is) instead of waiting out
+    # timeoutSeconds. None: no limit. `silenceAfterSeconds` sets another limit from a marker on
+    # (e.g. a quiet TFTP transfer after `bootloader`), the latest marker reached deciding.
+    silenceSeconds: float | None = Field(default=None, gt=0)
+    silenceAfterSeconds: dict[str, float] = Field(default_factory=dict)
     headline: str = "kernel-to-prompt"
     markers: dict[str, str] = Field(default_factory=dict)
     failures: list[str] = Field(default_factory=list)  # regexes that mean the boot failed

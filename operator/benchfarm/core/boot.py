@@ -182,8 +182,14 @@ class BootWatcher:
     """
 
     def __init__(self, power_on: float, markers: Mapping[str, str], prompt: str,
-                 failures: Iterable[str] = ()) -> None:
+                 failures: Iterable[str] = (), silence_s: float | None = None,
+                 silence_after: Mapping[str, float] | None = None) -> None:
         self.power_on = power_on
+        # A console that has spoken, then stays silent this long before the prompt, is a hung
+        # boot (`hung`): `silence_after` sets the limit from a marker on (the last one reached)
+        self.silence_s = silence_s
+        self.silence_after = dict(silence_after or {})
+        self.last_byte: float | None = None            # when the last chunk was read
         self.failure_patterns = [re.compile(rx) for rx in failures]
         self.failure: str | None = None
         self.pending = {name: re.compile(rx) for name, rx in markers.items()}
@@ -211,6 +217,7 @@ class BootWatcher:
         is tens of kilobytes; a console may hand it over a few bytes at a time)."""
         if not chunk:
             return
+        self.last_byte = when
         if FIRST_BYTE not in self.timeline.events:
             self.timeline.events[FIRST_BYTE] = round(max(0.0, when - self.power_on), 3)
         text = self._line + self._decoder.decode(chunk)
@@ -249,6 +256,24 @@ class BootWatcher:
     @property
     def done(self) -> bool:
         return PROMPT in self.timeline.events or self.failure is not None
+
+    def silence_limit(self) -> float | None:
+        """The console-silence limit of the stage the boot is in: `silence_after`'s for the
+        latest marker reached that has one, else `silence_s` (None: no limit)."""
+        reached = sorted((t, name) for name, t in self.timeline.events.items()
+                         if name in self.silence_after)
+        return self.silence_after[reached[-1][1]] if reached else self.silence_s
+
+    def hung(self, now: float) -> float | None:
+        """How long the console has been silent, when that is past the stage's limit: the boot
+        hung (TCG stuck in PCI enumeration, a kernel deadlocked) and waiting out the boot
+        timeout only wastes board time. None while it is not (or before the first byte: a
+        silent console is `SerialSilent`, judged at the timeout)."""
+        limit = self.silence_limit()
+        if limit is None or self.done or self.last_byte is None:
+            return None
+        silent = now - self.last_byte
+        return silent if silent > limit else None
 
     def finish(self) -> BootTimeline:
         """The timeline, with the kernel clock fused in."""

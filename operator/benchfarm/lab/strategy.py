@@ -265,7 +265,8 @@ class BenchfarmStrategy(Strategy):
         timeout = timeout or spec.timeoutSeconds
         power_on = self._power_on()
         watcher = self._watcher = BootWatcher(power_on, spec.markers, self.shell.prompt,
-                                              spec.failures)
+                                              spec.failures, spec.silenceSeconds,
+                                              spec.silenceAfterSeconds)
         try:
             deadline = power_on + timeout
             if self.bootloader is not None:
@@ -274,6 +275,12 @@ class BenchfarmStrategy(Strategy):
                     self.status = Status.bootloader
                     return watcher.timeline
             while not watcher.done and time.monotonic() < deadline:
+                if (silent := watcher.hung(time.monotonic())) is not None:
+                    timeline = watcher.finish()
+                    last = max(timeline.events, key=lambda k: timeline.events[k])
+                    raise self._fault(timeline, f"{self.place}: boot hung: console silent for "
+                                      f"{silent:.1f} s after {last} (limit "
+                                      f"{watcher.silence_limit():.0f} s)", "BootHung")
                 try:
                     self.console.read(size=1, max_size=65536, timeout=0.2)
                 except PexpectTimeout:
