@@ -23,7 +23,7 @@ IMAGE_APT_STAMP := $(BENCHFARM_CACHE)/.apt-image-$(shell echo $(IMAGE_APT_PACKAG
 CLUSTER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-cluster-$(shell echo $(CLUSTER_APT_PACKAGES) | md5sum | cut -c1-8)
 BROWSER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-browser-$(shell echo $(BROWSER_APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps image-deps cluster-deps browser-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint docs test test-full unit chaos misuse campaigns crds bench bench-scale bench-boot bench-history history-experiment clean
+.PHONY: all deps image-deps cluster-deps browser-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint docs test test-full test-cluster unit chaos misuse campaigns crds bench bench-scale bench-boot bench-history history-experiment clean
 
 all: test
 
@@ -113,15 +113,22 @@ docs: venv
 	@$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 	@$(PY) hack/check_docs_links.py
 
-test: lab-up image-deps cluster-deps browser-deps node-binaries
+test: lab-up browser-deps
 	@$(MAKE) --no-print-directory docs
 	@$(VENV)/bin/lint-imports --config pyproject.toml
 	@$(MAKE) --no-print-directory lint
 	@$(VENV)/bin/pytest -q --durations=25
 
+# The operator image and the one-node cluster (containerd, kubelet, kube-scheduler, kube-proxy,
+# built on first use: about 10 minutes cold), the chart installed there: the `full` tests that
+# make test leaves to this target (it tests the chart on the light lab).
+test-cluster: lab-up image-deps cluster-deps node-binaries
+	@BENCHFARM_FULL=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/stack/test_image.py \
+		tests/stack/test_cluster.py tests/stack/test_cluster_software.py tests/stack/test_demo_cluster.py
+
 # make test with every scenario at its full size (the `full` variants: BENCHFARM_FULL=1); longer
 # than CI's budget, for a release or a change to how runs survive.
-test-full:
+test-full: image-deps cluster-deps node-binaries
 	@BENCHFARM_FULL=1 BENCHFARM_CAMPAIGN_FULL=1 $(MAKE) --no-print-directory test
 
 # What a tenant can try against the shared lab: one line per attempt at the end, non-zero on a breach.

@@ -230,6 +230,7 @@ def session_server_pid():
     return None
 
 
+@pytest.mark.full   # make chaos; make test kills the runner and the operator
 def test_session_server_kill_9_leaves_its_sessions_alone_and_the_next_run_starts(custom, record):
     """The server that forks sessions dies mid-run: the session it forked runs on (it is in its
     own session), nothing resumes, and the next run still gets a session."""
@@ -301,7 +302,8 @@ def test_two_operators_one_leader_takeover_and_no_double_booking(custom, record)
 # -- outages of the lab's services -----------------------------------------------------------------
 @pytest.mark.parametrize("component,seconds", [
     ("kube-apiserver", 10), pytest.param("kube-apiserver", 60, marks=pytest.mark.full),
-    ("minio", 30)])
+    pytest.param("minio", 30, marks=pytest.mark.full)])    # make test: test_history's database,
+                                                           # test_submit's store outages
 def test_service_outage_is_waited_out(custom, record, component, seconds):
     def disrupt(name):
         wait_console(custom, name, mark(name))
@@ -368,6 +370,7 @@ def test_a_boot_that_hangs_silently_is_power_cycled_within_seconds(custom, recor
     assert st["attempts"] == 1 and not st.get("avoidBoards")
 
 
+@pytest.mark.full   # make chaos; make test charges boards in test_policy's and misuse's panics
 def test_a_board_that_no_longer_boots_after_a_hang_is_charged_and_the_run_moves(custom, record):
     """The board freezes mid-suite and its own image then dies in the kernel at every boot: the
     board's fault. It is charged and the run moves to another board."""
@@ -460,6 +463,7 @@ class MomentMissed(Exception):
     """The run finished before its session could be frozen in the moment the test is about."""
 
 
+@pytest.mark.full   # make chaos; make test kills the runner mid-run
 def test_a_session_killed_after_releasing_its_board_builds_its_results_without_it(custom, record):
     """Frozen the moment its status says `boardReleased` (it is building the reports), another
     run takes the board, then it is killed: the resumed session builds the results from its

@@ -148,6 +148,7 @@ def test_a_release_and_the_next_publish_their_guides_and_the_changes(custom, sto
     assert sum("| unchanged |" in ln for ln in rows) >= len(rows) * 0.95, against.stdout
 
 
+@pytest.mark.full   # make campaigns
 def test_a_column_that_never_boots_is_missing_with_its_reason_and_cancel_reaches_the_runs(
         custom, store):
     store.put("default/stacktest-builds/Image", b"not a kernel")

@@ -27,7 +27,10 @@ from tests.stack.conftest import wait_for
 
 # the first test also brings the cluster up: on a cold machine that builds the kubelet (`make
 # test` builds it before pytest; run alone, the build counts toward the first test's time)
-pytestmark = [pytest.mark.stack, pytest.mark.timeout(1800)]
+# the one-node cluster (kubelet, kube-scheduler, kube-proxy built on first use: minutes cold):
+# `make test-cluster` (BENCHFARM_FULL=1); `make test` tests the chart on the light lab
+# (test_helm_chart, test_session_jobs play the node)
+pytestmark = [pytest.mark.stack, pytest.mark.full, pytest.mark.timeout(1800)]
 NS = "bf-cluster-test"
 # Another Kubernetes's chains and rules on the same host: (command, table, chain, rule). An older
 # kubelet's KUBE-MARK-DROP (deleted by name by the teardown before the manifest), and

@@ -25,7 +25,8 @@ from tests.stack.runs import cond, finished, get, run_yaml, unique
 from tests.stack.test_gpu_power import _example, _metrics
 from tests.stack.test_sigrok_rails import DTYPE, _device_type, _expected_mw
 
-pytestmark = [pytest.mark.stack, pytest.mark.timeout(2400)]   # cold: the image is built first
+# on the one-node cluster: `make test-cluster` (BENCHFARM_FULL=1); cold, the image is built first
+pytestmark = [pytest.mark.stack, pytest.mark.full, pytest.mark.timeout(2400)]
 NS = democluster.NAMESPACE
 EXAMPLES = Path(__file__).resolve().parents[2] / "testplans" / "examples"
 

@@ -19,7 +19,8 @@ import pytest
 
 from benchfarm_devlab import image as img
 
-pytestmark = pytest.mark.stack
+# the operator image (minutes cold), what the one-node cluster runs: `make test-cluster`
+pytestmark = [pytest.mark.stack, pytest.mark.full]
 SUBCOMMANDS = ("operator", "session", "parse", "report", "compare", "import-guide", "lease", "check",
                "web", "history", "results")
 
@@ -128,7 +129,7 @@ def test_runs_read_only_as_non_root(bundle):
     assert res.returncode == 0, res.stderr
     for sub in SUBCOMMANDS:
         assert sub in res.stdout
-    assert "{operator,session,parse,report,compare,import-guide,lease,check,web,history,results}" \
+    assert "{operator,session,parse,report,compare,import-guide,lease,submit,export,check,web,history,results}" \
         in res.stdout                                                     # no lab commands
 
     res = img.run(bundle, ["benchfarm", "session", "run", "--help"])

@@ -159,6 +159,7 @@ def test_ctrl_c_cancels_the_run_and_exits_130(custom, tmp_path):
         if r["metadata"]["name"] == name.split("/")[1]), timeout=60)
 
 
+@pytest.mark.full   # an outage outlasting a run (minutes); exit 2 from the reason: tests/unit/test_submit_ci.py
 def test_the_store_stopped_past_the_runs_timeout_exits_2_the_labs_fault(custom, tmp_path):
     """MinIO stopped as the run starts on its board, and started again only after `submit` has ended:
     the session waits the outage out until the run's timeout, and the run fails as the lab's
