@@ -15,7 +15,9 @@ def run(liveness: str | None = None) -> int:
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
     from . import handlers  # registers the handlers; gives the leader Lease up at cleanup
     liveness = liveness or os.environ.get("BENCHFARM_LIVENESS", "http://127.0.0.1:8080/healthz")
+    from . import metrics
     from .leader import lead
+    metrics.serve()          # a standby's too: benchfarm_leader 0
     lease = lead(liveness)   # blocks while another replica leads
     handlers.LEASE = lease
     try:
