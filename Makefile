@@ -17,9 +17,10 @@ IMAGE_APT_PACKAGES := mmdebstrap buildah umoci runc
 CLUSTER_APT_PACKAGES := containerd runc containernetworking-plugins umoci iptables
 # The dashboard's browser test (tests/stack/test_web.py: a real Chromium through its WebDriver) only.
 BROWSER_APT_PACKAGES := chromium chromium-driver
-# The alerting rules' tests (tests/unit/test_alerts.py: promtool check rules, test rules, check
-# metrics) only: Debian's prometheus package ships /usr/bin/promtool (its server is not started
-# by the tests; on a host with systemd, `systemctl disable --now prometheus` if it is not wanted).
+# The alerting rules' tests only: promtool check rules, test rules, check metrics
+# (tests/unit/test_alerts.py) and a Prometheus scraping the lab's operator (a stack test starts its
+# own). Debian's prometheus package ships both; on a host with systemd it also enables a server
+# of its own (`systemctl disable --now prometheus` if it is not wanted).
 PROMTOOL_APT_PACKAGES := prometheus
 
 APT_STAMP := $(BENCHFARM_CACHE)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
