@@ -35,9 +35,10 @@ class Reachability:
         self.thread.start()
 
     def stop(self) -> None:
+        """No probe after this; one under way (a store that hangs) is not waited for long."""
         self.stopping.set()
         if self.thread.is_alive():
-            self.thread.join(timeout=self.every)
+            self.thread.join(timeout=5)
 
     def probe(self) -> dict[Party, bool]:
         """Ask each service once; the gauges say what each answered."""
