@@ -268,11 +268,24 @@ def leader():
     return lease.spec.holder_identity
 
 
+def leads(port: int) -> float | None:
+    """benchfarm_leader as the operator on `port` serves it (a standby serves 0)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return next((s.value for f in text_string_to_metric_families(text) for s in f.samples
+                 if s.name == "benchfarm_leader"), None)
+
+
 def test_two_operators_one_leader_takeover_and_no_double_booking(custom, record):
     start_second_operator()
     try:
         first = leader()
         assert first.endswith(f"-{devlab.running_pid('benchfarm-operator')}")
+        assert leads(devlab.PORTS.operator_metrics) == 1.0
+        assert leads(devlab.PORTS.standby_metrics) == 0.0      # BenchfarmNoLeader reads both
         names = [unique("pair") for _ in range(3)]
         for n in names:
             apply(run_yaml(n, plan="chaos", bootCycles=1, iterations=1,
@@ -283,6 +296,8 @@ def test_two_operators_one_leader_takeover_and_no_double_booking(custom, record)
         killed = time.monotonic()
         wait_for("the standby to lead", lambda: leader() != first, timeout=30, every=0.25)
         takeover = time.monotonic() - killed
+        assert wait_for("the new leader's gauge", lambda: leads(devlab.PORTS.standby_metrics),
+                        timeout=10) == 1.0
         sts = [finished(custom, n, timeout=400) for n in names]
         marks = console_marks("vb-x86-1")
         ours = [(k, r) for k, r in marks if r.split("/")[1] in names]

@@ -1,15 +1,21 @@
 """Health checks are sessions (issue 23, item 3), on the real stack: a quarantined board's check runs
 in a session process of its own (launched like a run's, its own Lease and labgrid identity), never
 in the operator, which opens no console; a check that fails keeps the board quarantined, one that
-passes returns it to service."""
+passes returns it to service. A real Prometheus scraping the operator fires the chart's alerts of
+the quarantine (issue 43)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
+import socket
+import subprocess
 import threading
 import time
+import urllib.request
 
 import pytest
 import yaml
@@ -112,6 +118,53 @@ def custom(kube, operator):
 
 
 @pytest.fixture
+def prometheus(tmp_path):
+    """Debian's Prometheus scraping the lab's operator every second, with the chart's rules as
+    `helm template` renders them for a lab that wants to hear of a quarantine at once and of a
+    single board fault (`for: 0s`, threshold 1). Started before the quarantine: it sees the
+    fault counter go from 0 to 1. Yields a function returning the firing alerts' labels."""
+    from tests.stack.chart import CHART, helm
+    exe = shutil.which("prometheus")
+    assert exe, "Prometheus is not installed (make promtool-deps: Debian's prometheus package)"
+    rule = next(d for d in yaml.safe_load_all(helm(
+        "template", "bf", str(CHART), "--kube-version", "1.34.4",
+        "--api-versions", "monitoring.coreos.com/v1",
+        "--show-only", "templates/prometheusrule.yaml",
+        "--set", "alerts.rules.BenchfarmBoardQuarantined.for=0s",
+        "--set", "alerts.rules.BenchfarmInfraFailures.threshold=1").stdout) if d)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    config = tmp_path / "prometheus.yml"
+    config.write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(rules)],
+        "scrape_configs": [{"job_name": "benchfarm", "static_configs": [
+            {"targets": [f"127.0.0.1:{devlab.PORTS.operator_metrics}"]}]}]}))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    log = open(tmp_path / "prometheus.log", "wb")
+    proc = subprocess.Popen([exe, f"--config.file={config}", f"--storage.tsdb.path={tmp_path}/data",
+                             f"--web.listen-address={url[len('http://'):]}"],
+                            stdout=log, stderr=subprocess.STDOUT)
+
+    def get(path: str) -> dict:
+        with urllib.request.urlopen(f"{url}{path}", timeout=5) as r:
+            return json.loads(r.read())["data"]
+
+    def firing() -> list[dict]:
+        return [a["labels"] for a in get("/api/v1/alerts")["alerts"] if a["state"] == "firing"]
+    try:
+        wait_for("Prometheus to scrape the operator", lambda: devlab.http_ok(f"{url}/-/ready") and
+                 get("/api/v1/query?query=benchfarm_leader")["result"], timeout=60)
+        yield firing
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+@pytest.fixture
 def quarantined(custom):
     """BOARD quarantined by a run whose boots panic (one board fault quarantines, a 5 s
     cooldown); the fault stays on until the test lifts it, the board back in service after."""
@@ -138,7 +191,17 @@ def quarantined(custom):
 
 
 def test_a_failing_health_check_is_a_session_of_its_own_and_the_board_stays_quarantined(
-        custom, quarantined):
+        custom, prometheus, quarantined):
+    alerts = wait_for("the quarantine's alerts firing", lambda: (a := prometheus()) and {
+        x["alertname"] for x in a} >= {"BenchfarmBoardQuarantined", "BenchfarmInfraFailures"}
+        and a, timeout=60, every=1)
+    assert {"alertname": "BenchfarmBoardQuarantined", "severity": "warning", "job": "benchfarm",
+            "instance": f"127.0.0.1:{devlab.PORTS.operator_metrics}",
+            "state": "Quarantined"} in alerts, alerts
+    assert {"alertname": "BenchfarmInfraFailures", "severity": "warning", "party": "board"} \
+        in alerts, alerts
+    assert not {a["alertname"] for a in alerts} & {"BenchfarmNoLeader", "BenchfarmOperatorAbsent",
+                                                    "BenchfarmStoreUnreachable"}, alerts
     first = int((quarantined.get("healthCheck") or {}).get("check") or 0)
     failed_before = len(events(custom, "HealthCheckFailed"))
     with ConsoleWatch() as watch:

@@ -1,16 +1,21 @@
 """Issue 24 on the real stack: finished runs in the results database (PostgreSQL of the lab),
-`benchfarm history`, `benchfarm results reindex`, and a database outage that no run notices."""
+`benchfarm history`, `benchfarm results reindex`, and a database outage that no run notices but
+the operator's metrics do (`benchfarm_reachable`, which the chart's alerting rules read with the
+rest of the operator's metrics: the running operator serves every one of them)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import os
+import re
+import shutil
 import subprocess
 import time
 import urllib.request
 
 import pytest
+import yaml
 
 import benchfarm_devlab as devlab
 from benchfarm_devlab import VENV_BIN
@@ -50,6 +55,18 @@ def history() -> dict:
 
 def indexed(name: str) -> dict | None:
     return next((s for s in history()["series"] if s["run"] == f"default/{name}"), None)
+
+
+def scrape() -> str:
+    url = f"http://127.0.0.1:{devlab.PORTS.operator_metrics}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
+
+
+def sample(name: str, **labels: str) -> float | None:
+    from prometheus_client.parser import text_string_to_metric_families
+    return next((s.value for f in text_string_to_metric_families(scrape()) for s in f.samples
+                 if s.name == name and s.labels == labels), None)
 
 
 def labelled_run(name: str) -> str:
@@ -100,7 +117,36 @@ def test_reindex_after_dropping_the_database_gives_the_same_history(custom):
     assert history() == before
 
 
+def test_the_operator_serves_every_metric_the_alerting_rules_read(custom):
+    """helm/benchfarm/files/alerts.yaml reads these from the lab's running operator: each is
+    served (and passes `promtool check metrics`); it leads, and its probes
+    reached the store and the database."""
+    from prometheus_client.parser import text_string_to_metric_families
+    rules = yaml.safe_load((devlab.REPO / "helm" / "benchfarm" / "files" / "alerts.yaml")
+                           .read_text())
+    read = {n for g in rules["groups"] for r in g["rules"]
+            for n in re.findall(r"\bbenchfarm_[a-z0-9_]+", r["expr"])}
+    text = wait_for("the boards counted", lambda: (t := scrape()) and
+                    'benchfarm_boards{state="Quarantined"}' in t and t, timeout=20)
+    served = {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+    assert len(read) >= 5 and read <= served, read - served
+    assert sample("benchfarm_leader") == 1.0
+    assert sample("benchfarm_reachable", party="store") == 1.0
+    assert sample("benchfarm_reachable", party="database") == 1.0
+    assert sample("benchfarm_infra_failures_total", party="store") is not None   # from 0
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is not installed (make promtool-deps)"
+    theirs = "".join(line + "\n" for line in text.splitlines()
+                     if re.split(r"[{ ]", line.removeprefix("# HELP ").removeprefix("# TYPE "),
+                                 maxsplit=1)[0] in read)
+    res = subprocess.run([promtool, "check", "metrics"], input=theirs, text=True,
+                         capture_output=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
 def test_a_database_outage_neither_fails_nor_delays_runs_and_they_are_indexed_after(custom):
+    """...and the operator's probe says it is down (BenchfarmDatabaseUnreachable) until it is
+    back."""
     names = [unique("hist-outage") for _ in range(2)]
     stop_postgres()
     down_since = time.monotonic()
@@ -113,9 +159,13 @@ def test_a_database_outage_neither_fails_nor_delays_runs_and_they_are_indexed_af
             # a run's own time (board acquired to done) as without the database: seconds
             started, done = ts(st["startTime"]), ts(cond(st)["lastTransitionTime"])
             assert done - started < 60, st
+        wait_for("the operator's probe to find the database down", lambda: sample(
+            "benchfarm_reachable", party="database") == 0.0, timeout=40, every=1)
         time.sleep(max(0.0, 60 - (time.monotonic() - down_since)))     # down 60 s at least
     finally:
         start_postgres()
+    wait_for("the operator's probe to find the database back", lambda: sample(
+        "benchfarm_reachable", party="database") == 1.0, timeout=40, every=1)
     for name in names:
         wait_for(f"{name} in the history after the outage", lambda n=name: indexed(n),
                  timeout=60, every=2)
@@ -164,10 +214,5 @@ spec:
             if e.reason == "ChangePoint"]
     event = wait_for(f"the ChangePoint event on {name}", events, timeout=60)[0]
     assert event.type == "Warning" and "regressed -50" in event.message and plan in event.message
-    with urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.operator_metrics}/metrics") as r:
-        text = r.read().decode()
-    from prometheus_client.parser import text_string_to_metric_families
-    counted = [s.value for f in text_string_to_metric_families(text) for s in f.samples
-               if s.name == "benchfarm_change_points_total" and s.labels == {
-                   "device_type": "qemu-x86", "plan": plan, "metric": metric}]
-    assert counted == [1.0]
+    assert sample("benchfarm_change_points_total", device_type="qemu-x86", plan=plan,
+                  metric=metric) == 1.0

@@ -1,7 +1,7 @@
 """`kube.reachability`: the operator's probes of the store and the results database, which set
 `benchfarm_reachable{party}` (BenchfarmStoreUnreachable, BenchfarmDatabaseUnreachable). The
 real store and database clients against a port nobody listens on; the lab's running operator
-shows them reachable (tests/stack/test_alerts_stack.py)."""
+shows them reachable (tests/stack/test_history.py)."""
 
 from __future__ import annotations
 
