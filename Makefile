@@ -117,7 +117,7 @@ test: lab-up browser-deps
 	@$(MAKE) --no-print-directory docs
 	@$(VENV)/bin/lint-imports --config pyproject.toml
 	@$(MAKE) --no-print-directory lint
-	@$(VENV)/bin/pytest -q --durations=25
+	@$(VENV)/bin/pytest -q --durations=$${DURATIONS:-25}
 
 # The operator image and the one-node cluster (containerd, kubelet, kube-scheduler, kube-proxy,
 # built on first use: about 10 minutes cold), the chart installed there: the `full` tests that
