@@ -102,7 +102,7 @@ demo-cluster: cluster-up image
 unit: venv
 	@$(VENV)/bin/pytest -q -m 'not stack'
 
-# ruff (lint only, no formatting) and mypy (strict on api, core, session, kube, web); pyproject.toml
+# ruff (lint only, no formatting) and mypy (strict on every module); pyproject.toml
 lint: venv
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/mypy
