@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
+from tests.conftest import FULL
 from tests.stack.conftest import apply, wait_for
 from tests.stack.runs import GROUP, VERSION, cond, finished, unique
 
@@ -94,8 +95,10 @@ def test_a_kernel_deployed_without_boot_arguments_boots_to_the_prompt(custom):
 
 
 def test_an_ab_run_alternates_two_kernels_and_judges_b_against_a(custom):
+    """Two iterations a side in the full variant (A, B, A, B); one in make test (A, B)."""
     name = unique("ab")
-    apply(example("ab-kernels", name, plan="stacktest-kernel", iterations=2))
+    iterations = 2 if FULL else 1
+    apply(example("ab-kernels", name, plan="stacktest-kernel", iterations=iterations))
     st = finished(custom, name, timeout=900)
     assert cond(st)["status"] == "True", st
     verdict = cond(st, "Regressed")
@@ -114,8 +117,8 @@ def test_an_ab_run_alternates_two_kernels_and_judges_b_against_a(custom):
     raw = report_url.split("/", 3)[3].rsplit("/", 1)[0] + "/raw/release/"
     releases = {k[len(raw):]: store.get(k).decode().strip().splitlines()[-1]
                 for k in store.list(raw)}
-    assert sorted(releases) == ["a/iteration-001.txt", "a/iteration-002.txt",
-                                "b/iteration-001.txt", "b/iteration-002.txt"], releases
+    assert sorted(releases) == [f"{side}/iteration-{i:03d}.txt" for side in "ab"
+                                for i in range(1, iterations + 1)], releases
     assert all(v.endswith("-cloud-arm64") == k.startswith("b/") for k, v in releases.items())
 
 
@@ -148,6 +151,7 @@ def test_bad_software_fails_the_run_with_a_reason_and_leaves_the_board_uncharged
     wait_for("vb-a53-0 idle again", lambda: board(custom).get("state") == "Idle", timeout=60)
 
 
+@pytest.mark.full   # make test: test_submit's exit 3 is this run, through benchfarm submit
 def test_a_kernel_that_never_starts_is_the_runs_error_not_the_boards(custom, own):
     """U-Boot loads it and refuses it ("Bad Linux ARM64 Image magic"): no Starting kernel."""
     import hashlib
