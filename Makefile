@@ -111,7 +111,7 @@ demo-cluster: cluster-up image
 unit: venv promtool-deps
 	@$(VENV)/bin/pytest -q -m 'not stack'
 
-# ruff (lint only, no formatting) and mypy (strict on api, core, session, kube, web); pyproject.toml
+# ruff (lint only, no formatting) and mypy (strict on every module); pyproject.toml
 lint: venv
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/mypy
@@ -126,7 +126,7 @@ test: lab-up browser-deps promtool-deps
 	@$(MAKE) --no-print-directory docs
 	@$(VENV)/bin/lint-imports --config pyproject.toml
 	@$(MAKE) --no-print-directory lint
-	@$(VENV)/bin/pytest -q --durations=25
+	@$(VENV)/bin/pytest -q --durations=$${DURATIONS:-25}
 
 # The operator image and the one-node cluster (containerd, kubelet, kube-scheduler, kube-proxy,
 # built on first use: about 10 minutes cold), the chart installed there: the `full` tests that

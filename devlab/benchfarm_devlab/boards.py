@@ -90,12 +90,17 @@ def qemu_argv(board: dict, dtype: dict, image: Path, serial_socket: Path, qmp_so
     return ["qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a53", *common, *append]
 
 
+def board_peer_port(index: int) -> int:
+    """The iperf3 peer of virtual board `index`: each bench has its own network peer, so boards
+    measured at once (a campaign's columns) do not find one shared server busy."""
+    return PORTS.iperf3 + 1 + index
+
+
 def board_network(index: int) -> dict:
     """What a board's network namespace holds (vlab.py starts it with each power-on): the iperf3
     peers its runs measure against, on the ports the suites use — the lab's
     (BENCHFARM_IPERF3_PEER) and the board's own (its place's `iperf3-peer` tag) — both at
     10.0.2.2 as the board sees them. Nothing else answers there."""
-    from .places import board_peer_port
     peers = [PORTS.iperf3, board_peer_port(index)] if shutil.which("iperf3") else []
     return {"peers": peers}
 

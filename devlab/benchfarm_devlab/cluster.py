@@ -92,6 +92,7 @@ import yaml
 
 from .binaries import binaries
 from .config import (
+    BRIDGE,
     CACHE,
     CLUSTER_DIR,
     HOST_ADDR,
@@ -111,7 +112,6 @@ from .places import readvertise
 from .processes import http_ok, pids_where, port_open, running_pid, start_process, stop_process
 
 NODE = f"benchfarm-{PORT_BASE}"
-BRIDGE = f"bf{PORT_BASE}"
 GUARD = f"BF{PORT_BASE}-GUARD"
 CNI_NETWORK = f"benchfarm-{PORT_BASE}"
 CGROUP_ROOT = f"benchfarm-{PORT_BASE}"
@@ -509,12 +509,6 @@ ports: [{{name: https, port: {PORTS.apiserver}, protocol: TCP}}]
 
 def is_up() -> bool:
     return running_pid("kubelet") is not None
-
-
-def serving_pods() -> bool:
-    """Pods can reach the lab: the bridge is there and the relay runs (the exporters then
-    advertise HOST_ADDR, places.advertised_host)."""
-    return Path(f"/sys/class/net/{BRIDGE}").exists() and running_pid("lab-gateway") is not None
 
 
 def _claim_machine() -> None:

@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 STATE = Path(os.environ.get("BENCHFARM_STATE", REPO / ".benchfarm"))
 CACHE = Path(os.environ.get("BENCHFARM_CACHE", Path.home() / ".cache" / "benchfarm"))
 PORT_BASE = int(os.environ.get("BENCHFARM_PORT_BASE", "21000"))
+BRIDGE = f"bf{PORT_BASE}"     # the one-node cluster's bridge (cluster.py), one per port base
 INVENTORY = Path(os.environ.get("BENCHFARM_INVENTORY", REPO / "exporters" / "virtual" / "lab.yaml"))
 DEVICE_TYPES = REPO / "exporters" / "device-types"
 VENV_BIN = Path(sys.executable).parent

@@ -33,11 +33,9 @@ from .config import CACHE, HELM_VERSION, HOST_ADDR, PORTS, REPO, STATE, LabError
 from .env import kubectl, lab_env, operator_env
 from .pki import labgrid_files
 from .processes import stop_process
+from .release import DEPLOYMENT, NAMESPACE, RELEASE, ready_replicas
 
-NAMESPACE = "benchfarm-system"
-RELEASE = "benchfarm"
 CHART = REPO / "helm" / "benchfarm"
-DEPLOYMENT = RELEASE      # the chart's fullname: a release named after the chart keeps its name
 SECRET = "benchfarm-minio"
 WARM_DEFAULT = 2          # the chart's sessions.warm
 SSH_SECRET = "benchfarm-ssh"     # the exporters' SSH for staging (sshd.pod_files)
@@ -113,12 +111,6 @@ def ssh_secret(namespace: str, name: str) -> dict:
     ssh_config for pods and the pinned host key of the lab's sshd (sshd.pod_files)."""
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": name, "namespace": namespace}, "stringData": sshd.pod_files()}
-
-
-def ready_replicas() -> int:
-    res = kubectl("get", "deployment", "-n", NAMESPACE, DEPLOYMENT, "-o",
-                  "jsonpath={.status.readyReplicas}", check=False, capture=True)
-    return int(res.stdout or 0) if res.returncode == 0 else 0
 
 
 def operator_pods(terminating: bool = False) -> list[str]:

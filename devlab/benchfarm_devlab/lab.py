@@ -66,10 +66,10 @@ def start_operator() -> None:
     """The operator as a lab component: same command a cluster Deployment runs. Not while the
     one-node cluster runs the release of `make demo-cluster` (one operator per lab)."""
     install_crds_and_plans()
-    from . import cluster, democluster
-    if cluster.is_up() and democluster.ready_replicas() > 0:
-        say(f"the operator runs in the cluster (helm release {democluster.RELEASE} in "
-            f"{democluster.NAMESPACE}); `make cluster-down` to go back to the local one")
+    from . import cluster, release
+    if cluster.is_up() and release.ready_replicas() > 0:
+        say(f"the operator runs in the cluster (helm release {release.RELEASE} in "
+            f"{release.NAMESPACE}); `make cluster-down` to go back to the local one")
         return
     env = {**lab_env(), **operator_env(), **OPERATOR_FIRST}
     start_process("benchfarm-operator", [str(VENV_BIN / "benchfarm"), "operator"], env=env,

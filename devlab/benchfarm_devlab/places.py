@@ -9,21 +9,28 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import yaml
 
 from benchfarm.lab.coordinator import Coordinator
 
-from .config import HOST_ADDR, PORTS, STATE, VENV_BIN, LabError, say
+from .boards import board_peer_port, load_inventory
+from .config import BRIDGE, HOST_ADDR, PORTS, STATE, VENV_BIN, LabError, say
 from .pki import ensure_labgrid_pki, labgrid_files, labgrid_tls
 from .processes import CONTROL_NICE, port_open, running_pid, start_process, stop_process
+
+
+def serving_pods() -> bool:
+    """Pods can reach the lab: the one-node cluster's bridge is there and its relay runs
+    (cluster.py); the exporters then advertise HOST_ADDR."""
+    return Path(f"/sys/class/net/{BRIDGE}").exists() and running_pid("lab-gateway") is not None
 
 
 def advertised_host() -> str:
     """The address the exporters give clients for the boards' serial ports and power switches:
     127.0.0.1, or while the one-node cluster runs, its bridge address, which this machine's
     processes and the cluster's pods both reach (see cluster.py)."""
-    from .cluster import serving_pods
     return HOST_ADDR if serving_pods() else "127.0.0.1"
 
 
@@ -165,17 +172,10 @@ def coordinator_speaks_tls() -> bool:
 
 def readvertise() -> None:
     """Restart the exporters whose advertised address changed (the cluster came up or went)."""
-    from .boards import load_inventory
     if running_pid("labgrid-coordinator") is None:
         return
     config = json.loads((STATE / "vlab" / "vlab.json").read_text())
     start_labgrid(config, load_inventory())
-
-
-def board_peer_port(index: int) -> int:
-    """The iperf3 peer of virtual board `index`: each bench has its own network peer, so boards
-    measured at once (a campaign's columns) do not find one shared server busy."""
-    return PORTS.iperf3 + 1 + index
 
 
 def stop_host_peers() -> None:

@@ -3,8 +3,8 @@
 `make docs` (Sphinx) loads this as an extension: before Sphinx reads the sources it writes
 `docs/reference/generated/*.md` from
 
-- the CRDs (`benchfarm.api.crdgen.all_crds()`, i.e. the pydantic models, with their descriptions;
-  a field the models leave undescribed takes its text from `docs/reference/crd-fields.yaml`),
+- the CRDs (`benchfarm.api.crdgen.all_crds()`, i.e. the pydantic models, with their descriptions,
+  which `kubectl explain` shows too),
 - the argparse parser of the `benchfarm` command (`benchfarm.cli.build_parser()`),
 - the chart's `helm/benchfarm/values.yaml` with its comments,
 - the `BENCHFARM_*` environment variables the code reads (collected from the source; their
@@ -53,17 +53,9 @@ class Field:
     kind: str
     path: str
     type: str
-    description: str       # "" when neither the model nor crd-fields.yaml describes it
-    source: str            # "model", "docs" or ""
+    description: str       # "" when the model does not describe it (a unit test fails then)
     default: Any = None
     required: bool = False
-
-
-def crd_supplement() -> dict[str, str]:
-    import yaml
-    path = DOCS / "reference" / "crd-fields.yaml"
-    data = yaml.safe_load(path.read_text()) if path.exists() else None
-    return {str(k): str(v) for k, v in (data or {}).items()}
 
 
 def _type_of(schema: dict[str, Any]) -> str:
@@ -83,28 +75,21 @@ def _type_of(schema: dict[str, Any]) -> str:
 
 
 def _walk(kind: str, prefix: str, schema: dict[str, Any], required: set[str],
-          docs: dict[str, str], out: list[Field]) -> None:
+          out: list[Field]) -> None:
     props = schema.get("properties") or {}
     for name, sub in props.items():
         path = f"{prefix}.{name}"
-        desc = str(sub.get("description") or "").strip()
-        source = "model" if desc else ""
-        for key in (f"{kind}.{path}", f"*.{path}"):
-            if not desc and key in docs:
-                desc, source = docs[key], "docs"
-        out.append(Field(kind, path, _type_of(sub), desc, source, sub.get("default"),
-                         name in required))
+        out.append(Field(kind, path, _type_of(sub), str(sub.get("description") or "").strip(),
+                         sub.get("default"), name in required))
         if sub.get("type") == "array" and isinstance(sub.get("items"), dict):
-            _walk(kind, f"{path}[]", sub["items"], set(sub["items"].get("required", [])), docs,
-                  out)
+            _walk(kind, f"{path}[]", sub["items"], set(sub["items"].get("required", [])), out)
         else:
-            _walk(kind, path, sub, set(sub.get("required", [])), docs, out)
+            _walk(kind, path, sub, set(sub.get("required", [])), out)
 
 
 def crd_fields() -> list[Field]:
     """Every field of every CRD's spec (and status, where the CRD declares one), in order."""
     from benchfarm.api.crdgen import all_crds
-    docs = crd_supplement()
     out: list[Field] = []
     for body in all_crds().values():
         if body.get("kind") != "CustomResourceDefinition":
@@ -114,7 +99,7 @@ def crd_fields() -> list[Field]:
         for part in ("spec", "status"):
             schema = root["properties"].get(part)
             if schema:
-                _walk(kind, part, schema, set(schema.get("required", [])), docs, out)
+                _walk(kind, part, schema, set(schema.get("required", [])), out)
     return out
 
 
@@ -132,10 +117,8 @@ def crd_kinds() -> list[tuple[str, str, str, list[str]]]:
 def _crd_page() -> str:
     lines = ["# Custom resources", "",
              "Generated from the pydantic models in `operator/benchfarm/api` (the same schema "
-             "`make crds` writes to `crds/`, and `kubectl explain` shows), with their descriptions; "
-             "the few the models leave undescribed (conditions, counters of the status) are "
-             "described in `docs/reference/crd-fields.yaml`. "
-             "Group and version: `benchfarm.io/v1alpha1`.", ""]
+             "`make crds` writes to `crds/`, and `kubectl explain` shows), with their "
+             "descriptions. Group and version: `benchfarm.io/v1alpha1`.", ""]
     fields = crd_fields()
     for kind, plural, scope, short in crd_kinds():
         lines += [f"## {kind}", "",

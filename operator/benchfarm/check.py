@@ -39,7 +39,8 @@ def _leader() -> str:
     namespace = os.environ.get("BENCHFARM_NAMESPACE", "default")
     lease = client.CoordinationV1Api(Kube(outage_budget=10).api).read_namespaced_lease(
         OPERATOR_LEASE, namespace)
-    holder, renewed = lease.spec.holder_identity, lease.spec.renew_time
+    spec = lease.spec
+    holder, renewed = (spec.holder_identity, spec.renew_time) if spec else (None, None)
     if not holder or renewed is None:
         raise RuntimeError(f"Lease {namespace}/{OPERATOR_LEASE} is held by nobody")
     age = time.time() - renewed.replace(tzinfo=renewed.tzinfo or UTC).timestamp()

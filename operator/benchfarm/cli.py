@@ -94,7 +94,7 @@ def _import_guide(path: str, fmt: str, board: str | None) -> int:
     return 0
 
 
-def _plugins(sub: argparse._SubParsersAction) -> None:
+def _plugins(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from importlib.metadata import entry_points
     for ep in entry_points(group="benchfarm.commands"):
         ep.load()(sub)
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is not None:
-        return args.func(args)
+        return int(args.func(args))
     if args.cmd == "operator":
         from .kube.main import run
         return run(args.liveness)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,8 @@ def metrics(run: str) -> dict[str, Any]:
         phase = (body.get("status") or {}).get("phase", "Pending")
         raise NotFound(f"run {ns}/{name} has no results yet (phase {phase}); "
                        f"s3://{store.config.bucket}/{key} is missing", reason="NoResults")
-    return json.loads(store.get(key))
+    doc: dict[str, Any] = json.loads(store.get(key))
+    return doc
 
 
 def campaign(ref: str) -> tuple[str, list[Any]] | None:
@@ -162,7 +164,7 @@ def main_compare(run: str, baseline: str, board: str | None = None) -> int:
     return _guarded("compare", _run)
 
 
-def _guarded(cmd: str, fn) -> int:  # noqa: ANN001 - a thunk
+def _guarded(cmd: str, fn: Callable[[], int]) -> int:
     from kubernetes.client.rest import ApiException
     from kubernetes.config import ConfigException
     try:

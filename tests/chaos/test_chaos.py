@@ -445,7 +445,10 @@ def test_a_thousand_invalid_runs_at_admission(custom, record):
             spec["selector"] = {"labels": {"a": "b"}}
         bad.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "BenchmarkRun",
                     "metadata": {"name": f"bad-{i}", "namespace": "default"}, "spec": spec})
-    admitted = [unique("nope") for _ in range(100)]   # admitted, then refused by the operator
+    # admitted, then refused by the operator; one tag and an index: 100 draws of `unique`'s 24
+    # bits once made the same name twice (the second create refused, its delete a 404)
+    tag = unique("nope")
+    admitted = [f"{tag}-{i}" for i in range(100)]
     for n in admitted:
         bad.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "BenchmarkRun",
                     "metadata": {"name": n, "namespace": "default"},

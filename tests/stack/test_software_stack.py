@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
+from tests.conftest import FULL
 from tests.stack.conftest import apply, wait_for
 from tests.stack.runs import GROUP, VERSION, cond, finished, unique
 
@@ -46,7 +47,10 @@ def board(custom, name="vb-a53-0"):
     return custom.get_cluster_custom_object(GROUP, VERSION, "boards", name).get("status", {})
 
 
+@pytest.mark.full
 def test_the_deploy_kernel_example_boots_the_published_kernel_through_u_boot(custom):
+    """The example as written (the demo plan, two iterations); make test boots the same kernel
+    with a short plan and without boot arguments (below)."""
     name = unique("deploy")
     apply(example("deploy-kernel", name))
     st = finished(custom, name, timeout=600)
@@ -66,9 +70,35 @@ def test_the_deploy_kernel_example_boots_the_published_kernel_through_u_boot(cus
     assert devlab.STATE.joinpath("tftp", "vb-a53-0", f"{published[:12]}-vmlinuz").is_symlink()
 
 
+def test_a_kernel_deployed_without_boot_arguments_boots_to_the_prompt(custom):
+    """spec.software with a kernel and no bootArgs: U-Boot boots it with the board's own command
+    line (issue 42: a plain deployed kernel once reached userspace but no prompt)."""
+    name = unique("plain")
+    body = yaml.safe_load(example("deploy-kernel", name, plan="stacktest-kernel", iterations=1))
+    del body["spec"]["software"]["bootArgs"]
+    apply(yaml.safe_dump(body))
+    st = finished(custom, name, timeout=600)
+    assert cond(st)["status"] == "True", st
+    prov = st["provenance"]
+    from benchfarm.store.artifacts import ArtifactStore, StoreConfig
+    store = ArtifactStore(StoreConfig.from_env())
+    published = store.get("builds/qemu-arm64/debian-cloud-arm64/SHA256SUMS").decode().split()[0]
+    assert prov["software"]["kernel"]["sha256"] == published
+    assert "bootArgs" not in prov["software"]
+    assert prov["kernelRelease"].endswith("-cloud-arm64"), prov     # the deployed one booted
+    assert "benchfarm.build" not in prov["cmdline"] and "benchfarm.board=vb-a53-0" in prov["cmdline"]
+    boot = st["results"]["boot"]
+    assert boot["phase"] == "kernel-to-prompt" and boot["n"] == 2   # both timed boots: the kernel
+    prefix = next(u for u in st["artifacts"] if u.endswith("/metrics.json"))
+    doc = yaml.safe_load(store.get(prefix.split("/", 3)[3]))
+    assert {"bootloader-stage", "kernel-to-prompt"} <= set(doc["bootSummary"])
+
+
 def test_an_ab_run_alternates_two_kernels_and_judges_b_against_a(custom):
+    """Two iterations a side in the full variant (A, B, A, B); one in make test (A, B)."""
     name = unique("ab")
-    apply(example("ab-kernels", name, plan="stacktest-kernel", iterations=2))
+    iterations = 2 if FULL else 1
+    apply(example("ab-kernels", name, plan="stacktest-kernel", iterations=iterations))
     st = finished(custom, name, timeout=900)
     assert cond(st)["status"] == "True", st
     verdict = cond(st, "Regressed")
@@ -87,8 +117,8 @@ def test_an_ab_run_alternates_two_kernels_and_judges_b_against_a(custom):
     raw = report_url.split("/", 3)[3].rsplit("/", 1)[0] + "/raw/release/"
     releases = {k[len(raw):]: store.get(k).decode().strip().splitlines()[-1]
                 for k in store.list(raw)}
-    assert sorted(releases) == ["a/iteration-001.txt", "a/iteration-002.txt",
-                                "b/iteration-001.txt", "b/iteration-002.txt"], releases
+    assert sorted(releases) == [f"{side}/iteration-{i:03d}.txt" for side in "ab"
+                                for i in range(1, iterations + 1)], releases
     assert all(v.endswith("-cloud-arm64") == k.startswith("b/") for k, v in releases.items())
 
 
@@ -121,6 +151,7 @@ def test_bad_software_fails_the_run_with_a_reason_and_leaves_the_board_uncharged
     wait_for("vb-a53-0 idle again", lambda: board(custom).get("state") == "Idle", timeout=60)
 
 
+@pytest.mark.full   # make test: test_submit's exit 3 is this run, through benchfarm submit
 def test_a_kernel_that_never_starts_is_the_runs_error_not_the_boards(custom, own):
     """U-Boot loads it and refuses it ("Bad Linux ARM64 Image magic"): no Starting kernel."""
     import hashlib

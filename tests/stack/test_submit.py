@@ -99,7 +99,11 @@ def test_a_good_run_exits_0_with_a_junit_case_for_every_step_and_exports_to_kcid
 
 
 def test_a_kernel_that_does_not_boot_exits_3_the_runs_fault(custom, tmp_path):
+    """U-Boot loads it and refuses it ("Bad Linux ARM64 Image magic"): the run's fault, one
+    attempt, the board not charged (test_software_stack's full variant applies the same run)."""
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
+    board = custom.get_cluster_custom_object(GROUP, VERSION, "boards", "vb-a53-0")
+    failures = board.get("status", {}).get("consecutiveInfraFailures", 0)
     store = ArtifactStore(StoreConfig.from_env())
     store.put("default/stacktest-submit/Image", b"not a kernel")
     url = f"s3://{store.config.bucket}/default/stacktest-submit/Image"
@@ -110,6 +114,11 @@ def test_a_kernel_that_does_not_boot_exits_3_the_runs_fault(custom, tmp_path):
     assert res.returncode == 3, res.stderr
     assert "SoftwareBootFailed" in res.stderr
     assert summary["blame"] == "Run" and summary["reason"] == "SoftwareBootFailed"
+    ns, name = summary["run"].split("/")
+    st = custom.get_namespaced_custom_object(GROUP, VERSION, ns, "benchmarkruns", name)["status"]
+    assert st.get("attempts", 1) == 1, st
+    board = custom.get_cluster_custom_object(GROUP, VERSION, "boards", "vb-a53-0")
+    assert board.get("status", {}).get("consecutiveInfraFailures", 0) == failures, board
     suites = list(JUnitXml.fromfile(str(out["xml"])))
     run_case = next(c for c in suites[0] if c.classname == "benchfarm.run")
     assert isinstance(run_case.result[0], Failure)

@@ -337,19 +337,28 @@ def test_a_status_count_of_attempts_that_is_no_count_reads_as_none():
 
 
 def test_standby_sessions_only_where_sessions_are_limited():
-    from benchfarm.kube.runtime import standby_sessions
-    assert standby_sessions(None, {}) == 0
-    assert standby_sessions(12, {}) == 12 and standby_sessions(1, {}) == 1
-    assert standby_sessions(12, {"BENCHFARM_STANDBY_SESSIONS": "0"}) == 0
-    assert standby_sessions(12, {"BENCHFARM_STANDBY_SESSIONS": "5"}) == 5
+    from benchfarm.kube.settings import Settings
+
+    def standby(env):
+        return Settings.from_env(env).standby
+    assert standby({}) == 0
+    assert standby({"BENCHFARM_MAX_SESSIONS": "12"}) == 12
+    assert standby({"BENCHFARM_MAX_SESSIONS": "1"}) == 1
+    assert standby({"BENCHFARM_MAX_SESSIONS": "12", "BENCHFARM_STANDBY_SESSIONS": "0"}) == 0
+    assert standby({"BENCHFARM_MAX_SESSIONS": "12", "BENCHFARM_STANDBY_SESSIONS": "5"}) == 5
+    assert standby({"BENCHFARM_STANDBY_SESSIONS": "5"}) == 0      # no limit: nobody waits
 
 
 def test_the_scheduling_thread_is_time_shared_unless_the_lab_asks():
-    from benchfarm.kube.runtime import scheduler_priority
-    assert scheduler_priority({}) == 0
-    assert scheduler_priority({"BENCHFARM_SCHEDULER_RTPRIO": "1"}) == 1
-    assert scheduler_priority({"BENCHFARM_SCHEDULER_RTPRIO": "500"}) == 99     # the kernel's top
-    assert scheduler_priority({"BENCHFARM_SCHEDULER_RTPRIO": "-3"}) == 0
+    from benchfarm.kube.settings import SettingError, Settings
+
+    def rtprio(env):
+        return Settings.from_env(env).scheduler_rtprio
+    assert rtprio({}) == 0
+    assert rtprio({"BENCHFARM_SCHEDULER_RTPRIO": "1"}) == 1
+    assert rtprio({"BENCHFARM_SCHEDULER_RTPRIO": "500"}) == 99     # the kernel's top
+    with pytest.raises(SettingError, match="BENCHFARM_SCHEDULER_RTPRIO='-3'"):
+        rtprio({"BENCHFARM_SCHEDULER_RTPRIO": "-3"})
 
 
 # -- admission --------------------------------------------------------------------------------

@@ -45,12 +45,15 @@ class BenchmarkCampaignSpec(Model):
     release: LabelValue = Field(description="The release's label, e.g. 11.01.16.13.",
                                 pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
     plan: Name = Field(description="The TestPlan every column runs.")
-    columns: list[CampaignColumn] = Field(min_length=1, max_length=16)
-    iterations: int = Field(3, ge=1, le=1000)
-    warmupIterations: int = Field(0, ge=0, le=100)
+    columns: list[CampaignColumn] = Field(min_length=1, max_length=16, description=(
+        "The guide's columns: each a name, a board selector and optionally its own software set."))
+    iterations: int = Field(3, ge=1, le=1000, description="Iterations of each column's run.")
+    warmupIterations: int = Field(0, ge=0, le=100, description=(
+        "Warm-up iterations of each column's run (left out of the statistics)."))
     bootCycles: int = Field(1, ge=1, le=100, description="Timed boots per run (the guides: 20).")
     repeat: RepeatSpec | None = None
-    priority: int = Field(100, ge=0, le=1000)
+    priority: int = Field(100, ge=0, le=1000, description=(
+        "Priority of the column runs (within the namespace's ceiling)."))
     timeoutSeconds: int = Field(3600, ge=10, le=7 * 86400, description="Per column's run.")
     previous: Name | None = Field(
         None, description="The previous release's BenchmarkCampaign (this namespace) to compare with.")
@@ -119,5 +122,9 @@ class BenchmarkCampaignStatus(Model):
 
 def status_schema() -> dict[str, Any]:
     """What kubectl prints; the rest of status is preserved as the operator writes it."""
-    return {"phase": {"type": "string"}, "done": {"type": "string"},
-            "running": {"type": "integer"}, "failed": {"type": "integer"}}
+    return {"phase": {"type": "string", "description": "Running, Succeeded, Failed or Cancelled."},
+            "done": {"type": "string",
+                     "description": "Columns with results of all columns, e.g. 2/3."},
+            "running": {"type": "integer", "description": "Column runs queued or running now."},
+            "failed": {"type": "integer",
+                       "description": "Columns whose runs ended without results."}}

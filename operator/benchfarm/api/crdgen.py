@@ -89,18 +89,32 @@ def schema_of(model: type[BaseModel]) -> dict[str, Any]:
 
 
 _STATUS_SCHEMA = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-_CONDITIONS = {
+def _described(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {**schema, "description": description}
+
+
+_CONDITIONS = _described({
     "type": "array", "maxItems": 16, "x-kubernetes-list-type": "map",
     "x-kubernetes-list-map-keys": ["type"],
     "items": {"type": "object", "required": ["type", "status"], "properties": {
-        "type": {"type": "string", "maxLength": 64},
-        "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-        "reason": {"type": "string", "maxLength": 128},
-        "message": {"type": "string", "maxLength": 4096},
-        "lastTransitionTime": {"type": "string", "format": "date-time"},
-        "observedGeneration": {"type": "integer", "format": "int64"},
+        "type": _described({"type": "string", "maxLength": 64},
+                           "The condition: Succeeded, Regressed (runs, campaigns), Granted "
+                           "(leases), DirectLock (boards)."),
+        "status": _described({"type": "string", "enum": ["True", "False", "Unknown"]},
+                             "True, False or Unknown (a run's Succeeded is Unknown while it is "
+                             "queued or running)."),
+        "reason": _described({"type": "string", "maxLength": 128},
+                             "A CamelCase reason (see Metrics and event reasons)."),
+        "message": _described({"type": "string", "maxLength": 4096},
+                              "What happened, for people; passed through benchfarm's redaction "
+                              "(no host paths, no internal addresses)."),
+        "lastTransitionTime": _described({"type": "string", "format": "date-time"},
+                                         "When the condition last changed status."),
+        "observedGeneration": _described({"type": "integer", "format": "int64"},
+                                         "The object's metadata.generation the condition was "
+                                         "computed for."),
     }},
-}
+}, "The resource's conditions (Kubernetes' form), one per type.")
 
 
 def _status(extra: dict[str, Any]) -> dict[str, Any]:
@@ -147,7 +161,10 @@ def all_crds() -> dict[str, dict[str, Any]]:
     return {
         "benchmarkruns": crd(
             "BenchmarkRun", "benchmarkruns", ["br"], "Namespaced", run_spec,
-            _status({"phase": {"type": "string"}, "board": {"type": "string"}}),
+            _status({"phase": _described({"type": "string"}, "Pending, Running, Succeeded, "
+                                                              "Failed or Cancelled."),
+                     "board": _described({"type": "string"},
+                                         "The board (labgrid place) the run holds or held.")}),
             [{"name": "Succeeded", "type": "string",
               "jsonPath": '.status.conditions[?(@.type=="Succeeded")].status'},
              {"name": "Reason", "type": "string",
@@ -188,10 +205,21 @@ def all_crds() -> dict[str, dict[str, Any]]:
              age]),
         "boardleases": crd(
             "BoardLease", "boardleases", ["bl"], "Namespaced", lease_spec,
-            _status({"phase": {"type": "string"}, "place": {"type": "string"},
-                     "expiresAt": {"type": "string", "format": "date-time"},
-                     "estimatedStart": {"type": "string", "format": "date-time"},
-                     "queuePosition": {"type": "integer", "format": "int64"}}),
+            _status({"phase": _described({"type": "string"},
+                                         "Pending, Granted, Releasing, Ended or Refused."),
+                     "place": _described({"type": "string"},
+                                         "The board (labgrid place) granted to the lease."),
+                     "expiresAt": _described(
+                         {"type": "string", "format": "date-time"},
+                         "When the lease ends and its board is powered off and released; raise "
+                         "spec.duration to extend."),
+                     "estimatedStart": _described(
+                         {"type": "string", "format": "date-time"},
+                         "While pending: when a fitting board should be free (a lease's expiry, "
+                         "a run's timeout)."),
+                     "queuePosition": _described({"type": "integer", "format": "int64"},
+                                                 "While pending: the lease's place in the lab's "
+                                                 "queue.")}),
             [{"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
              {"name": "Position", "type": "integer", "jsonPath": ".status.queuePosition"},
              {"name": "Estimated Start", "type": "string", "jsonPath": ".status.estimatedStart"},

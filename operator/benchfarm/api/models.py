@@ -57,7 +57,8 @@ class SuiteSpec(Model):
         description="Parser that reads the output: " + ", ".join(SUITE_NAMES) + ".")
     command: Annotated[str, Field(max_length=4096)] = Field(
         "", description="Shell command run on the board's console (not used by low-power).")
-    timeoutSeconds: int = Field(300, ge=1, le=86400)
+    timeoutSeconds: int = Field(300, ge=1, le=86400,
+                                description="Limit of this step's command on the board, in seconds.")
     parameters: dict[Annotated[str, Field(max_length=63)], ParamValue] = Field(
         default_factory=dict, max_length=32,
         description="Parser parameters (e.g. cpuClockMHz, tool for lmbench).")
@@ -70,8 +71,10 @@ class SuiteSpec(Model):
 class TestPlanSpec(Model):
     __test__ = False  # not a pytest class, despite the name
 
-    description: Annotated[str, Field(max_length=1024)] = ""
-    suites: list[SuiteSpec] = Field(min_length=1, max_length=64)
+    description: Annotated[str, Field(max_length=1024)] = Field(
+        "", description="What the plan measures, for people (kubectl get testplans shows it).")
+    suites: list[SuiteSpec] = Field(min_length=1, max_length=64,
+                                    description="The plan's steps, run in order on every iteration.")
 
 
 class RepeatSpec(Model):
@@ -80,8 +83,10 @@ class RepeatSpec(Model):
     relativeCI95: float = Field(gt=0, le=1, description=(
         "Stop when every headline metric's 95 % confidence interval half-width is within this "
         "fraction of its mean (0.02 = +-2 %)."))
-    minIterations: int = Field(3, ge=2, le=1000)
-    maxIterations: int = Field(30, ge=2, le=1000)
+    minIterations: int = Field(3, ge=2, le=1000, description=(
+        "Iterate at least this often before the confidence interval is looked at."))
+    maxIterations: int = Field(30, ge=2, le=1000, description=(
+        "Stop after this many iterations even if the interval is still wider than relativeCI95."))
 
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
@@ -150,17 +155,25 @@ class BenchmarkRunSpec(Model):
     suites: list[SuiteSpec] | None = Field(
         None, max_length=64, description="Inline suites (if the lab policy allows them).",
         json_schema_extra=_immutable("suites are immutable"))
-    iterations: int = Field(1, ge=1, le=1000, json_schema_extra=_immutable("iterations is immutable"))
+    iterations: int = Field(1, ge=1, le=1000, json_schema_extra=_immutable("iterations is immutable"),
+                            description=("How many times every suite of the plan runs "
+                                         "(immutable). Leave unset with repeat."))
     warmupIterations: int = Field(0, ge=0, le=100,
-                                  json_schema_extra=_immutable("warmupIterations is immutable"))
-    bootCycles: int = Field(1, ge=1, le=100, json_schema_extra=_immutable("bootCycles is immutable"))
+                                  json_schema_extra=_immutable("warmupIterations is immutable"),
+                                  description=("Iterations run and recorded first but left out of "
+                                               "the statistics (immutable)."))
+    bootCycles: int = Field(1, ge=1, le=100, json_schema_extra=_immutable("bootCycles is immutable"),
+                            description=("Boots to time (immutable); the last one continues into "
+                                         "the suites."))
     repeat: RepeatSpec | None = Field(
         None, description="Adaptive repetition instead of a fixed number of iterations.",
         json_schema_extra=_immutable("repeat is immutable"))
     priority: int = Field(100, ge=0, le=1000, description="Higher runs first.")
     timeoutSeconds: int = Field(3600, ge=10, le=7 * 86400,
                                 description="Limit from board acquisition to the end.")
-    queueTimeoutSeconds: int | None = Field(None, ge=1, le=30 * 86400)
+    queueTimeoutSeconds: int | None = Field(None, ge=1, le=30 * 86400, description=(
+        "Fail the run (QueueTimeout) when no matching board became free this long after it was "
+        "created."))
     cancel: bool = Field(False, description="Stop the run and keep its record.")
     artifactPrefix: Annotated[str, Field(max_length=128, pattern=ARTIFACT_PREFIX_PATTERN)] = Field(
         "", description=("Extra folders for this run's artifacts, after the run's own "
@@ -168,7 +181,8 @@ class BenchmarkRunSpec(Model):
                          "digits, '.', '_', '-' that do not start with '.', no leading '/'."),
         json_schema_extra=_immutable("artifactPrefix is immutable"))
     baseline: Name | None = Field(None, description="A finished run in the same namespace to compare with.")
-    ttlSecondsAfterFinished: int | None = Field(None, ge=0, le=365 * 86400)
+    ttlSecondsAfterFinished: int | None = Field(None, ge=0, le=365 * 86400, description=(
+        "Delete the finished run this long after it ended (its artifacts stay in the store)."))
     software: SoftwareSet | None = Field(
         None, description="Software under test to deploy and boot instead of the board's own.",
         json_schema_extra=_immutable("software is immutable"))
@@ -293,10 +307,16 @@ class LeasePolicy(Model):
 
 
 class NamespacePolicy(Model):
-    namespace: Name
-    maxPriority: int = Field(1000, ge=0, le=1000)
-    maxBoards: int = Field(1000, ge=0, le=100000)
-    allowInlineSuites: bool = False
+    namespace: Name = Field(description=(
+        "The namespace this entry applies to (unused in `default`, which applies to every "
+        "namespace without an entry of its own)."))
+    maxPriority: int = Field(1000, ge=0, le=1000, description=(
+        "Highest priority a run or lease of the namespace may ask for; a run asking for more is "
+        "refused at admission (PolicyViolation)."))
+    maxBoards: int = Field(1000, ge=0, le=100000, description=(
+        "Boards the namespace's runs and leases may hold at once."))
+    allowInlineSuites: bool = Field(False, description=(
+        "May the namespace's runs carry their own suites (spec.suites) instead of a TestPlan?"))
     allowSoftware: bool = Field(False, description=(
         "May runs of this namespace boot their own kernel, initrd, dtb and modules, or their "
         "own kernel command line (bootArgs) (spec.software, spec.softwareB)? That is root on a "
@@ -334,7 +354,8 @@ class RegressionThresholds(Model):
 
 
 class RegressionRules(Model):
-    default: RegressionThresholds = Field(default_factory=RegressionThresholds)
+    default: RegressionThresholds = Field(default_factory=RegressionThresholds, description=(
+        "Thresholds for metrics no family entry matches."))
     families: dict[Annotated[str, Field(max_length=63)], RegressionThresholds] = Field(
         default_factory=dict, max_length=64,
         description="Metric name prefix (e.g. cyclictest, lat_mem_rd) -> thresholds.")
@@ -344,14 +365,19 @@ class LabPolicySpec(Model):
     default: NamespacePolicy = Field(
         default_factory=lambda: NamespacePolicy(namespace="default-policy"),
         description="Applies to namespaces without an entry.")
-    namespaces: list[NamespacePolicy] = Field(default_factory=list, max_length=1000)
-    quarantineAfterFailures: int = Field(2, ge=1, le=100)
-    quarantineCooldownSeconds: int = Field(60, ge=0, le=86400)
-    maxInfraRetries: int = Field(2, ge=0, le=20)
+    namespaces: list[NamespacePolicy] = Field(default_factory=list, max_length=1000, description=(
+        "Per-namespace entries; a namespace without one gets default."))
+    quarantineAfterFailures: int = Field(2, ge=1, le=100, description=(
+        "Consecutive infrastructure failures after which a board is quarantined."))
+    quarantineCooldownSeconds: int = Field(60, ge=0, le=86400, description=(
+        "How long a quarantined board rests before its health check."))
+    maxInfraRetries: int = Field(2, ge=0, le=20, description=(
+        "How often a run is moved to another board after a board or lab fault before it fails."))
     maxBusyRequeues: int = Field(5, ge=0, le=100, description=(
         "How often a run may be sent back to the queue because someone else took its board "
         "(a person's lock) before it fails with BoardTaken."))
-    regression: RegressionRules = Field(default_factory=RegressionRules)
+    regression: RegressionRules = Field(default_factory=RegressionRules, description=(
+        "Thresholds of the regression rule (Mann-Whitney U and the minimum effect)."))
     directLocks: DirectLocks = Field(DirectLocks.respect, description=(
         "A place someone acquired with labgrid outside benchfarm (no BoardLease): Respect "
         "leaves it alone (the scheduler waits); Report leaves it alone too, and sets the Board's "

@@ -50,7 +50,7 @@ class ScopeRefused(Exception):
     """The caller may not read the namespace(s) asked for; the message says which and why."""
 
 
-def register(sub: argparse._SubParsersAction, scope: Scope) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], scope: Scope) -> None:
     h = sub.add_parser("history", help="a metric's history on a device type under a plan in one "
                                        "namespace, with its change points (the results database)")
     h.add_argument("metric", help="STEP/NAME as in metrics.json (e.g. cyclictest/cyclictest-max, "

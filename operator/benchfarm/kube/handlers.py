@@ -18,6 +18,7 @@ from ..errors import InfraError, RunError
 from ..kubeapi.leases import LeaseHolder
 from .campaigns import Campaigns
 from .runtime import Runtime
+from .settings import Settings
 
 LIST_PAGE = 100      # objects per page of kopf's first listings (settings.watching.chunk_size)
 
@@ -37,7 +38,8 @@ def _key(body: Any) -> str:
 
 
 @kopf.on.startup()
-async def startup(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
+async def startup(settings: kopf.OperatorSettings, logger: kopf.Logger, memo: kopf.Memo,
+                  **_: Any) -> None:
     global RUNTIME
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="benchfarm.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -56,7 +58,8 @@ async def startup(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.error_backoffs = [1, 2, 5, 10, 20]
-    rt = Runtime.from_env()
+    # benchfarm's own settings, read by kube.main before leading (kopf run directly: here)
+    rt = Runtime.from_settings(memo.get("settings") or Settings.from_env())
     while True:  # the lab's services may still be starting: wait them out
         try:
             await rt.start()

@@ -29,9 +29,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import os
 import re
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -45,13 +43,12 @@ from ..kubeapi.leases import HEALTH_LEASE_LABEL, session_lease_name, unheld_sess
 from . import warm
 from .credentials import SessionCredentials, session_env
 from .ports import Launch
+from .settings import HEALTH_ACCOUNT, SESSION_JOB_TTL, Settings
 
 log = logging.getLogger(__name__)
 
 SESSION_LABEL = "benchfarm.io/session"
-HEALTH_ACCOUNT = "benchfarm-health"   # the chart's ServiceAccount of health-check sessions
 GRACE_S = 120          # past the run's own timeout: the runner's upload, power-off and release
-TTL_S = 86400          # finished Jobs (and their logs) stay a day
 
 
 def job_name(req: Launch) -> str:
@@ -192,7 +189,7 @@ def _pod(template: dict[str, Any], labels: dict[str, str], account: str, command
 
 
 def job_manifest(req: Launch, template: dict[str, Any], namespace: str,
-                 ttl_s: int = TTL_S, health_account: str = HEALTH_ACCOUNT,
+                 ttl_s: int = SESSION_JOB_TTL, health_account: str = HEALTH_ACCOUNT,
                  env: dict[str, str] | None = None) -> dict[str, Any]:
     """The Job of one launch. `template` is a pod template (`metadata`, `spec`) whose first
     container runs the operator's image; the session's command, identity (`env`, by default
@@ -214,7 +211,8 @@ def job_manifest(req: Launch, template: dict[str, Any], namespace: str,
                      "template": pod}}
 
 
-def warm_job_manifest(slot: str, template: dict[str, Any], namespace: str, ttl_s: int = TTL_S,
+def warm_job_manifest(slot: str, template: dict[str, Any], namespace: str,
+                      ttl_s: int = SESSION_JOB_TTL,
                       idle_s: int = warm.IDLE_S) -> dict[str, Any]:
     """The Job of a warm slot (`kube.warm`): no run yet; its deadline is set when it gets one."""
     labels = warm.slot_labels(slot)
@@ -233,7 +231,8 @@ class JobLauncher:
     """Starts each session as a Job: a warm slot's when one waits (`kube.warm`), a cold one otherwise."""
 
     def __init__(self, kube: Any, namespace: str, template: dict[str, Any],
-                 ttl_s: int = TTL_S, health_account: str = HEALTH_ACCOUNT, warm_slots: int = 0,
+                 ttl_s: int = SESSION_JOB_TTL, health_account: str = HEALTH_ACCOUNT,
+                 warm_slots: int = 0,
                  key: bytes = b"", template_configmap: str = "",
                  credentials: SessionCredentials | None = None) -> None:
         self.kube = kube
@@ -247,9 +246,8 @@ class JobLauncher:
                                   owner=template_configmap)
 
     @classmethod
-    def from_env(cls, kube: Any) -> JobLauncher:
-        path = Path(os.environ.get("BENCHFARM_SESSION_TEMPLATE",
-                                   "/etc/benchfarm/session/pod.yaml"))
+    def from_settings(cls, settings: Settings, kube: Any) -> JobLauncher:
+        path = settings.session_template
         try:
             template = yaml.safe_load(path.read_text())
         except (OSError, yaml.YAMLError) as exc:
@@ -257,19 +255,14 @@ class JobLauncher:
                              f"(BENCHFARM_SESSION_TEMPLATE={path}): {exc}") from exc
         if not isinstance(template, dict) or not (template.get("spec") or {}).get("containers"):
             raise SystemExit(f"{path}: a pod template with spec.containers is needed")
-        if kube is None:
-            from ..kubeapi.client import Kube
-            kube = Kube()
-        slots = int(os.environ.get("BENCHFARM_WARM_SESSIONS", "0"))
+        slots = settings.warm_sessions
         try:
-            key = trust.key_from(os.environ) if slots else b""
+            key = trust.key_from(settings.environ) if slots else b""
         except ValueError as exc:
             raise SystemExit(f"BENCHFARM_WARM_SESSIONS={slots}: {exc}") from exc
-        return cls(kube, os.environ.get("BENCHFARM_NAMESPACE", "default"), template,
-                   int(os.environ.get("BENCHFARM_SESSION_JOB_TTL", str(TTL_S))),
-                   os.environ.get("BENCHFARM_HEALTH_ACCOUNT", HEALTH_ACCOUNT), slots, key,
-                   os.environ.get("BENCHFARM_SESSION_TEMPLATE_CONFIGMAP", ""),
-                   SessionCredentials.from_env(os.environ))
+        return cls(kube, settings.namespace, template, settings.session_job_ttl,
+                   settings.health_account, slots, key, settings.session_template_configmap,
+                   SessionCredentials.from_env(settings.environ))
 
     def launch(self, req: Launch) -> str:
         if req.kind in (SessionKind.health_check, SessionKind.lease_end):

@@ -24,6 +24,7 @@ from typing import Any
 from ..api.outcomes import SessionKind
 from .credentials import OPERATOR_ONLY, SessionCredentials, session_env
 from .ports import Launch as Launch, Launcher as Launcher
+from .settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -201,17 +202,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def from_env(kube: object = None) -> Launcher:
-    kind = os.environ.get("BENCHFARM_LAUNCHER", "process")
-    if kind == "job":
+def from_settings(settings: Settings, kube: object) -> Launcher:
+    """The launcher the settings name: a Job per session (`kube.jobs`) or a local process."""
+    if settings.launcher == "job":
         from .jobs import JobLauncher
-        return JobLauncher.from_env(kube)
-    if kind != "process":
-        raise SystemExit(f"BENCHFARM_LAUNCHER={kind!r}: 'process' or 'job'")
-    state = Path(os.environ.get("BENCHFARM_STATE", "/tmp/benchfarm"))
-    pids = os.environ.get("BENCHFARM_SESSION_PIDS")
-    return ProcessLauncher(Path(os.environ.get("BENCHFARM_SESSION_LOGS",
-                                               state / "logs" / "sessions")),
-                           pid_dir=Path(pids) if pids else None,
-                           server=os.environ.get("BENCHFARM_SESSION_SERVER", "1") != "0",
-                           credentials=SessionCredentials.from_env(os.environ))
+        return JobLauncher.from_settings(settings, kube)
+    return ProcessLauncher(settings.session_logs or settings.state / "logs" / "sessions",
+                           pid_dir=settings.session_pids, server=settings.session_server,
+                           credentials=SessionCredentials.from_env(settings.environ))

@@ -22,6 +22,7 @@ from urllib.parse import urlparse
 from ..kubeapi.client import Kube
 from ..kubeapi.leases import OPERATOR_LEASE, LeaseHolder, LeaseLost
 from . import metrics
+from .settings import Settings
 
 log = logging.getLogger("benchfarm.leader")
 
@@ -49,10 +50,10 @@ def _standby_probe(liveness: str | None) -> http.server.HTTPServer | None:
     return server
 
 
-def lead(liveness: str | None) -> LeaseHolder:
+def lead(liveness: str | None, settings: Settings) -> LeaseHolder:
     """Block until this replica holds the operator Lease; keep renewing it from a thread."""
-    namespace = os.environ.get("BENCHFARM_NAMESPACE", "default")
-    identity = os.environ.get("BENCHFARM_POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    namespace = settings.namespace
+    identity = settings.pod_name or f"{socket.gethostname()}-{os.getpid()}"
     lease = LeaseHolder(Kube(outage_budget=DURATION), namespace, OPERATOR_LEASE, identity,
                         duration=DURATION, labels={"app.kubernetes.io/name": "benchfarm",
                                 "app.kubernetes.io/managed-by": "benchfarm"})

@@ -34,7 +34,6 @@ inventory.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
@@ -52,6 +51,7 @@ from ..lab.labgrid_compat import ENV_CA
 from ..lab.labgrid_pki import issuer_from_env, person_access
 from . import metrics
 from .ports import Launch
+from .settings import Settings
 from .state import BoardRecord, LeaseState, Registry, RunIndex, ts, written
 
 if TYPE_CHECKING:
@@ -118,6 +118,9 @@ class LeaseRuntime(Registry, Protocol):
     """What the lease keeper needs of the operator's registry (`kube.runtime.Runtime` is one)."""
 
     @property
+    def settings(self) -> Settings: ...
+
+    @property
     def inventory(self) -> LeaseBoards: ...
 
     @property
@@ -150,11 +153,11 @@ class Leases:
         self.positions_at = 0.0
         self.clock = time.monotonic
         # the coordinator as a lease's person reaches it (default: the operator's own address)
-        self.address = os.environ.get("BENCHFARM_LEASE_COORDINATOR", rt.coordinator.address)
+        self.address = rt.settings.lease_coordinator or rt.coordinator.address
         self.client: Callable[[str, str], Coordinator] = rt.coordinator.as_identity
         # the lab's labgrid issuer: each granted lease's person gets a certificate of its own
-        self.issuer = issuer_from_env(os.environ)
-        ca = os.environ.get(ENV_CA, "")
+        self.issuer = issuer_from_env(rt.settings.environ)
+        ca = rt.settings.environ.get(ENV_CA, "")
         self.coordinator_ca = open(ca).read() if ca and self.issuer else ""
 
     @property

@@ -93,11 +93,10 @@ _rounds_lock = threading.Lock()
 _count = [0, 0.0, 0.0]      # rounds seen, longest round since the start, and its most CPU
 
 
-def serve() -> int | None:
-    port = int(os.environ.get("BENCHFARM_METRICS_PORT", "0") or 0)
+def serve(port: int, addr: str) -> int | None:
+    """/metrics on `port` (none on 0: BENCHFARM_METRICS_PORT unset)."""
     if port:
-        start_http_server(port, addr=os.environ.get("BENCHFARM_METRICS_ADDR", "0.0.0.0"),
-                          registry=REGISTRY)
+        start_http_server(port, addr=addr, registry=REGISTRY)
         return port
     return None
 

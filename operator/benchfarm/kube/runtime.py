@@ -19,14 +19,11 @@ import asyncio
 import gc
 import json
 import logging
-import os
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from .. import cpu
@@ -53,6 +50,7 @@ from .locking import WatchedLock
 from .ports import Launch
 from .reachability import Reachability
 from .sessions import Supervisor
+from .settings import Settings
 from .state import LeaseState, RunIndex, RunState, ts
 
 log = logging.getLogger("benchfarm")
@@ -68,8 +66,6 @@ LAUNCH_THREADS = 4           # launches in flight at once (each mostly waits for
 TEND_EVERY = 2.0             # seconds between two collections and freezes (_tend_heap)
 COLLECT_EVERY = 600.0        # seconds, at least, between two real full collections (_tend_heap)
 HEAP_GROWTH = 64 * 2**20     # growth (bytes resident) that calls for a full collection (_tend_heap)
-STANDBY_ENV = "BENCHFARM_STANDBY_SESSIONS"
-RTPRIO_ENV = "BENCHFARM_SCHEDULER_RTPRIO"
 RELAY_GRACE = 0.5            # seconds a relayed session has to take its place (_check_relay)
 RELAY_LEAD = 2.0             # seconds, at least, before a relay's seat should free (_heir)
 SEAT_EWMA = 0.1              # weight of the last seat's time in the running mean (_heir)
@@ -80,35 +76,11 @@ SEAT_EWMA = 0.1              # weight of the last seat's time in the running mea
 GIL_SWITCH = 0.001
 
 
-def standby_sessions(max_sessions: int | None, environ: Mapping[str, str]) -> int:
-    """How many sessions wait on standby beyond the limit (none without one): as many as the
-    limit by default, so that every seat has an heir, a standby session named it in a relay
-    (`api.grants.Relay`) that takes it the moment its holder releases its place. In
-    `make bench-scale ARGS="--runs 2000 --window 120"` (12 sessions), 3 on standby took 204 of
-    548 seats by relay and the boards were powered 82.6 % of the time their sessions allowed;
-    6 took 505 of 685 (85.6 %); 12 took 783 of 795 (87.9 %; board freed -> next powered
-    0.16 / 1.28 s p50/p99), at 10 runs created a second instead of 16: the waiting sessions'
-    Leases and watches load the API server."""
-    if max_sessions is None:
-        return 0
-    raw = environ.get(STANDBY_ENV, "")
-    return max(0, int(raw)) if raw else max(1, max_sessions)
-
-
-def scheduler_priority(environ: Mapping[str, str]) -> int:
-    """The real-time priority the scheduling thread asks for (`cpu.first_in_line`), 0 for none:
-    the default, since a cluster's pod may seldom take one. The embedded lab asks for 1 where it
-    may. In `make bench-scale ARGS="--runs 2000 --window 120"` the worst round fell from 86.4 to
-    57.0 ms and p99 from 11.7 to 7.3 ms; the one round over 50 ms left waited for the lock."""
-    raw = environ.get(RTPRIO_ENV, "")
-    return max(0, min(99, int(raw))) if raw else 0
-
-
 def _first_in_line(priority: int) -> None:
     """The scheduling thread's start: first in line for a CPU where asked and allowed."""
     if priority and not cpu.first_in_line(priority):
         log.info("the scheduling thread stays time-shared: this host does not let it take "
-                 "real-time priority %d (%s)", priority, RTPRIO_ENV)
+                 "real-time priority %d (BENCHFARM_SCHEDULER_RTPRIO)", priority)
 
 
 def avoid_annotation(meta: dict[str, Any]) -> tuple[str, ...]:
@@ -121,10 +93,11 @@ _BOARD_IS_FINE = frozenset(r.value for r in Reason if r.board_is_fine)
 
 
 class Runtime:
-    def __init__(self, kube: Kube, coordinator: Coordinator, store: ArtifactStore,
-                 device_types: dict[str, DeviceType], launcher: launchers.Launcher,
-                 signing_key: bytes = b"", internal: tuple[Any, ...] = (),
-                 indexer: Indexer | None = None) -> None:
+    def __init__(self, settings: Settings, kube: Kube, coordinator: Coordinator,
+                 store: ArtifactStore, device_types: dict[str, DeviceType],
+                 launcher: launchers.Launcher, signing_key: bytes = b"",
+                 internal: tuple[Any, ...] = (), indexer: Indexer | None = None) -> None:
+        self.settings = settings
         self.kube = kube
         self.indexer = indexer            # finished runs into the results database, if there is one
         self.signing_key = signing_key    # signs what sessions execute (core.trust)
@@ -147,24 +120,24 @@ class Runtime:
         self.boards_counted_at = 0.0
         self.inventory = Inventory(self)
         self.sessions = Supervisor(self)
-        self.namespace = os.environ.get("BENCHFARM_NAMESPACE", "default")
+        self.namespace = settings.namespace
         self.fairness_saved: dict[str, float] = {}
         # sessions that may hold a board at once (the host's or the cluster's capacity); None: no
         # limit. A board goes only to a run whose session starts right away or on standby.
-        self.max_sessions = int(os.environ.get("BENCHFARM_MAX_SESSIONS", "0") or 0) or None
+        self.max_sessions = settings.max_sessions
         # sessions launched beyond that limit, on standby: each gets ready (its Lease, its
         # connection, its software) and takes its board when the seat it was named is released
         # (a relay, `api.grants.Relay`: one coordinator update), or on the go-ahead a round
         # writes for a seat freed with no heir (`api.grants.GoAhead`). A standby run's board is
         # kept for it meanwhile.
-        self.standby_max = standby_sessions(self.max_sessions, os.environ)
+        self.standby_max = settings.standby
         self.naming: set[str] = set()     # standby runs whose relay is being written
         self.seat_seconds: float | None = None   # how long a session holds its seat (a mean)
         # the scheduler's own thread: never queued behind a flood of admissions (which run on
         # asyncio's default executor, a few threads for the whole operator)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scheduler",
                                            initializer=_first_in_line,
-                                           initargs=(scheduler_priority(os.environ),))
+                                           initargs=(settings.scheduler_rtprio,))
         self.launches = ThreadPoolExecutor(max_workers=LAUNCH_THREADS, thread_name_prefix="launch")
         # what a round decided but no run waits for (fairness, queue positions), written here:
         # the next round never waits for an API round trip
@@ -187,22 +160,21 @@ class Runtime:
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def from_env(cls) -> Runtime:
-        dt_dir = Path(os.environ.get("BENCHFARM_DEVICE_TYPES", "exporters/device-types"))
-        device_types = load_device_types(dt_dir)
-        coordinator = Coordinator(os.environ.get("LG_COORDINATOR", "127.0.0.1:20408"),
-                                  user=os.environ.get("BENCHFARM_LABGRID_USER", "benchfarm"),
-                                  host=os.environ.get("BENCHFARM_LABGRID_HOST", "operator"))
+    def from_settings(cls, settings: Settings) -> Runtime:
+        device_types = load_device_types(settings.device_types)
+        coordinator = Coordinator(settings.coordinator, user=settings.labgrid_user,
+                                  host=settings.labgrid_host)
         store = ArtifactStore(StoreConfig.from_env())
         try:
-            key = trust.key_from(os.environ)
+            key = trust.key_from(settings.environ)
         except ValueError as exc:
             raise SystemExit(str(exc)) from exc
         kube = Kube()
-        url = os.environ.get("BENCHFARM_DATABASE_URL", "")
+        url = settings.database_url
         indexer = Indexer(Database(url), store, kube) if url else None
-        return cls(kube, coordinator, store, device_types, launchers.from_env(kube),
-                   signing_key=key, internal=internal_from_env(), indexer=indexer)
+        return cls(settings, kube, coordinator, store, device_types,
+                   launchers.from_settings(settings, kube), signing_key=key,
+                   internal=internal_from_env(), indexer=indexer)
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:

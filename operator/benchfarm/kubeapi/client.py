@@ -14,9 +14,9 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import urllib3
@@ -119,10 +119,19 @@ class Kube:
             time.sleep(delay)
             delay = min(delay * 2, 10)
 
+    def _body(self, what: str, fn: Callable[[], object]) -> dict[str, Any]:
+        """`_call` of a custom-objects method: the client types its answers `object`; the API
+        server answers with the object as JSON."""
+        return cast(dict[str, Any], self._call(what, fn))
+
+    def _items(self, what: str, fn: Callable[[], object]) -> list[dict[str, Any]]:
+        """`_call` of a custom-objects list: the list's items."""
+        return cast(list[dict[str, Any]], self._body(what, fn)["items"])
+
     # -- BenchmarkRuns ------------------------------------------------------------------------
     def get_run(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return self._call("get run", lambda: self.custom.get_namespaced_custom_object(
+            return self._body("get run", lambda: self.custom.get_namespaced_custom_object(
                 GROUP, VERSION, namespace, "benchmarkruns", name))
         except ApiException as exc:
             if exc.status == 404:
@@ -130,8 +139,8 @@ class Kube:
             raise
 
     def list_runs(self) -> list[dict[str, Any]]:
-        return self._call("list runs", lambda: self.custom.list_cluster_custom_object(
-            GROUP, VERSION, "benchmarkruns"))["items"]
+        return self._items("list runs", lambda: self.custom.list_cluster_custom_object(
+            GROUP, VERSION, "benchmarkruns"))
 
     def patch_run_status(self, namespace: str, name: str,
                          status: dict[str, Any]) -> dict[str, Any] | None:
@@ -139,7 +148,7 @@ class Kube:
         exists."""
         status = self.redact.status(status)
         try:
-            return self._call("patch run status",
+            return self._body("patch run status",
                               lambda: self.custom.patch_namespaced_custom_object_status(
                                   GROUP, VERSION, namespace, "benchmarkruns", name,
                                   {"status": status}))
@@ -160,7 +169,7 @@ class Kube:
         ops += [{"op": "add", "path": f"/status/{k}", "value": v}
                 for k, v in self.redact.status(status).items()]
         try:
-            return self._call("guarded status write",
+            return self._body("guarded status write",
                               lambda: self.custom.patch_namespaced_custom_object_status(
                                   GROUP, VERSION, namespace, plural, name, ops,
                                   _content_type="application/json-patch+json"))
@@ -171,12 +180,12 @@ class Kube:
                 raise PreconditionFailed(str(exc.reason)) from exc
             raise
 
-    def list_runs_paged(self, limit: int = 500):  # noqa: ANN201 - generator of bodies
+    def list_runs_paged(self, limit: int = 500) -> Iterator[dict[str, Any]]:
         """Every BenchmarkRun, a page at a time (bounded memory per call)."""
         token = None
         while True:
             # B023: _call runs the lambda at once, within this iteration
-            page = self._call("list runs", lambda: self.custom.list_cluster_custom_object(
+            page = self._body("list runs", lambda: self.custom.list_cluster_custom_object(
                 GROUP, VERSION, "benchmarkruns", limit=limit, _continue=token))  # noqa: B023
             yield from page["items"]
             token = (page.get("metadata") or {}).get("continue")
@@ -194,7 +203,7 @@ class Kube:
     # -- benchfarm's namespaced objects by plural (campaigns, their runs, BoardLeases) ----------
     def get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return self._call(f"get {plural}", lambda: self.custom.get_namespaced_custom_object(
+            return self._body(f"get {plural}", lambda: self.custom.get_namespaced_custom_object(
                 GROUP, VERSION, namespace, plural, name))
         except ApiException as exc:
             if exc.status == 404:
@@ -203,12 +212,12 @@ class Kube:
 
     def list_custom_all(self, plural: str) -> list[dict[str, Any]]:
         """Every object of the kind, in every namespace."""
-        return self._call(f"list {plural}", lambda: self.custom.list_cluster_custom_object(
-            GROUP, VERSION, plural))["items"]
+        return self._items(f"list {plural}", lambda: self.custom.list_cluster_custom_object(
+            GROUP, VERSION, plural))
 
     def list_custom(self, plural: str, namespace: str, labels: str = "") -> list[dict[str, Any]]:
-        return self._call(f"list {plural}", lambda: self.custom.list_namespaced_custom_object(
-            GROUP, VERSION, namespace, plural, label_selector=labels))["items"]
+        return self._items(f"list {plural}", lambda: self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, plural, label_selector=labels))
 
     def create_custom(self, plural: str, namespace: str, body: dict[str, Any]) -> bool:
         """False when one of that name exists already."""
@@ -238,12 +247,12 @@ class Kube:
 
     # -- cluster-scoped objects ---------------------------------------------------------------
     def list_cluster(self, plural: str) -> list[dict[str, Any]]:
-        return self._call(f"list {plural}", lambda: self.custom.list_cluster_custom_object(
-            GROUP, VERSION, plural))["items"]
+        return self._items(f"list {plural}", lambda: self.custom.list_cluster_custom_object(
+            GROUP, VERSION, plural))
 
     def get_cluster(self, plural: str, name: str) -> dict[str, Any] | None:
         try:
-            return self._call(f"get {plural}", lambda: self.custom.get_cluster_custom_object(
+            return self._body(f"get {plural}", lambda: self.custom.get_cluster_custom_object(
                 GROUP, VERSION, plural, name))
         except ApiException as exc:
             if exc.status == 404:
@@ -254,7 +263,7 @@ class Kube:
         body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Board",
                 "metadata": {"name": name, "labels": labels}, "spec": {"maintenance": False}}
         try:
-            return self._call("create board", lambda: self.custom.create_cluster_custom_object(
+            return self._body("create board", lambda: self.custom.create_cluster_custom_object(
                 GROUP, VERSION, "boards", body))
         except ApiException as exc:
             if exc.status == 409:
@@ -282,10 +291,10 @@ class Kube:
         return dict(cm.data or {})
 
     def put_config_map(self, namespace: str, name: str, data: dict[str, str]) -> None:
-        body = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": name, "namespace": namespace,
-                             "labels": {"app.kubernetes.io/managed-by": "benchfarm"}},
-                "data": data}
+        body = client.V1ConfigMap(
+            api_version="v1", kind="ConfigMap", data=data, metadata=client.V1ObjectMeta(
+                name=name, namespace=namespace,
+                labels={"app.kubernetes.io/managed-by": "benchfarm"}))
         try:
             self._call("patch configmap", lambda: self.core.patch_namespaced_config_map(
                 name, namespace, {"data": data}))
@@ -360,7 +369,7 @@ class Kube:
             if exc.status == 404:
                 return None
             raise
-        return self.api.sanitize_for_serialization(obj)
+        return cast(dict[str, Any], self.api.sanitize_for_serialization(obj))
 
     # -- events -------------------------------------------------------------------------------
     def event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:

@@ -126,7 +126,7 @@ class LeaseHolder:
             try:
                 created = self.kube._call("create lease", lambda: self.api.create_namespaced_lease(
                     self.namespace, self._body()))
-                self._version = created.metadata.resource_version
+                self._version = _meta(created).resource_version
                 self.last_renewed = time.monotonic()
                 return True
             except ApiException as exc:
@@ -140,23 +140,23 @@ class LeaseHolder:
                 self._version = None
                 created = self.kube._call("create lease", lambda: self.api.create_namespaced_lease(
                     self.namespace, self._body()))
-                self._version = created.metadata.resource_version
+                self._version = _meta(created).resource_version
             else:
-                spec = lease.spec
+                spec = _spec(lease)
                 holder = spec.holder_identity
                 renewed = spec.renew_time or spec.acquire_time
                 expired = renewed is None or \
                     (_now() - renewed).total_seconds() > (spec.lease_duration_seconds or 0)
                 if holder and holder != self.identity and not expired:
                     return False
-                self._version = lease.metadata.resource_version
+                self._version = _meta(lease).resource_version
                 transitions = (spec.lease_transitions or 0) + (holder != self.identity)
                 body = self._body(transitions)
                 if holder == self.identity and spec.acquire_time:
-                    body.spec.acquire_time = spec.acquire_time
+                    _spec(body).acquire_time = spec.acquire_time
                 replaced = self.kube._call("take lease", lambda: self.api.replace_namespaced_lease(
                     self.name, self.namespace, body))
-                self._version = replaced.metadata.resource_version
+                self._version = _meta(replaced).resource_version
         except ApiException as exc:
             if exc.status == 409:   # another contender won the race
                 return False
@@ -167,9 +167,10 @@ class LeaseHolder:
     def renew(self) -> None:
         """Move renewTime; LeaseLost if the Lease is someone else's now (or gone)."""
         lease = self._read()
-        if lease is None or lease.spec.holder_identity != self.identity:
+        if lease is None or _spec(lease).holder_identity != self.identity:
             raise LeaseLost(f"lease {self.namespace}/{self.name} is held by "
-                            f"{lease.spec.holder_identity if lease else 'nobody (deleted)'}")
+                            f"{_spec(lease).holder_identity if lease else 'nobody (deleted)'}")
+        lease.spec = _spec(lease)
         lease.spec.renew_time = _now()
         try:
             updated = self.kube._call("renew lease", lambda: self.api.replace_namespaced_lease(
@@ -178,7 +179,7 @@ class LeaseHolder:
             if exc.status == 409:
                 raise LeaseLost(f"lease {self.namespace}/{self.name} changed hands") from exc
             raise
-        self._version = updated.metadata.resource_version
+        self._version = _meta(updated).resource_version
         self.last_renewed = time.monotonic()
 
     def valid(self) -> bool:
@@ -193,13 +194,13 @@ class LeaseHolder:
         for _ in range(3):
             try:
                 lease = self._read()
-                if lease is None or lease.spec.holder_identity != self.identity:
+                if lease is None or _spec(lease).holder_identity != self.identity:
                     return
                 # B023: _call runs the lambda at once, within this iteration
                 self.kube._call("release lease", lambda: self.api.delete_namespaced_lease(
                     self.name, self.namespace, body=client.V1DeleteOptions(
                         preconditions=client.V1Preconditions(
-                            resource_version=lease.metadata.resource_version))))  # noqa: B023
+                            resource_version=_meta(lease).resource_version))))  # noqa: B023
                 return
             except ApiException as exc:
                 if exc.status != 409:
@@ -207,6 +208,17 @@ class LeaseHolder:
             except Exception:  # an expired Lease says the same thing a little later
                 break
         log.debug("lease release failed", exc_info=True)
+
+
+def _meta(lease: client.V1Lease) -> client.V1ObjectMeta:
+    """The Lease's metadata (the client's models type every field optional; the API server
+    always answers with it)."""
+    return lease.metadata or client.V1ObjectMeta()
+
+
+def _spec(lease: client.V1Lease) -> client.V1LeaseSpec:
+    """The Lease's spec (empty when the API server sent none: nobody holds it)."""
+    return lease.spec or client.V1LeaseSpec()
 
 
 @dataclass
@@ -228,8 +240,8 @@ class LeaseObserver:
         now = time.monotonic() if now is None else now
         current = {}
         for lease in leases:
-            key = f"{lease.metadata.namespace}/{lease.metadata.name}"
-            spec = lease.spec
+            key = f"{_meta(lease).namespace}/{_meta(lease).name}"
+            spec = _spec(lease)
             renewed = str(spec.renew_time or spec.acquire_time)
             old = self.seen.get(key)
             since = old.since if old is not None and old.renew_time == renewed else now

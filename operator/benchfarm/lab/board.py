@@ -78,6 +78,8 @@ class SerialLog:
     def since(self, offset: int) -> bytes:
         if self._memory is not None:
             return self._memory.since(offset)
+        if self.path is None:     # a log without a file keeps its bytes in memory
+            return b""
         with self.path.open("rb") as f:
             f.seek(offset)
             return f.read()
@@ -93,7 +95,16 @@ class SerialLog:
             self._file.close()
 
 
-def run_bounded(shell: Any, command: str, timeout: float, limit: int) -> tuple[str, int]:
+class CommandTimeout(PexpectTimeout):
+    """pexpect's TIMEOUT of a command that overran, with its output so far."""
+
+    def __init__(self, message: str, output: str) -> None:
+        super().__init__(message)
+        self.output = output
+
+
+def run_bounded(shell: Any, command: str, timeout: float, limit: int
+                ) -> tuple[str, int | None]:
     """Run `command` with labgrid's ShellDriver protocol (its prompt check, its `run` shell
     function and markers), holding at most `limit` bytes of the output: its head and its tail
     (`core.capture`). The ShellDriver's own `run` keeps all of it, twice (pexpect's buffer and
@@ -108,9 +119,7 @@ def run_bounded(shell: Any, command: str, timeout: float, limit: int) -> tuple[s
     while not capture.done:
         left = deadline - time.monotonic()
         if left <= 0:
-            exc = PexpectTimeout(f"{command!r} still ran after {timeout:.0f} s")
-            exc.output = capture.text()
-            raise exc
+            raise CommandTimeout(f"{command!r} still ran after {timeout:.0f} s", capture.text())
         try:
             capture.feed(console.read(size=1, max_size=READ_CHUNK, timeout=min(left, 1.0)))
         except PexpectTimeout:
@@ -140,11 +149,13 @@ class Board:
 
     @property
     def last_power_on_wall(self) -> float | None:
-        return self.strategy.power_on_wall
+        wall: float | None = self.strategy.power_on_wall
+        return wall
 
     def boot(self, timeout: float | None = None) -> BootTimeline:
         """Power-cycle and time the boot until the shell prompt; BoardFault if it never comes."""
-        return self.strategy.boot(timeout)
+        timeline: BootTimeline = self.strategy.boot(timeout)
+        return timeline
 
     def power_off(self) -> None:
         self.strategy.transition("off")
@@ -180,7 +191,8 @@ class Board:
         except OSError:
             pass
         sock.close()
-        port._socket, port.is_open = None, False
+        if port is not None:
+            port._socket, port.is_open = None, False
 
     def close(self) -> None:
         try:

@@ -11,7 +11,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -103,7 +103,8 @@ class PlaceInfo:
         return self.acquired is None and self.reserved_by is None
 
 
-def _candidates(place: Any, resources: dict[str, dict[str, dict[str, Any]]]):  # noqa: ANN202
+def _candidates(place: Any, resources: dict[str, dict[str, dict[str, Any]]]
+                ) -> Iterator[tuple[str, str, str, Any]]:
     """The resources a place's matches can name. A match that names its exporter and group
     (`exporter/group/*`, what places almost always use) looks only there, so reading every
     place is linear in the lab's size instead of places × resources."""
@@ -155,7 +156,8 @@ class _IndexedSession(ClientSession):
         # grpc would share one connection between two clients of a process (the operator's and
         # a BoardLease's identity), which the coordinator refuses; with TLS when the lab issued
         # this client a certificate
-        shared, self.channel = self.channel, channel(
+        shared = getattr(self, "channel")   # noqa: B009  (labgrid's, untyped)
+        self.channel = channel(
             self.address, [*CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1)], self.tls,
             server_name=self.server_name)
         self.stub = labgrid_coordinator_pb2_grpc.CoordinatorStub(self.channel)
@@ -175,16 +177,17 @@ class _IndexedSession(ClientSession):
             del self.relays[name]
             watch[1]()
 
-    async def on_resource_changed(self, exporter, group_name, resource_name, resource):  # noqa: ANN001, ANN201
+    async def on_resource_changed(self, exporter: str, group_name: str, resource_name: str,
+                                  resource: dict[str, Any]) -> None:
         await super().on_resource_changed(exporter, group_name, resource_name, resource)
         self.touched_groups.add((exporter, group_name))
 
-    async def on_place_changed(self, place_pb2):  # noqa: ANN001, ANN201
+    async def on_place_changed(self, place_pb2: Any) -> None:
         await super().on_place_changed(place_pb2)
         self.touched_places.add(place_pb2.name)
         self._relayed(place_pb2.name, place_pb2.acquired or None)
 
-    async def on_place_deleted(self, name):  # noqa: ANN001, ANN201
+    async def on_place_deleted(self, name: str) -> None:
         await super().on_place_deleted(name)
         self.touched_places.add(name)
         self._relayed(name, None)
@@ -217,7 +220,7 @@ class _OnePlaceSession(_IndexedSession):
             name=h.name, comment=h.comment, tags=dict(h.tags),
             matches=[ResourceMatch(m.exporter, m.group, m.cls, m.name, m.rename) for m in h.matches],
             created=0.0, changed=0.0)}
-        self.resources = {}
+        self.resources: dict[str, dict[str, dict[str, ResourceEntry]]] = {}
         for r in h.resources:
             self.resources.setdefault(r.exporter, {}).setdefault(r.group, {})[r.name] = \
                 ResourceEntry(dict(r.data))
@@ -237,19 +240,20 @@ class _OnePlaceSession(_IndexedSession):
         place = self.places[self.handed.name]
         return "cls" in resource and place.hasmatch((exporter, group, resource["cls"], "*"))
 
-    async def on_resource_changed(self, exporter, group_name, resource_name, resource):  # noqa: ANN001, ANN201
+    async def on_resource_changed(self, exporter: str, group_name: str, resource_name: str,
+                                  resource: dict[str, Any]) -> None:
         if self._ours(exporter, group_name, resource):
             self.groups.add((exporter, group_name))
             await super().on_resource_changed(exporter, group_name, resource_name, resource)
 
-    async def on_place_changed(self, place_pb2):  # noqa: ANN001, ANN201
+    async def on_place_changed(self, place_pb2: Any) -> None:
         if place_pb2.name == self.handed.name:
             await super().on_place_changed(place_pb2)
             self.fresh = True
         else:
             self._relayed(place_pb2.name, place_pb2.acquired or None)
 
-    async def on_place_deleted(self, name):  # noqa: ANN001, ANN201
+    async def on_place_deleted(self, name: str) -> None:
         if name == self.handed.name:
             await super().on_place_deleted(name)
             self.fresh = True
@@ -336,13 +340,15 @@ class Coordinator:
         run on that client's loop and thread (`as_identity`). `tls`: the certificate this
         client connects with (default: BENCHFARM_LABGRID_CA/_CERT/_KEY; None: no TLS)."""
         self.address = address
-        self.tls = (shared.tls if shared is not None else TlsSettings.from_env()) \
-            if tls is FROM_ENV else tls
+        self.tls: TlsSettings | None = (
+            shared.tls if shared is not None else TlsSettings.from_env()) if tls is FROM_ENV else tls
         self.place = place
         self.user = user
         self.host = host
         self.timeout = timeout
         self._owns_loop = shared is None
+        self._loop: asyncio.AbstractEventLoop
+        self._thread: threading.Thread
         if shared is not None:
             self._loop, self._thread = shared._loop, shared._thread
         else:
@@ -406,10 +412,12 @@ class Coordinator:
         # through LG_PROXY's forward, the coordinator's certificate still names its own host
         server_name = self.address.rpartition(":")[0] or self.address \
             if address != self.address else None
-        session = (_IndexedSession(address, self._loop, tls=self.tls, server_name=server_name)
+        # mypy's attrs plugin knows only these classes' own fields, not labgrid's (untyped)
+        session = (_IndexedSession(address, self._loop, tls=self.tls,  # type: ignore[misc, arg-type]
+                                   server_name=server_name)
                    if self.place is None else
-                   _OnePlaceSession(address, self._loop, handed=self.place, tls=self.tls,
-                                    server_name=server_name))
+                   _OnePlaceSession(address, self._loop,  # type: ignore[misc, arg-type]
+                                    handed=self.place, tls=self.tls, server_name=server_name))
         # this client's identity, whatever another client of the process set in the environment
         # since (the operator keeps its own and, for moments, a lease's)
         session.gethostname, session.getuser = (lambda: self.host), (lambda: self.user)

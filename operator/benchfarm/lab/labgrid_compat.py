@@ -109,7 +109,7 @@ def secure_exporters(tls: TlsSettings) -> None:
     base = lg_exporter.Exporter
 
     class SecureExporter(base):  # type: ignore[misc, valid-type]
-        def __init__(self, config: dict) -> None:
+        def __init__(self, config: dict[str, Any]) -> None:
             super().__init__(config)
             plain: grpc.aio.Channel = getattr(self, "channel")   # noqa: B009  (labgrid's, untyped)
             self.channel = channel(config["coordinator"], CHANNEL_OPTIONS, tls)
@@ -166,7 +166,8 @@ def _checking_class() -> type:
                                    if name is not None else "a stream must start with startup")
             return first
 
-        async def ClientStream(self, request_iterator, context):  # noqa: ANN001, ANN201, N802
+        async def ClientStream(self, request_iterator: Any, context: Any  # noqa: N802
+                               ) -> AsyncIterator[Any]:
             held = peer_grants(context)
             allowed = lambda name: ids.may_claim(held, name)  # noqa: E731
             first = await self._opening(request_iterator, context, allowed, "client")
@@ -176,7 +177,8 @@ def _checking_class() -> type:
             async for out in super().ClientStream(checked, context):
                 yield out
 
-        async def ExporterStream(self, request_iterator, context):  # noqa: ANN001, ANN201, N802
+        async def ExporterStream(self, request_iterator: Any, context: Any  # noqa: N802
+                                 ) -> AsyncIterator[Any]:
             held = peer_grants(context)
             allowed = lambda name: ids.may_export(held, name)  # noqa: E731
             first = await self._opening(request_iterator, context, allowed, "exporter")
@@ -245,6 +247,6 @@ def serve_checked(tls: TlsSettings) -> type:
 
 def labgrid_version_matches() -> bool:
     from labgrid.util import labgrid_version
-    return labgrid_version().split("+")[0] == LABGRID_VERSION
+    return str(labgrid_version()).split("+")[0] == LABGRID_VERSION
 
 

@@ -39,7 +39,7 @@ class Forwarder:
         self.server_name = server_name or self.host
         self.context = context
         self.errors: list[str] = []      # why connections to the coordinator failed
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.base_events.Server | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, name="labgrid-forward",

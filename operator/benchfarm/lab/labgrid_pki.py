@@ -19,19 +19,22 @@ import base64
 import datetime as dt
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ..core.labgrid_identity import grant_uri
+
+# the public keys a certificate is issued for: a session's (EC) or a person's (EC or RSA)
+PublicKey = ec.EllipticCurvePublicKey | rsa.RSAPublicKey
 
 # the issuer's clock may be a little ahead of the coordinator's
 BACKDATE = dt.timedelta(minutes=5)
@@ -55,13 +58,12 @@ def public_pem(key: ec.EllipticCurvePrivateKey) -> str:
                                          serialization.PublicFormat.SubjectPublicKeyInfo).decode()
 
 
-def load_public(pem: str):  # noqa: ANN201  (one of cryptography's public key types)
+def load_public(pem: str) -> PublicKey:
     """A public key from PEM; ValueError if it is not one, or not EC P-256/RSA ≥ 2048."""
     try:
         key = serialization.load_pem_public_key(pem.encode())
     except Exception as exc:
         raise ValueError(f"not a PEM public key: {exc}") from None
-    from cryptography.hazmat.primitives.asymmetric import rsa
     if isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name in ("secp256r1", "secp384r1"):
         return key
     if isinstance(key, rsa.RSAPublicKey) and key.key_size >= 2048:
@@ -109,9 +111,9 @@ class Issuer:
     def ca_pem(self) -> str:
         return self.cert.public_bytes(serialization.Encoding.PEM).decode()
 
-    def issue(self, public_key, *, common_name: str, grants: list[tuple[str, str]] = (),  # type: ignore[assignment]  # noqa: ANN001
-              server_names: list[str] = (), not_after: dt.datetime | None = None,  # type: ignore[assignment]
-              lifetime: dt.timedelta = dt.timedelta(days=1)) -> str:
+    def issue(self, public_key: PublicKey, *, common_name: str,
+              grants: Sequence[tuple[str, str]] = (), server_names: Sequence[str] = (),
+              not_after: dt.datetime | None = None, lifetime: dt.timedelta = dt.timedelta(days=1)) -> str:
         """A certificate (PEM) for `public_key`: `grants` are (role, name) pairs it may be to the
         coordinator (client certificate); `server_names` make it a server's (DNS names or IP
         addresses). It expires at `not_after`, or `lifetime` from now, never after the CA."""
@@ -141,10 +143,14 @@ class Issuer:
         return builder.sign(self.key, hashes.SHA256()).public_bytes(
             serialization.Encoding.PEM).decode()
 
-    def issue_with_key(self, **kwargs) -> tuple[str, bytes]:  # noqa: ANN003
-        """(certificate PEM, its new private key PEM)."""
+    def issue_with_key(self, *, common_name: str, grants: Sequence[tuple[str, str]] = (),
+                       server_names: Sequence[str] = (), not_after: dt.datetime | None = None,
+                       lifetime: dt.timedelta = dt.timedelta(days=1)) -> tuple[str, bytes]:
+        """(certificate PEM, its new private key PEM): `issue` for a key made here."""
         key = new_key()
-        return self.issue(key.public_key(), **kwargs), key_pem(key)
+        return (self.issue(key.public_key(), common_name=common_name, grants=grants,
+                           server_names=server_names, not_after=not_after, lifetime=lifetime),
+                key_pem(key))
 
 
 def grant_uris(cert_pem: bytes) -> list[str]:

@@ -16,9 +16,9 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from ..api.devicetype import DeviceType, Rail
+from ..api.devicetype import DeviceType, PowerMonitor, Rail
 from ..core import power
 from ..errors import InfraError
 
@@ -44,7 +44,8 @@ class VirtualRailMonitor:
     def _get(self, url: str) -> dict[str, Any]:
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:
-                return json.loads(resp.read())
+                doc: dict[str, Any] = json.loads(resp.read())
+                return doc
         except (OSError, ValueError) as exc:
             raise InfraError(f"rail monitor {url} unreadable: {exc}", reason="MonitorFailed") from exc
 
@@ -88,7 +89,7 @@ class HwmonRailMonitor:
             if mv is None or (uw is None and ma is None):
                 raise InfraError(f"hwmon channel {channel} of rail {rail} unreadable under "
                                  f"{self.root}", reason="MonitorFailed")
-            mw = uw / 1000 if uw is not None else mv * ma / 1000
+            mw = uw / 1000 if uw is not None else mv * (ma or 0.0) / 1000   # one of them is read
             out[rail] = (round(mv / 1000, 4), round(mw, 4))
         return out
 
@@ -169,14 +170,14 @@ class SigrokRailMonitor:
             target.set_binding_map({"sigrok": name})
             drivers[rail.name] = SigrokDriver(target, name=name)
             target.activate(drivers[rail.name])
-        cfg = device_type.powerMonitor
+        cfg = device_type.powerMonitor or PowerMonitor()
         return cls(drivers, device_type.rails, cfg.samplerate, cfg.captureSeconds)
 
     def _capture(self, rail: Rail) -> list[dict[str, str]]:
         driver = self.drivers[rail.name]
         driver.capture(str(Path(self._dir.name) / f"{rail.name}.sr"), samplerate=self.samplerate)
         time.sleep(self.capture_s)
-        return driver.stop()
+        return cast(list[dict[str, str]], driver.stop())
 
     def read(self) -> dict[str, tuple[float, float]]:
         out = {}
@@ -184,7 +185,7 @@ class SigrokRailMonitor:
             try:
                 rows = self._capture(rail)
                 out[rail.name] = power.sense_power([r[rail.channel] for r in rows],
-                                                   rail.voltage, rail.ampsPerVolt)
+                                                   rail.voltage, rail.ampsPerVolt or 0.0)
             except Exception as exc:
                 raise InfraError(f"sigrok rail {rail.name} (channel {rail.channel}): "
                                  f"{type(exc).__name__}: {exc}", reason="MonitorFailed") from exc

@@ -26,11 +26,12 @@ class ChunkedSocketSerial(SocketSerial):
 
     @property
     def in_waiting(self) -> int:
-        if not self.is_open or self._socket is None:
+        sock = getattr(self, "_socket", None)    # pyserial's, set by open()
+        if not self.is_open or sock is None:
             return super().in_waiting        # pyserial's own error for a closed port
         count = array.array("i", [0])
         try:
-            fcntl.ioctl(self._socket.fileno(), termios.FIONREAD, count, True)
+            fcntl.ioctl(sock.fileno(), termios.FIONREAD, count, True)
         except OSError:
             return super().in_waiting
         return count[0]

@@ -18,7 +18,7 @@ import enum
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attr
@@ -55,7 +55,7 @@ class _PerThreadStack:
     def __init__(self) -> None:
         self._local = threading.local()
 
-    def _items(self) -> list:
+    def _items(self) -> list[Any]:
         items = getattr(self._local, "items", None)
         if items is None:
             items = self._local.items = []
@@ -70,7 +70,7 @@ class _PerThreadStack:
     def __contains__(self, item: object) -> bool:
         return item in self._items()
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self) -> Iterator[Any]:
         return iter(self._items())
 
     def append(self, item: Any) -> None:
@@ -111,7 +111,7 @@ class BenchfarmStrategy(Strategy):
         "shell": "ShellDriver",
     }
 
-    status = attr.ib(default=Status.unknown)
+    status: Status = attr.ib(default=Status.unknown)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -156,7 +156,7 @@ class BenchfarmStrategy(Strategy):
         read = console._read
 
         def timed_read(*args: Any, **kwargs: Any) -> bytes:
-            data = read(*args, **kwargs)
+            data: bytes = read(*args, **kwargs)
             if data:
                 self._on_console(time.monotonic(), data)
             return data

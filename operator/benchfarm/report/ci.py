@@ -13,7 +13,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..api.outcomes import Blame, Verdict
 from ..core.gate import Decision, Exit
@@ -233,7 +233,7 @@ def junit(outcomes: Sequence[Outcome]) -> bytes:
     for k, n in totals.items():
         root.set(k, str(n))
     ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return cast(bytes, ET.tostring(root, encoding="utf-8", xml_declaration=True))
 
 
 def _software_props(software: Mapping[str, Any]) -> list[tuple[str, Any]]:

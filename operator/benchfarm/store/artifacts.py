@@ -17,14 +17,17 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import BinaryIO, cast
+from typing import Any, BinaryIO, TypeVar, cast
 
 import urllib3
 from minio import Minio
 from minio.commonconfig import ComposeSource
 from minio.error import S3Error
+from urllib3 import BaseHTTPResponse
 
 from ..errors import InfraError, Outage, Party
+
+T = TypeVar("T")
 
 PART_SIZE = 8 * 1024 * 1024     # a streamed upload's part: what memory holds of it at a time
 
@@ -82,7 +85,7 @@ class ArtifactStore:
     def url(self, key: str) -> str:
         return f"s3://{self.config.bucket}/{key}"
 
-    def _retry(self, what: str, fn):  # noqa: ANN001, ANN202 - small internal helper
+    def _retry(self, what: str, fn: Callable[[], T]) -> T:
         delay = 0.5
         for attempt in range(1, self.attempts + 1):
             try:
@@ -145,7 +148,7 @@ class ArtifactStore:
 
     def size(self, key: str) -> int:
         return self._retry(f"stat {key}",
-                           lambda: self.client.stat_object(self.config.bucket, key)).size
+                           lambda: self.client.stat_object(self.config.bucket, key)).size or 0
 
     def modified(self, key: str) -> datetime.datetime | None:
         """When the object was last written (the results index's time of a run without one)."""
@@ -188,13 +191,13 @@ class ArtifactStore:
 class _Response(io.RawIOBase):
     """An object's HTTP response as a file the reader closes (and its connection released)."""
 
-    def __init__(self, response) -> None:  # noqa: ANN001 - urllib3's response
+    def __init__(self, response: BaseHTTPResponse) -> None:
         self.response = response
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # noqa: ANN001 - a writable buffer
+    def readinto(self, buffer: Any) -> int:   # a writable buffer (memoryview, bytearray)
         data = self.response.read(len(buffer))
         buffer[:len(data)] = data
         return len(data)

@@ -180,19 +180,20 @@ class SoftwareCache:
     def _from_store(self, part: str, url: str, out: Any) -> tuple[str, int]:
         if self.store is None:
             raise InfraError("artifact store not configured", reason="StoreNotConfigured")
+        store = self.store
         bucket, _, key = url[len("s3://"):].partition("/")
 
         def read() -> tuple[str, int]:
             out.seek(0)
             out.truncate()
-            resp = self.store.client.get_object(bucket, key)
+            resp = store.client.get_object(bucket, key)
             try:
                 return _copy(resp.stream(CHUNK), out)
             finally:
                 resp.close()
                 resp.release_conn()
         try:
-            return self.store._retry(f"download {url}", read)
+            return store._retry(f"download {url}", read)
         except InfraError as exc:
             if exc.reason == "StoreError":   # no such object, no access: what the run names
                 raise unavailable(part, url, exc) from exc
@@ -246,7 +247,7 @@ def _checked_addresses(part: str, url: str, host: str, port: int, reach: Softwar
     except (OSError, ValueError) as exc:    # UnicodeError: a name IDNA cannot encode
         raise unavailable(part, url, f"{host} does not resolve: {exc}") from exc
     for info in infos:
-        problem = reach.address_problem(ipaddress.ip_address(info[4][0].split("%", 1)[0]),
+        problem = reach.address_problem(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]),
                                         port)
         if problem:
             raise unavailable(part, url, f"{host} resolves where the lab does not fetch from: "

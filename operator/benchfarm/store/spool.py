@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import Any, BinaryIO, cast
 
 from ..errors import InfraError
 from .artifacts import ArtifactStore
@@ -52,7 +52,7 @@ class _Chain(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # noqa: ANN001 - a writable buffer
+    def readinto(self, buffer: Any) -> int:   # a writable buffer (memoryview, bytearray)
         while True:
             if self.current is None:
                 if not self.openers:

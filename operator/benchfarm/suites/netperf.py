@@ -43,11 +43,11 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     unit = kv.get("THROUGHPUT_UNITS", (0, ""))[1] or ""
     out = [Metric(f"{prefix}-throughput", number(kv["THROUGHPUT"][1], SUITE, kv["THROUGHPUT"][0]),
                   {"10^6bits/s": "Mbit/s", "10^9bits/s": "Gbit/s"}.get(unit, unit))]
-    for key, (line, value) in kv.items():
+    for key, (lineno, value) in kv.items():
         if key in ("THROUGHPUT", "THROUGHPUT_UNITS") or not re.match(r"^-?[\d.]+$", value):
             continue
         if key.endswith(("LATENCY", "UTIL")) or key.startswith(("P50", "P90", "P99", "MEAN")):
             unit = "us" if "LATENCY" in key or key.startswith(("P", "MEAN")) else "%"
-            out.append(Metric(f"{prefix}-{key.lower().replace('_', '-')}", number(value, SUITE, line),
+            out.append(Metric(f"{prefix}-{key.lower().replace('_', '-')}", number(value, SUITE, lineno),
                               unit, not key.startswith(_LOWER_BETTER) and "LATENCY" not in key))
     return out

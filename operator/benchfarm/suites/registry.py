@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib import import_module
+from typing import cast
 
 from ..errors import ParseError, RunError
 from .base import Metric
@@ -29,7 +30,7 @@ def parser(suite: str) -> Parser:
     if suite not in _MODULES:
         raise RunError(f"unknown suite {suite!r}; known suites: {', '.join(names())}",
                        reason="UnknownSuite")
-    return import_module(f"{__package__}.{_MODULES[suite]}").parse
+    return cast(Parser, import_module(f"{__package__}.{_MODULES[suite]}").parse)
 
 
 def parse(suite: str, text: str, params: dict[str, str] | None = None) -> list[Metric]:
