@@ -2,7 +2,7 @@
 
 A URL as `BENCHFARM_DATABASE_URL` gives it (`postgresql://user:password@host:port/db`; psycopg 3
 drives it). A series is one namespace's (`Series`): every read names the namespaces it may
-see. Any failure to reach the server is an `Outage(party="database")`: the operator's
+see. Any failure to reach the server is an `Outage(party=Party.database)`: the operator's
 indexer waits it out and catches up, nothing a run does waits for it.
 """
 
@@ -19,7 +19,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from ..errors import InfraError, Outage
+from ..errors import InfraError, Outage, Party
 from .schema import change_points, metadata, results
 
 T = TypeVar("T")
@@ -60,7 +60,7 @@ class Database:
         except (OperationalError, DBAPIError) as exc:
             if isinstance(exc, OperationalError) or exc.connection_invalidated:
                 raise Outage(f"results database unreachable ({what}): {exc.orig}",
-                             party="database", reason="DatabaseUnreachable") from exc
+                             party=Party.database, reason="DatabaseUnreachable") from exc
             raise
 
     # -- schema -------------------------------------------------------------------------------
@@ -118,6 +118,10 @@ class Database:
         return self._do("record change points", _insert)
 
     # -- reading ------------------------------------------------------------------------------
+    def ping(self) -> None:
+        """The cheapest question the server answers: Outage when it does not."""
+        self._do("ping", lambda conn: conn.execute(text("SELECT 1")).scalar())
+
     def indexed_uids(self) -> set[str]:
         return self._do("read", lambda conn: {r[0] for r in conn.execute(
             select(results.c.run_uid).distinct())})

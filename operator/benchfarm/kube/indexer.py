@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from .. import cpu
 from ..core.runkey import RunKey
-from ..errors import InfraError, Outage
+from ..errors import InfraError, Outage, Party
 from ..history.db import Database, Series
 from ..history.index import index_run
 from ..history.query import change_points_of
@@ -197,7 +197,7 @@ class Indexer:
             self.worker = None
             raise
         if outage is not None:
-            raise Outage(outage, party="database")
+            raise Outage(outage, party=Party.database)
         return found
 
     def _change_points(self) -> None:

@@ -347,7 +347,6 @@ class Inventory:
         rt = self.rt
         with rt.lock:
             rec = self.boards[board]
-            metrics.INFRA_FAILURES.labels(board, exc.reason).inc()
             rec.failures += 1
             rec.reason = f"{exc.reason}: {exc}"[:500]
             quarantined = rec.failures >= rt.policy.quarantineAfterFailures and \

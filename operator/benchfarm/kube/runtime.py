@@ -34,7 +34,7 @@ from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY, BenchmarkRunSpec, La
 from ..api.outcomes import FINISHED, Phase, Reason, RunFailure, attempt_of
 from ..core import queue as q, trust
 from ..core.conditions import now_iso, set_condition
-from ..errors import RunError
+from ..errors import Party, RunError
 from ..history.db import Database
 from ..kubeapi import versions
 from ..kubeapi.client import Kube, PreconditionFailed
@@ -48,6 +48,7 @@ from .inventory import Inventory
 from .leases import Leases
 from .locking import WatchedLock
 from .ports import Launch
+from .reachability import Reachability
 from .sessions import Supervisor
 from .settings import Settings
 from .state import LeaseState, RunIndex, RunState, ts
@@ -147,6 +148,11 @@ class Runtime:
         self.tended_at = 0.0
         self.collected_at = 0.0
         self.leases = Leases(self)
+        # whether the store and the database answer, for the alerts (one attempt per probe)
+        probes = {Party.store: ArtifactStore(store.config, attempts=1).ping}
+        if indexer is not None:
+            probes[Party.database] = indexer.db.ping
+        self.reachability = Reachability(probes)
 
     @property
     def boards(self) -> dict[str, Any]:
@@ -177,11 +183,11 @@ class Runtime:
         self.wake_event = asyncio.Event()
         if self.indexer is not None:
             self.indexer.start()
+        self.reachability.start()
         t0 = time.monotonic()
         await asyncio.to_thread(self._recover)
         metrics.RECOVERY.set(time.monotonic() - t0)
         metrics.watch_collections()
-        metrics.serve(self.settings.metrics_port, self.settings.metrics_addr)
         self.task = asyncio.create_task(self._scheduler_loop(), name="benchfarm-scheduler")
 
     async def stop(self) -> None:
@@ -193,6 +199,7 @@ class Runtime:
         await asyncio.to_thread(self.writer.shutdown, True)
         await asyncio.to_thread(self.inventory.close)
         await asyncio.to_thread(self.coordinator.close)
+        await asyncio.to_thread(self.reachability.stop)
         if self.indexer is not None:
             await asyncio.to_thread(self.indexer.stop)
 
@@ -492,7 +499,7 @@ class Runtime:
                         if heirs and not run.granting else None
                     self.reindex(run)
                     started.append((run, a.board))
-            waiting, active = len(queue), len(self.index.active)
+            waiting, active, oldest = len(queue), len(self.index.active), queue.oldest()
             timeouts = list(self.index.queue_timeouts.values())
             ttl = list(self.index.ttl.values())
         wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
@@ -515,7 +522,8 @@ class Runtime:
         for lease, board in granted:
             self.launches.submit(self.leases.grant, lease, board)
         self._save_fairness()
-        metrics.observe_lab(waiting, active, standby=len(standby) - len(ready))
+        metrics.observe_lab(waiting, active, standby=len(standby) - len(ready),
+                            oldest_wait=0.0 if oldest is None else max(0.0, now - oldest))
         # the boards by state, for the gauges a scrape reads: a walk of all 1,000 boards after
         # every round of a flood (50 a second) was 3 % of the time the operator's threads held
         # the GIL in a full bench (py-spy --gil), the time a round may wait for it

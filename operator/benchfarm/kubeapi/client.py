@@ -3,7 +3,7 @@
 Both programs use it: the operator (next to kopf, which owns its watch streams) and the session
 runner, which checkpoints its run's status and renews its Lease. Every call waits out an API
 server outage with backoff, bounded by a budget (the run's remaining time, for a runner), and
-then raises `Outage(party="api")`: an outage is never blamed on a board. What a tenant reads
+then raises `Outage(party=Party.api)`: an outage is never blamed on a board. What a tenant reads
 of what it writes (events; the messages and progress of a status) passes through
 `core.redact` first: no address, host path or credential of the lab's.
 """
@@ -25,7 +25,7 @@ from kubernetes.client.rest import ApiException
 
 from ..api.models import GROUP, VERSION
 from ..core.redact import Redactor
-from ..errors import Outage
+from ..errors import Outage, Party
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -114,7 +114,7 @@ class Kube:
                 err = exc
             if time.monotonic() > deadline:
                 raise Outage(f"Kubernetes API unavailable for {self.outage_budget:.0f} s "
-                             f"({what}): {err}", party="api", reason="ApiUnreachable") from err
+                             f"({what}): {err}", party=Party.api, reason="ApiUnreachable") from err
             log.warning("Kubernetes API unavailable (%s): %s; retrying", what, err)
             time.sleep(delay)
             delay = min(delay * 2, 10)
