@@ -24,6 +24,7 @@ class FakeRuntime:
         self.device_types = {"qemu-x86": DeviceType(name="qemu-x86", console={"prompt": "# "},
                                                     boot={"timeoutSeconds": 30, "retries": 1})}
         self.launched, self.events, self.released, self.patches = [], [], [], []
+        self.notified = []
         self.on_patch = lambda: None       # what a watch event does meanwhile
         self.launcher = SimpleNamespace(launch=lambda req: self.launched.append(req) or "pid 1")
         self.kube = SimpleNamespace(
@@ -39,6 +40,9 @@ class FakeRuntime:
 
     def wake(self) -> None:
         pass
+
+    def notify(self, event) -> None:
+        self.notified.append(event)
 
 
 def quarantined_inventory(rt: FakeRuntime, last_check: int = 7) -> inventory.Inventory:
@@ -82,6 +86,8 @@ def test_a_check_is_launched_as_a_session_and_only_its_own_verdict_counts():
     assert rec.state == "Idle" and rec.failures == 0 and rec.reason is None
     assert [r.attempt for r in rt.launched] == [8, 9]
     assert [e[0] for e in rt.events] == ["HealthCheckFailed", "HealthCheckPassed"]
+    # the lab admin's Notifications hear of the board back, once (a failed check says nothing)
+    assert [(e.kind, e.object.name) for e in rt.notified] == [("BoardBack", "vb-0")]
     inv.close()
 
 
