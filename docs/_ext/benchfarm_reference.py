@@ -456,7 +456,8 @@ def _schema_page() -> str:
              "Generated from `benchfarm.history.schema`, which the Alembic migrations in "
              "`operator/benchfarm/history/migrations` create (the operator and `benchfarm results "
              "reindex` run them). [Read it from Grafana](../../howto/grafana.md) shows how to "
-             "chart it.", ""]
+             "chart it. `notification_outbox` is the notifier's outbox, not the index's: "
+             "[notifications](../../howto/notifications.md).", ""]
     for table, cols, idx in results_schema():
         lines += [f"## `{table}`", "", "| column | type | null | primary key |",
                   "|---|---|---|---|"]

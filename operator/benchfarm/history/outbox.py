@@ -47,9 +47,12 @@ class Outbox:
             q = q.where(t.c.id.not_in(list(skip)))
         return self.db._do("read", lambda conn: [dict(r._mapping) for r in conn.execute(q)])
 
-    def next_due(self) -> dt.datetime | None:
+    def next_due(self, skip: Sequence[str] = ()) -> dt.datetime | None:
+        """When the next delivery not in `skip` (in flight) is due."""
         q = select(func.min(t.c.next_attempt)).where(t.c.delivered.is_(None),
                                                      t.c.failed.is_(None))
+        if skip:
+            q = q.where(t.c.id.not_in(list(skip)))
         return self.db._do("read", lambda conn: conn.execute(q).scalar())
 
     def delivered(self, id_: str, now: dt.datetime) -> None:

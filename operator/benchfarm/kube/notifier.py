@@ -297,7 +297,7 @@ class Notifier:
             with self.cond:
                 self.in_flight.add(row["id"])
             self.pool.submit(self._deliver, row)
-        nxt = None if rows else self.outbox.next_due()
+        nxt = None if rows else self.outbox.next_due(skip)   # a delivery ending wakes us
         with self.cond:
             if rows:
                 self.wake_at = self.clock() + 0.2   # the rest of a backlog, after these
