@@ -115,7 +115,8 @@ class Notifier:
             self.observe("ADDED", body)
 
     def start(self) -> None:
-        self.thread.start()
+        if self.thread.ident is None:     # a start the lab's outage made the operator retry
+            self.thread.start()
 
     def stop(self) -> None:
         with self.cond:
@@ -327,8 +328,11 @@ class Notifier:
                 if sub is None:
                     raise DeliveryFailed("its Notification was deleted")
                 self._attempt(sub, Target(row["target"]), NotificationBody(**row["body"]))
-            except DeliveryFailed as exc:
-                error = str(exc)
+            except Exception as exc:      # a bug of ours is retried with backoff too, not at once
+                if not isinstance(exc, DeliveryFailed):
+                    log.exception("delivery %s", id_)
+                error = str(exc) if isinstance(exc, DeliveryFailed) else \
+                    f"benchfarm failed to deliver it ({type(exc).__name__}); the lab's log says why"
                 attempts = row["attempts"] + 1
                 age = (now - row["occurred"]).total_seconds()
                 if sub is None or age >= self.settings.give_up_seconds:
