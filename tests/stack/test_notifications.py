@@ -239,3 +239,28 @@ def test_a_lease_is_told_granted_ending_and_ended(custom, teams):
                                "uid": ended["object"]["uid"]}
     assert ended["notification"] == f"{a}/leases"
     assert rx["b"].received == []       # team B subscribed to leases too: not team A's
+
+
+def test_deliveries_go_on_while_the_api_server_is_away(custom, teams):
+    """A delivery due while kube-apiserver is stopped reaches its receiver meanwhile (the
+    signing key read before is used; the outbox is in the database, not the API), and the
+    Notification's status says so once the API server is back."""
+    a, late = teams["a"], teams["receivers"]["late"]
+    late.stop()
+    apply(_run("third", a, "1.000"))
+    assert finished(custom, "third", a, timeout=300)["phase"] == "Succeeded"
+    wait_for("a/late failing again", lambda: _status(custom, "late", a).get("pending") == 1,
+             timeout=60)
+    before = len(late.received)
+    devlab.stop_process("kube-apiserver")
+    try:
+        late.start()
+        wait_for("the delivery, with the API server away", lambda: len(late.received) > before,
+                 timeout=60)
+        (body,) = _verified(late.received[before:], KEYS["a"])
+        assert body["object"]["name"] == "third"
+    finally:
+        devlab.up()
+    st = wait_for("a/late's status after the outage", lambda: (
+        s := _status(custom, "late", a)).get("delivered") == 3 and s, timeout=120)
+    assert st["pending"] == 0 and cond(st, "Delivered")["status"] == "True", st
