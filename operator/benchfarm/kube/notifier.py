@@ -30,7 +30,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from ..api.models import LabPolicySpec
@@ -222,6 +222,8 @@ class Notifier:
             self._forget()
             self._dispatch()
             self._prune()
+        else:                     # nothing is ever due: only statuses wake the thread
+            self.wake_at = self.clock() + IDLE
         self._statuses()
 
     def _events(self, kind: str, item: Any) -> list[Event]:
@@ -242,21 +244,13 @@ class Notifier:
                 kind, item = self.inbox[0]
                 subs = list(self.subs.values())
             now = n.now_utc()
-            rows: list[dict[str, Any]] = []
-            for event in self._events(kind, item):
-                if not n.worth_keeping(event, now, self.settings):
-                    continue
-                for sub in n.matches(subs, event, self.admin_namespace):
-                    if self._problem(sub) is not None:
-                        continue
-                    for target in sub.targets():
-                        body = n.body_of(event, sub, target)
-                        rows.append({
-                            "id": body.id, "namespace": sub.namespace, "notification": sub.name,
-                            "notification_uid": sub.uid, "target": target.value,
-                            "event_kind": event.kind.value, "subject": _subject(event),
-                            "body": body.model_dump(mode="json"), "created": now,
-                            "occurred": n.parse_time(event.occurredAt), "next_attempt": now})
+            try:
+                rows = self._rows(subs, self._events(kind, item), now)
+            except Exception:       # an object benchfarm cannot read must not stop the rest
+                log.exception("notifications: a %s event passed over", kind)
+                with self.cond:
+                    self.inbox.popleft()
+                continue
             new = self.outbox.add(rows)      # an Outage leaves the event queued
             with self.cond:
                 self.inbox.popleft()
@@ -271,6 +265,26 @@ class Notifier:
                     log.info("%s/%s: %s %s queued for %s (delivery %s)", row["namespace"],
                              row["notification"], row["event_kind"], row["subject"],
                              row["target"], row["id"])
+
+    def _rows(self, subs: list[n.Subscription], events: list[Event], now: datetime
+              ) -> list[dict[str, Any]]:
+        """The outbox rows of these events: one per subscription in force and target."""
+        rows: list[dict[str, Any]] = []
+        for event in events:
+            if not n.worth_keeping(event, now, self.settings):
+                continue
+            for sub in n.matches(subs, event, self.admin_namespace):
+                if self._problem(sub) is not None:
+                    continue
+                for target in sub.targets():
+                    body = n.body_of(event, sub, target)
+                    rows.append({
+                        "id": body.id, "namespace": sub.namespace, "notification": sub.name,
+                        "notification_uid": sub.uid, "target": target.value,
+                        "event_kind": event.kind.value, "subject": _subject(event),
+                        "body": body.model_dump(mode="json"), "created": now,
+                        "occurred": n.parse_time(event.occurredAt), "next_attempt": now})
+        return rows
 
     def _forget(self) -> None:
         assert self.outbox is not None
