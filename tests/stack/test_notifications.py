@@ -112,7 +112,8 @@ def teams(kube, operator, custom):
         _notification("ci", a, ["RunFinished", "Regression"], ports["a"],
                       email=["kernel-ci@team-a.example"]),
         _notification("late", a, ["RunFinished"], ports["late"], outcomes=["Succeeded"]),
-        _notification("leases", a, ["LeaseGranted", "LeaseEnding", "LeaseEnded"], ports["a"]),
+        _notification("leases", a, ["LeaseGranted", "LeaseEnding", "LeaseEnded"], ports["a"],
+                      email=["desk@team-a.example"]),
         _notification("all", b, TENANT_EVENTS, ports["b"], email=["ops@team-b.example"]),
         # team A's receiver, which team B's policy does not list; a lab admin's event
         _notification("elsewhere", b, ["RunFinished"], ports["a"]),
@@ -239,6 +240,12 @@ def test_a_lease_is_told_granted_ending_and_ended(custom, teams):
                                "uid": ended["object"]["uid"]}
     assert ended["notification"] == f"{a}/leases"
     assert rx["b"].received == []       # team B subscribed to leases too: not team A's
+    mails = wait_for("the lease's three mails", lambda: len(
+        m := [m for m in teams["smtp"].messages if m["to"] == ["desk@team-a.example"]]) >= 3
+        and m, timeout=60)
+    ending = [m for m in mails if b"X-Benchfarm-Delivery" in m["content"]
+              and b"event: LeaseEnding" in m["content"]]
+    assert len(ending) == 1 and ending[0]["tls"] and b"raise spec.duration" in ending[0]["content"]
 
 
 def test_deliveries_go_on_while_the_api_server_is_away(custom, teams):

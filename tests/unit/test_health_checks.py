@@ -147,3 +147,19 @@ def test_a_restarted_operator_adopts_the_check_of_this_quarantine_only():
         assert ("vb-0" in inv.checking) == checking, what
         assert rec.state == state, what
         inv.close()
+
+
+def test_a_quarantine_is_told_to_the_lab_admins_notifications_once():
+    """Board faults up to the LabPolicy's limit quarantine the board: one BoardQuarantined
+    event (for Notifications in the operator's namespace: its namespace is the lab's, "")."""
+    from benchfarm.errors import InfraError
+    rt = FakeRuntime()
+    inv = inventory.Inventory(rt)
+    inv.boards["vb-1"] = BoardRecord("vb-1", device_type="qemu-x86", online=True, uid="u-1")
+    fault = InfraError("no prompt within 60 s", reason="BootTimeout")
+    assert not inv.board_failed("vb-1", fault) and rt.notified == []
+    assert inv.board_failed("vb-1", fault)
+    assert not inv.board_failed("vb-1", fault)          # quarantined already: said once
+    assert [(e.kind, e.object.name, e.namespace) for e in rt.notified] == [
+        ("BoardQuarantined", "vb-1", "")]
+    assert "quarantined after 2 board faults: BootTimeout" in rt.notified[0].summary
