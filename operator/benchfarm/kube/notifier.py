@@ -33,6 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from kubernetes.client.rest import ApiException
+
 from ..api.models import LabPolicySpec
 from ..api.notifications import (
     DELIVERIES_SHOWN,
@@ -110,8 +112,17 @@ class Notifier:
     # -- lifecycle ----------------------------------------------------------------------------
     def load(self) -> None:
         """Every Notification, before the runs are read back at a start (their events are
-        matched against these)."""
-        for body in self.kube.list_custom_all(PLURAL):
+        matched against these). Without the CRD (an upgrade whose CRDs are not applied yet:
+        helm does not upgrade them) there are none, and kopf's watch brings them once it is."""
+        try:
+            bodies = self.kube.list_custom_all(PLURAL)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            log.warning("the Notification CRD is not installed: no notifications until it is "
+                        "(kubectl apply -f crds/)")
+            return
+        for body in bodies:
             self.observe("ADDED", body)
 
     def start(self) -> None:
