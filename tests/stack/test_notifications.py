@@ -207,10 +207,14 @@ def test_team_as_runs_reach_its_receivers_signed_and_team_b_hears_nothing(custom
 
 def test_a_receiver_down_gets_every_delivery_once_it_is_back(custom, teams):
     a, late = teams["a"], teams["receivers"]["late"]
-    st = wait_for("a/late failing", lambda: cond(s := _status(custom, "late", a), "Delivered")
-                  .get("reason") == "Retrying" and s, timeout=60)
+    def failing():
+        s = _status(custom, "late", a)
+        tried = [d for d in s.get("deliveries") or [] if d["attempts"] >= 1]
+        return cond(s, "Delivered").get("reason") == "Retrying" and len(tried) == 2 and s
+    st = wait_for("a/late's two deliveries failing", failing, timeout=60)
     assert st["pending"] == 2 and cond(st, "Delivered")["status"] == "False", st
-    assert all(d["state"] == "Retrying" and d["attempts"] >= 1 for d in st["deliveries"])
+    assert all(d["state"] == "Retrying" for d in st["deliveries"]), st
+    assert "no connection" in cond(st, "Delivered")["message"], st
     ids = {d["id"] for d in st["deliveries"]}
     late.start()                          # the receiver is back
     wait_for("both deliveries at the receiver that was down",
