@@ -17,13 +17,19 @@ IMAGE_APT_PACKAGES := mmdebstrap buildah umoci runc
 CLUSTER_APT_PACKAGES := containerd runc containernetworking-plugins umoci iptables
 # The dashboard's browser test (tests/stack/test_web.py: a real Chromium through its WebDriver) only.
 BROWSER_APT_PACKAGES := chromium chromium-driver
+# The alerting rules' tests only: promtool check rules, test rules, check metrics
+# (tests/unit/test_alerts.py) and a Prometheus scraping the lab's operator (a stack test starts its
+# own). Debian's prometheus package ships both; on a host with systemd it also enables a server
+# of its own (`systemctl disable --now prometheus` if it is not wanted).
+PROMTOOL_APT_PACKAGES := prometheus
 
 APT_STAMP := $(BENCHFARM_CACHE)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 IMAGE_APT_STAMP := $(BENCHFARM_CACHE)/.apt-image-$(shell echo $(IMAGE_APT_PACKAGES) | md5sum | cut -c1-8)
 CLUSTER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-cluster-$(shell echo $(CLUSTER_APT_PACKAGES) | md5sum | cut -c1-8)
 BROWSER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-browser-$(shell echo $(BROWSER_APT_PACKAGES) | md5sum | cut -c1-8)
+PROMTOOL_APT_STAMP := $(BENCHFARM_CACHE)/.apt-promtool-$(shell echo $(PROMTOOL_APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps image-deps cluster-deps browser-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint docs test test-full test-cluster unit chaos misuse campaigns crds bench bench-scale bench-boot bench-history history-experiment clean
+.PHONY: all deps image-deps cluster-deps browser-deps promtool-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint docs test test-full test-cluster unit chaos misuse campaigns crds bench bench-scale bench-boot bench-history history-experiment clean
 
 all: test
 
@@ -35,11 +41,14 @@ cluster-deps: $(CLUSTER_APT_STAMP)
 
 browser-deps: $(BROWSER_APT_STAMP)
 
+promtool-deps: $(PROMTOOL_APT_STAMP)
+
 $(APT_STAMP): PKGS := $(APT_PACKAGES)
 $(IMAGE_APT_STAMP): PKGS := $(IMAGE_APT_PACKAGES)
 $(CLUSTER_APT_STAMP): PKGS := $(CLUSTER_APT_PACKAGES)
 $(BROWSER_APT_STAMP): PKGS := $(BROWSER_APT_PACKAGES)
-$(APT_STAMP) $(IMAGE_APT_STAMP) $(CLUSTER_APT_STAMP) $(BROWSER_APT_STAMP):
+$(PROMTOOL_APT_STAMP): PKGS := $(PROMTOOL_APT_PACKAGES)
+$(APT_STAMP) $(IMAGE_APT_STAMP) $(CLUSTER_APT_STAMP) $(BROWSER_APT_STAMP) $(PROMTOOL_APT_STAMP):
 	@echo "[setup] apt packages: $(PKGS)"
 	@missing=$$(for p in $(PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -99,7 +108,7 @@ demo: lab-up
 demo-cluster: cluster-up image
 	@$(VENV)/bin/benchfarm demo --cluster --runs $${RUNS:-3}
 
-unit: venv
+unit: venv promtool-deps
 	@$(VENV)/bin/pytest -q -m 'not stack'
 
 # ruff (lint only, no formatting) and mypy (strict on every module); pyproject.toml
@@ -113,7 +122,7 @@ docs: venv
 	@$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 	@$(PY) hack/check_docs_links.py
 
-test: lab-up browser-deps
+test: lab-up browser-deps promtool-deps
 	@$(MAKE) --no-print-directory docs
 	@$(VENV)/bin/lint-imports --config pyproject.toml
 	@$(MAKE) --no-print-directory lint

@@ -12,6 +12,20 @@ Only `benchfarm.kube` maps these to kopf's Temporary/Permanent errors.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
+
+class Party(StrEnum):
+    """Whose fault an infrastructure error is (`InfraError.party`): a board's, or a service's
+    of the lab."""
+
+    board = "board"
+    lab = "lab"                  # the lab's own wiring: a PDU, an exporter, a deployment step
+    api = "api"                  # the Kubernetes API server
+    store = "store"              # the artifact store (S3, MinIO)
+    database = "database"        # the results database
+    coordinator = "coordinator"  # the labgrid coordinator
+
 
 class BenchfarmError(Exception):
     """Base of every error benchfarm raises on purpose."""
@@ -29,17 +43,17 @@ class BenchfarmError(Exception):
 
 
 class InfraError(BenchfarmError):
-    """The lab failed us. `party` says whose fault it is: "board", "lab", "store" or "api"."""
+    """The lab failed us. `party` says whose fault it is (`Party`)."""
 
     reason = "InfrastructureError"
-    party = "lab"
+    party: str = Party.lab
 
 
 class BoardFault(InfraError):
     """The board itself misbehaved: the only kind of error that counts toward quarantine."""
 
     reason = "BoardFault"
-    party = "board"
+    party = Party.board
 
 
 class DeployedBootFailed(BoardFault):
@@ -54,7 +68,7 @@ class Outage(InfraError):
 
     reason = "Outage"
 
-    def __init__(self, message: str, *, party: str, reason: str | None = None) -> None:
+    def __init__(self, message: str, *, party: Party, reason: str | None = None) -> None:
         super().__init__(message, reason=reason)
         self.party = party
 

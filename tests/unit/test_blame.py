@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchfarm.api.outcomes import FINISHED, HandBack, Phase, Reason, SessionEnd
-from benchfarm.errors import BoardBusy, BoardFault, InfraError, Outage, RunError
+from benchfarm.errors import BoardBusy, BoardFault, InfraError, Outage, Party, RunError
 from benchfarm.lab.session import Cancelled
 from benchfarm.session.blame import Settled, verdict
 
@@ -17,7 +17,7 @@ from benchfarm.session.blame import Settled, verdict
     (BoardBusy("held by desk/alice"), Settled.handed_back, HandBack.busy, False),
     (RunError("crashed it", reason=Reason.run_crashed_board), Settled.failed, None, True),
     (InfraError("PDU down", reason="PowerFailed"), Settled.handed_back, HandBack.lab_fault, True),
-    (Outage("store", party="store"), Settled.handed_back, HandBack.lab_fault, True),
+    (Outage("store", party=Party.store), Settled.handed_back, HandBack.lab_fault, True),
     (KeyError("bug"), Settled.internal, None, True)])
 def test_every_way_the_steps_end_has_one_decision(exc, settled, hand_back, touches):
     v = verdict(exc)

@@ -1,5 +1,6 @@
 """The lab's gauges (`kube.metrics`): the boards by state and the share of the online ones runs
-hold, from a count of each state (the operator counts its boards once a second, not every round)."""
+hold, from a count of each state (the operator counts its boards once a second, not every round);
+the queue's depth and how long its oldest entry has waited, every round."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ def test_the_boards_by_state_and_the_utilisation_come_from_a_count() -> None:
 
 
 def test_the_queue_gauges_are_set_every_round() -> None:
-    metrics.observe_lab(queued=7, running=2, standby=1)
+    metrics.observe_lab(queued=7, running=2, standby=1, oldest_wait=95.5)
     assert gauge("benchfarm_queue_depth") == 7
     assert gauge("benchfarm_runs_running") == 2
+    assert gauge("benchfarm_queue_oldest_wait_seconds") == 95.5
+    metrics.observe_lab(queued=0, running=2)
+    assert gauge("benchfarm_queue_oldest_wait_seconds") == 0

@@ -330,3 +330,21 @@ def test_a_round_stops_where_nothing_more_can_start():
     q.discard("a/late-fit")
     d = schedule(q, [BoardView("m0", "am62x")], fairness=Counting(), head=2)
     assert d.assignments == [] and len(read) == 2      # no waiting run fits: the head only
+
+
+def test_the_oldest_waiting_entry_is_found_across_priorities_and_namespaces():
+    """What benchfarm_queue_oldest_wait_seconds is measured from (BenchfarmQueueLate)."""
+    q = WaitingQueue()
+    assert q.oldest() is None
+    q.put(run("new-urgent", "team-a", prio=900, created=50.0))
+    q.put(run("old", "team-b", prio=100, created=10.0))
+    q.put(run("older-still", "team-c", prio=100, created=5.0))
+    q.put(run("middle", "team-b", prio=100, created=20.0))
+    assert q.oldest() == 5.0
+    q.discard("team-c/older-still")
+    assert q.oldest() == 10.0
+    q.put(replace(q.get("team-b/old"), priority=500))     # a priority changed: still the oldest
+    assert q.oldest() == 10.0
+    for key in list(q.keys()):
+        q.discard(key)
+    assert q.oldest() is None

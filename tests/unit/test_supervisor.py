@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from benchfarm.api.models import BenchmarkRunSpec, LabPolicySpec
-from benchfarm.kube import sessions
+from benchfarm.errors import Party
+from benchfarm.kube import metrics, sessions
 from benchfarm.kube.state import RunState
 
 
@@ -143,20 +144,29 @@ def test_a_live_session_is_left_alone_and_an_adopted_one_gets_a_grace_period(sup
     assert sup.rt.launched == [] and sup.launched[run.key] == 20.0
 
 
-@pytest.mark.parametrize("outcome,charged,retried,requeued", [
-    ("BoardFault", ["vb-x86-0"], True, False),
-    ("LabFault", [], True, False),
-    ("Busy", [], False, True)])
-def test_only_a_board_fault_charges_the_board(sup, outcome, charged, retried, requeued):
+@pytest.mark.parametrize("outcome,party,charged,retried,requeued", [
+    ("BoardFault", "board", ["vb-x86-0"], True, False),
+    ("LabFault", "lab", [], True, False),
+    ("LabFault", "store", [], True, False),
+    ("Busy", "board", [], False, True)])
+def test_only_a_board_fault_charges_the_board(sup, outcome, party, charged, retried, requeued):
+    """...and every fault of the infrastructure counts, by whose, in
+    benchfarm_infra_failures_total (a busy board is nobody's)."""
     run = running(sessionEnd={"attempt": 1, "outcome": outcome, "reason": "BootFailed",
-                              "message": "boom"})
+                              "message": "boom", **({"party": party} if outcome == "LabFault"
+                                                    and party != "lab" else {})})
     sup.rt.runs[run.key] = run
+    before = {p: metrics.REGISTRY.get_sample_value("benchfarm_infra_failures_total",
+                                                   {"party": p}) for p in Party}
     tick(sup, 5.0)
     assert sup.rt.charged == charged
     assert bool(sup.rt.retried) == retried and bool(sup.rt.requeued) == requeued
     if retried:    # the message names whose fault it was
-        assert sup.rt.retried[0][3] == ("board" if outcome == "BoardFault" else "lab")
+        assert sup.rt.retried[0][3] == party
     assert sup.rt.launched == []
+    counted = {p: metrics.REGISTRY.get_sample_value("benchfarm_infra_failures_total",
+                                                    {"party": p}) - n for p, n in before.items()}
+    assert counted == {p: 1.0 if retried and p == party else 0.0 for p in Party}
 
 
 def test_a_run_whose_board_is_taken_again_and_again_fails_after_the_bound(sup):

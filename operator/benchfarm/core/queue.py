@@ -153,6 +153,12 @@ class WaitingQueue:
     def keys(self) -> Iterable[str]:
         return self._runs.keys()
 
+    def oldest(self) -> float | None:
+        """When the entry waiting longest was created (None: none waits): the first of each
+        (priority, namespace), so a look at each of those, not at every run."""
+        return min((runs[0][0] for per_ns in self._lists.values() for runs in per_ns.values()),
+                   default=None)
+
     def namespaces(self) -> set[str]:
         return {ns for per_ns in self._lists.values() for ns in per_ns}
 

@@ -2,7 +2,7 @@
 
 A URL as `BENCHFARM_DATABASE_URL` gives it (`postgresql://user:password@host:port/db`; psycopg 3
 drives it). A series is one namespace's (`Series`): every read names the namespaces it may
-see. Any failure to reach the server is an `Outage(party="database")`: the operator's
+see. Any failure to reach the server is an `Outage(party=Party.database)`: the operator's
 indexer waits it out and catches up, nothing a run does waits for it.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,7 +20,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from ..errors import InfraError, Outage
+from ..errors import InfraError, Outage, Party
 from .schema import change_points, metadata, results
 
 T = TypeVar("T")
@@ -41,6 +42,8 @@ class Database:
         self.engine: Engine = create_engine(
             sqlalchemy_url(url), pool_pre_ping=True, pool_size=2, max_overflow=2,
             connect_args={"connect_timeout": connect_timeout})
+        self.migrated = False
+        self.migrating = threading.Lock()
 
     @classmethod
     def from_env(cls) -> Database:
@@ -60,7 +63,7 @@ class Database:
         except (OperationalError, DBAPIError) as exc:
             if isinstance(exc, OperationalError) or exc.connection_invalidated:
                 raise Outage(f"results database unreachable ({what}): {exc.orig}",
-                             party="database", reason="DatabaseUnreachable") from exc
+                             party=Party.database, reason="DatabaseUnreachable") from exc
             raise
 
     # -- schema -------------------------------------------------------------------------------
@@ -75,6 +78,14 @@ class Database:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
         self._do("migrate", _upgrade)
+
+    def ensure_migrated(self) -> None:
+        """`migrate` once per process, whichever of its users (the indexer, the notifier) comes
+        first; the others wait for it rather than race it."""
+        with self.migrating:
+            if not self.migrated:
+                self.migrate()
+                self.migrated = True
 
     def drop(self) -> None:
         """Every table of the index (and Alembic's version): what `results reindex --drop` and
@@ -118,6 +129,10 @@ class Database:
         return self._do("record change points", _insert)
 
     # -- reading ------------------------------------------------------------------------------
+    def ping(self) -> None:
+        """The cheapest question the server answers: Outage when it does not."""
+        self._do("ping", lambda conn: conn.execute(text("SELECT 1")).scalar())
+
     def indexed_uids(self) -> set[str]:
         return self._do("read", lambda conn: {r[0] for r in conn.execute(
             select(results.c.run_uid).distinct())})

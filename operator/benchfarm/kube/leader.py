@@ -4,7 +4,9 @@ A replica blocks here until it holds the Lease, then renews it in a thread. It s
 its renewals go through or while nobody else could have taken over (the API server itself is
 down: nobody can). When a renewal shows the Lease in someone else's hands, the process exits at
 once: a replica that is not leader must not schedule, and its restart makes it a standby.
-A standby answers its liveness probe, so a Deployment does not restart it for waiting.
+A standby answers its liveness probe, so a Deployment does not restart it for waiting, and
+serves its metrics with `benchfarm_leader` 0 (1 once it leads): the alert that the lab has no
+leader reads them.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from urllib.parse import urlparse
 
 from ..kubeapi.client import Kube
 from ..kubeapi.leases import OPERATOR_LEASE, LeaseHolder, LeaseLost
+from . import metrics
 from .settings import Settings
 
 log = logging.getLogger("benchfarm.leader")
@@ -56,6 +59,7 @@ def lead(liveness: str | None, settings: Settings) -> LeaseHolder:
                                 "app.kubernetes.io/managed-by": "benchfarm"})
     probe = None
     announced = False
+    metrics.LEADER.set(0)
     while True:
         try:
             if lease.try_acquire():
@@ -74,6 +78,7 @@ def lead(liveness: str | None, settings: Settings) -> LeaseHolder:
         probe.shutdown()
         probe.server_close()
     log.info("leading as %s (Lease %s/%s)", identity, namespace, OPERATOR_LEASE)
+    metrics.LEADER.set(1)
     threading.Thread(target=_keep, args=(lease,), name="leader-lease", daemon=True).start()
     return lease
 

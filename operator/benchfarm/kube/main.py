@@ -17,7 +17,9 @@ def run(liveness: str | None = None) -> int:
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
     from . import handlers  # registers the handlers; gives the leader Lease up at cleanup
     liveness = liveness or settings.liveness
+    from . import metrics
     from .leader import lead
+    metrics.serve(settings.metrics_port, settings.metrics_addr)   # a standby's too: benchfarm_leader 0
     lease = lead(liveness, settings)   # blocks while another replica leads
     handlers.LEASE = lease
     try:

@@ -1,6 +1,9 @@
-"""Prometheus metrics of the lab: queue depth, wait time, board utilisation, infrastructure failures.
+"""Prometheus metrics of the lab: queue depth, wait time, board utilisation, infrastructure failures,
+leadership and the reach of the lab's services (the chart's alerting rules read those:
+helm/benchfarm/files/alerts.yaml).
 
-Served on BENCHFARM_METRICS_PORT (the chart's Service scrapes it); 0 or unset turns it off.
+Served on BENCHFARM_METRICS_PORT (the chart's Service scrapes it) by every operator replica, the
+standbys too (`benchfarm_leader` 0); 0 or unset turns it off.
 """
 
 from __future__ import annotations
@@ -14,8 +17,18 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from ..errors import Party
+
 REGISTRY = CollectorRegistry(auto_describe=True)
 QUEUE_DEPTH = Gauge("benchfarm_queue_depth", "Runs waiting for a board", registry=REGISTRY)
+QUEUE_OLDEST = Gauge("benchfarm_queue_oldest_wait_seconds", "How long the run (or BoardLease) "
+                     "of the queue waiting longest has waited since it was created (0: none "
+                     "waits)", registry=REGISTRY)
+LEADER = Gauge("benchfarm_leader", "1 while this operator leads (holds the Lease "
+               "benchfarm-operator), 0 while it stands by", registry=REGISTRY)
+REACHABLE = Gauge("benchfarm_reachable", "Whether the operator reached a service the lab "
+                  "depends on at its last probe (party: store, database): 1 yes, 0 no",
+                  ["party"], registry=REGISTRY)
 RUNNING = Gauge("benchfarm_runs_running", "Runs on a board now", registry=REGISTRY)
 STANDBY = Gauge("benchfarm_sessions_standby", "Sessions launched on standby, waiting for a "
                 "session seat (BENCHFARM_MAX_SESSIONS) to take their board", registry=REGISTRY)
@@ -35,8 +48,11 @@ UTILISATION = Gauge("benchfarm_board_utilisation_ratio",
 QUEUE_WAIT = Histogram("benchfarm_queue_wait_seconds", "From creation to board acquisition",
                        buckets=(1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 48 * 3600),
                        registry=REGISTRY)
-INFRA_FAILURES = Counter("benchfarm_infra_failures_total", "Infrastructure errors by board",
-                         ["board", "reason"], registry=REGISTRY)
+INFRA_FAILURES = Counter("benchfarm_infra_failures_total", "Board sessions that handed their run "
+                         "back for an infrastructure fault, by whose (party: board, lab, api, "
+                         "store, coordinator)", ["party"], registry=REGISTRY)
+for _party in Party:     # each from 0, so that the first fault of a party is an increase too
+    INFRA_FAILURES.labels(_party.value)
 FINISHED = Counter("benchfarm_runs_finished_total", "Finished runs", ["phase", "reason"],
                    registry=REGISTRY)
 CAMPAIGNS_FINISHED = Counter("benchfarm_campaigns_finished_total", "Finished campaigns",
@@ -57,6 +73,10 @@ INDEXED = Counter("benchfarm_results_indexed_total",
 CHANGE_POINTS = Counter("benchfarm_change_points_total",
                         "New regressions found in a metric's history (change points)",
                         ["device_type", "plan", "metric"], registry=REGISTRY)
+NOTIFICATIONS = Counter("benchfarm_notifications_total",
+                        "Notification deliveries by what became of them: queued (in the outbox), "
+                        "delivered, retried (an attempt failed) and failed (given up)",
+                        ["outcome"], registry=REGISTRY)
 RECOVERY = Gauge("benchfarm_recovery_seconds",
                  "Reading the lab back after the operator started (runs, boards, fairness)",
                  registry=REGISTRY)
@@ -85,8 +105,9 @@ def serve(port: int, addr: str) -> int | None:
     return None
 
 
-def observe_lab(queued: int, running: int, standby: int = 0) -> None:
+def observe_lab(queued: int, running: int, standby: int = 0, oldest_wait: float = 0.0) -> None:
     QUEUE_DEPTH.set(queued)
+    QUEUE_OLDEST.set(oldest_wait)
     RUNNING.set(running)
     STANDBY.set(standby)
 

@@ -23,7 +23,7 @@ from ..api.grants import GO_AHEAD_FIELD, Relay
 from ..api.outcomes import HandBack, Phase, Reason, SessionEnd, attempt_of
 from ..core.conditions import set_condition
 from ..core.trust import has_go_ahead, read_go_ahead, sign_go_ahead
-from ..errors import InfraError
+from ..errors import InfraError, Party
 from ..kubeapi.client import PreconditionFailed
 from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseObserver, list_leases, session_lease_name
 from ..lab.coordinator import run_holder
@@ -246,11 +246,14 @@ class Supervisor:
                 rt.requeue(run, f"board {board} was taken by someone else: {end.message}",
                            avoid=None, extra={"busyRequeues": taken})
         elif end.outcome == HandBack.board_fault:
+            metrics.INFRA_FAILURES.labels(Party.board).inc()
             quarantined = rt.inventory.board_failed(board, InfraError(end.message,
                                                                       reason=end.reason))
-            rt.retry_elsewhere(run, board, end.reason, end.message, quarantined, "board")
+            rt.retry_elsewhere(run, board, end.reason, end.message, quarantined, Party.board)
         else:  # a lab fault (PDU, exporter): not the board's, but try another one
-            rt.retry_elsewhere(run, board, end.reason, end.message, False, end.party or "lab")
+            party = end.party or Party.lab
+            metrics.INFRA_FAILURES.labels(party).inc()
+            rt.retry_elsewhere(run, board, end.reason, end.message, False, party)
         rt.inventory.free(board, run.key)
 
     def _release(self, board: str | None, uid: str) -> None:

@@ -25,7 +25,7 @@ from labgrid.util import labgrid_version
 from labgrid.util.proxy import proxymanager
 
 from ..api.places import HandedMatch, HandedPlace, HandedResource
-from ..errors import BoardBusy, InfraError, Outage
+from ..errors import BoardBusy, InfraError, Outage, Party
 from .labgrid_compat import CHANNEL_OPTIONS, TlsSettings, channel
 from .sshconfig import use_ssh_config
 
@@ -380,13 +380,13 @@ class Coordinator:
         except grpc.aio.AioRpcError as exc:   # e.g. the coordinator restarted under us
             self._session = None
             raise Outage(f"labgrid coordinator at {self.address}: {exc.code().name}: "
-                         f"{exc.details()}", party="coordinator",
+                         f"{exc.details()}", party=Party.coordinator,
                          reason="CoordinatorUnreachable") from exc
         except TimeoutError as exc:
             self._session = None
             future.cancel()
             raise Outage(f"labgrid coordinator at {self.address} did not answer in time",
-                         party="coordinator", reason="CoordinatorUnreachable") from exc
+                         party=Party.coordinator, reason="CoordinatorUnreachable") from exc
 
     def connect_soon(self) -> None:
         """Start connecting now, while the caller does other work: labgrid's first sync reads
@@ -431,7 +431,7 @@ class Coordinator:
             except Exception:  # the channel may already be gone
                 pass
             raise Outage(f"cannot reach the labgrid coordinator at {self.address}: {exc}",
-                         party="coordinator", reason="CoordinatorUnreachable") from exc
+                         party=Party.coordinator, reason="CoordinatorUnreachable") from exc
         self._session = session
         return session
 
@@ -444,7 +444,7 @@ class Coordinator:
             if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 self._session = None
                 raise Outage(f"labgrid coordinator unavailable: {exc.details()}",
-                             party="coordinator", reason="CoordinatorUnreachable") from exc
+                             party=Party.coordinator, reason="CoordinatorUnreachable") from exc
             raise InfraError(f"labgrid {method} failed: {exc.details()}") from exc
 
     def session(self) -> ClientSession:

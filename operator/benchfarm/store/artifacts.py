@@ -4,7 +4,7 @@ Keys are `<namespace>/<run>/<uid>/<prefix>/<name>` (`run_prefix`, the one functi
 them): a run's artifacts stay under its namespace's folder whatever its `artifactPrefix` says, the
 uid makes a re-created run with the same name a different folder, and a retried upload writes the
 same key again, never a duplicate.
-Outages are retried briefly and then surface as `Outage(party="store")`; the session's spool
+Outages are retried briefly and then surface as `Outage(party=Party.store)`; the session's spool
 (`store.spool`) keeps the bytes on local disk and uploads them when MinIO is back.
 """
 
@@ -25,7 +25,7 @@ from minio.commonconfig import ComposeSource
 from minio.error import S3Error
 from urllib3 import BaseHTTPResponse
 
-from ..errors import InfraError, Outage
+from ..errors import InfraError, Outage, Party
 
 T = TypeVar("T")
 
@@ -96,7 +96,7 @@ class ArtifactStore:
                                      reason="StoreError") from exc
                 if attempt == self.attempts:
                     raise Outage(f"artifact store unreachable at {self.config.endpoint} "
-                                 f"({what}): {exc}", party="store",
+                                 f"({what}): {exc}", party=Party.store,
                                  reason="StoreUnreachable") from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 10)
@@ -107,6 +107,11 @@ class ArtifactStore:
             if not self.client.bucket_exists(self.config.bucket):
                 self.client.make_bucket(self.config.bucket)
         self._retry("create bucket", _ensure)
+
+    def ping(self) -> None:
+        """The cheapest question the store answers (is the bucket there?): Outage when it does
+        not answer, InfraError when it refuses (credentials)."""
+        self._retry("ping", lambda: self.client.bucket_exists(self.config.bucket))
 
     def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
         """Upload (idempotently: same key, same bytes) and return the object's URL."""
