@@ -259,6 +259,7 @@ def test_a_lease_is_told_granted_ending_and_ended(custom, teams):
     assert _mail(ending[0])["X-Benchfarm-Delivery"]
 
 
+@pytest.mark.full   # make test stops the API server under runs (chaos); make test-full here too
 def test_deliveries_go_on_while_the_api_server_is_away(custom, teams):
     """A delivery due while kube-apiserver is stopped reaches its receiver meanwhile (the
     signing key read before is used; the outbox is in the database, not the API), and the
