@@ -21,9 +21,11 @@ from .config import (
     DEVICE_TYPES,
     HELM_VERSION,
     K8S_VERSION,
+    NOTIFY_RECEIVERS,
     PORT_BASE,
     PORTS,
     REPO,
+    SMTP_CA_FILE,
     STATE,
     VENV_BIN,
     LabError,
@@ -34,8 +36,9 @@ from .pki import labgrid_files, labgrid_tls, write_kubeconfig
 from .processes import http_ok, running_pid, start_process, stop_process
 
 __all__ = ["LAB_POLICY", "apply_lab_policy", "CACHE", "cluster_down", "cluster_up", "import_image",
-           "pod_addresses", "DEVICE_TYPES", "HELM_VERSION", "K8S_VERSION", "PORTS", "PORT_BASE", "REPO",
-           "STATE", "VENV_BIN", "LabError", "down", "http_ok", "kubectl", "lab_env",
+           "pod_addresses", "DEVICE_TYPES", "HELM_VERSION", "K8S_VERSION", "NOTIFY_RECEIVERS",
+           "PORTS", "PORT_BASE", "REPO",
+           "SMTP_CA_FILE", "STATE", "VENV_BIN", "LabError", "down", "http_ok", "kubectl", "lab_env",
            "labgrid_files", "labgrid_tls", "operator_env",
            "load_inventory", "running_pid", "start_operator", "start_process", "start_web", "status",
            "stop_process", "up",

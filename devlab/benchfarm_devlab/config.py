@@ -57,6 +57,10 @@ class Ports:
     # the simulated boards of the scale benchmark (scale.py): a PDU and up to 1,000 serial ports
     sim_pdu: int = PORT_BASE + 87
     web: int = PORT_BASE + 88                # benchfarm web, the dashboard (BENCHFARM_WEB_URL)
+    # notifications' receivers of the stack tests: webhooks (NOTIFY_RECEIVERS ports from here;
+    # the operator may post to them, BENCHFARM_WEBHOOK_LOOPBACK_PORTS) and an SMTP server
+    notify_receivers: int = PORT_BASE + 60
+    smtp: int = PORT_BASE + 70
     sim_serial_base: int = PORT_BASE + 1000
     # the one-node cluster of `benchfarm lab cluster-up` (cluster.py)
     kubelet_healthz: int = PORT_BASE + 248
@@ -68,6 +72,10 @@ class Ports:
 
 
 PORTS = Ports()
+NOTIFY_RECEIVERS = 8
+# the CA the stack tests' SMTP server's certificate is issued by, written by the test that starts
+# it (the operator reads it at each delivery: BENCHFARM_SMTP_CA_FILE)
+SMTP_CA_FILE = STATE / "notify" / "smtp-ca.pem"
 
 # The one-node cluster's addresses (cluster.py). Pods live on a local bridge in POD_CIDR; the
 # bridge's own address, HOST_ADDR, is where pods reach the host (the API server and the lab's

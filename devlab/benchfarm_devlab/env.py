@@ -18,9 +18,11 @@ from .config import (
     HELM_VERSION,
     HOST_ADDR,
     K8S_VERSION,
+    NOTIFY_RECEIVERS,
     POD_CIDR,
     PORTS,
     SERVICE_CIDR,
+    SMTP_CA_FILE,
     STATE,
     VENV_BIN,
 )
@@ -80,12 +82,23 @@ def write_env() -> Path:
 
 
 def operator_env() -> dict[str, str]:
-    """What the operator runs with beyond `.benchfarm/env`: its own labgrid certificate, and the
-    lab's labgrid CA to issue each session's and each lease's own (`kube.launchers`)."""
+    """What the operator runs with beyond `.benchfarm/env`: its own labgrid certificate, the
+    lab's labgrid CA to issue each session's and each lease's own (`kube.launchers`), and where
+    notifications go on this host: the loopback ports of the stack tests' webhook receivers (no
+    other loopback port: the lab's services listen on 127.0.0.1) and their SMTP server, whose
+    certificate the test issues (STARTTLS, verified against SMTP_CA_FILE)."""
     d = labgrid_dir()
+    first = PORTS.notify_receivers
     return {**labgrid_files("operator"),
             "BENCHFARM_LABGRID_ISSUER_CERT": str(d / "ca.crt"),
-            "BENCHFARM_LABGRID_ISSUER_KEY": str(d / "ca.key")}
+            "BENCHFARM_LABGRID_ISSUER_KEY": str(d / "ca.key"),
+            "BENCHFARM_WEBHOOK_LOOPBACK_PORTS": f"{first}-{first + NOTIFY_RECEIVERS - 1}",
+            "BENCHFARM_SMTP_HOST": "127.0.0.1",
+            "BENCHFARM_SMTP_PORT": str(PORTS.smtp),
+            "BENCHFARM_SMTP_FROM": "benchfarm@lab.example",
+            "BENCHFARM_SMTP_CA_FILE": str(SMTP_CA_FILE),
+            # a receiver the tests stop comes back within seconds: tried again soon enough
+            "BENCHFARM_NOTIFY_BACKOFF_MAX_SECONDS": "10"}
 
 
 def lab_env() -> dict[str, str]:

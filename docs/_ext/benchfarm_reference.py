@@ -345,7 +345,7 @@ def _member_comments(path: Path) -> dict[str, str]:
 
 def reason_meanings() -> dict[str, str]:
     out: dict[str, str] = {}
-    for mod in ("outcomes", "campaigns"):
+    for mod in ("outcomes", "campaigns", "notifications"):
         for k, v in _member_comments(REPO / "operator/benchfarm/api" / f"{mod}.py").items():
             out.setdefault(k, v)
     return out
@@ -356,7 +356,7 @@ def event_reasons() -> list[tuple[str, str, list[str]]]:
     member, plus every reason of the enums in benchfarm.api (conditions and events)."""
     enums: dict[str, dict[str, str]] = {}
     docs: dict[str, str] = {}
-    for mod in ("outcomes", "campaigns"):
+    for mod in ("outcomes", "campaigns", "notifications"):
         tree = ast.parse((REPO / "operator/benchfarm/api" / f"{mod}.py").read_text())
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
@@ -385,7 +385,7 @@ def event_reasons() -> list[tuple[str, str, list[str]]]:
             if isinstance(typ, ast.Constant):
                 types.add(str(typ.value))
             where.add(str(path.relative_to(REPO / "operator")))
-    for cls in ("Reason", "Refusal", "LeaseReason", "CampaignReason"):
+    for cls in ("Reason", "Refusal", "LeaseReason", "CampaignReason", "NotificationReason"):
         for value in enums.get(cls, {}).values():
             types, where = found.setdefault(value, (set(), set()))
             where.add(f"benchfarm.api: {cls}")
@@ -425,7 +425,7 @@ def results_schema() -> list[tuple[str, list[tuple[str, str, bool, bool]], list[
 
     from benchfarm.history import schema
     out = []
-    for table in schema.metadata.sorted_tables:
+    for table in [*schema.metadata.sorted_tables, *schema.outbox_metadata.sorted_tables]:
         pk = {c.name for c in table.primary_key.columns}
         cols = [(c.name, c.type.compile(dialect=postgresql.dialect()), bool(c.nullable),
                  c.name in pk) for c in table.columns]
@@ -439,7 +439,8 @@ def _schema_page() -> str:
              "Generated from `benchfarm.history.schema`, which the Alembic migrations in "
              "`operator/benchfarm/history/migrations` create (the operator and `benchfarm results "
              "reindex` run them). [Read it from Grafana](../../howto/grafana.md) shows how to "
-             "chart it.", ""]
+             "chart it. `notification_outbox` is the notifier's outbox, not the index's: "
+             "[notifications](../../howto/notifications.md).", ""]
     for table, cols, idx in results_schema():
         lines += [f"## `{table}`", "", "| column | type | null | primary key |",
                   "|---|---|---|---|"]

@@ -336,6 +336,7 @@ def test_service_outage_is_waited_out(custom, record, component, seconds):
         assert f"default/{name}/{uid}/{k}" in keys
 
 
+@pytest.mark.full   # make test restarts the coordinator under a granted lease (test_leases)
 def test_coordinator_restart_mid_run(custom, record):
     def disrupt(name):
         wait_console(custom, name, mark(name))

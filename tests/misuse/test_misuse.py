@@ -741,3 +741,44 @@ def test_a_cross_namespace_series_and_change_point(kube, operator, attempt):  # 
             f"points, {len(events)} events; B's steps in A's menus: {len(foreign)}",
             leaked=leaked)
     assert not leaked, (events, foreign, mine["changePoints"], status)
+
+
+def test_a_webhook_at_the_labs_own_addresses_is_refused(custom, attempt):
+    """Notifications (issue 43): a tenant names, as its webhook, the lab's API server, the cloud
+    metadata address, a private address, a loopback port the lab opened for its own receivers
+    (not listed for this namespace) and a name that resolves to loopback. Each Notification is
+    Ready=False (WebhookForbidden) and nothing is ever queued for it: the operator posts nothing
+    from inside the lab on a tenant's behalf to where the LabPolicy does not let it."""
+    ns = unique("misuse-hook")
+    _namespace(ns)
+    urls = {"api": f"https://127.0.0.1:{devlab.PORTS.apiserver}/api",
+            "metadata": "http://169.254.169.254/latest/meta-data/",
+            "private": "http://10.1.2.3/hook",
+            "lab-port": f"http://127.0.0.1:{devlab.PORTS.notify_receivers + 7}/hook",
+            "mapped": f"http://[::ffff:127.0.0.1]:{devlab.PORTS.notify_receivers + 7}/hook",
+            "name": f"http://localhost:{devlab.PORTS.notify_receivers + 7}/hook"}
+    apply("---\n".join(yaml.safe_dump({
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Notification",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"events": ["RunFinished"], "webhook": {"url": url, "format": "Slack"}}})
+        for name, url in urls.items()))
+
+    def ready(name):
+        st = custom.get_namespaced_custom_object(GROUP, VERSION, ns, "notifications",
+                                                 name).get("status") or {}
+        return cond(st, "Ready") or None
+    verdicts = {name: wait_for(f"{ns}/{name} judged", lambda name=name: ready(name), timeout=60)
+                for name in urls}
+    from sqlalchemy import select
+
+    from benchfarm.history import Database
+    from benchfarm.history.schema import notification_outbox as t
+    with Database.from_env().engine.connect() as conn:
+        queued = conn.execute(select(t.c.id).where(t.c.namespace == ns)).all()
+    refused = all(v["status"] == "False" and v["reason"] == "WebhookForbidden"
+                  for v in verdicts.values())
+    attempt("webhooks at the API server, 169.254.169.254, 10/8, the lab's loopback ports",
+            "Ready=False/WebhookForbidden, nothing queued" if refused else str(verdicts),
+            leaked=not refused or bool(queued))
+    assert refused, verdicts
+    assert queued == []

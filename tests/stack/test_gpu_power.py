@@ -87,6 +87,7 @@ def _fault(board: str, mode: str) -> None:
     urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}/fault/{index}/{mode}").read()
 
 
+@pytest.mark.full   # make test: a board that wakes (above); a board that hangs (chaos)
 def test_a_board_that_fails_to_wake_is_power_cycled_and_reported(custom):
     apply(yaml.safe_dump({"apiVersion": "benchfarm.io/v1alpha1", "kind": "TestPlan",
                           "metadata": {"name": "stacktest-sleep"}, "spec": {"suites": [{

@@ -243,6 +243,7 @@ def test_a_passing_health_check_returns_the_board_to_service(custom, quarantined
     assert not [lease for lease in leases if lease.spec.holder_identity], leases
 
 
+@pytest.mark.full   # make test: a health check's session that passes, one that fails
 def test_a_health_check_whose_session_is_killed_is_given_up_and_retried_after_the_cooldown(
         custom, quarantined):
     first = int((quarantined.get("healthCheck") or {}).get("check") or 0)

@@ -176,9 +176,25 @@ def test_a_database_outage_neither_fails_nor_delays_runs_and_they_are_indexed_af
 def test_a_new_regression_is_a_change_point_event_on_the_run_and_a_counter(custom):
     """Earlier runs of a plan measured twice the throughput (rows put in the database as the
     indexer would, dated before), later ones the same as the real run (dated after): the real
-    run, the first after the step, gets the ChangePoint event once it is indexed. The plan's
+    run, the first after the step, gets the ChangePoint event once it is indexed, and the
+    namespace's Notification of change points posts it to its webhook (issue 43). The plan's
     "benchmark" prints a fixed figure, so the step is there whatever the machine's load."""
     from kubernetes import client
+
+    from benchfarm_devlab.lab import LAB_POLICY, apply_lab_policy
+    from tests.receivers import WebhookReceiver
+    port = devlab.PORTS.notify_receivers + 3
+    policy = json.loads(json.dumps(LAB_POLICY))
+    policy["spec"]["namespaces"][0]["webhookHosts"] = [f"127.0.0.1:{port}"]
+    apply(json.dumps(policy))
+    receiver = WebhookReceiver(port).start()
+    apply(json.dumps({"apiVersion": "v1", "kind": "Secret",
+                      "metadata": {"name": "benchfarm-notifications", "namespace": "default"},
+                      "stringData": {"history": "history-key"}}))
+    apply(json.dumps({"apiVersion": "benchfarm.io/v1alpha1", "kind": "Notification",
+                      "metadata": {"name": "change-points", "namespace": "default"},
+                      "spec": {"events": ["ChangePoint"], "webhook": {
+                          "url": f"http://127.0.0.1:{port}/hook", "signingKey": "history"}}}))
 
     from benchfarm.history import Database
     plan = unique("stacktest-cp")
@@ -218,3 +234,13 @@ spec:
     assert event.type == "Warning" and "regressed -50" in event.message and plan in event.message
     assert sample("benchfarm_change_points_total", device_type="qemu-x86", plan=plan,
                   metric=metric) == 1.0
+    try:
+        (posted,) = wait_for("the ChangePoint at the namespace's webhook",
+                             lambda: receiver.bodies(), timeout=60)
+    finally:
+        receiver.stop()
+        devlab.kubectl("delete", "notification", "change-points", "-n", "default", capture=True)
+        apply_lab_policy()
+    body = json.loads(posted)
+    assert body["kind"] == "ChangePoint" and body["object"]["name"] == name, body
+    assert body["details"]["metric"] == metric and body["details"]["plan"] == plan, body

@@ -329,6 +329,9 @@ def test_a_boot_that_fails_once_is_power_cycled_again_and_the_board_is_not_charg
     assert "Boot 1 took 2 power cycles" in report
 
 
+# make test: the chaos table's operator kill -9 mid-suite (first attempt, no resume) and its two
+# operators (no double booking) are this; the full variant runs it too
+@pytest.mark.full
 def test_operator_killed_mid_run_loses_nothing_and_never_double_books(custom):
     """kill -9 of the operator while a suite runs: the session goes on in its own process, the
     run Succeeds on its first attempt, the next run waits for the board."""

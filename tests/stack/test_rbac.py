@@ -36,6 +36,7 @@ COLUMNS = {"operator SA": OPERATOR, "session SA": SESSION, "health SA": HEALTH, 
            **{who: name for who, name in PEOPLE.items()}}
 BR = "benchmarkruns.benchfarm.io"
 BL = "boardleases.benchfarm.io"
+BN = "notifications.benchfarm.io"
 ROWS = [
     ("create", "leases.coordination.k8s.io", "kube-system"),
     ("update", "leases.coordination.k8s.io", "kube-system"),
@@ -58,6 +59,9 @@ ROWS = [
     ("create", "leases.coordination.k8s.io", NS),
     ("get", "secrets", TEAM),
     ("get", "secrets", NS),
+    ("list", "secrets", TEAM),
+    ("create", BN, TEAM),
+    ("patch", f"{BN}/status", TEAM),
     ("create", "tokenreviews.authentication.k8s.io", None),
     ("create", "subjectaccessreviews.authorization.k8s.io", None),
     ("list", BR, TEAM),
@@ -191,6 +195,18 @@ def test_benchfarms_accounts_and_people_can_do_what_they_need_and_no_more(chart_
                                                                        "health SA")
     assert not can("create", BL, TEAM, "session SA")
     assert not can("patch", f"{BL}/status", TEAM, "session SA")
+    # Notifications: a team makes them, only benchfarm writes their status; the operator reads
+    # the one Secret benchfarm-notifications of a namespace (webhooks' signing keys), by name,
+    # and no other Secret: no list, no other name
+    assert can("create", BN, TEAM, "user") and not can("patch", f"{BN}/status", TEAM, "user")
+    assert can("patch", f"{BN}/status", TEAM, "operator SA")
+    assert _can("get", "secrets", TEAM, OPERATOR, name="benchfarm-notifications") == "yes"
+    assert _can("get", "secrets", TEAM, OPERATOR, name="team-a-db") == "no"
+    assert not any(can("list", "secrets", TEAM, col) for col in COLUMNS)
+    for col in COLUMNS:
+        if col != "operator SA":
+            assert _can("get", "secrets", TEAM, COLUMNS[col],
+                        name="benchfarm-notifications") == "no", col
 
 
 def test_the_policies_hold_benchfarms_accounts_to_benchfarms_own_objects(chart_rbac):

@@ -180,6 +180,7 @@ def _takes_no_other_place(tls: TlsSettings, uid: str, board: str) -> None:
         lg.close()
 
 
+@pytest.mark.full   # make test: runs as Jobs (above); health checks as processes (test_health_checks)
 def test_a_health_check_runs_as_a_job_under_the_health_account(jobs_namespace, kube, tmp_path):
     """Issue 23 item 3, the Job path: a quarantined board's health check is a Job in the chart's
     namespace under the chart's health account; played as the node would, it boots the board,

@@ -76,6 +76,7 @@ def _cli(*args: str):
     return subprocess.run([exe, *args], env=env, capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.full   # make test: the arm64 board's kernels (test_software_stack), its panic (misuse)
 def test_the_arm64_board_runs_through_the_operator(custom):
     name = unique("arm")
     apply(run_yaml(name, plan="demo", selector={"deviceType": "qemu-arm64-a53"}, bootCycles=2))

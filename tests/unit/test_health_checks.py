@@ -24,6 +24,7 @@ class FakeRuntime:
         self.device_types = {"qemu-x86": DeviceType(name="qemu-x86", console={"prompt": "# "},
                                                     boot={"timeoutSeconds": 30, "retries": 1})}
         self.launched, self.events, self.released, self.patches = [], [], [], []
+        self.notified = []
         self.on_patch = lambda: None       # what a watch event does meanwhile
         self.launcher = SimpleNamespace(launch=lambda req: self.launched.append(req) or "pid 1")
         self.kube = SimpleNamespace(
@@ -39,6 +40,9 @@ class FakeRuntime:
 
     def wake(self) -> None:
         pass
+
+    def notify(self, event) -> None:
+        self.notified.append(event)
 
 
 def quarantined_inventory(rt: FakeRuntime, last_check: int = 7) -> inventory.Inventory:
@@ -82,6 +86,8 @@ def test_a_check_is_launched_as_a_session_and_only_its_own_verdict_counts():
     assert rec.state == "Idle" and rec.failures == 0 and rec.reason is None
     assert [r.attempt for r in rt.launched] == [8, 9]
     assert [e[0] for e in rt.events] == ["HealthCheckFailed", "HealthCheckPassed"]
+    # the lab admin's Notifications hear of the board back, once (a failed check says nothing)
+    assert [(e.kind, e.object.name) for e in rt.notified] == [("BoardBack", "vb-0")]
     inv.close()
 
 
@@ -141,3 +147,19 @@ def test_a_restarted_operator_adopts_the_check_of_this_quarantine_only():
         assert ("vb-0" in inv.checking) == checking, what
         assert rec.state == state, what
         inv.close()
+
+
+def test_a_quarantine_is_told_to_the_lab_admins_notifications_once():
+    """Board faults up to the LabPolicy's limit quarantine the board: one BoardQuarantined
+    event (for Notifications in the operator's namespace: its namespace is the lab's, "")."""
+    from benchfarm.errors import InfraError
+    rt = FakeRuntime()
+    inv = inventory.Inventory(rt)
+    inv.boards["vb-1"] = BoardRecord("vb-1", device_type="qemu-x86", online=True, uid="u-1")
+    fault = InfraError("no prompt within 60 s", reason="BootTimeout")
+    assert not inv.board_failed("vb-1", fault) and rt.notified == []
+    assert inv.board_failed("vb-1", fault)
+    assert not inv.board_failed("vb-1", fault)          # quarantined already: said once
+    assert [(e.kind, e.object.name, e.namespace) for e in rt.notified] == [
+        ("BoardQuarantined", "vb-1", "")]
+    assert "quarantined after 2 board faults: BootTimeout" in rt.notified[0].summary

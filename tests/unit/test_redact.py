@@ -63,3 +63,7 @@ def test_a_status_patch_has_its_messages_redacted_and_nothing_else():
     assert out["resolvedSuites"] == status["resolvedSuites"]      # signed: never touched
     assert out["commands"] == status["commands"]
     assert status["progress"] == "waiting for minio.lab:9000"     # the caller's is its own
+    # a Notification's failed deliveries: what the lab's network answered names none of it
+    deliveries = R.status({"deliveries": [{"id": "d1", "error": "no connection to minio.lab:9000"},
+                                          {"id": "d2"}]})["deliveries"]
+    assert deliveries == [{"id": "d1", "error": f"no connection to {SERVICE}"}, {"id": "d2"}]

@@ -139,6 +139,29 @@ capabilities: {drop: [ALL]}
 
 {{- /* The results database (benchfarm.history): the operator indexes finished runs there. An
        existing PostgreSQL, its URL in a Secret; none named = no index (runs are unaffected). */ -}}
+{{- /* The operator's notifications: SMTP (STARTTLS), the retries. */ -}}
+{{- define "benchfarm.notificationsEnv" -}}
+{{- with .Values.notifications }}
+{{- if .smtp.host }}
+- {name: BENCHFARM_SMTP_HOST, value: {{ .smtp.host | quote }}}
+- {name: BENCHFARM_SMTP_PORT, value: {{ .smtp.port | quote }}}
+- {name: BENCHFARM_SMTP_FROM, value: {{ .smtp.from | quote }}}
+{{- if .smtp.existingSecret }}
+- name: BENCHFARM_SMTP_USERNAME
+  valueFrom: {secretKeyRef: {name: {{ .smtp.existingSecret }}, key: {{ .smtp.usernameKey }}}}
+- name: BENCHFARM_SMTP_PASSWORD
+  valueFrom: {secretKeyRef: {name: {{ .smtp.existingSecret }}, key: {{ .smtp.passwordKey }}}}
+{{- end }}
+{{- if .smtp.caConfigMap }}
+- {name: BENCHFARM_SMTP_CA_FILE, value: /etc/benchfarm/smtp-ca/ca.crt}
+{{- end }}
+{{- end }}
+- {name: BENCHFARM_NOTIFY_BACKOFF_SECONDS, value: {{ .backoffSeconds | quote }}}
+- {name: BENCHFARM_NOTIFY_BACKOFF_MAX_SECONDS, value: {{ .backoffMaxSeconds | quote }}}
+- {name: BENCHFARM_NOTIFY_GIVE_UP_SECONDS, value: {{ .giveUpSeconds | quote }}}
+{{- end }}
+{{- end -}}
+
 {{- define "benchfarm.databaseEnv" -}}
 {{- if .Values.database.existingSecret }}
 - name: BENCHFARM_DATABASE_URL

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from . import notifications
 from .campaigns import CAMPAIGN_SPEC_RULES, BenchmarkCampaignSpec, status_schema
 from .models import (
     BENCHMARKRUN_SPEC_RULES,
@@ -99,7 +100,7 @@ _CONDITIONS = _described({
     "items": {"type": "object", "required": ["type", "status"], "properties": {
         "type": _described({"type": "string", "maxLength": 64},
                            "The condition: Succeeded, Regressed (runs, campaigns), Granted "
-                           "(leases), DirectLock (boards)."),
+                           "(leases), DirectLock (boards), Ready and Delivered (notifications)."),
         "status": _described({"type": "string", "enum": ["True", "False", "Unknown"]},
                              "True, False or Unknown (a run's Succeeded is Unknown while it is "
                              "queued or running)."),
@@ -158,6 +159,8 @@ def all_crds() -> dict[str, dict[str, Any]]:
     age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
     lease_spec = schema_of(BoardLeaseSpec)
     lease_spec["x-kubernetes-validations"] = BOARDLEASE_SPEC_RULES
+    notification_spec = schema_of(notifications.NotificationSpec)
+    notification_spec["x-kubernetes-validations"] = notifications.NOTIFICATION_SPEC_RULES
     return {
         "benchmarkruns": crd(
             "BenchmarkRun", "benchmarkruns", ["br"], "Namespaced", run_spec,
@@ -226,6 +229,20 @@ def all_crds() -> dict[str, dict[str, Any]]:
              {"name": "Place", "type": "string", "jsonPath": ".status.place"},
              {"name": "Expires", "type": "string", "jsonPath": ".status.expiresAt"},
              {"name": "User", "type": "string", "jsonPath": ".spec.user", "priority": 1},
+             age]),
+        "notifications": crd(
+            "Notification", "notifications", ["bn"], "Namespaced", notification_spec,
+            _status(notifications.status_schema()),
+            [{"name": "Ready", "type": "string",
+              "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+             {"name": "Delivered", "type": "string",
+              "jsonPath": '.status.conditions[?(@.type=="Delivered")].status'},
+             {"name": "Reason", "type": "string",
+              "jsonPath": '.status.conditions[?(@.type=="Delivered")].reason'},
+             {"name": "Sent", "type": "integer", "jsonPath": ".status.delivered"},
+             {"name": "Pending", "type": "integer", "jsonPath": ".status.pending"},
+             {"name": "Failed", "type": "integer", "jsonPath": ".status.failed",
+              "priority": 1},
              age]),
     }
 

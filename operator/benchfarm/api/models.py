@@ -338,6 +338,13 @@ class NamespacePolicy(Model):
             "what it resolves to."))
     leases: LeasePolicy = Field(default_factory=LeasePolicy, description=(
         "Interactive board leases (BoardLease) of this namespace's people."))
+    webhookHosts: list[SoftwareHost] = Field(
+        default_factory=list, max_length=64, description=(
+            "http(s) hosts this namespace's Notifications may post to, as softwareHosts: an "
+            "exact host name (any port) or host:port; none by default. The operator checks "
+            "every address the host resolves to as it does a software host's (never loopback, "
+            "link-local, multicast or the lab's internal ranges; a private address only when "
+            "listed itself) and connects only to the address it checked."))
 
 
 LABPOLICY_RULES = [

@@ -94,9 +94,10 @@ class Redactor:
         return LOOPBACK.sub(SERVICE, text)
 
     def status(self, status: dict[str, object]) -> dict[str, object]:
-        """A status patch with its messages redacted: each condition's `message`, `progress`
-        and the `message` of a hand-back (`sessionEnd`, `leaseEnd`, `healthCheckEnd`); nothing
-        else (suites, commands and signatures are what they are)."""
+        """A status patch with its messages redacted: each condition's `message`, `progress`,
+        the `message` of a hand-back (`sessionEnd`, `leaseEnd`, `healthCheckEnd`) and each
+        `error` of a Notification's `deliveries`; nothing else (suites, commands and signatures
+        are what they are)."""
         out = dict(status)
         for key, value in status.items():
             if key == "progress" and isinstance(value, str):
@@ -105,6 +106,10 @@ class Redactor:
                 out[key] = [{**c, "message": self(c["message"])}
                             if isinstance(c, dict) and isinstance(c.get("message"), str) else c
                             for c in value]
+            elif key == "deliveries" and isinstance(value, list):
+                out[key] = [{**d, "error": self(d["error"])}
+                            if isinstance(d, dict) and isinstance(d.get("error"), str) else d
+                            for d in value]
             elif isinstance(value, dict) and isinstance(value.get("message"), str):
                 out[key] = {**value, "message": self(value["message"])}
         return out

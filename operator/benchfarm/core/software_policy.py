@@ -162,18 +162,7 @@ class SoftwareReach:
     def lists(self, host: str, port: int) -> bool:
         """Does `softwareHosts` name this host (a name as written, an address in any spelling),
         on any port or this one?"""
-        want = _canonical(host)
-        for entry in self.policy.softwareHosts:
-            if entry.startswith("["):              # [v6] or [v6]:port
-                name, _, rest = entry[1:].partition("]")
-                entry_port = rest.removeprefix(":")
-            elif entry.count(":") == 1:            # name:port
-                name, _, entry_port = entry.partition(":")
-            else:
-                name, entry_port = entry, ""
-            if _canonical(name) == want and entry_port in ("", str(port)):
-                return True
-        return False
+        return host_listed(self.policy.softwareHosts, host, port)
 
     def address_problem(self, address: Address, port: int) -> str | None:
         """Why software may not be fetched from this address (a URL's literal one, or one its
@@ -226,6 +215,24 @@ class SoftwareReach:
             shown = f"[{host}]" if ":" in host else host
             return f"host {shown}:{port} is not on the namespace's allow-list"
         return None
+
+
+def host_listed(entries: Iterable[str], host: str, port: int) -> bool:
+    """Does an allow-list of hosts (LabPolicy softwareHosts, webhookHosts: `name`, `name:port`,
+    an address, `[v6]:port`) name this host (a name as written, an address in any spelling), on
+    any port or this one?"""
+    want = _canonical(host)
+    for entry in entries:
+        if entry.startswith("["):              # [v6] or [v6]:port
+            name, _, rest = entry[1:].partition("]")
+            entry_port = rest.removeprefix(":")
+        elif entry.count(":") == 1:            # name:port
+            name, _, entry_port = entry.partition(":")
+        else:
+            name, entry_port = entry, ""
+        if _canonical(name) == want and entry_port in ("", str(port)):
+            return True
+    return False
 
 
 def _canonical(host: str) -> str:

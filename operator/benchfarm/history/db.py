@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,6 +42,8 @@ class Database:
         self.engine: Engine = create_engine(
             sqlalchemy_url(url), pool_pre_ping=True, pool_size=2, max_overflow=2,
             connect_args={"connect_timeout": connect_timeout})
+        self.migrated = False
+        self.migrating = threading.Lock()
 
     @classmethod
     def from_env(cls) -> Database:
@@ -75,6 +78,14 @@ class Database:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
         self._do("migrate", _upgrade)
+
+    def ensure_migrated(self) -> None:
+        """`migrate` once per process, whichever of its users (the indexer, the notifier) comes
+        first; the others wait for it rather than race it."""
+        with self.migrating:
+            if not self.migrated:
+                self.migrate()
+                self.migrated = True
 
     def drop(self) -> None:
         """Every table of the index (and Alembic's version): what `results reindex --drop` and

@@ -7,6 +7,11 @@ digests, the booted kernel release; the A/B side, the run's labels, its finish t
 on purpose: a lab's Grafana charts it with one SELECT. `change_points`: the points already
 reported (a ChangePoint event and the counter are for new ones only).
 
+`notification_outbox` (migration 0003) is not the index's: the notifier's durable outbox, one row
+per delivery (a Notification's event to one target) until it is delivered or given up, and kept
+a while after. It has a MetaData of its own (`outbox_metadata`), so `results reindex --drop`,
+which rebuilds the index from the store, leaves deliveries not yet made alone.
+
 A series is one namespace's: (namespace, metric, device type, plan). Its runs, menus and change
 points never mix namespaces (migration 0002 made `namespace` part of both keys).
 """
@@ -24,6 +29,7 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     Table,
     Text,
+    text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
@@ -67,4 +73,29 @@ change_points = Table(
     Column("reported", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("namespace", "metric", "device_type", "plan", "run_uid",
                          name="change_points_pkey"),
+)
+
+outbox_metadata = MetaData()
+
+notification_outbox = Table(
+    "notification_outbox", outbox_metadata,
+    Column("id", Text, primary_key=True),                     # the delivery id (core.notify)
+    Column("namespace", Text, nullable=False),                # the Notification's
+    Column("notification", Text, nullable=False),             # its name
+    Column("notification_uid", Text, nullable=False),
+    Column("target", Text, nullable=False),                   # webhook, email
+    Column("event_kind", Text, nullable=False),
+    Column("subject", Text, nullable=False),                  # what the event is about
+    Column("body", JSONB, nullable=False),                    # api.notifications.NotificationBody
+    Column("created", DateTime(timezone=True), nullable=False),
+    Column("occurred", DateTime(timezone=True), nullable=False),   # the event's time
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("next_attempt", DateTime(timezone=True), nullable=False),
+    Column("last_attempt", DateTime(timezone=True)),
+    Column("delivered", DateTime(timezone=True)),
+    Column("failed", DateTime(timezone=True)),                # given up
+    Column("last_error", Text, nullable=False, server_default=""),
+    Index("notification_outbox_due", "next_attempt",
+          postgresql_where=text("delivered IS NULL AND failed IS NULL")),
+    Index("notification_outbox_by_notification", "notification_uid", "created"),
 )

@@ -101,6 +101,14 @@ def run_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
 def campaign_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
     if CAMPAIGNS is not None:
         CAMPAIGNS.observe_campaign(event.get("type"), dict(body))
+    if RUNTIME is not None and RUNTIME.notifier is not None:
+        RUNTIME.notifier.campaign_seen(dict(body))
+
+
+@kopf.on.event(GROUP, VERSION, "notifications")
+def notification_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    if RUNTIME is not None and RUNTIME.notifier is not None:
+        RUNTIME.notifier.observe(event.get("type"), dict(body))
 
 
 @kopf.on.create(GROUP, VERSION, "benchmarkruns")

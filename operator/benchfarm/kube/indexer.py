@@ -29,11 +29,15 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
 from .. import cpu
+from ..api.notifications import Event
+from ..core import notify
+from ..core.conditions import now_iso
 from ..core.runkey import RunKey
 from ..errors import InfraError, Outage, Party
 from ..history.db import Database, Series
@@ -92,11 +96,12 @@ class Indexer:
         self.cond = threading.Condition()
         self.stopping = False
         self.thread = threading.Thread(target=self._loop, name="results-indexer", daemon=True)
-        self.migrated = False
         self.due: dict[Series, None] = {}       # series with runs indexed since their last search
         self.detected_at = 0.0
         self.clock = time.monotonic
         self.worker: ProcessPoolExecutor | None = None
+        # where a new change point is told (the runtime's notifier): Notifications' ChangePoint
+        self.notify: Callable[[Event], None] = lambda event: None
 
     def start(self) -> None:
         self.thread.start()
@@ -151,9 +156,7 @@ class Indexer:
                 backoff = min(backoff * 2, MAX_BACKOFF)
 
     def _step(self) -> None:
-        if not self.migrated:
-            self.db.migrate()
-            self.migrated = True
+        self.db.ensure_migrated()
         if self.done is None:
             done = self.db.indexed_uids()
             with self.cond:
@@ -222,6 +225,12 @@ class Indexer:
                        f"{p['magnitude']:+.2f} % (p {p['pvalue']:.2g}) from this run on: "
                        f"software {p['software'] or '?'}, board {p['board']}")
             log.warning("change point: %s/%s: %s", namespace, name, message)
+            self.notify(notify.change_point_event(
+                namespace, name, p["uid"], {"metric": row["metric"],
+                                            "deviceType": row["device_type"],
+                                            "plan": row["plan"]}, now_iso(), message,
+                {"magnitude": p["magnitude"], "pvalue": p["pvalue"],
+                 "software": p["software"] or "", "board": p["board"]}))
             try:
                 self.kube.event({"apiVersion": "benchfarm.io/v1alpha1", "kind": "BenchmarkRun",
                                  "metadata": {"namespace": namespace, "name": name,

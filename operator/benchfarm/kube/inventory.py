@@ -32,8 +32,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..api.models import HELD_PREFIX, DirectLocks
+from ..api.notifications import EventKind
 from ..api.outcomes import HealthCheck, HealthCheckEnd, HealthVerdict
-from ..core import queue as q
+from ..core import notify, queue as q
 from ..core.conditions import now_iso, set_condition
 from ..errors import InfraError
 from ..kubeapi.leases import HEALTH_LEASE_LABEL, LeaseObserver, health_lease_name, list_leases
@@ -63,6 +64,10 @@ def run_uid_of(holder: str | None) -> str | None:
     """The run uid behind a labgrid holder identity of one of our sessions, if it is one."""
     prefix = f"{SESSION_HOST}/run-"
     return holder[len(prefix):] if holder and holder.startswith(prefix) else None
+
+
+def _iso(t: float | None) -> str:
+    return datetime.fromtimestamp(t or time.time(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class InventoryRuntime(Registry, Protocol):
@@ -355,9 +360,11 @@ class Inventory:
                 rec.quarantined_since = time.time()
         self.sync(board)
         if quarantined:
+            message = f"{board} quarantined after {rec.failures} board faults: {rec.reason}"
             rt.kube.event({"apiVersion": "benchfarm.io/v1alpha1", "kind": "Board",
-                           "metadata": {"name": board}}, "Warning", "Quarantined",
-                          f"{board} quarantined after {rec.failures} board faults: {rec.reason}")
+                           "metadata": {"name": board}}, "Warning", "Quarantined", message)
+            rt.notify(notify.board_event(EventKind.board_quarantined, board,
+                                         _iso(rec.quarantined_since), message))
         return quarantined
 
     # -- health checks: sessions of their own ------------------------------------------------
@@ -472,10 +479,12 @@ class Inventory:
                 rec.reason = f"health check failed: {end.reason}: {end.message}"[:500]
         log.info("health check %d of %s: %s %s", end.check, name, end.verdict, end.message)
         self.sync(name)
+        message = (f"{name} {'booted to its prompt; back in service' if ok else 'still fails'}"
+                   f" (health check {end.check}: {end.reason or end.message})"[:1000])
         rt.kube.event({"apiVersion": "benchfarm.io/v1alpha1", "kind": "Board",
                        "metadata": {"name": name}}, "Normal" if ok else "Warning",
-                      "HealthCheckPassed" if ok else "HealthCheckFailed",
-                      f"{name} {'booted to its prompt; back in service' if ok else 'still fails'}"
-                      f" (health check {end.check}: {end.reason or end.message})"[:1000])
+                      "HealthCheckPassed" if ok else "HealthCheckFailed", message)
+        if ok:
+            rt.notify(notify.board_event(EventKind.board_back, name, _iso(time.time()), message))
         rt.wake()
 

@@ -41,8 +41,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..api.models import BoardLeaseSpec
+from ..api.notifications import EventKind
 from ..api.outcomes import LeaseEnd, LeasePhase, LeaseReason, Refusal
-from ..core import durations, queue as q, trust
+from ..core import durations, notify, queue as q, trust
 from ..core.conditions import now_iso, set_condition
 from ..errors import BoardBusy
 from ..kubeapi.client import PreconditionFailed
@@ -389,6 +390,9 @@ class Leases:
                            f"{board} granted to {lease.spec.user} until {iso(now + seconds)}: "
                            f"{commands(board, lease.spec.user, self.shown_address)['shell']} "
                            f"labgrid-client -p {board} console")
+        self.rt.notify(notify.lease_event(
+            EventKind.lease_granted, lease.ref()["metadata"], status, iso(now),
+            f"{board} granted to {lease.spec.user} until {iso(now + seconds)}"))
 
     def _release(self, lease: LeaseState, board: str) -> None:
         host, user = lease_identity(lease.uid)
@@ -429,9 +433,11 @@ class Leases:
         if now >= expires - warn and st.get("warnedFor") != st.get("expiresAt"):
             left = max(0, round(expires - now))
             self._write(lease.namespace, lease.name, {"warnedFor": st.get("expiresAt")})
-            self.rt.kube.event(lease.ref(), "Warning", LeaseReason.expiring,
-                               f"{st.get('place')} is powered off and released in {left} s "
-                               f"(at {st.get('expiresAt')}); raise spec.duration to extend")
+            message = (f"{st.get('place')} is powered off and released in {left} s "
+                       f"(at {st.get('expiresAt')}); raise spec.duration to extend")
+            self.rt.kube.event(lease.ref(), "Warning", LeaseReason.expiring, message)
+            self.rt.notify(notify.lease_event(EventKind.lease_ending, lease.ref()["metadata"],
+                                              st, iso(now), message))
         rec = self.rt.inventory.boards.get(st.get("place") or "")
         if rec is not None and rec.holder is None and \
                 self.rt.inventory.last_refresh > lease.granted_at:
@@ -535,6 +541,9 @@ class Leases:
                     lease.generation)})
             metrics.LEASES_ENDED.labels(ended.value).inc()
             self.rt.kube.event(lease.ref(), kind, reason, end.message)
+            self.rt.notify(notify.lease_event(EventKind.lease_ended, lease.ref()["metadata"],
+                                              lease.status, now_iso(),
+                                              f"ended ({ended}): {end.message}"))
         finally:
             lease.busy = False
 

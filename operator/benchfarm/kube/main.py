@@ -19,7 +19,7 @@ def run(liveness: str | None = None) -> int:
     liveness = liveness or settings.liveness
     from . import metrics
     from .leader import lead
-    metrics.serve(settings.metrics_port, settings.metrics_addr)   # a standby's too: leader 0
+    metrics.serve(settings.metrics_port, settings.metrics_addr)   # a standby's too: benchfarm_leader 0
     lease = lead(liveness, settings)   # blocks while another replica leads
     handlers.LEASE = lease
     try:

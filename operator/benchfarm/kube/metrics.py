@@ -73,6 +73,10 @@ INDEXED = Counter("benchfarm_results_indexed_total",
 CHANGE_POINTS = Counter("benchfarm_change_points_total",
                         "New regressions found in a metric's history (change points)",
                         ["device_type", "plan", "metric"], registry=REGISTRY)
+NOTIFICATIONS = Counter("benchfarm_notifications_total",
+                        "Notification deliveries by what became of them: queued (in the outbox), "
+                        "delivered, retried (an attempt failed) and failed (given up)",
+                        ["outcome"], registry=REGISTRY)
 RECOVERY = Gauge("benchfarm_recovery_seconds",
                  "Reading the lab back after the operator started (runs, boards, fairness)",
                  registry=REGISTRY)

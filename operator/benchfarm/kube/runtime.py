@@ -31,15 +31,18 @@ from ..api.campaigns import AVOID_ANNOTATION
 from ..api.devicetype import DeviceType
 from ..api.grants import GO_AHEAD_FIELD, Relay
 from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY, BenchmarkRunSpec, LabPolicySpec
+from ..api.notifications import Event
 from ..api.outcomes import FINISHED, Phase, Reason, RunFailure, attempt_of
-from ..core import queue as q, trust
+from ..core import notify as n, queue as q, trust
 from ..core.conditions import now_iso, set_condition
 from ..errors import Party, RunError
 from ..history.db import Database
+from ..history.outbox import Outbox
 from ..kubeapi import versions
 from ..kubeapi.client import Kube, PreconditionFailed
 from ..lab.coordinator import Coordinator, run_holder
 from ..lab.devicetypes import load_device_types
+from ..notify.mail import SmtpSettings
 from ..store.artifacts import ArtifactStore, StoreConfig
 from ..store.software import internal_from_env
 from . import admission, launchers, metrics
@@ -47,6 +50,7 @@ from .indexer import Indexer
 from .inventory import Inventory
 from .leases import Leases
 from .locking import WatchedLock
+from .notifier import Notifier
 from .ports import Launch
 from .reachability import Reachability
 from .sessions import Supervisor
@@ -100,6 +104,9 @@ class Runtime:
         self.settings = settings
         self.kube = kube
         self.indexer = indexer            # finished runs into the results database, if there is one
+        if indexer is not None:
+            indexer.notify = self.notify  # its change points, to Notifications
+        self.notifier: Notifier | None = None   # Notifications' deliveries, from their outbox
         self.signing_key = signing_key    # signs what sessions execute (core.trust)
         self.internal = internal          # the lab's internal ranges: no software from there
         self.coordinator = coordinator
@@ -169,12 +176,22 @@ class Runtime:
             key = trust.key_from(settings.environ)
         except ValueError as exc:
             raise SystemExit(str(exc)) from exc
+        try:
+            notify_settings = n.NotifySettings.from_environ(settings.environ)
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from exc
         kube = Kube()
         url = settings.database_url
-        indexer = Indexer(Database(url), store, kube) if url else None
-        return cls(settings, kube, coordinator, store, device_types,
-                   launchers.from_settings(settings, kube), signing_key=key,
-                   internal=internal_from_env(), indexer=indexer)
+        db = Database(url) if url else None
+        indexer = Indexer(db, store, kube) if db is not None else None
+        rt = cls(settings, kube, coordinator, store, device_types,
+                 launchers.from_settings(settings, kube), signing_key=key,
+                 internal=internal_from_env(), indexer=indexer)
+        # its own API client, with a short outage budget: it waits an outage out itself
+        rt.notifier = Notifier(Outbox(db) if db is not None else None, Kube(outage_budget=10.0),
+                               notify_settings, SmtpSettings.from_environ(settings.environ),
+                               rt.namespace, lambda: rt.policy)
+        return rt
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -184,6 +201,8 @@ class Runtime:
         if self.indexer is not None:
             self.indexer.start()
         self.reachability.start()
+        if self.notifier is not None:
+            self.notifier.start()
         t0 = time.monotonic()
         await asyncio.to_thread(self._recover)
         metrics.RECOVERY.set(time.monotonic() - t0)
@@ -200,6 +219,8 @@ class Runtime:
         await asyncio.to_thread(self.inventory.close)
         await asyncio.to_thread(self.coordinator.close)
         await asyncio.to_thread(self.reachability.stop)
+        if self.notifier is not None:
+            await asyncio.to_thread(self.notifier.stop)
         if self.indexer is not None:
             await asyncio.to_thread(self.indexer.stop)
 
@@ -214,6 +235,8 @@ class Runtime:
         policy = self.kube.get_cluster("labpolicies", POLICY_NAME)
         self.policy = LabPolicySpec(**(policy or {}).get("spec") or {})
         self._load_fairness()
+        if self.notifier is not None:     # before the runs: their events are matched to these
+            self.notifier.load()
         adopted = 0
         for body in self.kube.list_runs_paged():
             self.observe_run("ADDED", body)
@@ -274,6 +297,8 @@ class Runtime:
             self.reindex(run)
         if self.indexer is not None and run.phase in FINISHED:
             self.indexer.finished(run.namespace, run.name, run.uid, status)
+        if self.notifier is not None and run.phase in FINISHED:
+            self.notifier.run_seen(body)
         self.wake()
 
     def observe_board(self, body: dict[str, Any]) -> None:
@@ -300,6 +325,8 @@ class Runtime:
         policy = LabPolicySpec() if deleted else LabPolicySpec(**body.get("spec") or {})
         with self.lock:
             changed, self.policy = policy != self.policy, policy
+            if changed and self.notifier is not None:   # webhookHosts: Ready again
+                self.notifier.policy_changed()
             if changed:   # priority ceilings: every waiting entry's place in the queue may move
                 for key in list(self.index.queue.keys()):
                     if key in self.runs:
@@ -310,6 +337,11 @@ class Runtime:
 
     def admit(self, body: dict[str, Any]) -> None:
         admission.admit(self, body)
+
+    def notify(self, event: Event) -> None:
+        """Something a Notification may subscribe to happened (never waits: `kube.notifier`)."""
+        if self.notifier is not None:
+            self.notifier.emit(event)
 
     @staticmethod
     def selector(spec: BenchmarkRunSpec) -> q.Selector:

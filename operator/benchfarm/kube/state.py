@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from ..api.grants import Relay
 from ..api.models import BenchmarkRunSpec, BoardLeaseSpec, LabPolicySpec
+from ..api.notifications import Event
 from ..api.outcomes import FINISHED, LeasePhase, Phase
 from ..core.queue import QueueEntry, WaitingQueue, lease_key
 from ..kubeapi import versions
@@ -41,6 +42,9 @@ class Registry(Protocol):
 
     @property
     def policy(self) -> LabPolicySpec: ...
+
+    def notify(self, event: Event) -> None:
+        """Something a Notification may subscribe to happened (`kube.notifier`; never waits)."""
 
 
 def ts(iso: str | None) -> float:

@@ -10,6 +10,7 @@ of what it writes (events; the messages and progress of a status) passes through
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import sys
@@ -49,7 +50,7 @@ CALLS: dict[str, tuple[str, ...]] = {
         "patch_namespaced_custom_object_status"),
     "CoreV1Api": (
         "create_namespaced_config_map", "create_namespaced_event", "patch_namespaced_config_map",
-        "read_namespaced_config_map"),
+        "read_namespaced_config_map", "read_namespaced_secret"),
     "CoordinationV1Api": (
         "create_namespaced_lease", "delete_namespaced_lease", "list_lease_for_all_namespaces",
         "read_namespaced_lease", "replace_namespaced_lease"),
@@ -303,6 +304,21 @@ class Kube:
                 raise
             self._call("create configmap", lambda: self.core.create_namespaced_config_map(
                 namespace, body))
+
+    # -- the one Secret the operator reads (api.notifications.SECRET_NAME) -----------------------
+    def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None:
+        """A Secret's data, decoded; None if there is none. PermissionError where RBAC does not
+        let the operator read it (the chart grants `get` on one name only)."""
+        try:
+            secret = self._call("read secret", lambda: self.core.read_namespaced_secret(
+                name, namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            if exc.status == 403:
+                raise PermissionError(f"may not read Secret {namespace}/{name}") from exc
+            raise
+        return {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
 
     # -- built-in namespaced objects (the job launcher's Jobs, ServiceAccounts, Roles) ---------
     def _typed(self, kind: str) -> tuple[Any, str]:

@@ -1,0 +1,285 @@
+"""Notifications on the real stack (issue 43, part 2): the lab's operator delivers to real
+receivers on loopback (an HTTP server per team, `tests/receivers.py`) and to a real SMTP server
+(aiosmtpd, STARTTLS only, its certificate issued here by a CA of the test's making, which the
+operator verifies: BENCHFARM_SMTP_CA_FILE of the embedded lab).
+
+Team A subscribes to its runs' end and regression (webhook and e-mail), to its leases, and once
+more with a receiver that is down; team B subscribes to everything a tenant may, with a receiver
+of its own, and never gets anything of team A's. Two small runs of an inline plan on qemu-x86 (a
+baseline at 1.000 and a run at 2.000 judged against it: regressed), one lease granted, warned
+and released.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import hashlib
+import hmac
+import json
+import time
+import uuid
+from email.message import EmailMessage
+
+import pytest
+import yaml
+
+import benchfarm_devlab as devlab
+from benchfarm_devlab.lab import LAB_POLICY, apply_lab_policy
+from tests.receivers import SmtpServer, WebhookReceiver, tls_files
+from tests.stack.conftest import apply, wait_for
+from tests.stack.runs import GROUP, VERSION, cond, finished
+
+pytestmark = pytest.mark.stack
+KEYS = {"a": b"team-a-signing-key", "b": b"team-b-signing-key"}
+TENANT_EVENTS = ["RunFinished", "Regression", "ChangePoint", "CampaignFinished", "LeaseGranted",
+                 "LeaseEnding", "LeaseEnded"]
+
+
+def _run(name: str, ns: str, figure: str, **spec) -> str:
+    return yaml.safe_dump({
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "BenchmarkRun",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"selector": {"deviceType": "qemu-x86"}, "iterations": 5, "bootCycles": 1,
+                 "timeoutSeconds": 300,
+                 "suites": [{"name": "hb", "suite": "hackbench", "timeoutSeconds": 30,
+                             "command": f"echo 'Time: {figure}'"}], **spec}})
+
+
+def _notification(name: str, ns: str, events: list[str], port: int | None = None,
+                  email: list[str] | None = None, **spec) -> str:
+    body = {"events": events, **spec}
+    if port is not None:
+        body["webhook"] = {"url": f"http://127.0.0.1:{port}/hook", "signingKey": "hook"}
+    if email:
+        body["email"] = {"to": email}
+    return yaml.safe_dump({"apiVersion": f"{GROUP}/{VERSION}", "kind": "Notification",
+                           "metadata": {"name": name, "namespace": ns}, "spec": body})
+
+
+def _secret(ns: str, key: bytes) -> str:
+    return yaml.safe_dump({"apiVersion": "v1", "kind": "Secret",
+                           "metadata": {"name": "benchfarm-notifications", "namespace": ns},
+                           "stringData": {"hook": key.decode()}})
+
+
+def _mail(message: dict) -> EmailMessage:
+    return email.message_from_bytes(message["content"], policy=email.policy.default)
+
+
+def _status(custom, name, ns):
+    return custom.get_namespaced_custom_object(GROUP, VERSION, ns, "notifications",
+                                               name).get("status") or {}
+
+
+def _verified(received: list[dict], key: bytes) -> list[dict]:
+    """Every POST's body, after checking its signature as a receiver would (hmac, by hand)."""
+    out = []
+    for r in received:
+        h = {k.lower(): v for k, v in r["headers"].items()}
+        stamp = h["x-benchfarm-timestamp"]
+        mac = hmac.new(key, stamp.encode() + b"." + r["body"], hashlib.sha256).hexdigest()
+        assert hmac.compare_digest(h["x-benchfarm-signature"], f"sha256={mac}"), h
+        assert abs(time.time() - int(stamp)) < 600
+        body = json.loads(r["body"])
+        assert h["x-benchfarm-delivery"] == body["id"] and h["x-benchfarm-event"] == body["kind"]
+        out.append(body)
+    return out
+
+
+@pytest.fixture(scope="module")
+def custom(kube):
+    from kubernetes import client
+    return client.CustomObjectsApi(kube)
+
+
+@pytest.fixture(scope="module")
+def teams(kube, operator, custom):
+    from kubernetes import client
+    tag = uuid.uuid4().hex[:5]
+    a, b = f"notify-a-{tag}", f"notify-b-{tag}"
+    first = devlab.PORTS.notify_receivers
+    ports = {"a": first, "b": first + 1, "late": first + 2}
+    for ns in (a, b):
+        client.CoreV1Api(kube).create_namespace({"metadata": {"name": ns}})
+    policy = json.loads(json.dumps(LAB_POLICY))
+    policy["spec"]["leaseWarningSeconds"] = 3600       # a granted lease is warned at once
+    policy["spec"]["namespaces"] += [
+        {"namespace": a, "allowInlineSuites": True,
+         "webhookHosts": [f"127.0.0.1:{ports['a']}", f"127.0.0.1:{ports['late']}"],
+         "leases": {"allowed": True, "maxLeaseSeconds": 600}},
+        {"namespace": b, "allowInlineSuites": True, "webhookHosts": [f"127.0.0.1:{ports['b']}"]}]
+    apply(yaml.safe_dump(policy))
+    cert, key, _ = tls_files(devlab.STATE / "notify", ca_file=devlab.SMTP_CA_FILE)
+    smtp = SmtpServer(devlab.PORTS.smtp, cert, key).start()
+    receivers = {"a": WebhookReceiver(ports["a"]).start(), "b": WebhookReceiver(ports["b"]).start(),
+                 "late": WebhookReceiver(ports["late"])}          # down until test 3 starts it
+    apply(_secret(a, KEYS["a"]) + "---\n" + _secret(b, KEYS["b"]))
+    apply("---\n".join([
+        _notification("ci", a, ["RunFinished", "Regression"], ports["a"],
+                      email=["kernel-ci@team-a.example"]),
+        _notification("late", a, ["RunFinished"], ports["late"], outcomes=["Succeeded"]),
+        _notification("leases", a, ["LeaseGranted", "LeaseEnding", "LeaseEnded"], ports["a"],
+                      email=["desk@team-a.example"]),
+        _notification("all", b, TENANT_EVENTS, ports["b"], email=["ops@team-b.example"]),
+        # team A's receiver, which team B's policy does not list; a lab admin's event
+        _notification("elsewhere", b, ["RunFinished"], ports["a"]),
+        _notification("boards", b, ["BoardQuarantined"], ports["b"])]))
+    for ns, name in ((a, "ci"), (a, "late"), (a, "leases"), (b, "all")):
+        wait_for(f"{ns}/{name} Ready", lambda ns=ns, name=name: cond(
+            _status(custom, name, ns), "Ready").get("status") == "True", timeout=60)
+    yield {"a": a, "b": b, "receivers": receivers, "smtp": smtp, "ports": ports}
+    for r in receivers.values():
+        r.stop()
+    smtp.stop()
+    apply_lab_policy()
+    for ns in (a, b):
+        client.CoreV1Api(kube).delete_namespace(ns)
+
+
+def test_a_notification_the_lab_does_not_allow_says_why(custom, teams):
+    b = teams["b"]
+    st = wait_for("b/elsewhere judged", lambda: cond(_status(custom, "elsewhere", b), "Ready")
+                  or None, timeout=60)
+    assert st["status"] == "False" and st["reason"] == "WebhookForbidden", st
+    assert "not on the namespace's webhookHosts" in st["message"]
+    st = wait_for("b/boards judged", lambda: cond(_status(custom, "boards", b), "Ready") or None,
+                  timeout=60)
+    assert st["status"] == "False" and st["reason"] == "LabAdminOnly", st
+    # the CRD's own rules: a JSON webhook is signed
+    with pytest.raises(RuntimeError, match="signingKey"):
+        apply(yaml.safe_dump({"apiVersion": f"{GROUP}/{VERSION}", "kind": "Notification",
+                              "metadata": {"name": "unsigned", "namespace": b},
+                              "spec": {"events": ["RunFinished"], "webhook": {
+                                  "url": "https://hooks.example.com/x"}}}))
+
+
+def test_team_as_runs_reach_its_receivers_signed_and_team_b_hears_nothing(custom, teams):
+    a, rx, smtp = teams["a"], teams["receivers"], teams["smtp"]
+    apply(_run("base", a, "1.000"))
+    assert finished(custom, "base", a, timeout=300)["phase"] == "Succeeded"
+    apply(_run("slower", a, "2.000", baseline="base"))
+    st = finished(custom, "slower", a, timeout=300)
+    assert st["phase"] == "Succeeded" and cond(st, "Regressed")["status"] == "True", st
+
+    got = wait_for("team A's three events", lambda: len(rx["a"].received) >= 3 and
+                   rx["a"].received, timeout=60)
+    bodies = _verified(got, KEYS["a"])
+    assert sorted((b["kind"], b["object"]["name"]) for b in bodies) == [
+        ("Regression", "slower"), ("RunFinished", "base"), ("RunFinished", "slower")]
+    assert {b["namespace"] for b in bodies} == {a}
+    assert {b["notification"] for b in bodies} == {f"{a}/ci"}
+    regression = next(b for b in bodies if b["kind"] == "Regression")
+    assert "hb/" in regression["details"]["regression"], regression
+    mails = smtp.wait(3)
+    assert len(mails) == 3 and all(m["tls"] and m["to"] == ["kernel-ci@team-a.example"]
+                                   for m in mails), mails
+    subjects = sorted(_mail(m)["Subject"] for m in mails)
+    assert any("regressed against base" in s for s in subjects), subjects
+
+    st = wait_for("a/ci's status", lambda: (s := _status(custom, "ci", a)).get("delivered") == 6
+                  and s, timeout=30)
+    assert cond(st, "Delivered")["status"] == "True" and st["pending"] == 0, st
+    assert {(d["event"], d["target"], d["state"]) for d in st["deliveries"]} == {
+        ("RunFinished", "webhook", "Delivered"), ("RunFinished", "email", "Delivered"),
+        ("Regression", "webhook", "Delivered"), ("Regression", "email", "Delivered")}
+    assert {d["id"] for d in st["deliveries"] if d["target"] == "webhook"} == \
+        {b["id"] for b in bodies}
+    # each mail is its delivery: the same id as Message-ID, whatever the mail system does with it
+    mail_ids = {_mail(m)["Message-ID"].strip("<>").split("@")[0] for m in mails}
+    assert mail_ids == {d["id"] for d in st["deliveries"] if d["target"] == "email"}
+
+    # team B subscribed to everything a tenant may: nothing of team A's reached it, nor its outbox
+    time.sleep(3)
+    assert rx["b"].received == [] and not [m for m in smtp.messages
+                                           if "ops@team-b.example" in m["to"]]
+    from sqlalchemy import select
+
+    from benchfarm.history import Database
+    from benchfarm.history.schema import notification_outbox as t
+    with Database.from_env().engine.connect() as conn:
+        queued = conn.execute(select(t.c.namespace, t.c.notification)).all()
+    assert (teams["b"], "all") not in {tuple(r) for r in queued}
+    assert (a, "ci") in {tuple(r) for r in queued}
+    st_b = _status(custom, "all", teams["b"])
+    assert st_b["delivered"] == 0 and st_b["pending"] == 0, st_b
+
+
+def test_a_receiver_down_gets_every_delivery_once_it_is_back(custom, teams):
+    a, late = teams["a"], teams["receivers"]["late"]
+    def failing():
+        s = _status(custom, "late", a)
+        tried = [d for d in s.get("deliveries") or [] if d["attempts"] >= 1]
+        return cond(s, "Delivered").get("reason") == "Retrying" and len(tried) == 2 and s
+    st = wait_for("a/late's two deliveries failing", failing, timeout=60)
+    assert st["pending"] == 2 and cond(st, "Delivered")["status"] == "False", st
+    assert all(d["state"] == "Retrying" for d in st["deliveries"]), st
+    assert "no connection" in cond(st, "Delivered")["message"], st
+    ids = {d["id"] for d in st["deliveries"]}
+    late.start()                          # the receiver is back
+    wait_for("both deliveries at the receiver that was down",
+             lambda: len(late.received) >= 2, timeout=60)
+    time.sleep(12)                        # longer than the lab's longest backoff (10 s)
+    bodies = _verified(late.received, KEYS["a"])
+    assert sorted(b["id"] for b in bodies) == sorted(ids)         # each once, none twice
+    assert sorted(b["object"]["name"] for b in bodies) == ["base", "slower"]
+    st = wait_for("a/late delivered", lambda: cond(s := _status(custom, "late", a), "Delivered")
+                  .get("status") == "True" and s, timeout=30)
+    assert st["delivered"] == 2 and st["pending"] == 0, st
+
+
+def test_a_lease_is_told_granted_ending_and_ended(custom, teams):
+    a, rx = teams["a"], teams["receivers"]
+    before = len(rx["a"].received)
+    apply(yaml.safe_dump({"apiVersion": f"{GROUP}/{VERSION}", "kind": "BoardLease",
+                          "metadata": {"name": "desk", "namespace": a},
+                          "spec": {"selector": {"deviceType": "qemu-x86"}, "duration": "5m",
+                                   "user": "desk/alice"}}))
+
+    def kinds() -> list[str]:
+        return [b["kind"] for b in _verified(rx["a"].received[before:], KEYS["a"])]
+    wait_for("LeaseGranted and LeaseEnding", lambda: {"LeaseGranted", "LeaseEnding"} <=
+             set(kinds()), timeout=120)
+    custom.patch_namespaced_custom_object(GROUP, VERSION, a, "boardleases", "desk",
+                                          {"spec": {"release": True}})
+    wait_for("LeaseEnded", lambda: "LeaseEnded" in kinds(), timeout=120)
+    assert sorted(kinds()) == ["LeaseEnded", "LeaseEnding", "LeaseGranted"]
+    ended = [b for b in _verified(rx["a"].received[before:], KEYS["a"])
+             if b["kind"] == "LeaseEnded"][0]
+    assert ended["object"] == {"kind": "BoardLease", "name": "desk", "namespace": a,
+                               "uid": ended["object"]["uid"]}
+    assert ended["notification"] == f"{a}/leases"
+    assert rx["b"].received == []       # team B subscribed to leases too: not team A's
+    mails = wait_for("the lease's three mails", lambda: len(
+        m := [m for m in teams["smtp"].messages if m["to"] == ["desk@team-a.example"]]) >= 3
+        and m, timeout=60)
+    ending = [m for m in mails if "event: LeaseEnding" in _mail(m).get_content()]
+    assert len(ending) == 1 and ending[0]["tls"], mails
+    assert "raise spec.duration" in _mail(ending[0]).get_content()
+    assert _mail(ending[0])["X-Benchfarm-Delivery"]
+
+
+@pytest.mark.full   # make test stops the API server under runs (chaos); make test-full here too
+def test_deliveries_go_on_while_the_api_server_is_away(custom, teams):
+    """A delivery due while kube-apiserver is stopped reaches its receiver meanwhile (the
+    signing key read before is used; the outbox is in the database, not the API), and the
+    Notification's status says so once the API server is back."""
+    a, late = teams["a"], teams["receivers"]["late"]
+    late.stop()
+    apply(_run("third", a, "1.000"))
+    assert finished(custom, "third", a, timeout=300)["phase"] == "Succeeded"
+    wait_for("a/late failing again", lambda: _status(custom, "late", a).get("pending") == 1,
+             timeout=60)
+    before = len(late.received)
+    devlab.stop_process("kube-apiserver")
+    try:
+        late.start()
+        wait_for("the delivery, with the API server away", lambda: len(late.received) > before,
+                 timeout=60)
+        (body,) = _verified(late.received[before:], KEYS["a"])
+        assert body["object"]["name"] == "third"
+    finally:
+        devlab.up()
+    st = wait_for("a/late's status after the outage", lambda: (
+        s := _status(custom, "late", a)).get("delivered") == 3 and s, timeout=120)
+    assert st["pending"] == 0 and cond(st, "Delivered")["status"] == "True", st
