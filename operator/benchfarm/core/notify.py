@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import uuid
 from collections.abc import Iterable, Mapping
@@ -41,9 +40,16 @@ from ..api.notifications import (
     WebhookFormat,
 )
 from ..api.outcomes import FINISHED
-from .software_policy import Address, Network, address_problem, host_listed, internal_networks
+from .software_policy import (
+    DEFAULT_PORTS,
+    Address,
+    Network,
+    address_problem,
+    host_listed,
+    http_host,
+    internal_networks,
+)
 
-DEFAULT_PORTS = {"http": 80, "https": 443}
 SUMMARY_CHARS = 300
 
 
@@ -119,22 +125,12 @@ class WebhookReach:
         its host resolves to, at each attempt), or None."""
         if "\\" in url or any(ord(c) < 33 or ord(c) == 127 for c in url):
             return "backslashes, spaces and control characters are not accepted"
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        if scheme not in DEFAULT_PORTS:
+        if urlsplit(url).scheme.lower() not in DEFAULT_PORTS:
             return "only http(s):// URLs are accepted"
-        if "@" in parts.netloc:
-            return "user names and passwords in URLs are not accepted"
-        try:
-            host, port = (parts.hostname or "").lower(), parts.port or DEFAULT_PORTS[scheme]
-        except ValueError:
-            return "the port is not a number"
-        if not host:
-            return "the URL names no host"
-        try:
-            literal: Address | None = ipaddress.ip_address(host)
-        except ValueError:
-            literal = None
+        where = http_host(url)
+        if isinstance(where, str):
+            return where
+        host, port, literal = where
         if literal is not None and (problem := self.address_problem(literal, port)):
             return problem
         if not host_listed(self.hosts, host, port):

@@ -194,19 +194,10 @@ class SoftwareReach:
             return None
         if scheme not in DEFAULT_PORTS:
             return "only s3:// and http(s):// URLs are accepted"
-        parts = urlsplit(url)
-        try:
-            host, port = (parts.hostname or "").lower(), parts.port or DEFAULT_PORTS[scheme]
-        except ValueError:
-            return "the port is not a number"
-        if "@" in parts.netloc:
-            return "user names and passwords in URLs are not accepted"
-        if not host:
-            return "the URL names no host"
-        try:
-            literal: Address | None = ipaddress.ip_address(host)
-        except ValueError:
-            literal = None
+        where = http_host(url)
+        if isinstance(where, str):
+            return where
+        host, port, literal = where
         if literal is not None:
             problem = self.address_problem(literal, port)
             if problem:
@@ -215,6 +206,25 @@ class SoftwareReach:
             shown = f"[{host}]" if ":" in host else host
             return f"host {shown}:{port} is not on the namespace's allow-list"
         return None
+
+
+def http_host(url: str) -> tuple[str, int, Address | None] | str:
+    """The host, port and literal address (None for a name) of an http(s) URL, or what is wrong
+    with its authority: one reading of a URL for software downloads and webhooks alike."""
+    parts = urlsplit(url)
+    try:
+        host, port = (parts.hostname or "").lower(), parts.port or DEFAULT_PORTS[parts.scheme.lower()]
+    except ValueError:
+        return "the port is not a number"
+    if "@" in parts.netloc:
+        return "user names and passwords in URLs are not accepted"
+    if not host:
+        return "the URL names no host"
+    try:
+        literal: Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+    return host, port, literal
 
 
 def host_listed(entries: Iterable[str], host: str, port: int) -> bool:

@@ -14,7 +14,8 @@ import ssl
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..core.notify import DEFAULT_PORTS, WebhookReach
+from ..core.notify import WebhookReach
+from ..core.software_policy import DEFAULT_PORTS
 from . import DeliveryFailed
 
 TIMEOUT = 10.0          # seconds to connect, and without an answer
