@@ -47,12 +47,9 @@ def board(custom, name="vb-a53-0"):
     return custom.get_cluster_custom_object(GROUP, VERSION, "boards", name).get("status", {})
 
 
-@pytest.mark.full
-def test_the_deploy_kernel_example_boots_the_published_kernel_through_u_boot(custom):
-    """The example as written (the demo plan, two iterations); make test boots the same kernel
-    with a short plan and without boot arguments (below)."""
-    name = unique("deploy")
-    apply(example("deploy-kernel", name))
+def booted_published_cloud_kernel(custom, name: str) -> tuple[dict, str]:
+    """The run Succeeded, booting the kernel published under builds/ (its digest, its release)
+    twice, timed through U-Boot: its provenance and the published digest."""
     st = finished(custom, name, timeout=600)
     assert cond(st)["status"] == "True", st
     prov = st["provenance"]
@@ -61,12 +58,22 @@ def test_the_deploy_kernel_example_boots_the_published_kernel_through_u_boot(cus
     published = store.get("builds/qemu-arm64/debian-cloud-arm64/SHA256SUMS").decode().split()[0]
     assert prov["software"]["kernel"]["sha256"] == published
     assert prov["kernelRelease"].endswith("-cloud-arm64"), prov     # the deployed one booted
-    assert "benchfarm.build=cloud-arm64" in prov["cmdline"]
     boot = st["results"]["boot"]
     assert boot["phase"] == "kernel-to-prompt" and boot["n"] == 2   # TI: Starting kernel -> prompt
     prefix = next(u for u in st["artifacts"] if u.endswith("/metrics.json"))
     doc = yaml.safe_load(store.get(prefix.split("/", 3)[3]))
     assert {"bootloader-stage", "kernel-to-prompt"} <= set(doc["bootSummary"])
+    return prov, published
+
+
+@pytest.mark.full
+def test_the_deploy_kernel_example_boots_the_published_kernel_through_u_boot(custom):
+    """The example as written (the demo plan, two iterations); make test boots the same kernel
+    with a short plan and without boot arguments (below)."""
+    name = unique("deploy")
+    apply(example("deploy-kernel", name))
+    prov, published = booted_published_cloud_kernel(custom, name)
+    assert "benchfarm.build=cloud-arm64" in prov["cmdline"]
     assert devlab.STATE.joinpath("tftp", "vb-a53-0", f"{published[:12]}-vmlinuz").is_symlink()
 
 
@@ -77,21 +84,9 @@ def test_a_kernel_deployed_without_boot_arguments_boots_to_the_prompt(custom):
     body = yaml.safe_load(example("deploy-kernel", name, plan="stacktest-kernel", iterations=1))
     del body["spec"]["software"]["bootArgs"]
     apply(yaml.safe_dump(body))
-    st = finished(custom, name, timeout=600)
-    assert cond(st)["status"] == "True", st
-    prov = st["provenance"]
-    from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-    store = ArtifactStore(StoreConfig.from_env())
-    published = store.get("builds/qemu-arm64/debian-cloud-arm64/SHA256SUMS").decode().split()[0]
-    assert prov["software"]["kernel"]["sha256"] == published
+    prov, _ = booted_published_cloud_kernel(custom, name)
     assert "bootArgs" not in prov["software"]
-    assert prov["kernelRelease"].endswith("-cloud-arm64"), prov     # the deployed one booted
     assert "benchfarm.build" not in prov["cmdline"] and "benchfarm.board=vb-a53-0" in prov["cmdline"]
-    boot = st["results"]["boot"]
-    assert boot["phase"] == "kernel-to-prompt" and boot["n"] == 2   # both timed boots: the kernel
-    prefix = next(u for u in st["artifacts"] if u.endswith("/metrics.json"))
-    doc = yaml.safe_load(store.get(prefix.split("/", 3)[3]))
-    assert {"bootloader-stage", "kernel-to-prompt"} <= set(doc["bootSummary"])
 
 
 def test_an_ab_run_alternates_two_kernels_and_judges_b_against_a(custom):
