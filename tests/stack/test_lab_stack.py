@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -118,6 +119,9 @@ def test_coordinator_lists_places_with_tags(lab):
         assert "NetworkSerialPort" in p.resources and power in p.resources, p.resources
 
 
+NOISE = re.compile(r"\[\s*\d+\.\d+\] benchfarm: kernel noise\n?")
+
+
 def _device_type(name: str) -> DeviceType:
     return load_device_types(devlab.DEVICE_TYPES)[name]
 
@@ -169,6 +173,19 @@ def test_power_cycle_through_labgrid_reaches_the_shell(lab, place, dtype):
                            "ip -4 addr show eth0 | grep -c 10.0.2.15", timeout=20)
             assert hw.exit_code == 0 and hw.output.strip().endswith("1"), hw.output
             assert b"Linux version" in board.serial_log.bytes()
+            # the kernel prints its log between any two bytes of the shell's: commands still
+            # end, with their exit codes, through a flood of kernel lines (/dev/kmsg unlimited)
+            board.run("echo on > /proc/sys/kernel/printk_devkmsg; (while :; do echo "
+                      "'<2>benchfarm: kernel noise' > /dev/kmsg; sleep 0.005; done) "
+                      ">/dev/null 2>&1 & echo $! > /tmp/noise", timeout=20)
+            try:
+                for i in range(20):
+                    r = board.run(f"echo out-{i}; exit {i % 3}", timeout=20)
+                    assert not r.timed_out and r.exit_code == i % 3, r
+                    assert NOISE.sub("", r.output).strip() == f"out-{i}", r
+            finally:
+                board.run("kill $(cat /tmp/noise)", timeout=20)
+            assert board.serial_log.bytes().count(b"benchfarm: kernel noise") >= 20
         finally:
             board.power_off()
             board.close()

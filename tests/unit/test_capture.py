@@ -67,6 +67,50 @@ def test_shell_output_finds_labgrids_markers_across_any_chunking(chunk):
     assert cap.text() == "\n".join(f"line {i}" for i in range(200))
 
 
+KERNEL = b"[   15.020089] random: crng init done\r\n"
+
+
+def _with_kernel_line(stream: bytes, at: bytes, offset: int) -> bytes:
+    i = stream.index(at) + offset
+    return stream[:i] + KERNEL + stream[i:]
+
+
+@pytest.mark.parametrize("where", ["in the start marker", "in the end marker",
+                                   "after the end marker", "after the exit code",
+                                   "in the prompt"])
+@pytest.mark.parametrize("chunk", [1, 5, 4096])
+def test_shell_output_reads_the_protocol_through_the_kernels_log_lines(where, chunk):
+    """The kernel prints its log on the console between any two bytes of the shell's (seen on
+    the virtual boards: crng, link up, hrtimer, suspend entry): the command still ends, with
+    its exit code and its own output."""
+    marker = "ABCDEFGHIJ"
+    stream = _console(marker, b"Time: 2.000\r\n", 0)
+    after_output = stream.index(b"Time: 2.000\r\n") + len(b"Time: 2.000\r\n")
+    stream = {
+        "in the start marker": lambda: _with_kernel_line(stream, b"\r\nABCD", 6),
+        "in the end marker": lambda: stream[:after_output + 3] + KERNEL + stream[after_output + 3:],
+        "after the end marker": lambda: stream[:after_output + 10] + KERNEL
+        + stream[after_output + 10:],
+        "after the exit code": lambda: _with_kernel_line(stream, b" 0\r\n", 4),
+        "in the prompt": lambda: _with_kernel_line(stream, b"root@", 5),
+    }[where]()
+    cap = ShellOutput(marker, r"root@\w+:[^ ]+ ", limit=1 << 20)
+    for i in range(0, len(stream), chunk):
+        cap.feed(stream[i:i + chunk])
+    assert cap.done and cap.exit_code == 0
+    assert cap.text() == "Time: 2.000"
+
+
+def test_a_kernel_line_in_a_commands_output_is_its_output():
+    """dmesg-reading suites (dmatest) parse the kernel's lines: the output keeps them."""
+    marker = "ABCDEFGHIJ"
+    cap = ShellOutput(marker, r"\$ ", limit=1 << 20)
+    cap.feed(_console(marker, b"Doing AES: " + KERNEL + b"54137 in 1s\r\n").replace(
+        b"root@board:~# ", b"$ "))
+    assert cap.exit_code == 0
+    assert cap.text() == "Doing AES: [   15.020089] random: crng init done\n54137 in 1s"
+
+
 def test_shell_output_bounds_a_huge_output_and_says_what_was_cut():
     marker = "QWERTYUIOP"
     cap = ShellOutput(marker, r"\$ ", limit=4096)

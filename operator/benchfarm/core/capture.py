@@ -6,7 +6,8 @@ keeps every byte, so what the session holds in memory can be bounded: the first 
 bytes of a command's output (where suites print their configuration and their results), with a
 line saying how many bytes were cut from the middle. `ShellOutput` finds the end of a command in
 the console stream the way labgrid's ShellDriver marks it, searching a bounded window instead of
-an ever-growing buffer.
+an ever-growing buffer, and reads labgrid's protocol (its markers, the exit code, the prompt)
+through the kernel's log lines, which the kernel prints on the console between any two bytes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,20 @@ from ..errors import BoardFault
 SERIAL_LOG_HAS_THEM = "the serial log has them all"
 # labgrid's (labgrid.util.helper.re_vt100): the ShellDriver strips these from a command's output
 VT100 = re.compile(r"(\x1b\[|\x9b)[^@-_a-z]*[@-_a-z]|\x1b[@-_a-z]")
+# A line of the kernel's log on the console (`printk.time=1`: its stamp first, a line break
+# last). The kernel's console driver writes it between any two bytes the shell prints — into
+# labgrid's markers, between the end marker, the exit code and the prompt ("random: crng init
+# done", "hrtimer: interrupt took …" on a loaded host): the protocol is read through such lines,
+# or one of them ends a command as a timeout. A command's own output keeps them (dmesg-reading
+# suites parse them). A line without a stamp cannot be told from the shell's.
+KERNEL_LINE = rb"\[\s*\d+\.\d+\] [^\n]*\n"
+KERNEL_LINES = re.compile(KERNEL_LINE)
+KERNEL_LINE_MAX = 1024      # printk's longest line (LOG_LINE_MAX), its stamp included
+
+
+def through_kernel_lines(literal: bytes) -> bytes:
+    """A regex of `literal` with any kernel log lines between its bytes."""
+    return (b"(?:" + KERNEL_LINE + b")*").join(re.escape(bytes([c])) for c in literal)
 
 
 class HeadTail:
@@ -102,7 +117,9 @@ class ShellOutput:
     AFTER_MARKER = 64 * 1024    # the exit code and the prompt follow the end marker closely
 
     def __init__(self, marker: str, prompt: str, limit: int) -> None:
-        self.marker = marker.encode()
+        self.marker = re.compile(through_kernel_lines(marker.encode()))
+        # bytes held back from the output: a marker's beginning, a kernel line inside it
+        self.hold = len(marker) - 1 + KERNEL_LINE_MAX
         self.end = re.compile(rb"\s+(\d+)\s+" + prompt.encode(), re.DOTALL)
         self.output = HeadTail(limit)
         self.started = False
@@ -121,25 +138,24 @@ class ShellOutput:
         if self._ended:
             self._finish(window)
             return
-        at = window.find(self.marker)
-        if at < 0:
-            keep = len(self.marker) - 1
-            if self.started and len(window) > keep:
-                self.output.add(window[:len(window) - keep])
-            self._window = window[-keep:] if keep else b""
+        found = self.marker.search(window)
+        if found is None:
+            if self.started and len(window) > self.hold:
+                self.output.add(window[:len(window) - self.hold])
+            self._window = window[-self.hold:]
             return
         if not self.started:    # the first marker: the output begins after it
             self.started = True
             self._window = b""
-            self.feed(window[at + len(self.marker):])
+            self.feed(window[found.end():])
             return
-        self.output.add(window[:at])
+        self.output.add(window[:found.start()])
         self._ended = True
         self._window = b""
-        self._finish(window[at + len(self.marker):])
+        self._finish(window[found.end():])
 
     def _finish(self, after: bytes) -> None:
-        match = self.end.match(after)
+        match = self.end.match(KERNEL_LINES.sub(b"", after))
         if match:
             self.exit_code = int(match.group(1))
             self._window = b""

@@ -23,7 +23,7 @@ from pexpect import TIMEOUT as PexpectTimeout
 
 from ..api.devicetype import DeviceType
 from ..core.boot import BootTimeline
-from ..core.capture import HeadTail, ShellOutput
+from ..core.capture import KERNEL_LINE, HeadTail, ShellOutput, through_kernel_lines
 from ..errors import BoardFault
 from .environment import build_target, environment, forget_target
 from .strategy import BenchfarmStrategy, first_line
@@ -103,15 +103,26 @@ class CommandTimeout(PexpectTimeout):
         self.output = output
 
 
+def check_prompt(shell: Any) -> None:
+    """labgrid's ShellDriver._check_prompt (echo a hidden marker, expect it and the prompt),
+    read through kernel log lines (`core.capture.KERNEL_LINE`): with one printed into the echo,
+    labgrid's own waits its whole 30 s and the command counts as timed out, never having run."""
+    marker = gen_marker()
+    shell.console.sendline(f"echo '{marker[:4]}''{marker[4:]}'")
+    shell.console.expect(through_kernel_lines(marker.encode()) + rb"(?:\s|" + KERNEL_LINE
+                         + rb")+" + shell.prompt.encode(), timeout=30)
+
+
 def run_bounded(shell: Any, command: str, timeout: float, limit: int
                 ) -> tuple[str, int | None]:
     """Run `command` with labgrid's ShellDriver protocol (its prompt check, its `run` shell
-    function and markers), holding at most `limit` bytes of the output: its head and its tail
-    (`core.capture`). The ShellDriver's own `run` keeps all of it, twice (pexpect's buffer and
-    the match), and searches the whole buffer again after every read. pexpect's TIMEOUT when
-    the command overruns, with the output so far as its `output`."""
+    function and markers, read through kernel log lines), holding at most `limit` bytes of the
+    output: its head and its tail (`core.capture`). The ShellDriver's own `run` keeps all of
+    it, twice (pexpect's buffer and the match), and searches the whole buffer again after every
+    read. pexpect's TIMEOUT when the command overruns, with the output so far as its
+    `output`."""
     console = shell.console
-    shell._check_prompt()
+    check_prompt(shell)
     marker = gen_marker()
     capture = ShellOutput(marker, shell.prompt, limit)
     console.sendline(f"MARKER='{marker[:4]}''{marker[4:]}' run {shlex.quote(command)}")
