@@ -61,6 +61,20 @@ def test_boot_failure_pattern_stops_the_wait():
     assert w.done and "No working init" in w.failure
 
 
+@pytest.mark.parametrize("chunk", [1, 4, 1000])
+def test_a_prompt_split_by_a_kernel_line_is_the_prompt(chunk):
+    """The kernel prints its log between any two bytes of the shell's: a prompt cut in two by
+    "link becomes ready" is reached when its second half comes, not a boot that never ended."""
+    log = (b"[    0.000000] Linux version 6.1\r\n[    0.500000] Run /init as init process\r\n"
+           b"root@vb-[    4.470480] IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready\r\n"
+           b"x86-0:~# ")
+    w = BootWatcher(0.0, {"kernel": "Linux version", "init": "Run /init"}, r"root@\S+:\S*# ")
+    for i in range(0, len(log), chunk):
+        assert not w.done
+        w.feed(1.0 + i / 1000, log[i:i + chunk])
+    assert w.done and w.failure is None and "prompt" in w.timeline.events
+
+
 def test_kernel_stamps_fuse_with_the_host_clock_by_their_lower_envelope():
     # The kernel starts 0.300 s after power-on; it holds its first lines until its console is up
     # (they arrive together at 0.551 s); later lines arrive 1-3 ms after they were printed.

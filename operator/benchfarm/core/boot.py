@@ -23,10 +23,13 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from .capture import KERNEL_LINE
+
 POWER_ON = "power-on"
 FIRST_BYTE = "first-byte"
 PROMPT = "prompt"
 _STAMP = re.compile(r"\r?\[\s*(\d+\.\d+)\]")
+_KERNEL_LINES = re.compile(KERNEL_LINE.decode())
 MAX_PAIRS = 4000        # stamped lines kept per boot (memory stays bounded)
 MIN_RATE_PAIRS = 20     # a rate is fitted to at least this many stamped lines
 MIN_RATE_SPAN_S = 1.0   # spanning at least this much kernel time
@@ -209,6 +212,9 @@ class BootWatcher:
         self._last_k = 0.0
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._line = ""                                # the line not yet ended by a newline
+        # the shell's line not yet ended, kernel log lines taken out: the kernel prints its log
+        # between any two bytes of the shell's, and a prompt split by one is still the prompt
+        self._shell_line = ""
         self._line_began = 0.0                         # when its first byte was read
 
     def feed(self, when: float, chunk: bytes) -> None:
@@ -220,7 +226,8 @@ class BootWatcher:
         self.last_byte = when
         if FIRST_BYTE not in self.timeline.events:
             self.timeline.events[FIRST_BYTE] = round(max(0.0, when - self.power_on), 3)
-        text = self._line + self._decoder.decode(chunk)
+        decoded = self._decoder.decode(chunk)
+        text = self._line + decoded
         start, began = 0, self._line_began if self._line else when
         restarts: list[int] = []                       # where in `text` the clock started over
         while (end := text.find("\n", start)) >= 0:
@@ -249,8 +256,11 @@ class BootWatcher:
                 line_start = text.rfind("\n", 0, m.start()) + 1
                 line_end = text.find("\n", m.end())
                 self.failure = text[line_start: line_end if line_end >= 0 else None].strip()
+        shell = _KERNEL_LINES.sub("", self._shell_line + decoded)
+        self._shell_line = shell[shell.rfind("\n") + 1:][-MAX_LINE:]
         # The prompt counts only after every other marker (a shell prompt cannot precede init).
-        if not self.pending and PROMPT not in self.timeline.events and self.prompt.search(text):
+        if not self.pending and PROMPT not in self.timeline.events and (
+                self.prompt.search(text) or self.prompt.search(shell)):
             self.timeline.events[PROMPT] = round(when - self.power_on, 3)
 
     @property
