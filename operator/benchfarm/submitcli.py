@@ -26,7 +26,7 @@ from typing import Any
 
 from .api.models import GROUP, SOFTWARE_PARTS, VERSION, BenchmarkRunSpec
 from .api.outcomes import Phase
-from .core.gate import Decision, Exit, condition, decide
+from .core.gate import Exit, condition
 
 PLURAL = "benchmarkruns"
 PARTS = tuple(p for p in SOFTWARE_PARTS if p != "bootArgs")
@@ -155,7 +155,7 @@ def _results(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
 def outcome_of(body: dict[str, Any], *, interrupted: bool = False) -> tuple[Any, str | None]:
     """The run's `report.ci.Outcome` (its exit code decided) and its report."""
     from .errors import BenchfarmError
-    from .report.ci import outcome
+    from .report.ci import decided_outcome
     status = body.get("status") or {}
     doc, report, unread = None, None, ""
     if status.get("phase") in (Phase.succeeded, Phase.failed):
@@ -163,14 +163,7 @@ def outcome_of(body: dict[str, Any], *, interrupted: bool = False) -> tuple[Any,
             doc, report = _results(body)
         except BenchfarmError as exc:   # the store: the verdict of a failed run stands
             unread = f" ({exc.reason}: {exc.message})"
-    rows = ((doc or {}).get("comparison") or {}).get("rows") or []
-    decision = decide(status, rows, baseline=(body.get("spec") or {}).get("baseline"),
-                      interrupted=interrupted)
-    if status.get("phase") == Phase.succeeded and doc is None:
-        decision = Decision(Exit.lab, "the run succeeded but its metrics.json could not be "
-                            f"read from the store{unread} (the lab's fault; retry later)",
-                            decision.reason)
-    return outcome(body, doc, decision), report
+    return decided_outcome(body, doc, unread=unread, interrupted=interrupted), report
 
 
 def _write(path: str | None, data: bytes) -> None:

@@ -7,7 +7,8 @@ Team A subscribes to its runs' end and regression (webhook and e-mail), to its l
 more with a receiver that is down; team B subscribes to everything a tenant may, with a receiver
 of its own, and never gets anything of team A's. Two small runs of an inline plan on qemu-x86 (a
 baseline at 1.000 and a run at 2.000 judged against it: regressed), one lease granted, warned
-and released.
+and released. Team A also submits its finished runs to a KCIDB endpoint (a receiver with a
+bearer token): each document validates with kcidb-io.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 import uuid
 from email.message import EmailMessage
 
+import kcidb_io
 import pytest
 import yaml
 
@@ -32,6 +34,7 @@ from tests.stack.runs import GROUP, VERSION, cond, finished
 
 pytestmark = pytest.mark.stack
 KEYS = {"a": b"team-a-signing-key", "b": b"team-b-signing-key"}
+KCIDB_TOKEN = "team-a-kcidb-token"
 TENANT_EVENTS = ["RunFinished", "Regression", "ChangePoint", "CampaignFinished", "LeaseGranted",
                  "LeaseEnding", "LeaseEnded"]
 
@@ -57,10 +60,10 @@ def _notification(name: str, ns: str, events: list[str], port: int | None = None
                            "metadata": {"name": name, "namespace": ns}, "spec": body})
 
 
-def _secret(ns: str, key: bytes) -> str:
+def _secret(ns: str, key: bytes, **more: str) -> str:
     return yaml.safe_dump({"apiVersion": "v1", "kind": "Secret",
                            "metadata": {"name": "benchfarm-notifications", "namespace": ns},
-                           "stringData": {"hook": key.decode()}})
+                           "stringData": {"hook": key.decode(), **more}})
 
 
 def _mail(message: dict) -> EmailMessage:
@@ -99,33 +102,36 @@ def teams(kube, operator, custom):
     tag = uuid.uuid4().hex[:5]
     a, b = f"notify-a-{tag}", f"notify-b-{tag}"
     first = devlab.PORTS.notify_receivers
-    ports = {"a": first, "b": first + 1, "late": first + 2}
+    ports = {"a": first, "b": first + 1, "late": first + 2, "kcidb": first + 3}
     for ns in (a, b):
         client.CoreV1Api(kube).create_namespace({"metadata": {"name": ns}})
     policy = json.loads(json.dumps(LAB_POLICY))
     policy["spec"]["leaseWarningSeconds"] = 3600       # a granted lease is warned at once
     policy["spec"]["namespaces"] += [
         {"namespace": a, "allowInlineSuites": True,
-         "webhookHosts": [f"127.0.0.1:{ports['a']}", f"127.0.0.1:{ports['late']}"],
+         "webhookHosts": [f"127.0.0.1:{ports[p]}" for p in ("a", "late", "kcidb")],
          "leases": {"allowed": True, "maxLeaseSeconds": 600}},
         {"namespace": b, "allowInlineSuites": True, "webhookHosts": [f"127.0.0.1:{ports['b']}"]}]
     apply(yaml.safe_dump(policy))
     cert, key, _ = tls_files(devlab.STATE / "notify", ca_file=devlab.SMTP_CA_FILE)
     smtp = SmtpServer(devlab.PORTS.smtp, cert, key).start()
     receivers = {"a": WebhookReceiver(ports["a"]).start(), "b": WebhookReceiver(ports["b"]).start(),
-                 "late": WebhookReceiver(ports["late"])}          # down until test 3 starts it
-    apply(_secret(a, KEYS["a"]) + "---\n" + _secret(b, KEYS["b"]))
+                 "late": WebhookReceiver(ports["late"]),          # down until test 3 starts it
+                 "kcidb": WebhookReceiver(ports["kcidb"]).start()}
+    apply(_secret(a, KEYS["a"], kcidb=KCIDB_TOKEN) + "---\n" + _secret(b, KEYS["b"]))
     apply("---\n".join([
         _notification("ci", a, ["RunFinished", "Regression"], ports["a"],
                       email=["kernel-ci@team-a.example"]),
         _notification("late", a, ["RunFinished"], ports["late"], outcomes=["Succeeded"]),
+        _notification("kcidb", a, ["RunFinished"], kcidb={
+            "url": f"http://127.0.0.1:{ports['kcidb']}/submit", "tokenKey": "kcidb"}),
         _notification("leases", a, ["LeaseGranted", "LeaseEnding", "LeaseEnded"], ports["a"],
                       email=["desk@team-a.example"]),
         _notification("all", b, TENANT_EVENTS, ports["b"], email=["ops@team-b.example"]),
         # team A's receiver, which team B's policy does not list; a lab admin's event
         _notification("elsewhere", b, ["RunFinished"], ports["a"]),
         _notification("boards", b, ["BoardQuarantined"], ports["b"])]))
-    for ns, name in ((a, "ci"), (a, "late"), (a, "leases"), (b, "all")):
+    for ns, name in ((a, "ci"), (a, "late"), (a, "kcidb"), (a, "leases"), (b, "all")):
         wait_for(f"{ns}/{name} Ready", lambda ns=ns, name=name: cond(
             _status(custom, name, ns), "Ready").get("status") == "True", timeout=60)
     yield {"a": a, "b": b, "receivers": receivers, "smtp": smtp, "ports": ports}
@@ -152,6 +158,10 @@ def test_a_notification_the_lab_does_not_allow_says_why(custom, teams):
                               "metadata": {"name": "unsigned", "namespace": b},
                               "spec": {"events": ["RunFinished"], "webhook": {
                                   "url": "https://hooks.example.com/x"}}}))
+    # ... and KCIDB takes finished runs
+    with pytest.raises(RuntimeError, match="kcidb submits finished runs"):
+        apply(_notification("kcidb-nothing", b, ["Regression"], kcidb={
+            "url": "https://kcidb.example.org/submit"}))
 
 
 def test_team_as_runs_reach_its_receivers_signed_and_team_b_hears_nothing(custom, teams):
@@ -203,6 +213,30 @@ def test_team_as_runs_reach_its_receivers_signed_and_team_b_hears_nothing(custom
     assert (a, "ci") in {tuple(r) for r in queued}
     st_b = _status(custom, "all", teams["b"])
     assert st_b["delivered"] == 0 and st_b["pending"] == 0, st_b
+
+
+def test_team_as_finished_runs_are_submitted_to_kcidb(custom, teams):
+    """Issue 43's automatic KCIDB submission: each finished run's document (read by the
+    operator from the run and its metrics.json), with the namespace's bearer token."""
+    a, rx = teams["a"], teams["receivers"]["kcidb"]
+    got = wait_for("two KCIDB submissions", lambda: len(rx.received) >= 2 and rx.received,
+                   timeout=60)
+    numbers = {}
+    for r in got:
+        h = {k.lower(): v for k, v in r["headers"].items()}
+        assert r["path"] == "/submit" and h["authorization"] == f"Bearer {KCIDB_TOKEN}", h
+        doc = json.loads(r["body"])
+        kcidb_io.schema.LATEST.validate(doc)
+        for t in doc["tests"]:
+            if "number" in t and "hackbench" in t["path"]:
+                numbers[t["misc"]["run"]] = (t["number"], t["status"],
+                                             t["environment"]["misc"]["deviceType"])
+    assert numbers == {f"{a}/base": ({"value": 1.0, "unit": "s"}, "DONE", "qemu-x86"),
+                       f"{a}/slower": ({"value": 2.0, "unit": "s"}, "FAIL", "qemu-x86")}, numbers
+    st = wait_for("a/kcidb's status", lambda: (s := _status(custom, "kcidb", a)).get(
+        "delivered") == 2 and s, timeout=30)
+    assert {(d["target"], d["state"]) for d in st["deliveries"]} == {("kcidb", "Delivered")}
+    assert "kcidb" in cond(st, "Ready")["message"], st
 
 
 def test_a_receiver_down_gets_every_delivery_once_it_is_back(custom, teams):
@@ -283,3 +317,32 @@ def test_deliveries_go_on_while_the_api_server_is_away(custom, teams):
     st = wait_for("a/late's status after the outage", lambda: (
         s := _status(custom, "late", a)).get("delivered") == 3 and s, timeout=120)
     assert st["pending"] == 0 and cond(st, "Delivered")["status"] == "True", st
+
+
+@pytest.mark.full   # ten minutes of waiting: make test-full (make test: the minute above)
+def test_a_receiver_down_for_ten_minutes_gets_its_delivery_once(custom, teams):
+    """Issue 43's outage: a receiver down for 10 minutes. The delivery is tried again all that
+    time at the backoff's ceiling (10 s in the lab), never given up, and reaches the receiver
+    once, with its id, once it is back."""
+    a, late = teams["a"], teams["receivers"]["late"]
+    late.stop()
+    delivered = _status(custom, "late", a).get("delivered", 0)
+    before = len(late.received)
+    down = time.monotonic()
+    apply(_run("long-outage", a, "1.000"))
+    assert finished(custom, "long-outage", a, timeout=300)["phase"] == "Succeeded"
+    wait_for("a/late failing", lambda: _status(custom, "late", a).get("pending") == 1,
+             timeout=60)
+    time.sleep(max(0.0, 600 - (time.monotonic() - down)))
+    st = _status(custom, "late", a)
+    (waiting,) = [d for d in st["deliveries"] if d["subject"].endswith("/long-outage")]
+    assert waiting["state"] == "Retrying" and waiting["attempts"] >= 30, st
+    assert len(late.received) == before and st["failed"] == 0, st
+    late.start()
+    wait_for("the delivery once the receiver is back", lambda: len(late.received) > before,
+             timeout=60)
+    time.sleep(12)                        # longer than the lab's longest backoff (10 s)
+    (body,) = _verified(late.received[before:], KEYS["a"])
+    assert body["object"]["name"] == "long-outage" and body["id"] == waiting["id"]
+    wait_for("a/late delivered", lambda: _status(custom, "late", a).get("delivered") ==
+             delivered + 1, timeout=30)

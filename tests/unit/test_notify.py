@@ -226,6 +226,20 @@ def test_a_notification_that_cannot_be_in_force_says_why():
     assert policy.for_namespace("team-b").webhookHosts == []
 
 
+def test_a_kcidb_endpoint_gets_finished_runs_only_and_is_checked_as_a_webhook():
+    both = sub(events=("RunFinished", "Regression"),
+               kcidb={"url": "https://kcidb.example.org/submit", "tokenKey": "kcidb"})
+    assert both.targets(EventKind.run_finished) == [Target.webhook, Target.kcidb]
+    assert both.targets(EventKind.regression) == [Target.webhook]
+    assert both.targets() == [Target.webhook, Target.kcidb]
+    assert n.spec_problem(both, ADMIN, n.WebhookReach(("hooks.example.com",)), True, True) == (
+        NotificationReason.webhook_forbidden,
+        "kcidb https://kcidb.example.org/submit: host kcidb.example.org:443 is not on the "
+        "namespace's webhookHosts (LabPolicy); it may post to: hooks.example.com")
+    assert n.spec_problem(both, ADMIN, n.WebhookReach(("hooks.example.com",
+                                                       "kcidb.example.org")), True, True) is None
+
+
 def test_the_spec_refuses_what_the_crd_does():
     with pytest.raises(ValidationError):
         NotificationSpec(events=["Nonsense"], email={"to": ["a@b.example"]})

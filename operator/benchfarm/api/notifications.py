@@ -4,11 +4,12 @@ A Notification subscribes its own namespace to events (a run finished, a regress
 baseline, a change point in its history, a campaign published, a lease granted, ending soon or
 ended; in the operator's namespace, the lab admin's, a board quarantined or back) and names
 where they go: a webhook (JSON signed with HMAC-SHA256, or a Slack-compatible `{"text": ...}`)
-and e-mail. The operator's notifier (`kube.notifier`) matches events to subscriptions
-(`core.notify`), keeps every delivery in a durable outbox (`history.outbox`) and delivers it at
-least once (`notify`). What the CRD, the notifier and a receiver agree on is defined here: the
-spec and status, the event kinds, the body a receiver gets and its headers, the Secret the
-signing keys live in.
+and e-mail, and may submit each finished run's results to a KCIDB endpoint (KernelCI's
+database of test results: the same document as `benchfarm export kcidb`). The operator's
+notifier (`kube.notifier`) matches events to subscriptions (`core.notify`), keeps every delivery
+in a durable outbox (`history.outbox`) and delivers it at least once (`notify`). What the CRD,
+the notifier and a receiver agree on is defined here: the spec and status, the event kinds, the
+body a receiver gets and its headers, the Secret the signing keys and tokens live in.
 """
 
 from __future__ import annotations
@@ -68,6 +69,11 @@ class Target(StrEnum):
 
     webhook = "webhook"
     email = "email"
+    kcidb = "kcidb"     # RunFinished only: the run's KCIDB document
+
+
+#: The events a KCIDB target submits: a finished run's results (a campaign's runs are runs).
+KCIDB_EVENTS = frozenset({EventKind.run_finished})
 
 
 KeyName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")]
@@ -98,6 +104,18 @@ class Email(Model):
     to: list[EmailAddress] = Field(min_length=1, max_length=16, description="Recipients.")
 
 
+class Kcidb(Model):
+    """A KCIDB submission endpoint (KernelCI's kcidb-rest `/submit`, or a lab's own): each
+    finished run's results, as `benchfarm export kcidb` writes them, POSTed as JSON."""
+
+    url: WebhookUrl = Field(description=(
+        "Where to POST the KCIDB v5 document, http(s)://; its host is checked as a webhook's "
+        "(the namespace's LabPolicy webhookHosts)."))
+    tokenKey: KeyName | None = Field(None, description=(
+        f"The data key of the Secret {SECRET_NAME} in this namespace whose value is sent as "
+        "`Authorization: Bearer <value>` (kcidb-rest's token)."))
+
+
 class NotificationSpec(Model):
     events: list[EventKind] = Field(min_length=1, max_length=len(EventKind), description=(
         "What to be told of: " + ", ".join(EventKind) + " (the last two in the operator's "
@@ -107,11 +125,16 @@ class NotificationSpec(Model):
         "RunFinished only for runs that ended so (Succeeded, Failed, Cancelled); empty: all."))
     webhook: Webhook | None = Field(None, description="Deliver to this webhook.")
     email: Email | None = Field(None, description="Deliver by e-mail.")
+    kcidb: Kcidb | None = Field(None, description=(
+        "Submit each finished run's results to KCIDB (with RunFinished; its outcomes filter "
+        "applies)."))
 
 
 NOTIFICATION_SPEC_RULES = [
-    {"rule": "has(self.webhook) || has(self.email)",
-     "message": "name where to deliver: webhook, email or both"},
+    {"rule": "has(self.webhook) || has(self.email) || has(self.kcidb)",
+     "message": "name where to deliver: webhook, email, kcidb"},
+    {"rule": "!has(self.kcidb) || self.events.exists(e, e == 'RunFinished')",
+     "message": "kcidb submits finished runs: subscribe to RunFinished"},
     {"rule": "!has(self.webhook) || self.webhook.format == 'Slack' || "
              "has(self.webhook.signingKey)",
      "message": f"a JSON webhook is signed: name the key of Secret {SECRET_NAME} "

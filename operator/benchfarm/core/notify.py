@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..api.notifications import (
+    KCIDB_EVENTS,
     LAB_ADMIN_EVENTS,
     Event,
     EventKind,
@@ -156,9 +157,13 @@ class Subscription:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    def targets(self) -> list[Target]:
+    def targets(self, event: EventKind | None = None) -> list[Target]:
+        """Where an event of this kind goes, one delivery each (KCIDB takes finished runs);
+        without a kind, every target the Notification names."""
         return [t for t, on in ((Target.webhook, self.spec.webhook is not None),
-                                (Target.email, self.spec.email is not None)) if on]
+                                (Target.email, self.spec.email is not None),
+                                (Target.kcidb, self.spec.kcidb is not None
+                                 and (event is None or event in KCIDB_EVENTS))) if on]
 
 
 def spec_problem(sub: Subscription, admin_namespace: str, reach: WebhookReach,
@@ -174,6 +179,8 @@ def spec_problem(sub: Subscription, admin_namespace: str, reach: WebhookReach,
                 f"administrators, in the operator's namespace only")
     if sub.spec.webhook is not None and (why := reach.url_problem(sub.spec.webhook.url)):
         return NotificationReason.webhook_forbidden, f"webhook {sub.spec.webhook.url}: {why}"
+    if sub.spec.kcidb is not None and (why := reach.url_problem(sub.spec.kcidb.url)):
+        return NotificationReason.webhook_forbidden, f"kcidb {sub.spec.kcidb.url}: {why}"
     if sub.spec.email is not None and not email_configured:
         return (NotificationReason.email_not_configured,
                 "the lab has no SMTP server for e-mail (BENCHFARM_SMTP_HOST); ask the lab's "

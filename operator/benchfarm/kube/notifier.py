@@ -9,7 +9,9 @@ kopf's handlers and the indexer never wait for the database, a receiver or a mai
 The notifier's thread matches each event to the subscriptions of its namespace and writes one
 delivery per target into the outbox (`history.outbox`, in the results database), then hands the
 due deliveries to a few delivery threads: a webhook's POST (`notify.webhook`, signed with the
-namespace's key from the Secret `benchfarm-notifications`) or an e-mail (`notify.mail`). An
+namespace's key from the Secret `benchfarm-notifications`), an e-mail (`notify.mail`), or a
+finished run's KCIDB document POSTed to a submission endpoint (`report.ci.kcidb`, built at
+delivery from the run and its metrics.json in the store, with a bearer token from that Secret). An
 attempt that fails is tried again with exponential backoff (`core.notify.backoff`) until it
 succeeds or its event is older than the give-up time; each delivery keeps its id throughout
 (the receiver dedupes on it). While the database is away, events wait here and deliveries wait
@@ -24,6 +26,7 @@ has its id), and the outbox itself is the queue.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -49,13 +52,17 @@ from ..api.notifications import (
     NotificationBody,
     NotificationReason,
     NotificationSpec,
+    ObjectRef,
     Target,
 )
+from ..api.outcomes import Phase
 from ..core import notify as n
 from ..core.conditions import set_condition
-from ..errors import Outage
+from ..errors import InfraError, Outage
 from ..history.outbox import Outbox
 from ..notify import DeliveryFailed, mail, webhook
+from ..report.ci import decided_outcome, kcidb
+from ..store.artifacts import ArtifactStore
 from . import metrics
 
 log = logging.getLogger("benchfarm.notify")
@@ -80,13 +87,18 @@ class NotifierKube(Protocol):
 
     def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None: ...
 
+    def get_run(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
 
 class Notifier:
     def __init__(self, outbox: Outbox | None, kube: NotifierKube, settings: n.NotifySettings,
                  smtp: mail.SmtpSettings | None, admin_namespace: str,
-                 policy: Callable[[], LabPolicySpec]) -> None:
+                 policy: Callable[[], LabPolicySpec], store: ArtifactStore | None = None
+                 ) -> None:
+        """`store`: where finished runs' metrics.json are read for KCIDB submissions."""
         self.outbox = outbox
         self.kube = kube
+        self.store = store
         self.settings = settings
         self.smtp = smtp
         self.admin_namespace = admin_namespace
@@ -287,7 +299,7 @@ class Notifier:
             for sub in n.matches(subs, event, self.admin_namespace):
                 if self._problem(sub) is not None:
                     continue
-                for target in sub.targets():
+                for target in sub.targets(event.kind):
                     body = n.body_of(event, sub, target)
                     rows.append({
                         "id": body.id, "namespace": sub.namespace, "notification": sub.name,
@@ -390,6 +402,17 @@ class Notifier:
                     self._mark(uid)
 
     def _attempt(self, sub: n.Subscription, target: Target, body: NotificationBody) -> None:
+        if target == Target.kcidb:
+            spec = sub.spec.kcidb
+            if spec is None:
+                raise DeliveryFailed("the Notification has no kcidb endpoint any more")
+            headers = {DELIVERY_HEADER: body.id, EVENT_HEADER: body.kind.value}
+            if spec.tokenKey:
+                token = self._key(sub.namespace, spec.tokenKey).decode(errors="replace")
+                headers["Authorization"] = f"Bearer {token.strip()}"
+            webhook.post(spec.url, self._kcidb_document(body.object), headers,
+                         self._reach(sub.namespace))
+            return
         if target == Target.email:
             if sub.spec.email is None or self.smtp is None:
                 raise DeliveryFailed("the Notification has no e-mail or the lab no SMTP server")
@@ -407,6 +430,29 @@ class Notifier:
             headers[SIGNATURE_HEADER] = n.sign(self._key(sub.namespace, hook.signingKey),
                                                stamp, payload)
         webhook.post(hook.url, payload, headers, self._reach(sub.namespace))
+
+    def _kcidb_document(self, ref: ObjectRef) -> bytes:
+        """The finished run's KCIDB document, as `benchfarm export kcidb` writes it: read at
+        delivery from the run's object and its metrics.json (a retry reads them again)."""
+        try:
+            run = self.kube.get_run(ref.namespace, ref.name)
+        except Outage as exc:
+            raise DeliveryFailed("the run could not be read: the Kubernetes API is "
+                                 "unavailable") from exc
+        if run is None or (run.get("metadata") or {}).get("uid") != ref.uid:
+            raise DeliveryFailed(f"run {ref.namespace}/{ref.name} was deleted before its "
+                                 "results were submitted")
+        status = run.get("status") or {}
+        doc, prefix = None, status.get("storePrefix")
+        if self.store is not None and prefix and status.get("phase") in (Phase.succeeded,
+                                                                        Phase.failed):
+            try:
+                if self.store.sha256(f"{prefix}/metrics.json") is not None:
+                    doc = json.loads(self.store.get(f"{prefix}/metrics.json"))
+            except InfraError as exc:
+                raise DeliveryFailed(f"the run's results could not be read from the store "
+                                     f"({exc.reason})") from exc
+        return json.dumps(kcidb([decided_outcome(run, doc)])).encode()
 
     def _reach(self, namespace: str) -> n.WebhookReach:
         hosts = self.policy().for_namespace(namespace).webhookHosts

@@ -190,7 +190,7 @@ class Runtime:
         # its own API client, with a short outage budget: it waits an outage out itself
         rt.notifier = Notifier(Outbox(db) if db is not None else None, Kube(outage_budget=10.0),
                                notify_settings, SmtpSettings.from_environ(settings.environ),
-                               rt.namespace, lambda: rt.policy)
+                               rt.namespace, lambda: rt.policy, store)
         return rt
 
     # -- lifecycle ----------------------------------------------------------------------------

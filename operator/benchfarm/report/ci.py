@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ..api.outcomes import Blame, Verdict
-from ..core.gate import Decision, Exit
+from ..api.outcomes import Blame, Phase, Verdict
+from ..core.gate import Decision, Exit, decide
 
 ORIGIN = "benchfarm"
 KCIDB_VERSION = {"major": 5, "minor": 3}
@@ -151,6 +151,22 @@ def outcome(body: Mapping[str, Any], doc: Mapping[str, Any] | None,
         compatible=tuple(str(c) for c in compatible if isinstance(c, str)),
         finished_at=status.get("completionTime") or info.get("finishedAt") or "",
         artifacts=tuple(status.get("artifacts") or ()))
+
+
+def decided_outcome(body: Mapping[str, Any], doc: Mapping[str, Any] | None, *,
+                    unread: str = "", interrupted: bool = False) -> Outcome:
+    """The finished run `body`'s outcome, its exit code decided from its status and `doc`'s
+    comparison. A run that succeeded without a readable metrics.json is the lab's fault
+    (`unread` says why it could not be read, when it says)."""
+    status = body.get("status") or {}
+    rows = ((doc or {}).get("comparison") or {}).get("rows") or []
+    decision = decide(status, rows, baseline=(body.get("spec") or {}).get("baseline"),
+                      interrupted=interrupted)
+    if status.get("phase") == Phase.succeeded and doc is None:
+        decision = Decision(Exit.lab, "the run succeeded but its metrics.json could not be "
+                            f"read from the store{unread} (the lab's fault; retry later)",
+                            decision.reason)
+    return outcome(body, doc, decision)
 
 
 # -- JUnit -------------------------------------------------------------------------------------
