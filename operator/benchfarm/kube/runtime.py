@@ -305,9 +305,13 @@ class Runtime:
         name = body["metadata"]["name"]
         with self.lock:
             rec = self.inventory.boards.get(name)
+            drained = rec is not None and rec.maintenance != bool(
+                (body.get("spec") or {}).get("maintenance"))
             if rec is not None:
                 rec.maintenance = bool((body.get("spec") or {}).get("maintenance"))
                 rec.uid = body["metadata"].get("uid", rec.uid)
+        if drained:   # its state (Maintenance, or back) now: a refresh walks a free place that
+            self.inventory.sync(name)   # did not change at the coordinator only every minute
         self.inventory.observe_health(name, dict(body.get("status") or {}))
         self.wake()
 
