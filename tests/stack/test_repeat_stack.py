@@ -18,7 +18,14 @@ kind: TestPlan
 metadata: {name: stacktest-repeat-stable}
 spec:
   suites:
-    - {name: hackbench, suite: hackbench, command: hackbench -g 2 -l 20, timeoutSeconds: 60}
+    # a figure that varies by a few per cent on every host: real hackbench under TCG on a
+    # loaded host did not reach +-50 % in 8 iterations once (a clean make test)
+    - name: hackbench
+      suite: hackbench
+      timeoutSeconds: 60
+      command: >-
+        hackbench -g 2 -l 20 > /dev/null;
+        awk 'BEGIN { srand(); printf "Time: %.3f\\n", 1 + rand() / 50 }'
 ---
 apiVersion: benchfarm.io/v1alpha1
 kind: TestPlan
@@ -39,8 +46,8 @@ def _repeat_run(custom, plan, rule):  # noqa: F811
 
 
 def test_a_stable_metric_stops_early(custom):  # noqa: F811
-    # hackbench's time under TCG varies by a few per cent, now and then by more: +-50 % is
-    # reached at the minimum of 3 or soon after, long before the maximum of 8
+    # the plan's figure varies by a few per cent: +-50 % is reached at the minimum of 3 or
+    # soon after, long before the maximum of 8
     name, st = _repeat_run(custom, "stacktest-repeat-stable",
                            {"relativeCI95": 0.5, "minIterations": 3, "maxIterations": 8})
     rep = st["results"]["repeat"]
