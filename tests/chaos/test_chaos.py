@@ -77,8 +77,26 @@ def objects(custom, name):
     return out
 
 
+RAW = re.compile(r"/raw/(?P<suite>[^/]+)/(?:(?P<side>[ab])/)?iteration-(?P<it>\d+)\.txt$")
+CHECKPOINT = re.compile(r"/checkpoints/attempt-\d+/(?P<step>[^/]+)\.json$")
+
+
+def step_of(key):
+    """The step an object belongs to: a checkpoint's own name, or the suite step of a raw output."""
+    if m := CHECKPOINT.search(key):
+        return m["step"]
+    if m := RAW.search(key):
+        return f"it-{int(m['it']):03d}-{m['side'] + '-' if m['side'] else ''}{m['suite']}"
+    return None
+
+
 def redone(before, after):
-    return sum(1 for k, t in before.items() if k in after and after[k] != t)
+    """Objects of steps that had *finished* (were checkpointed) before the disruption and were
+    written again after it. A step's raw output is stored just before its checkpoint: a process
+    killed between the two has not finished that step, and doing it again is the design."""
+    finished = {step_of(k) for k in before if CHECKPOINT.search(k)}
+    return sum(1 for k, t in before.items()
+               if k in after and after[k] != t and step_of(k) in finished)
 
 
 def failures():

@@ -23,13 +23,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .capture import KERNEL_LINE
+from .capture import KERNEL_TEXT_LINES
 
 POWER_ON = "power-on"
 FIRST_BYTE = "first-byte"
 PROMPT = "prompt"
 _STAMP = re.compile(r"\r?\[\s*(\d+\.\d+)\]")
-_KERNEL_LINES = re.compile(KERNEL_LINE.decode())
 MAX_PAIRS = 4000        # stamped lines kept per boot (memory stays bounded)
 MIN_RATE_PAIRS = 20     # a rate is fitted to at least this many stamped lines
 MIN_RATE_SPAN_S = 1.0   # spanning at least this much kernel time
@@ -256,11 +255,12 @@ class BootWatcher:
                 line_start = text.rfind("\n", 0, m.start()) + 1
                 line_end = text.find("\n", m.end())
                 self.failure = text[line_start: line_end if line_end >= 0 else None].strip()
-        shell = _KERNEL_LINES.sub("", self._shell_line + decoded)
+        shell = KERNEL_TEXT_LINES.sub("", self._shell_line + decoded)
         self._shell_line = shell[shell.rfind("\n") + 1:][-MAX_LINE:]
-        # The prompt counts only after every other marker (a shell prompt cannot precede init).
-        if not self.pending and PROMPT not in self.timeline.events and (
-                self.prompt.search(text) or self.prompt.search(shell)):
+        # The prompt counts only after every other marker (a shell prompt cannot precede init);
+        # it is searched in the shell's text, kernel lines out, which has every line `text` has
+        if (not self.pending and PROMPT not in self.timeline.events and
+                self.prompt.search(shell)):
             self.timeline.events[PROMPT] = round(when - self.power_on, 3)
 
     @property

@@ -28,6 +28,7 @@ VT100 = re.compile(r"(\x1b\[|\x9b)[^@-_a-z]*[@-_a-z]|\x1b[@-_a-z]")
 # suites parse them). A line without a stamp cannot be told from the shell's.
 KERNEL_LINE = rb"\[\s*\d+\.\d+\] [^\n]*\n"
 KERNEL_LINES = re.compile(KERNEL_LINE)
+KERNEL_TEXT_LINES = re.compile(KERNEL_LINE.decode())   # the same, in decoded text (boot logs)
 KERNEL_LINE_MAX = 1024      # printk's longest line (LOG_LINE_MAX), its stamp included
 
 
