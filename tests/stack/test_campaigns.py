@@ -14,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+import kcidb_io
 import pytest
 import yaml
 
@@ -149,6 +150,19 @@ def test_a_release_and_the_next_publish_their_guides_and_the_changes(custom, sto
     assert len(rows) >= sum(len(run_metrics(store, custom, r)) for r in runs.values()) * 0.9
     # its own figures, rounded to 2 decimals (cyclictest per core: to 1 us) in the guide
     assert sum("| unchanged |" in ln for ln in rows) >= len(rows) * 0.95, against.stdout
+
+    # the campaign's runs as one KCIDB v5 document: every column a run, every metric a number
+    exported = cli("export", "kcidb", f"{NS}/{second}")
+    assert exported.returncode == 0, exported.stderr
+    doc = json.loads(exported.stdout)
+    kcidb_io.schema.LATEST.validate(doc)
+    assert {t["misc"]["run"] for t in doc["tests"]} == {
+        f"{NS}/{r['metadata']['name']}" for r in runs2.values()}
+    numbers = [t for t in doc["tests"] if "number" in t]
+    assert {t["environment"]["misc"]["deviceType"] for t in numbers} == set(COLUMNS)
+    assert len(numbers) >= sum(len(run_metrics(store, custom, r)) for r in runs2.values()) * 0.9
+    missing = cli("export", "kcidb", f"{NS}/no-such-campaign")
+    assert missing.returncode == 1 and "no BenchmarkRun or BenchmarkCampaign" in missing.stderr
 
 
 @pytest.mark.full   # make campaigns
