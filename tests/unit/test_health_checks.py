@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.models import LabPolicySpec
 from benchfarm.api.outcomes import SessionKind
+from benchfarm.errors import Outage, Party
 from benchfarm.kube import inventory
 from benchfarm.kube.state import BoardRecord
 
@@ -31,9 +32,16 @@ class FakeRuntime:
             patch_board_status=lambda name, st: self.patches.append((name, st)) or
             self.on_patch(),
             event=lambda obj, type_, reason, message: self.events.append((reason, message)),
-            get_cluster=lambda kind, name: {"status": board_status or {}})
+            get_cluster=lambda kind, name: {"status": board_status or {}},
+            # no Lease API here: listing the checks' Leases fails as in an outage (nobody is
+            # judged dead); the tests below judge with the observer's own clock
+            api=None, _call=self._outage)
         self.coordinator = SimpleNamespace(
             release=lambda name, holder: self.released.append((name, holder)) or True)
+
+    @staticmethod
+    def _outage(what, fn):
+        raise Outage(f"no Lease API in a unit test ({what})", party=Party.api)
 
     def active_runs(self):
         return []

@@ -11,11 +11,12 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from kubernetes.client.rest import ApiException
 
 from benchfarm.api.grants import SessionGrant
 from benchfarm.api.models import BenchmarkRunSpec
 from benchfarm.core import trust
-from benchfarm.errors import InfraError
+from benchfarm.errors import InfraError, Outage, Party
 from benchfarm.kube import jobs, sessions, warm
 from benchfarm.kube.launchers import Launch
 from benchfarm.kube.state import RunState
@@ -131,7 +132,7 @@ def test_supervisor_hands_the_launcher_what_is_left_of_the_timeout():
 def test_a_launcher_that_fails_is_reported_not_raised():
     events = []
     def boom(r):
-        raise RuntimeError("jobs.batch is forbidden")
+        raise ApiException(status=403, reason="jobs.batch is forbidden")
     rt = SimpleNamespace(launcher=SimpleNamespace(launch=boom), signing_key=b"k" * 32,
                          kube=SimpleNamespace(event=lambda *a: events.append(a)))
     spec = BenchmarkRunSpec(selector={"deviceType": "qemu-x86"}, plan="demo")
@@ -473,8 +474,8 @@ def test_a_slot_that_could_not_take_its_run_is_deleted_and_the_run_goes_cold():
     [slot] = lj.warm.slots
     running(lj, slot)
 
-    def no_grant(req, job):
-        raise RuntimeError("the API server went away")
+    def no_grant(req, job, env):
+        raise Outage("the API server went away", party=Party.api)
     lj.warm.grant = no_grant                      # the slot's Job is marked, its grant never written
     assert lj.launch(req()) == f"job benchfarm/{jobs.job_name(req())}"
     assert ("Job", "benchfarm", slot) not in lj.kube.objects

@@ -33,7 +33,8 @@ class FakeRuntime:
         self.signing_key = b"k" * 32
         self.on_standby: set[str] = set()
         self.coordinator = SimpleNamespace(
-            release=lambda board, holder: rt.released.append((board, holder)) or True)
+            release=lambda board, holder: rt.released.append((board, holder)) or True,
+            handover=lambda board: None)       # the session reads the lab itself
         self.inventory = SimpleNamespace(
             free=lambda board, key: None, held=lambda board, by: None,
             board_failed=lambda board, exc: rt.charged.append(board) or False)

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pydantic import ValidationError
+
 from ..api.models import BenchmarkRunSpec, SuiteSpec, TestPlanSpec
 from ..api.outcomes import Phase
 from ..api.suites import GPU_SUITES
@@ -100,8 +102,8 @@ def resolve_suites(rt: AdmissionRuntime, namespace: str, spec: BenchmarkRunSpec)
         if plan is None:
             raise RunError(f"TestPlan {spec.plan!r} not found", reason="PlanNotFound")
         try:
-            suites = TestPlanSpec(**plan["spec"]).suites
-        except Exception as exc:
+            suites = TestPlanSpec(**(plan.get("spec") or {})).suites
+        except ValidationError as exc:
             raise RunError(f"TestPlan {spec.plan!r} is invalid: {exc}", reason="InvalidPlan") from exc
     names = [s.name for s in suites]
     if len(set(names)) != len(names):

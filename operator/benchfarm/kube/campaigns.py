@@ -106,7 +106,7 @@ class Campaigns:
                 log.warning("campaign %s: %s; trying again in %.0f s", key, exc, RETRY_SECONDS)
                 threading.Timer(RETRY_SECONDS, self._mark, (key,)).start()
             except Exception:              # a bug must not stop every other campaign
-                log.exception("campaign %s", key)
+                metrics.bug(log, "campaign %s", key)
 
     # -- one campaign ----------------------------------------------------------------------------
     def reconcile(self, key: str) -> None:

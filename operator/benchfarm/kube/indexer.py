@@ -43,6 +43,7 @@ from ..errors import InfraError, Outage, Party
 from ..history.db import Database, Series
 from ..history.index import index_run
 from ..history.query import change_points_of
+from ..kubeapi.client import API_FAILURES
 from ..store.artifacts import ArtifactStore
 from . import metrics
 
@@ -149,8 +150,8 @@ class Indexer:
                 with self.cond:
                     self.cond.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
-            except Exception:
-                log.exception("results indexer")
+            except Exception:                 # the loop's last handler
+                metrics.bug(log, "results indexer")
                 with self.cond:
                     self.cond.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
@@ -236,5 +237,5 @@ class Indexer:
                                  "metadata": {"namespace": namespace, "name": name,
                                               "uid": p["uid"]}},
                                 "Warning", "ChangePoint", message)
-            except Exception:
-                log.exception("%s: the ChangePoint event", p["run"])
+            except API_FAILURES as exc:
+                log.warning("%s: the ChangePoint event: %s", p["run"], exc)

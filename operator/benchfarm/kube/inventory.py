@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,6 +36,7 @@ from ..api.outcomes import HealthCheck, HealthCheckEnd, HealthVerdict
 from ..core import notify, queue as q
 from ..core.conditions import now_iso, set_condition
 from ..errors import InfraError
+from ..kubeapi.client import API_FAILURES
 from ..kubeapi.leases import HEALTH_LEASE_LABEL, LeaseObserver, health_lease_name, list_leases
 from ..lab.coordinator import (
     SESSION_HOST,
@@ -46,8 +46,9 @@ from ..lab.coordinator import (
     lease_uid_of,
 )
 from . import metrics
-from .ports import Launch, Launcher
+from .ports import LAUNCH_FAILURES, Launch, Launcher
 from .state import BoardRecord, Boards, Registry, RunState, ts, written
+from .workers import Workers
 
 if TYPE_CHECKING:
     from ..api.devicetype import DeviceType
@@ -100,7 +101,7 @@ class Inventory:
         self.last_watch = 0.0
         self.clock = time.monotonic
         self.orphans: dict[str, str | None] = {}          # place -> holder seen orphaned last refresh
-        self.publisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="board-status")
+        self.publisher = Workers(max_workers=1, thread_name_prefix="board-status")
         self.unpublished: dict[str, dict[str, Any]] = {}      # board -> the status to write next
         self.views_of: dict[str, q.BoardView] = {}   # the last view of each board (see `view`)
         self.shape = 0       # counts the boards' arrivals and changes of device type or labels
@@ -330,7 +331,7 @@ class Inventory:
             return
         try:
             self.rt.kube.patch_board_status(name, status)
-        except Exception as exc:  # the API's outage: written again at the next refresh
+        except API_FAILURES as exc:  # the API's outage: written again at the next refresh
             log.warning("could not write the status of board %s: %s", name, exc)
             with self.rt.lock:
                 rec = self.boards.get(name)
@@ -397,7 +398,7 @@ class Inventory:
         try:
             rt.kube.patch_board_status(name, {"healthCheck": HealthCheck(
                 check=check, startedAt=now_iso()).model_dump(mode="json")})
-        except Exception as exc:   # the API's outage: the next check (a number of its own) is
+        except API_FAILURES as exc:  # the API's outage: the next check (a number of its own) is
             #                        tried after the cooldown
             log.warning("could not start the health check of %s: %s", name, exc)
             with rt.lock:
@@ -409,7 +410,7 @@ class Inventory:
         req = Launch.health_check(name, rec.uid, check, rt.namespace, dt.health_check_seconds)
         try:
             handle = rt.launcher.launch(req)
-        except Exception as exc:   # no Lease will show: given up after the grace period
+        except LAUNCH_FAILURES as exc:   # no Lease will show: given up after the grace period
             log.error("%s: the launcher could not start it: %s", req.what(), exc)
             handle = f"not started ({exc})"
         log.info("%s: %s", req.what(), handle)
@@ -434,7 +435,7 @@ class Inventory:
         self.last_watch = now = self.clock()
         try:
             self.observer.observe(list_leases(rt.kube, f"{HEALTH_LEASE_LABEL}=true"), now=now)
-        except Exception as exc:  # our own view of the API is gone: judge nobody dead
+        except API_FAILURES as exc:  # our own view of the API is gone: judge nobody dead
             log.warning("cannot list health checks' Leases (%s); not judging them", exc)
             self.observer.forget()
             return
@@ -446,7 +447,7 @@ class Inventory:
         for name, check in dead:
             try:
                 body = rt.kube.get_cluster("boards", name) or {}
-            except Exception as exc:
+            except API_FAILURES as exc:
                 log.warning("cannot read board %s (%s); judging its check later", name, exc)
                 continue
             end = written(HealthCheckEnd, body.get("status") or {}, "healthCheckEnd")

@@ -39,6 +39,7 @@ from ..api.models import GROUP, VERSION
 from ..api.outcomes import SessionKind
 from ..core import trust
 from ..errors import InfraError
+from ..kubeapi.client import API_FAILURES
 from ..kubeapi.leases import HEALTH_LEASE_LABEL, session_lease_name, unheld_session_lease
 from . import warm
 from .credentials import SessionCredentials, session_env
@@ -272,12 +273,12 @@ class JobLauncher:
             slot, created = taken
             try:
                 return self._launch_warm(req, slot, created)
-            except Exception as exc:    # a cold Job instead; the slot, perhaps half given, goes
+            except API_FAILURES as exc:    # a cold Job instead; the slot, perhaps half given, goes
                 log.warning("the warm slot %s could not take %s/%s (%s); starting a cold Job",
                             slot, req.namespace, req.name, exc)
                 try:
                     self.kube.delete_namespaced("Job", self.namespace, slot)
-                except Exception as gone:     # then it exits when idle (kube.warm.IDLE_S)
+                except API_FAILURES as gone:     # then it exits when idle (kube.warm.IDLE_S)
                     log.warning("could not delete the warm slot %s: %s", slot, gone)
         return self._launch_cold(req)
 
@@ -365,5 +366,5 @@ class JobLauncher:
         """Nothing to reap (finished Jobs expire by their TTL); the warm pool is topped up."""
         try:
             self.warm.top_up()
-        except Exception as exc:       # the API is down: cold Jobs still work; try again later
+        except API_FAILURES as exc:       # the API is down: cold Jobs still work; try again later
             log.warning("could not top up the warm session pool: %s", exc)

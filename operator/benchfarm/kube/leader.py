@@ -19,7 +19,7 @@ import threading
 import time
 from urllib.parse import urlparse
 
-from ..kubeapi.client import Kube
+from ..kubeapi.client import API_FAILURES, Kube
 from ..kubeapi.leases import OPERATOR_LEASE, LeaseHolder, LeaseLost
 from . import metrics
 from .settings import Settings
@@ -64,8 +64,10 @@ def lead(liveness: str | None, settings: Settings) -> LeaseHolder:
         try:
             if lease.try_acquire():
                 break
-        except Exception as exc:  # the API server may still be starting or be down
+        except API_FAILURES as exc:  # the API server may still be starting or be down
             log.warning("cannot reach the API server for the leader Lease: %s", exc)
+        except Exception:           # standing by must go on: a bug is counted, tried again
+            metrics.bug(log, "taking the leader Lease failed")
         if not announced:
             log.info("standing by: another replica holds the Lease %s/%s", namespace, OPERATOR_LEASE)
             announced = True
@@ -96,5 +98,7 @@ def _keep(lease: LeaseHolder) -> None:
             log.error("lost the leadership (%s); exiting so that only one operator acts", exc)
             logging.shutdown()
             os._exit(3)
-        except Exception as exc:  # nobody can take over while the API server is down either
+        except API_FAILURES as exc:  # nobody can take over while the API server is down either
             log.warning("leader Lease renewal failed (will retry): %s", exc)
+        except Exception:           # renewing must go on: a bug is counted, tried again
+            metrics.bug(log, "leader Lease renewal failed (will retry)")

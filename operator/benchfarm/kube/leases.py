@@ -40,18 +40,20 @@ from concurrent.futures import Executor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pydantic import ValidationError
+
 from ..api.models import BoardLeaseSpec
 from ..api.notifications import EventKind
 from ..api.outcomes import LeaseEnd, LeasePhase, LeaseReason, Refusal
 from ..core import durations, notify, queue as q, trust
 from ..core.conditions import now_iso, set_condition
-from ..errors import BoardBusy
-from ..kubeapi.client import PreconditionFailed
+from ..errors import BoardBusy, InfraError
+from ..kubeapi.client import API_FAILURES, PreconditionFailed
 from ..lab.coordinator import Coordinator, lease_identity
 from ..lab.labgrid_compat import ENV_CA
 from ..lab.labgrid_pki import issuer_from_env, person_access
 from . import metrics
-from .ports import Launch
+from .ports import LAUNCH_FAILURES, Launch
 from .settings import Settings
 from .state import BoardRecord, LeaseState, Registry, RunIndex, ts, written
 
@@ -193,7 +195,7 @@ class Leases:
             return
         try:
             spec = BoardLeaseSpec(**(body.get("spec") or {}))
-        except Exception:  # refused at admission by the schema; ignored here
+        except ValidationError:  # refused at admission by the schema; ignored here
             return
         status = dict(body.get("status") or {})
         forged = status.get("phase") in (LeasePhase.granted, LeasePhase.releasing) and \
@@ -329,7 +331,7 @@ class Leases:
         the board is freed and the lease waits again."""
         try:
             self._grant(lease, board)
-        except Exception as exc:
+        except API_FAILURES as exc:
             log.warning("%s: could not grant %s: %s", lease.key, board, exc)
             self._release(lease, board)
             time.sleep(GRANT_RETRY)     # the board stays taken meanwhile: no retry storm
@@ -398,7 +400,7 @@ class Leases:
         host, user = lease_identity(lease.uid)
         try:
             self.rt.coordinator.release(board, holder=f"{host}/{user}")
-        except Exception as exc:   # an orphan the inventory releases later
+        except InfraError as exc:   # an orphan the inventory releases later
             log.warning("%s: could not release %s: %s", lease.key, board, exc)
 
     # -- keeping granted leases (the scheduler's thread, after each round) ---------------------
@@ -411,8 +413,8 @@ class Leases:
                     self._tend_granted(lease, now)
                 elif lease.phase == LeasePhase.releasing:
                     self._tend_ending(lease)
-            except Exception:
-                log.exception("%s: keeping the lease failed; again next round", lease.key)
+            except Exception:       # one lease's bug must not stop the others
+                metrics.bug(log, "%s: keeping the lease failed; again next round", lease.key)
         metrics.LEASES_ACTIVE.set(sum(1 for lease in self.active()
                                       if lease.phase == LeasePhase.granted))
         self._positions(now)
@@ -498,7 +500,7 @@ class Leases:
                                lease.status.get("place") or "")
         try:
             handle = self.rt.launch_session(req)
-        except Exception as exc:   # given up after END_GRACE: the place is released anyway
+        except LAUNCH_FAILURES as exc:   # given up after END_GRACE: the place is released anyway
             handle = f"not started ({exc})"
         log.info("%s: %s", req.what(), handle)
 
@@ -580,9 +582,9 @@ class Leases:
             if not ending:
                 self._launch_end(lease)
             self.rt.kube.event(lease.ref(), "Warning", Refusal.statusTampered, message)
-        except Exception:
-            log.exception("%s: ending the lease whose status was rewritten failed; again at "
-                          "its next change", lease.key)
+        except API_FAILURES as exc:
+            log.warning("%s: ending the lease whose status was rewritten failed (%s); again at "
+                        "its next change", lease.key, exc)
         finally:
             lease.busy = False
 
@@ -596,7 +598,7 @@ class Leases:
             self.rt.kube.event(lease.ref(), "Normal", LeaseReason.lock_retaken,
                                f"the labgrid coordinator forgot the lock of {place} (a restart); "
                                f"taken back and {lease.spec.user} allowed again")
-        except Exception as exc:
+        except API_FAILURES as exc:
             log.warning("%s: could not take %s back: %s", lease.key, place, exc)
         finally:
             lease.busy = False

@@ -9,6 +9,7 @@ standbys too (`benchfarm_leader` 0); 0 or unset turns it off.
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import threading
 import time
@@ -53,6 +54,9 @@ INFRA_FAILURES = Counter("benchfarm_infra_failures_total", "Board sessions that 
                          "store, coordinator)", ["party"], registry=REGISTRY)
 for _party in Party:     # each from 0, so that the first fault of a party is an increase too
     INFRA_FAILURES.labels(_party.value)
+BUGS = Counter("benchfarm_operator_bugs_total", "Unexpected errors caught where an operator "
+               "thread must not die: bugs of benchfarm's (the log has each one's traceback), "
+               "never an outage or a refusal, which are expected and handled", registry=REGISTRY)
 FINISHED = Counter("benchfarm_runs_finished_total", "Finished runs", ["phase", "reason"],
                    registry=REGISTRY)
 CAMPAIGNS_FINISHED = Counter("benchfarm_campaigns_finished_total", "Finished campaigns",
@@ -95,6 +99,15 @@ LOCK_LONG_HOLDS = Counter("benchfarm_lock_long_holds_total",
 _rounds: deque[tuple[float, float]] = deque(maxlen=10_000)
 _rounds_lock = threading.Lock()
 _count = [0, 0.0, 0.0]      # rounds seen, longest round since the start, and its most CPU
+
+
+def bug(logger: logging.Logger, message: str, *args: object) -> None:
+    """In an `except Exception` where a thread must survive (a scheduling round, a worker's
+    loop, one campaign among many): what was caught is a bug, not an outage (those are caught
+    by their class where they happen). Logged with its traceback and counted (the chart's
+    BenchfarmOperatorBug alert)."""
+    logger.exception(message, *args)
+    BUGS.inc()
 
 
 def serve(port: int, addr: str) -> int | None:

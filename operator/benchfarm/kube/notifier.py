@@ -32,11 +32,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from kubernetes.client.rest import ApiException
+from pydantic import ValidationError
 
 from ..api.models import LabPolicySpec
 from ..api.notifications import (
@@ -64,6 +64,7 @@ from ..notify import DeliveryFailed, mail, webhook
 from ..report.ci import decided_outcome, kcidb
 from ..store.artifacts import ArtifactStore
 from . import metrics
+from .workers import Workers
 
 log = logging.getLogger("benchfarm.notify")
 PLURAL = "notifications"
@@ -118,8 +119,7 @@ class Notifier:
         self.pruned_at = 0.0
         self.clock = time.monotonic
         self.thread = threading.Thread(target=self._loop, name="notifier", daemon=True)
-        self.pool = ThreadPoolExecutor(max_workers=DELIVERY_THREADS,
-                                       thread_name_prefix="notify-delivery")
+        self.pool = Workers(max_workers=DELIVERY_THREADS, thread_name_prefix="notify-delivery")
 
     # -- lifecycle ----------------------------------------------------------------------------
     def load(self) -> None:
@@ -164,7 +164,7 @@ class Notifier:
                 return
             try:
                 spec = NotificationSpec(**(body.get("spec") or {}))
-            except Exception as exc:     # the CRD's schema refuses what this would
+            except ValidationError as exc:     # the CRD's schema refuses what this would
                 log.warning("%s/%s: not a Notification benchfarm reads: %s",
                             meta.get("namespace"), meta.get("name"), exc)
                 return
@@ -232,8 +232,8 @@ class Notifier:
                 with self.cond:
                     self.cond.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
-            except Exception:
-                log.exception("notifier")
+            except Exception:               # the loop's last handler
+                metrics.bug(log, "notifier")
                 with self.cond:
                     self.cond.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
@@ -270,7 +270,7 @@ class Notifier:
             try:
                 rows = self._rows(subs, self._events(kind, item), now)
             except Exception:       # an object benchfarm cannot read must not stop the rest
-                log.exception("notifications: a %s event passed over", kind)
+                metrics.bug(log, "notifications: a %s event passed over", kind)
                 with self.cond:
                     self.inbox.popleft()
                 continue
@@ -367,7 +367,7 @@ class Notifier:
                 self._attempt(sub, Target(row["target"]), NotificationBody(**row["body"]))
             except Exception as exc:      # a bug of ours is retried with backoff too, not at once
                 if not isinstance(exc, DeliveryFailed):
-                    log.exception("delivery %s", id_)
+                    metrics.bug(log, "delivery %s", id_)
                 error = str(exc) if isinstance(exc, DeliveryFailed) else \
                     f"benchfarm failed to deliver it ({type(exc).__name__}); the lab's log says why"
                 attempts = row["attempts"] + 1
@@ -393,7 +393,7 @@ class Notifier:
         except Outage as exc:       # the outcome is not recorded: the delivery stays due
             log.warning("delivery %s: its outcome could not be recorded: %s", id_, exc)
         except Exception:
-            log.exception("delivery %s", id_)
+            metrics.bug(log, "delivery %s", id_)
         finally:
             with self.cond:
                 self.in_flight.discard(id_)

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from ..api import places
 from ..api.outcomes import SessionKind
+from ..kubeapi.client import API_FAILURES
 
 
 @dataclass(frozen=True)
@@ -67,9 +68,15 @@ class Launch:
                 **({places.ENV: self.place} if self.place else {})}
 
 
+# What starting a session may raise that is no bug: a process that cannot be started (OSError),
+# or the API's failures when it is a Job (`kubeapi.client.API_FAILURES`).
+LAUNCH_FAILURES: tuple[type[Exception], ...] = (*API_FAILURES, OSError)
+
+
 class Launcher(Protocol):
     def launch(self, req: Launch) -> str:
-        """Start a runner for the run; returns a handle for logs and events."""
+        """Start a runner for the run; returns a handle for logs and events. Raises one of
+        `LAUNCH_FAILURES` when it cannot."""
 
     def reap(self) -> None:
         """Collect finished runners (no zombies); called from the operator's loop."""

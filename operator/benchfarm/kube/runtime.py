@@ -26,6 +26,8 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from pydantic import ValidationError
+
 from .. import cpu
 from ..api.campaigns import AVOID_ANNOTATION
 from ..api.devicetype import DeviceType
@@ -35,11 +37,11 @@ from ..api.notifications import Event
 from ..api.outcomes import FINISHED, Phase, Reason, RunFailure, attempt_of
 from ..core import notify as n, queue as q, trust
 from ..core.conditions import now_iso, set_condition
-from ..errors import Party, RunError
+from ..errors import InfraError, Party, RunError
 from ..history.db import Database
 from ..history.outbox import Outbox
 from ..kubeapi import versions
-from ..kubeapi.client import Kube, PreconditionFailed
+from ..kubeapi.client import API_FAILURES, Kube, PreconditionFailed
 from ..lab.coordinator import Coordinator, run_holder
 from ..lab.devicetypes import load_device_types
 from ..notify.mail import SmtpSettings
@@ -51,11 +53,12 @@ from .inventory import Inventory
 from .leases import Leases
 from .locking import WatchedLock
 from .notifier import Notifier
-from .ports import Launch
+from .ports import LAUNCH_FAILURES, Launch
 from .reachability import Reachability
 from .sessions import Supervisor
 from .settings import Settings
 from .state import LeaseState, RunIndex, RunState, ts
+from .workers import Workers
 
 log = logging.getLogger("benchfarm")
 
@@ -145,10 +148,10 @@ class Runtime:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scheduler",
                                            initializer=_first_in_line,
                                            initargs=(settings.scheduler_rtprio,))
-        self.launches = ThreadPoolExecutor(max_workers=LAUNCH_THREADS, thread_name_prefix="launch")
+        self.launches = Workers(max_workers=LAUNCH_THREADS, thread_name_prefix="launch")
         # what a round decided but no run waits for (fairness, queue positions), written here:
         # the next round never waits for an API round trip
-        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="round-writes")
+        self.writer = Workers(max_workers=1, thread_name_prefix="round-writes")
         self.fairness_due = False
         self.supervising = threading.Lock()
         self.heap_mark: int | None = None   # bytes resident after the last full collection
@@ -259,7 +262,7 @@ class Runtime:
             return
         try:
             spec = BenchmarkRunSpec(**(body.get("spec") or {}))
-        except Exception:  # invalid bodies are rejected by admission; ignore them here
+        except ValidationError:  # invalid bodies are rejected by admission; ignore them here
             return
         status = dict(body.get("status") or {})
         with self.lock:
@@ -376,7 +379,7 @@ class Runtime:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("scheduler round failed; retrying")
+                metrics.bug(log, "scheduler round failed; retrying")
                 await asyncio.sleep(1)
 
     def _supervise_soon(self) -> None:
@@ -390,7 +393,7 @@ class Runtime:
             try:
                 self.sessions.supervise()
             except Exception:
-                log.exception("supervising the sessions failed; again at the next iteration")
+                metrics.bug(log, "supervising the sessions failed; again at the next iteration")
             finally:
                 self.supervising.release()
         self.launches.submit(supervise)
@@ -637,7 +640,7 @@ class Runtime:
         try:
             if self.coordinator.holder(place) == run_holder(run.uid):
                 return
-        except Exception as exc:      # the coordinator is away: the go-ahead says it anyway
+        except InfraError as exc:      # the coordinator is away: the go-ahead says it anyway
             log.info("%s: could not read who holds %s: %s", run.key, place, exc)
         with self.lock:
             if run.granting or run.after is None or run.status.get("boardReleased") or \
@@ -654,7 +657,7 @@ class Runtime:
         try:
             self.patch(run, {GO_AHEAD_FIELD: trust.sign_go_ahead(
                 self.signing_key, run.uid, attempt_of(run.status), relay)})
-        except Exception as exc:   # deleted meanwhile, or the API is away: the next round again
+        except API_FAILURES as exc:   # deleted meanwhile, or the API is away: the next round again
             log.info("%s: could not write its relay: %s", run.key, exc)
             with self.lock:
                 if run.after == relay:
@@ -671,7 +674,7 @@ class Runtime:
             self.patch(run, {GO_AHEAD_FIELD: trust.sign_go_ahead(self.signing_key, run.uid,
                                                                   attempt),
                              "progress": "a session seat is free: taking the board"})
-        except Exception as exc:   # deleted meanwhile, or the API is away: the next round again
+        except API_FAILURES as exc:   # deleted meanwhile, or the API is away: the next round again
             log.info("%s: could not write its go-ahead: %s", run.key, exc)
         finally:
             with self.lock:
@@ -686,13 +689,20 @@ class Runtime:
         run counts as holding its board, or as on standby, while `starting`)."""
         try:
             self.sessions.launch(run, board, seated=run.granting, after=run.after)
-        except Exception:
-            log.exception("%s: launching its session failed", run.key)
-            with self.lock:
-                run.starting = run.granting = False
-                self.reindex(run)
-            self.inventory.free(board, run.key)
-            self.wake()
+        except LAUNCH_FAILURES as exc:    # an outage, the run deleted: it waits again
+            log.error("%s: launching its session failed: %s", run.key, exc)
+            self._launch_failed(run, board)
+        except Exception:                 # this thread's last handler
+            metrics.bug(log, "%s: launching its session failed", run.key)
+            self._launch_failed(run, board)
+
+    def _launch_failed(self, run: RunState, board: str) -> None:
+        """The run waits again, its board free for the next round."""
+        with self.lock:
+            run.starting = run.granting = False
+            self.reindex(run)
+        self.inventory.free(board, run.key)
+        self.wake()
 
     def launch_session(self, req: Launch) -> str:
         """A session other than a run's (a lease's end), through the one launcher."""
@@ -781,7 +791,7 @@ class Runtime:
             self.kube.put_config_map(self.namespace, FAIRNESS_CONFIG_MAP,
                                      {FAIRNESS_KEY: json.dumps(current, sort_keys=True)})
             self.fairness_saved = current
-        except Exception as exc:  # fairness is kept in memory; the next round tries again
+        except API_FAILURES as exc:  # fairness is kept in memory; the next round tries again
             log.warning("could not save the fairness state: %s", exc)
 
     def _expire(self, waiting: list[RunState], now: float) -> None:
@@ -809,7 +819,7 @@ class Runtime:
             return
         try:
             self.kube.patch_run_status(run.namespace, run.name, {"queuePosition": position})
-        except Exception as exc:  # a position is advice; the next one comes with the queue
+        except API_FAILURES as exc:  # a position is advice; the next one comes with the queue
             log.warning("%s: could not write its queue position: %s", run.key, exc)
 
     def _ttl(self, runs: list[RunState], now: float) -> None:

@@ -24,11 +24,11 @@ from ..api.outcomes import HandBack, Phase, Reason, SessionEnd, attempt_of
 from ..core.conditions import set_condition
 from ..core.trust import has_go_ahead, read_go_ahead, sign_go_ahead
 from ..errors import InfraError, Party
-from ..kubeapi.client import PreconditionFailed
+from ..kubeapi.client import API_FAILURES, PreconditionFailed
 from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseObserver, list_leases, session_lease_name
 from ..lab.coordinator import run_holder
 from . import metrics
-from .ports import Launch, Launcher
+from .ports import LAUNCH_FAILURES, Launch, Launcher
 from .state import Registry, RunState, ts, written
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ class Supervisor:
         try:
             with self.launching:
                 return self.rt.launcher.launch(req)
-        except Exception as exc:
+        except LAUNCH_FAILURES as exc:
             log.error("%s: the launcher could not start the session: %s", run.key, exc)
             self.rt.kube.event(run.ref(), "Warning", "LaunchFailed",
                                f"the session could not be started (a lab fault): {exc}")
@@ -154,7 +154,7 @@ class Supervisor:
         it (the coordinator is away) the session reads the whole lab itself."""
         try:
             place = self.rt.coordinator.handover(board) if board else None
-        except Exception as exc:  # an outage: the session waits it out on its own
+        except InfraError as exc:  # an outage: the session waits it out on its own
             log.info("cannot hand the place of %s to its session: %s", board, exc)
             return ""
         return place.to_env() if place is not None else ""
@@ -170,7 +170,7 @@ class Supervisor:
         try:
             self.observer.observe(list_leases(rt.kube, f"{SESSION_LEASE_LABEL}=true"),
                                   now=self.clock())
-        except Exception as exc:  # our own view of the API is gone: judge nobody dead
+        except API_FAILURES as exc:  # our own view of the API is gone: judge nobody dead
             log.warning("cannot list session Leases (%s); not judging sessions", exc)
             self.observer.forget()
             return
@@ -219,8 +219,8 @@ class Supervisor:
         try:
             rt.patch(run, {"resumes": resumes, **extra,
                            "progress": f"session lost; resuming ({resumes}/{MAX_RESUMES})"})
-        except Exception:
-            log.warning("%s: could not record the resume; will retry", run.key, exc_info=True)
+        except API_FAILURES as exc:
+            log.warning("%s: could not record the resume (%s); will retry", run.key, exc)
             return
         self.launched[run.key] = self.clock()
         handle = self._launch(run, attempt, resumes)
@@ -263,7 +263,7 @@ class Supervisor:
         try:
             if self.rt.coordinator.release(board, holder=run_holder(uid)):
                 log.info("released %s, left acquired by the session of run uid %s", board, uid)
-        except Exception as exc:
+        except InfraError as exc:
             log.warning("could not release %s for run uid %s: %s", board, uid, exc)
 
     def wait_gone(self, run: RunState, timeout: float = 15.0) -> None:
@@ -273,7 +273,7 @@ class Supervisor:
         while self.clock() < deadline:
             try:
                 leases = list_leases(self.rt.kube, f"{SESSION_LEASE_LABEL}=true")
-            except Exception:
+            except API_FAILURES:
                 break
             if not any(lease.metadata is not None and lease.spec is not None and
                        f"{lease.metadata.namespace}/{lease.metadata.name}" == key and

@@ -26,7 +26,7 @@ from kubernetes.client.rest import ApiException
 
 from ..api.models import GROUP, VERSION
 from ..core.redact import Redactor
-from ..errors import Outage, Party
+from ..errors import BenchfarmError, Outage, Party
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -73,6 +73,13 @@ def prebuild() -> None:
 
 class PreconditionFailed(Exception):
     """A guarded status write lost a race (the object changed since it was read)."""
+
+
+# What a call through `Kube` (or an operator's write built on one) may raise that is no bug:
+# benchfarm's own errors (the API's `Outage` past its budget, a run deleted meanwhile), the API
+# server's refusal (4xx: gone, a conflict, an invalid object) and a guarded write's lost race.
+# The operator catches these by name; anything else reaches a thread's last handler as a bug.
+API_FAILURES: tuple[type[Exception], ...] = (BenchfarmError, ApiException, PreconditionFailed)
 
 
 def current_namespace() -> str:
