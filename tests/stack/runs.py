@@ -39,9 +39,11 @@ def status(custom, name, ns="default"):
 
 
 def finished(custom, name, ns="default", timeout=240):
-    return wait_for(f"{ns}/{name} to finish", lambda: (
-        status(custom, name, ns) if status(custom, name, ns).get("phase") in
-        ("Succeeded", "Failed", "Cancelled") else None), timeout=timeout, every=1)
+    def ended():
+        st = status(custom, name, ns)
+        return st if st.get("phase") in ("Succeeded", "Failed", "Cancelled") else None
+    # one GET a poll, four a second: a whole make test waits for ~200 runs to end
+    return wait_for(f"{ns}/{name} to finish", ended, timeout=timeout, every=0.25)
 
 
 def cond(st, type_="Succeeded"):

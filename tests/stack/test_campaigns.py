@@ -68,7 +68,7 @@ def runs_of(custom, name):
 def finished(custom, name, timeout):
     return wait_for(f"campaign {name} to end", lambda: (
         st if (st := campaign(custom, name).get("status", {})).get("phase")
-        in ("Succeeded", "Failed", "Cancelled") else None), timeout=timeout, every=2)
+        in ("Succeeded", "Failed", "Cancelled") else None), timeout=timeout, every=0.5)
 
 
 def fetch(store, url: str) -> str:

@@ -20,16 +20,17 @@ def _artifact(custom, name, file):
     return _store().get(f"default/{name}/{uid}/{file}").decode()
 
 
-def test_virtual_smoke_three_iterations_reports_min_and_max(custom):
+def test_virtual_smoke_two_iterations_reports_min_and_max(custom):
+    # two iterations make a min and a max; test_campaigns runs the plan on x86 and arm64 too
     name = unique("smoke")
-    apply(run_yaml(name, plan="virtual-smoke", iterations=3, timeoutSeconds=1800))
+    apply(run_yaml(name, plan="virtual-smoke", iterations=2, timeoutSeconds=1800))
     st = finished(custom, name, timeout=900)
     assert cond(st)["status"] == "True", st["results"]
     suites = st["results"]["suites"]
     assert set(suites) == {"cyclictest-idle", "cyclictest-load", "hackbench", "openssl-aes",
                            "sysbench-cpu", "mbw", "stress-ng-cpu", "fio-randread", "dd-write",
                            "iperf3-tcp"}
-    assert all(s["runs"] == 3 and s["failed"] == 0 for s in suites.values())
+    assert all(s["runs"] == 2 and s["failed"] == 0 for s in suites.values())
     assert "(min" in suites["cyclictest-load"]["value"]
     report = _artifact(custom, name, "report.md")
     assert report.count("(min") >= 10
