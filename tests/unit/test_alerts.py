@@ -91,3 +91,15 @@ def test_the_charts_values_default_to_the_rules_file() -> None:
             assert last and float(last[2]) == float(v["threshold"]), r["alert"]
         window = re.search(r"\[([0-9]+[smhdwy])\]", r["expr"])
         assert v.get("window") == (window and window[1]), r["alert"]
+
+
+def test_the_charts_schema_admits_every_alerts_values() -> None:
+    """values.schema.json lists alerts.rules.<alert> one by one (no other key passes `helm lint`
+    or `helm install`): every alert of the file has its entry, with what values.yaml sets."""
+    import json
+    schema = json.loads((REPO / "helm" / "benchfarm" / "values.schema.json").read_text())
+    entries = schema["properties"]["alerts"]["properties"]["rules"]["properties"]
+    assert set(entries) == {r["alert"] for r in rules()}
+    values = yaml.safe_load(VALUES.read_text())["alerts"]["rules"]
+    for name, v in values.items():
+        assert set(v) <= set(entries[name]["properties"]), name
