@@ -122,7 +122,8 @@ def test_the_alerting_rules_render_as_a_prometheus_rule_where_the_api_is_served(
     got = rule(*api, "-f", str(tuned))
     assert got is not None and got["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     rules = {r["alert"]: r for g in got["spec"]["groups"] for r in g["rules"]}
-    assert "BenchfarmBoardOffline" not in rules and len(rules) == 7
+    every = {r["alert"] for g in plain["groups"] for r in g["rules"]}
+    assert set(rules) == every - {"BenchfarmBoardOffline"}     # left out, the others all there
     assert rules["BenchfarmQueueLate"]["expr"] == "benchfarm_queue_oldest_wait_seconds > 7200"
     assert rules["BenchfarmQueueLate"]["for"] == "15m"
     assert rules["BenchfarmInfraFailures"]["expr"] == \
@@ -134,7 +135,8 @@ def test_the_alerting_rules_render_as_a_prometheus_rule_where_the_api_is_served(
     assert promtool, "promtool is not installed (make promtool-deps)"
     import subprocess
     res = subprocess.run([promtool, "check", "rules", str(file)], capture_output=True, text=True)
-    assert res.returncode == 0 and "SUCCESS: 7 rules found" in res.stdout, res.stdout + res.stderr
+    assert res.returncode == 0 and f"SUCCESS: {len(rules)} rules found" in res.stdout, \
+        res.stdout + res.stderr
     # a value the schema does not know fails the install, not the alert
     res = helm("template", "bf", str(CHART), "--kube-version", "1.34.4",
                "--set", "alerts.rules.BenchfarmNoLeader.threshold=2", check=False)
