@@ -10,6 +10,7 @@ pool's thread goes on with the next task.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
@@ -27,7 +28,7 @@ class Workers(ThreadPoolExecutor):
             try:
                 return fn(*args, **kwargs)
             except Exception:
-                metrics.bug(log, "%s on a %s thread", getattr(fn, "__qualname__", fn),
-                            self._thread_name_prefix)
+                metrics.bug(log, "%s on thread %s", getattr(fn, "__qualname__", fn),
+                            threading.current_thread().name)
                 raise
         return super().submit(task)
