@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
+from benchfarm.core import steps
 from tests.stack.conftest import apply, kube, lab, operator, wait_for  # noqa: F401 (fixtures)
 from tests.stack.runs import (
     GROUP,
@@ -77,26 +78,33 @@ def objects(custom, name):
     return out
 
 
-RAW = re.compile(r"/raw/(?P<suite>[^/]+)/(?:(?P<side>[ab])/)?iteration-(?P<it>\d+)\.txt$")
-CHECKPOINT = re.compile(r"/checkpoints/attempt-\d+/(?P<step>[^/]+)\.json$")
+CHAOS_SUITES = ["mark", "cyclictest"]     # CHAOS_PLAN's, in order
+# its suite steps by name, as the session names them (any run of it: 1-2 boots, 1-2 iterations)
+SUITE_STEPS = {s.name: s for s in steps.plan_steps(1, CHAOS_SUITES, 2, 0) if s.kind == steps.SUITE}
 
 
-def step_of(key):
-    """The step an object belongs to: a checkpoint's own name, or the suite step of a raw output."""
-    if m := CHECKPOINT.search(key):
-        return m["step"]
-    if m := RAW.search(key):
-        return f"it-{int(m['it']):03d}-{m['side'] + '-' if m['side'] else ''}{m['suite']}"
-    return None
+def finished_objects(snapshot):
+    """The objects of the steps checkpointed in `snapshot`: each checkpoint and, for a suite
+    step, its raw output (keyed as the session keys them: core.steps)."""
+    out = set()
+    for key in snapshot:
+        prefix, sep, rest = key.partition("/checkpoints/")
+        if not sep:
+            continue
+        out.add(key)
+        step = SUITE_STEPS.get(rest.rsplit("/", 1)[1].removesuffix(".json"))
+        if step is not None:
+            out.add(steps.raw_key(prefix, CHAOS_SUITES[step.suite_index], step.iteration,
+                                  step.side))
+    return out
 
 
 def redone(before, after):
     """Objects of steps that had *finished* (were checkpointed) before the disruption and were
     written again after it. A step's raw output is stored just before its checkpoint: a process
     killed between the two has not finished that step, and doing it again is the design."""
-    finished = {step_of(k) for k in before if CHECKPOINT.search(k)}
-    return sum(1 for k, t in before.items()
-               if k in after and after[k] != t and step_of(k) in finished)
+    finished = finished_objects(before)
+    return sum(1 for k, t in before.items() if k in finished and k in after and after[k] != t)
 
 
 def failures():
