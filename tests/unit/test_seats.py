@@ -1,71 +1,106 @@
-"""Which runs count against the session seats (`Runtime.standing_by`): a relay the operator has
-decided but not yet written names its seat like one its run's status holds, so that seat never
-counts as free while the write is on its way (a full bench had 13-14 boards powered by 12
-seats: the seat a launching run was named went to another run as well)."""
+"""The operator's seat decisions (`core.seats`): which runs are on standby, which seat each is
+named, who gets the free seats. A relay decided but not yet written names its seat like one its
+run's status holds, so that seat never counts as free while the write is on its way (a full
+bench had 13-14 boards powered by 12 seats: the seat a launching run was named went to another
+run as well)."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
-from benchfarm.api.grants import Relay
-from benchfarm.api.models import BenchmarkRunSpec
-from benchfarm.core import trust
-from benchfarm.kube.runtime import Runtime
-from benchfarm.kube.state import RunState
-from benchfarm.lab.coordinator import run_holder
+import pytest
 
-KEY = b"k" * 32
+from benchfarm.api.grants import GoAhead, Relay
+from benchfarm.core import seats
+
+RELAY = Relay(place="p0", holder="benchfarm/run-uid-h")
 
 
-def run(name, **status):
-    spec = BenchmarkRunSpec(selector={"deviceType": "sim-board"}, plan="p")
-    return RunState("team", name, f"uid-{name}", 1, 0.0, spec, status)
+@dataclass
+class Seat:
+    key: str
+    starting: bool = False
+    granting: bool = False
+    after: Relay | None = None
+    seated_at: float = 0.0
 
 
-def operator(holder_releases: bool):
-    """The seat `p0` is held by the run `h` until it lets go (its status says boardReleased)."""
-    h = run("h", phase="Running", board="p0", attempts=1, boardReleased=holder_releases)
-    rt = SimpleNamespace(signing_key=KEY, naming=set(), runs={h.key: h},
-                         boards={"p0": SimpleNamespace(run=h.key)})
-    rt._seat_held = lambda relay: Runtime._seat_held(rt, relay)
-    return rt, Relay(place="p0", holder=run_holder(h.uid))
+def go(after: Relay | None = None) -> GoAhead:
+    return GoAhead(attempt=1, after=after, signature="s")
 
 
-def standing_by(rt, r):
-    return Runtime.standing_by(rt, r)
+def never() -> GoAhead | None:
+    raise AssertionError("the go-ahead is read only for a run holding its board")
+
+
+def standing_by(r: Seat, *, held: bool, naming: bool = False, holds_board: bool = True,
+                go_ahead=never) -> tuple[bool, Relay | None]:
+    return seats.standing_by(r, naming=naming, holds_board=holds_board, go_ahead=go_ahead,
+                             seat_held=lambda relay: held)
 
 
 def test_a_run_launched_on_standby_with_a_relay_takes_the_seat_when_its_holder_lets_go():
-    for released in (False, True):
-        rt, relay = operator(released)
-        r = run("r", phase="Pending")
-        r.starting, r.after = True, relay          # its launch (the Running write) on its way
-        assert standing_by(rt, r) is not released
-    rt, _ = operator(True)
-    r = run("r", phase="Pending")
-    r.starting = True                            # on standby with no seat named: waits
-    assert standing_by(rt, r)
+    for held in (True, False):
+        r = Seat("t/r", starting=True, after=RELAY)   # its launch (the Running write) on its way
+        assert standing_by(r, held=held) == (held, RELAY)
+    r = Seat("t/r", starting=True)                      # on standby with no seat named: waits
+    assert standing_by(r, held=False) == (True, None)
 
 
 def test_a_relay_being_named_counts_like_a_written_one():
-    for released in (False, True):
-        rt, relay = operator(released)
-        r = run("r", phase="Running", board="p1", attempts=1)
-        r.after = relay
-        rt.naming.add(r.key)                     # the relay's write on its way
-        assert standing_by(rt, r) is not released
-        rt.naming.clear()                        # written: its status holds it
-        r.status["goAhead"] = trust.sign_go_ahead(KEY, r.uid, 1, relay)
-        assert standing_by(rt, r) is not released
+    for held in (True, False):
+        r = Seat("t/r", after=RELAY)
+        assert standing_by(r, held=held, naming=True) == (held, RELAY)   # its write on its way
+        r.after = None                                    # written: its status holds it
+        assert standing_by(r, held=held, go_ahead=lambda: go(RELAY)) == (held, RELAY)
 
 
-def test_a_granted_seat_and_a_plain_go_ahead_are_never_standby():
-    rt, relay = operator(False)
-    r = run("r", phase="Running", board="p1", attempts=1)
-    r.granting = True
-    assert not standing_by(rt, r)
-    r.granting = False
-    r.status["goAhead"] = trust.sign_go_ahead(KEY, r.uid, 1)
-    assert not standing_by(rt, r)
-    r.status["goAhead"] = None                  # no go-ahead at all: standby
-    assert standing_by(rt, r)
+def test_a_granted_seat_a_plain_go_ahead_and_a_released_board_are_never_standby():
+    assert standing_by(Seat("t/r", granting=True), held=True) == (False, None)
+    assert standing_by(Seat("t/r"), held=True, go_ahead=lambda: go()) == (False, None)
+    assert standing_by(Seat("t/r", after=RELAY), held=True, holds_board=False) == (False, RELAY)
+    # no go-ahead at all (or one not signed for this attempt): standby, its relay kept
+    assert standing_by(Seat("t/r", after=RELAY), held=True, go_ahead=lambda: None) == \
+        (True, RELAY)
+
+
+def test_the_mean_seat_time_starts_at_the_first_seat_and_moves_a_tenth_of_the_way():
+    assert seats.seat_mean(None, 30.0) == 30.0
+    assert seats.seat_mean(30.0, 40.0) == pytest.approx(31.0)
+    assert seats.seat_mean(30.0, 20.0) == pytest.approx(29.0)
+
+
+def test_the_heir_is_the_oldest_seat_until_a_seats_time_is_known():
+    heirs = [Seat("t/a", seated_at=5.0), Seat("t/b", seated_at=1.0), Seat("t/c", seated_at=3.0)]
+    assert seats.take_heir(heirs, None, now=10.0).key == "t/b"
+    assert [h.key for h in heirs] == ["t/a", "t/c"]          # each seat is named once
+
+
+def test_the_heir_frees_first_but_not_before_the_standby_session_can_see_it():
+    # seats held for 30 s on average; at 100 s: a frees in 1 s (too soon to be seen), b in 5 s,
+    # c in 20 s: b is named
+    heirs = [Seat("t/a", seated_at=71.0), Seat("t/b", seated_at=75.0), Seat("t/c", seated_at=90.0)]
+    assert seats.take_heir(heirs, 30.0, now=100.0).key == "t/b"
+    # all of them too soon: the latest of them, the one most likely still ahead
+    heirs = [Seat("t/a", seated_at=70.5), Seat("t/b", seated_at=71.0)]
+    assert seats.take_heir(heirs, 30.0, now=100.0).key == "t/b"
+
+
+def test_free_seats_go_to_standby_runs_named_no_seat_first_longest_waiting_first():
+    a, b = Seat("t/a", after=RELAY), Seat("t/b")
+    c, d = Seat("t/c"), Seat("t/d", starting=True)          # d's launch is still on its way
+    launched = {"t/a": 1.0, "t/b": 3.0, "t/c": 2.0}
+    assert seats.go_aheads([a, b, c, d], None, set(), launched) == [a, b, c]
+    assert seats.go_aheads([a, b, c, d], 2, set(), launched) == [c, b]
+    assert seats.go_aheads([a, b, c, d], 2, {"t/c"}, launched) == [a, b]   # no one left out
+    assert seats.go_aheads([a, b, c, d], 0, set(), launched) == []
+
+
+def test_each_standby_run_named_no_seat_is_named_a_distinct_one_while_any_is_left():
+    named = Seat("t/n", after=RELAY)
+    granted = Seat("t/g", granting=True)
+    s1, s2, s3 = Seat("t/s1"), Seat("t/s2"), Seat("t/s3")
+    heirs = [Seat("t/h1", seated_at=2.0), Seat("t/h2", seated_at=1.0)]
+    pairs = seats.relays([named, granted, s1, s2, s3], heirs, None, now=10.0)
+    assert [(r.key, h.key) for r, h in pairs] == [("t/s1", "t/h2"), ("t/s2", "t/h1")]
+    assert heirs == []                                      # s3 waits for a go-ahead

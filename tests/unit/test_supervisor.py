@@ -55,8 +55,9 @@ class FakeRuntime:
         run.status["phase"] = phase
         self.finished.append((run.key, phase, reason))
 
-    def requeue(self, run, message, avoid, extra=None):
-        run.status.update(extra or {})
+    def requeue(self, run, message, avoid, busy_requeues=None):
+        if busy_requeues is not None:
+            run.status["busyRequeues"] = busy_requeues
         self.requeued.append((run.key, avoid))
 
     def retry_elsewhere(self, run, board, reason, message, quarantined, party):

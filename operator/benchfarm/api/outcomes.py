@@ -62,6 +62,18 @@ class Reason(StrEnum):
                         Reason.software_boot_failed)
 
 
+class Underway(StrEnum):
+    """Reasons of a run's conditions while it is under way, written by the operator and its
+    session alike (`core.transitions`, `session.status`)."""
+
+    queued = "Queued"                   # Succeeded Unknown: waiting for a board
+    booting = "Booting"                 # Succeeded Unknown: its session boots the board
+    resuming = "Resuming"               # Succeeded Unknown: a resumed session boots it again
+    running = "Running"                 # Succeeded Unknown: its suites run
+    board_assigned = "BoardAssigned"    # Scheduled True: a board and a session are its
+    requeued = "Requeued"               # Scheduled False: back in the queue
+
+
 def attempt_of(status: Mapping[str, Any], default: int = 0) -> int:
     """`status.attempts` (the operator's count of a run's launches on a board), as both programs
     read it: whoever else wrote the status, something that is no count reads as `default`, not

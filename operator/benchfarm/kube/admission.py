@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import ValidationError
 
 from ..api.models import BenchmarkRunSpec, SuiteSpec, TestPlanSpec
-from ..api.outcomes import Phase
+from ..api.outcomes import Phase, Underway
 from ..api.suites import GPU_SUITES
-from ..core import queue as q, trust
-from ..core.conditions import now_iso, set_condition
+from ..core import queue as q, transitions, trust
 from ..core.software_policy import SoftwareReach
 from ..core.steps import safe_name
 from ..errors import RunError
@@ -198,21 +197,13 @@ def admit(rt: AdmissionRuntime, body: dict[str, Any]) -> None:
                                reason="NoMatchingBoard")
             check_capabilities(rt, suites, set(kinds), spec)
     except RunError as exc:
-        rt.kube.patch_run_status(ns, name, {
-            "phase": Phase.failed, "completionTime": now_iso(), "observedGeneration": gen,
-            "conditions": set_condition(status.get("conditions"), "Succeeded", "False",
-                                        exc.reason, exc.message, gen)})
+        rt.kube.patch_run_status(ns, name, transitions.finished(status, gen, Phase.failed,
+                                                                exc.reason, exc.message))
         rt.kube.event(body, "Warning", exc.reason, exc.message)
         return
     resolved = [s.model_dump(exclude_none=True) for s in suites]
-    rt.kube.patch_run_status(ns, name, {
-        "phase": Phase.pending, "observedGeneration": gen, "progress": "queued",
-        "planDigest": trust.plan_digest(suites),
-        "resolvedSuites": resolved,
-        # the session runs these only if the operator's signature verifies (core.trust)
-        "resolvedSuitesSignature": trust.sign(rt.signing_key, meta["uid"], resolved),
-        "storePrefix": prefix,   # for readers; the session computes it from spec and uid
-        "conditions": set_condition(status.get("conditions"), "Succeeded", "Unknown",
-                                    "Queued", "waiting for a matching board", gen)})
-    rt.kube.event(body, "Normal", "Queued", "run admitted and queued")
+    rt.kube.patch_run_status(ns, name, transitions.admitted(
+        status, gen, plan_digest=trust.plan_digest(suites), resolved=resolved,
+        signature=trust.sign(rt.signing_key, meta["uid"], resolved), prefix=prefix))
+    rt.kube.event(body, "Normal", Underway.queued, "run admitted and queued")
     rt.wake()

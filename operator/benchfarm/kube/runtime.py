@@ -34,9 +34,8 @@ from ..api.devicetype import DeviceType
 from ..api.grants import GO_AHEAD_FIELD, Relay
 from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY, BenchmarkRunSpec, LabPolicySpec
 from ..api.notifications import Event
-from ..api.outcomes import FINISHED, Phase, Reason, RunFailure, attempt_of
-from ..core import notify as n, queue as q, trust
-from ..core.conditions import now_iso, set_condition
+from ..api.outcomes import FINISHED, Phase, Reason, RunFailure, Underway, attempt_of
+from ..core import notify as n, queue as q, seats, transitions, trust
 from ..errors import InfraError, Party, RunError
 from ..history.db import Database
 from ..history.outbox import Outbox
@@ -73,9 +72,6 @@ LAUNCH_THREADS = 4           # launches in flight at once (each mostly waits for
 TEND_EVERY = 2.0             # seconds between two collections and freezes (_tend_heap)
 COLLECT_EVERY = 600.0        # seconds, at least, between two real full collections (_tend_heap)
 HEAP_GROWTH = 64 * 2**20     # growth (bytes resident) that calls for a full collection (_tend_heap)
-RELAY_GRACE = 0.5            # seconds a relayed session has to take its place (_check_relay)
-RELAY_LEAD = 2.0             # seconds, at least, before a relay's seat should free (_heir)
-SEAT_EWMA = 0.1              # weight of the last seat's time in the running mean (_heir)
 # seconds a thread may keep the GIL once another asks for it (Python's default: 0.005). A round
 # that waits for the GIL waits that long for each thread handed the GIL before it: in a full
 # `make bench-scale` a round waited 51 ms for the GIL with 1 ms of its own CPU and none of it
@@ -461,9 +457,7 @@ class Runtime:
                 holds = r.starting or not r.status.get("boardReleased")
                 holding += holds
                 if not holds and r.seated_at:       # how long a seat is held (relays' aim)
-                    held_for = mono - r.seated_at
-                    self.seat_seconds = held_for if self.seat_seconds is None else \
-                        self.seat_seconds + SEAT_EWMA * (held_for - self.seat_seconds)
+                    self.seat_seconds = seats.seat_mean(self.seat_seconds, mono - r.seated_at)
                     r.seated_at = 0.0
                 if r.starting or r.granting or not holds or r.key in self.naming:
                     continue
@@ -471,41 +465,34 @@ class Runtime:
                     if r.relayed_at is None:
                         r.relayed_at = r.seated_at = mono
                         metrics.SEATS.labels("relay").inc()
-                    elif not r.relay_checked and mono - r.relayed_at >= RELAY_GRACE:
+                    elif not r.relay_checked and mono - r.relayed_at >= seats.RELAY_GRACE:
                         r.relay_checked = True
                         relayed.append(r)
                 if self._holds_place(r):
                     seated.append(r)
             for held in self.index.leases.values():      # a person's board counts as a run's
                 running_ns[held.namespace] = running_ns.get(held.namespace, 0) + 1
-            seats = None if self.max_sessions is None else max(0, self.max_sessions - holding)
-            # the free seats go to the sessions on standby first, longest waiting first; those
-            # named no seat of their own before those waiting for one (`api.grants.Relay`)
-            ready = [r for r in standby if not r.starting and r.key not in self.naming]
-            if seats is not None and len(ready) > seats:
-                ready.sort(key=lambda r: (r.after is not None,
-                                          self.sessions.launched.get(r.key, 0.0)))
-                ready = ready[:seats]
+            open_seats = None if self.max_sessions is None else \
+                max(0, self.max_sessions - holding)
+            # the free seats go to the sessions on standby first (`core.seats.go_aheads`)
+            ready = seats.go_aheads(standby, open_seats, self.naming, self.sessions.launched)
             for r in ready:
                 r.granting = True
                 r.seated_at = mono
             metrics.SEATS.labels("go-ahead").inc(len(ready))
-            if seats is not None:
-                seats -= len(ready)
+            if open_seats is not None:
+                open_seats -= len(ready)
             # each standby run is named the seat that should free first (`api.grants.Relay`)
             named = {r.after.place for r in standby if r.after is not None}
             heirs = [r for r in seated if r.status.get("board") not in named]
             relays: list[tuple[RunState, Relay]] = []
-            for r in standby:
-                if not heirs:
-                    break
-                if r.after is None and not r.granting and not r.starting:
-                    r.after = self._relay_to(self._heir(heirs, mono))
-                    self.naming.add(r.key)      # no go-ahead meanwhile: it could land first
-                    relays.append((r, r.after))
+            for r, heir in seats.relays(standby, heirs, self.seat_seconds, mono):
+                r.after = self._relay_to(heir)
+                self.naming.add(r.key)      # no go-ahead meanwhile: it could land first
+                relays.append((r, r.after))
             # new sessions: those with a seat start at once, the others on standby
-            room = None if seats is None else \
-                seats + max(0, self.standby_max - (len(standby) - len(ready)))
+            room = None if open_seats is None else \
+                open_seats + max(0, self.standby_max - (len(standby) - len(ready)))
             free = self.inventory.board_index()      # the boards an assignment may take
             idle = len(free) > 0
             # nothing can start (no free board, no free session slot): read the queue's head
@@ -529,12 +516,12 @@ class Runtime:
                         continue
                     run = self.runs[a.run]
                     run.starting = True
-                    run.granting = seats is None or seats > 0
-                    if seats:
-                        seats -= 1
+                    run.granting = open_seats is None or open_seats > 0
+                    if open_seats:
+                        open_seats -= 1
                     run.seated_at, run.relayed_at, run.relay_checked = mono, None, False
                     # on standby: it takes the seat that should free first
-                    run.after = self._relay_to(self._heir(heirs, mono)) \
+                    run.after = self._relay_to(seats.take_heir(heirs, self.seat_seconds, mono)) \
                         if heirs and not run.granting else None
                     self.reindex(run)
                     started.append((run, a.board))
@@ -578,26 +565,15 @@ class Runtime:
         self._ttl(ttl, now)
 
     def standing_by(self, r: RunState) -> bool:
-        """Launched (or being launched) on standby: its board kept, no go-ahead yet, or a relay
-        whose seat is still held (under the lock; notes the relay its status holds). A run of
-        an operator before go-aheads has none either: it gets one at once.
-
-        A relay decided but not written yet (the run's launch on standby, or its naming, still
-        on a launch thread: seconds on a busy API server) names its seat as well: once that
-        seat's holder lets go, the seat is this run's. Counted as free until the write landed,
-        it went to another run too, and a full bench had 13-14 boards powered by 12 seats."""
-        if r.granting:
-            return False
-        if r.starting or r.key in self.naming:
-            return r.after is None or self._seat_held(r.after)
-        if r.phase != Phase.running or r.status.get("boardReleased"):
-            return False
-        go = trust.read_go_ahead(self.signing_key, r.uid, attempt_of(r.status),
-                                 r.status.get(GO_AHEAD_FIELD))
-        if go is None:
-            return True
-        r.after = go.after
-        return go.after is not None and self._seat_held(go.after)
+        """On standby (`core.seats.standing_by`, under the lock); keeps the relay its status
+        holds as the run's `after`."""
+        standby, r.after = seats.standing_by(
+            r, naming=r.key in self.naming,
+            holds_board=r.phase == Phase.running and not r.status.get("boardReleased"),
+            go_ahead=lambda: trust.read_go_ahead(self.signing_key, r.uid, attempt_of(r.status),
+                                                 r.status.get(GO_AHEAD_FIELD)),
+            seat_held=self._seat_held)
+        return standby
 
     def _seat_held(self, relay: Relay) -> bool:
         """Does the run a relay names still hold its seat (its board not released, its run not
@@ -617,25 +593,10 @@ class Runtime:
     def _relay_to(self, heir: RunState) -> Relay:
         return Relay(place=heir.status["board"], holder=run_holder(heir.uid))
 
-    def _heir(self, heirs: list[RunState], mono: float) -> RunState:
-        """The seat a standby run is named (taken out of `heirs`): the one that should free
-        first, but not before its session is ready to see it (RELAY_LEAD: a release before the
-        session's coordinator connection is up is not seen, and waits for `_check_relay`).
-        The oldest seat until a seat's time is known."""
-        if self.seat_seconds is None:
-            best = min(heirs, key=lambda r: r.seated_at)
-        else:
-            left = {r.key: r.seated_at + self.seat_seconds - mono for r in heirs}
-            late = [r for r in heirs if left[r.key] >= RELAY_LEAD]
-            best = min(late, key=lambda r: left[r.key]) if late else \
-                max(heirs, key=lambda r: left[r.key])
-        heirs.remove(best)
-        return best
-
     def _check_relay(self, run: RunState) -> None:
-        """A relay's seat went to this run RELAY_GRACE ago: if its session has not taken its
-        place, it did not see the release (its connection came up after it), and it gets the
-        plain go-ahead (one coordinator read, on a launch thread)."""
+        """A relay's seat went to this run `core.seats.RELAY_GRACE` ago: if its session has not
+        taken its place, it did not see the release (its connection came up after it), and it
+        gets the plain go-ahead (one coordinator read, on a launch thread)."""
         place = run.status.get("board") or ""
         try:
             if self.coordinator.holder(place) == run_holder(run.uid):
@@ -655,8 +616,8 @@ class Runtime:
     def _name_relay(self, run: RunState, relay: Relay) -> None:
         """A standby run's relay, named in a round after its launch (one status write)."""
         try:
-            self.patch(run, {GO_AHEAD_FIELD: trust.sign_go_ahead(
-                self.signing_key, run.uid, attempt_of(run.status), relay)})
+            self.patch(run, transitions.relay(trust.sign_go_ahead(
+                self.signing_key, run.uid, attempt_of(run.status), relay)))
         except API_FAILURES as exc:   # deleted meanwhile, or the API is away: the next round again
             log.info("%s: could not write its relay: %s", run.key, exc)
             with self.lock:
@@ -671,9 +632,8 @@ class Runtime:
         session's watch of its run brings it there)."""
         attempt = attempt_of(run.status)
         try:
-            self.patch(run, {GO_AHEAD_FIELD: trust.sign_go_ahead(self.signing_key, run.uid,
-                                                                  attempt),
-                             "progress": "a session seat is free: taking the board"})
+            self.patch(run, transitions.go_ahead(
+                trust.sign_go_ahead(self.signing_key, run.uid, attempt)))
         except API_FAILURES as exc:   # deleted meanwhile, or the API is away: the next round again
             log.info("%s: could not write its go-ahead: %s", run.key, exc)
         finally:
@@ -843,35 +803,27 @@ class Runtime:
             run.wrote(written, status)
             self.reindex(run)
 
-    def finish(self, run: RunState, phase: str, reason: str, message: str) -> None:
-        ok = "True" if phase == Phase.succeeded else "False"
+    def finish(self, run: RunState, phase: Phase, reason: str, message: str) -> None:
         metrics.FINISHED.labels(phase, reason).inc()
         try:
-            self.patch(run, {
-                "phase": phase, "completionTime": now_iso(), "queuePosition": None,
-                "observedGeneration": run.generation,
-                "conditions": set_condition(run.status.get("conditions"), "Succeeded", ok, reason,
-                                            message, run.generation)})
+            self.patch(run, transitions.finished(run.status, run.generation, phase, reason,
+                                                 message))
         except RunError:
             return
-        self.kube.event(run.ref(), "Normal" if ok == "True" else "Warning", reason, message)
+        self.kube.event(run.ref(), "Normal" if phase == Phase.succeeded else "Warning", reason,
+                        message)
 
     def requeue(self, run: RunState, message: str, avoid: str | None,
-                extra: dict[str, Any] | None = None) -> None:
+                busy_requeues: int | None = None) -> None:
         avoid_list = list(run.status.get("avoidBoards") or [])
         if avoid and avoid not in avoid_list:
             avoid_list.append(avoid)
         try:
-            self.patch(run, {**(extra or {}), "phase": Phase.pending, "board": None,
-                             "progress": "re-queued", GO_AHEAD_FIELD: None,
-                             "avoidBoards": avoid_list, "sessionEnd": None,
-                             "conditions": set_condition(
-                                 set_condition(run.status.get("conditions"), "Scheduled", "False",
-                                               "Requeued", message, run.generation),
-                                 "Succeeded", "Unknown", "Queued", message, run.generation)})
+            self.patch(run, transitions.requeued(run.status, run.generation, message, avoid_list,
+                                                 busy_requeues))
         except RunError:
             return
-        self.kube.event(run.ref(), "Normal", "Requeued", message)
+        self.kube.event(run.ref(), "Normal", Underway.requeued, message)
 
     def retry_elsewhere(self, run: RunState, board: str, reason: str, message: str,
                         quarantined: bool, party: str = "board") -> None:
@@ -901,10 +853,7 @@ class Runtime:
         if run is None:
             return
         if run.phase in (Phase.pending, None) and not deleting:
-            status = {"phase": Phase.cancelled, "completionTime": now_iso(), "queuePosition": None,
-                      "conditions": set_condition(run.status.get("conditions"), "Succeeded",
-                                                  "False", "Cancelled",
-                                                  "cancelled before it started", run.generation)}
+            status = transitions.cancelled_before_start(run.status, run.generation)
             try:
                 written = self.kube.guarded_status_write(run.namespace, run.name,
                                                          {"phase": Phase.pending}, status)
@@ -912,7 +861,8 @@ class Runtime:
                     with self.lock:
                         run.wrote(written, status)
                         self.reindex(run)
-                    self.kube.event(run.ref(), "Normal", "Cancelled", "cancelled before it started")
+                    self.kube.event(run.ref(), "Normal", Reason.cancelled,
+                                    "cancelled before it started")
             except PreconditionFailed:
                 log.info("%s started meanwhile; its session will see the cancel", key)
         elif run.phase == Phase.running and deleting:

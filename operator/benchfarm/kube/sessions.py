@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..api.grants import GO_AHEAD_FIELD, Relay
 from ..api.outcomes import HandBack, Phase, Reason, SessionEnd, attempt_of
-from ..core.conditions import set_condition
+from ..core import transitions
 from ..core.trust import has_go_ahead, read_go_ahead, sign_go_ahead
 from ..errors import InfraError, Party
 from ..kubeapi.client import API_FAILURES, PreconditionFailed
@@ -71,10 +71,10 @@ class SessionRuntime(Registry, Protocol):
 
     def patch(self, run: RunState, status: dict[str, Any]) -> None: ...
 
-    def finish(self, run: RunState, phase: str, reason: str, message: str) -> None: ...
+    def finish(self, run: RunState, phase: Phase, reason: str, message: str) -> None: ...
 
     def requeue(self, run: RunState, message: str, avoid: str | None,
-                extra: dict[str, Any] | None = None) -> None: ...
+                busy_requeues: int | None = None) -> None: ...
 
     def retry_elsewhere(self, run: RunState, board: str, reason: str, message: str,
                         quarantined: bool, party: str = "board") -> None: ...
@@ -99,16 +99,8 @@ class Supervisor:
         attempt = attempt_of(run.status) + 1
         go_ahead = sign_go_ahead(rt.signing_key, run.uid, attempt) if seated else \
             None if after is None else sign_go_ahead(rt.signing_key, run.uid, attempt, after)
-        status = {"phase": Phase.running, "board": board, "attempts": attempt, "resumes": 0,
-                  "queuePosition": None, "sessionEnd": None, "boardReleased": False,
-                  GO_AHEAD_FIELD: go_ahead,
-                  "progress": "starting the session" if seated else
-                  "on standby: its session waits for a free session seat",
-                  "conditions": set_condition(
-                      set_condition(run.status.get("conditions"), "Scheduled", "True",
-                                    "BoardAssigned", f"running on {board}", run.generation),
-                      "Succeeded", "Unknown", "Booting", f"starting the session on {board}",
-                      run.generation)}
+        status = transitions.launched(run.status, run.generation, board=board, attempt=attempt,
+                                      go_ahead=go_ahead)
         try:
             written = rt.kube.guarded_status_write(run.namespace, run.name,
                                                    {"phase": Phase.pending}, status)
@@ -209,16 +201,15 @@ class Supervisor:
         log.warning("%s: the session on %s stopped renewing its Lease; resuming it (%d/%d)",
                     run.key, board, resumes, MAX_RESUMES)
         attempt = attempt_of(run.status, 1)
-        extra: dict[str, Any] = {}
+        plain = None
         # a relay whose seat is its own by now: the resumed session gets the plain go-ahead, it
         # would wait for a release it can no longer see
         go = read_go_ahead(rt.signing_key, run.uid, attempt, run.status.get(GO_AHEAD_FIELD))
         with rt.lock:
             if go is not None and go.after is not None and not rt.standing_by(run):
-                extra[GO_AHEAD_FIELD] = sign_go_ahead(rt.signing_key, run.uid, attempt)
+                plain = sign_go_ahead(rt.signing_key, run.uid, attempt)
         try:
-            rt.patch(run, {"resumes": resumes, **extra,
-                           "progress": f"session lost; resuming ({resumes}/{MAX_RESUMES})"})
+            rt.patch(run, transitions.resumed(resumes, MAX_RESUMES, plain))
         except API_FAILURES as exc:
             log.warning("%s: could not record the resume (%s); will retry", run.key, exc)
             return
@@ -244,7 +235,7 @@ class Supervisor:
                           f"re-queues (LabPolicy maxBusyRequeues)")
             else:
                 rt.requeue(run, f"board {board} was taken by someone else: {end.message}",
-                           avoid=None, extra={"busyRequeues": taken})
+                           avoid=None, busy_requeues=taken)
         elif end.outcome == HandBack.board_fault:
             metrics.INFRA_FAILURES.labels(Party.board).inc()
             quarantined = rt.inventory.board_failed(board, InfraError(end.message,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from ..api.outcomes import HandBack, Reason
+from ..api.outcomes import HandBack, Reason, Underway
 from ..core import steps as st
 from ..errors import BoardBusy, BoardFault, DeployedBootFailed, InfraError, RunError
 from ..lab.session import Cancelled
@@ -91,7 +91,7 @@ class Blame:
             return fault   # boots, probes, a suspend and wake: benchfarm's doing, not the run's
         suite = ctx.suites[step.suite_index].name
         ctx.status.progress(f"suite {suite} took the board down ({fault.reason}); booting the "
-                            f"board's own image to see whose fault it was", "Running",
+                            f"board's own image to see whose fault it was", Underway.running,
                             force=True)
         log.warning("%s/%s: %s during %s; booting %s's own image before blaming the board",
                     ctx.namespace, ctx.name, fault.reason, step.name, ctx.place)
@@ -106,7 +106,7 @@ class Blame:
         """The run's own software did not boot: its fault if the board's own image does."""
         ctx = self.ctx
         ctx.status.progress(f"the deployed software did not boot ({fault.reason}); booting the "
-                            f"board's own image to see whose fault it was", "Booting", force=True)
+                            f"board's own image to see whose fault it was", Underway.booting, force=True)
         try:
             self.boot_own()
         except BoardFault as again:

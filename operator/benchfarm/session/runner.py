@@ -31,7 +31,7 @@ from .. import cpu
 from ..api.devicetype import DeviceType
 from ..api.grants import GO_AHEAD_FIELD, Relay
 from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
-from ..api.outcomes import HandBack, Phase, Reason, Refusal, attempt_of
+from ..api.outcomes import HandBack, Phase, Reason, Refusal, Underway, attempt_of
 from ..api.places import ENV as PLACE_ENV, HandedPlace
 from ..core import steps as st, trust
 from ..core.conditions import now_iso
@@ -295,7 +295,7 @@ class Runner:
             log.info("resuming %s/%s at %s; %d of %d step(s) finished before are kept",
                      ctx.namespace, ctx.name, todo[0].name, len(steps) - len(todo), len(steps))
         ctx.status.progress("resuming: power-cycling the board" if resumed else "board acquired",
-                            "Resuming" if resumed else "Booting",
+                            Underway.resuming if resumed else Underway.booting,
                             extra={} if started else {"startTime": now_iso()}, force=resumed)
         runner = self.steps = StepRunner(ctx, dtype)
         runner.software = software

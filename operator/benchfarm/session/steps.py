@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..api.devicetype import DeviceType
+from ..api.outcomes import Underway
 from ..core import steps as st
 from ..core.repeat import decide
 from ..core.stats import seed_format
@@ -55,7 +56,7 @@ class StepRunner:
             if software is not None:
                 if software.parts() != ["bootArgs"]:
                     ctx.status.progress(f"fetching software{f' {label}' if label else ''}",
-                                        "Booting")
+                                        Underway.booting)
                 built = built or cache()
                 out[key] = ctx.lifeline.wait_out("fetch the software",
                                                  functools.partial(built.fetch_set, software))
@@ -161,7 +162,7 @@ class StepRunner:
         if step.kind == st.BOOT:
             ctx.status.progress(f"boot {step.cycle}/{ctx.spec.bootCycles}" if not step.side else
                                 f"boot into {step.side.upper()}, iteration {step.cycle}",
-                                "Booting")
+                                Underway.booting)
             boot = self.boot(step.side)
             if boot.failed_attempts:
                 ctx.status.event("Warning", "BootRetried",
@@ -180,7 +181,7 @@ class StepRunner:
         ctx.status.progress(f"iteration {step.iteration}/"
                             f"{ctx.spec.warmupIterations + ctx.iterations()}"
                             f"{' (warm-up)' if step.warmup else ''}, suite {spec.name} ({label})",
-                            "Running")
+                            Underway.running)
         record, output, evidence = session.suite(spec, step.iteration, step.warmup)
         key = st.raw_key(ctx.prefix, spec.name, step.iteration, step.side)
         record.artifact = ctx.spool.put(key, output.encode(), "text/plain")
@@ -214,7 +215,7 @@ class StepRunner:
             if self.boot_values:
                 extra["bootSeconds"] = seed_format(self.boot_values)
         ctx.status.progress(f"{step.name} done",
-                            "Booting" if step.kind == st.BOOT else "Running", extra=extra)
+                            Underway.booting if step.kind == st.BOOT else Underway.running, extra=extra)
 
     def checkpoints(self) -> list[dict[str, Any]]:
         return read_checkpoints(self.ctx)

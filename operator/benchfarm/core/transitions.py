@@ -1,0 +1,102 @@
+"""The operator's writes of a BenchmarkRun's status: one function per transition, each the status
+patch it writes (a merge patch of `status`), built from the run's current status and generation.
+
+One module, so what a transition writes is read in one place and unit-tested without an API
+server: which fields it resets (a requeued run loses its board, its go-ahead and its session's
+end; a launched one starts its resumes over), which conditions move, and how. The operator
+(`kube.runtime`, `kube.sessions`, `kube.admission`) writes them; the session's own writes are
+`session.status`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..api.grants import GO_AHEAD_FIELD
+from ..api.outcomes import Phase, Reason, Underway
+from .conditions import now_iso, set_condition
+
+Status = Mapping[str, Any]
+Patch = dict[str, Any]
+
+
+def _succeeded(status: Status, generation: int, value: str, reason: str, message: str,
+               conditions: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    return set_condition(status.get("conditions") if conditions is None else conditions,
+                         "Succeeded", value, reason, message, generation)
+
+
+def admitted(status: Status, generation: int, *, plan_digest: str,
+             resolved: list[dict[str, Any]], signature: str, prefix: str) -> Patch:
+    """Admission took the run: in the queue with its suites resolved and signed (the session
+    runs only what the operator's signature covers, `core.trust`)."""
+    return {"phase": Phase.pending, "observedGeneration": generation, "progress": "queued",
+            "planDigest": plan_digest, "resolvedSuites": resolved,
+            "resolvedSuitesSignature": signature,
+            "storePrefix": prefix,   # for readers; the session computes it from spec and uid
+            "conditions": _succeeded(status, generation, "Unknown", Underway.queued,
+                                     "waiting for a matching board")}
+
+
+def finished(status: Status, generation: int, phase: Phase, reason: str, message: str) -> Patch:
+    """The run is over (`phase` Succeeded, Failed or Cancelled): refused at admission, failed by
+    the operator, or cancelled before it started."""
+    return {"phase": phase, "completionTime": now_iso(), "queuePosition": None,
+            "observedGeneration": generation,
+            "conditions": _succeeded(status, generation,
+                                     "True" if phase == Phase.succeeded else "False", reason,
+                                     message)}
+
+
+def cancelled_before_start(status: Status, generation: int) -> Patch:
+    return finished(status, generation, Phase.cancelled, Reason.cancelled,
+                    "cancelled before it started")
+
+
+def launched(status: Status, generation: int, *, board: str, attempt: int,
+             go_ahead: Mapping[str, Any] | None) -> Patch:
+    """The run's session is launched on `board` for its `attempt`: seated (a go-ahead with no
+    relay), on standby for a named seat (a relay), or on standby for any seat (None)."""
+    seated = go_ahead is not None and go_ahead.get("after") is None
+    scheduled = set_condition(status.get("conditions"), "Scheduled", "True",
+                              Underway.board_assigned, f"running on {board}", generation)
+    return {"phase": Phase.running, "board": board, "attempts": attempt, "resumes": 0,
+            "queuePosition": None, "sessionEnd": None, "boardReleased": False,
+            GO_AHEAD_FIELD: go_ahead,
+            "progress": "starting the session" if seated else
+            "on standby: its session waits for a free session seat",
+            "conditions": _succeeded(status, generation, "Unknown", Underway.booting,
+                                     f"starting the session on {board}", scheduled)}
+
+
+def requeued(status: Status, generation: int, message: str, avoid: Iterable[str],
+             busy_requeues: int | None = None) -> Patch:
+    """Back in the queue (a fault not the run's, a board someone else held): its board, its
+    go-ahead and its session's end are gone; `avoid`: the boards it must not get again;
+    `busy_requeues`: how often someone else held its board (LabPolicy maxBusyRequeues)."""
+    scheduled = set_condition(status.get("conditions"), "Scheduled", "False", Underway.requeued,
+                              message, generation)
+    counted = {} if busy_requeues is None else {"busyRequeues": busy_requeues}
+    return {**counted, "phase": Phase.pending, "board": None, "progress": "re-queued",
+            GO_AHEAD_FIELD: None,
+            "avoidBoards": list(avoid), "sessionEnd": None,
+            "conditions": _succeeded(status, generation, "Unknown", Underway.queued, message,
+                                     scheduled)}
+
+
+def go_ahead(signed: Mapping[str, Any]) -> Patch:
+    """A seat is free: the standby session may take its board (`api.grants.GoAhead`)."""
+    return {GO_AHEAD_FIELD: dict(signed), "progress": "a session seat is free: taking the board"}
+
+
+def relay(signed: Mapping[str, Any]) -> Patch:
+    """A standby run is named the seat it takes (`api.grants.Relay`, inside its go-ahead)."""
+    return {GO_AHEAD_FIELD: dict(signed)}
+
+
+def resumed(resumes: int, limit: int, go_ahead: Mapping[str, Any] | None = None) -> Patch:
+    """Its session stopped renewing its Lease and is launched again (`resumes` of `limit`);
+    `go_ahead`: a plain one replacing a relay whose seat is the run's by now."""
+    return {"resumes": resumes, **({} if go_ahead is None else {GO_AHEAD_FIELD: dict(go_ahead)}),
+            "progress": f"session lost; resuming ({resumes}/{limit})"}
