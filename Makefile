@@ -29,7 +29,7 @@ CLUSTER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-cluster-$(shell echo $(CLUSTER_APT_
 BROWSER_APT_STAMP := $(BENCHFARM_CACHE)/.apt-browser-$(shell echo $(BROWSER_APT_PACKAGES) | md5sum | cut -c1-8)
 PROMTOOL_APT_STAMP := $(BENCHFARM_CACHE)/.apt-promtool-$(shell echo $(PROMTOOL_APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps image-deps cluster-deps browser-deps promtool-deps venv binaries node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint docs test test-full test-cluster unit chaos misuse campaigns crds bench bench-scale bench-boot bench-history history-experiment clean
+.PHONY: all deps image-deps cluster-deps browser-deps promtool-deps venv binaries helm-binary node-binaries lab-up lab-down lab-status cluster-up cluster-down operator image demo demo-cluster lint docs test test-full test-cluster unit chaos misuse campaigns crds bench bench-scale bench-boot bench-history history-experiment clean
 
 all: test
 
@@ -66,8 +66,12 @@ $(STAMP): pyproject.toml devlab/pyproject.toml
 	@$(PY) -m pip install -q -e '.[test]' -e ./devlab
 	@touch $@
 
+# what the embedded lab runs (lab-up, make demo); helm only where a chart is linted or installed
 binaries: deps
-	@bash hack/build-binaries.sh etcd kubernetes minio helm
+	@bash hack/build-binaries.sh etcd kubernetes minio
+
+helm-binary: deps
+	@bash hack/build-binaries.sh helm
 
 # kubelet, kube-scheduler, kube-proxy: only for the one-node cluster (cluster-up, its stack test)
 node-binaries:
@@ -81,7 +85,7 @@ lab-down:
 
 # A one-node cluster next to the lab: containerd, kubelet, kube-scheduler, kube-proxy (the node's
 # binaries are built on first use); `make lab-down` removes it too.
-cluster-up: lab-up cluster-deps node-binaries
+cluster-up: lab-up cluster-deps node-binaries helm-binary
 	@$(VENV)/bin/benchfarm lab cluster-up
 
 cluster-down:
@@ -124,7 +128,7 @@ docs: venv
 	@$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 	@$(PY) hack/check_docs_links.py
 
-test: lab-up browser-deps promtool-deps
+test: lab-up helm-binary browser-deps promtool-deps
 	@$(MAKE) --no-print-directory docs
 	@$(VENV)/bin/lint-imports --config pyproject.toml
 	@$(MAKE) --no-print-directory lint

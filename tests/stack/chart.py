@@ -25,6 +25,8 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     home = str(devlab.STATE / "helm")
     env = {**os.environ, **devlab.lab_env(), "HELM_CACHE_HOME": home, "HELM_CONFIG_HOME": home,
            "HELM_DATA_HOME": home}
+    if not HELM.exists():      # `make lab-up` builds what the lab runs; helm is `make test`'s
+        raise AssertionError(f"{HELM} is not built: `make helm-binary` (make test builds it)")
     res = subprocess.run([str(HELM), *args], env=env, capture_output=True, text=True)
     if check and res.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)} failed:\n{res.stdout}\n{res.stderr}")
