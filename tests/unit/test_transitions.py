@@ -3,15 +3,20 @@ the conditions it moves, and that an unchanged condition keeps its transition ti
 
 from __future__ import annotations
 
+import json
+
+import pytest
+from pydantic import ValidationError
+
 from benchfarm.api.grants import GO_AHEAD_FIELD, Relay
-from benchfarm.api.models import BenchmarkRunStatus
+from benchfarm.api.models import BenchmarkRunStatus, BenchmarkRunStatusPatch
 from benchfarm.api.outcomes import Phase, Reason, Underway
 from benchfarm.core import transitions as t, trust
 from benchfarm.core.conditions import get_condition
 
 KEY = b"k" * 32
 RUNNING = {"phase": "Running", "board": "p1", "attempts": 2, "resumes": 1,
-           "boardReleased": True, "sessionEnd": {"outcome": "BoardFault"},
+           "boardReleased": True, "sessionEnd": {"attempt": 2, "outcome": "BoardFault"},
            GO_AHEAD_FIELD: {"attempt": 2, "signature": "s"},
            "avoidBoards": ["p0"],
            "conditions": [{"type": "Succeeded", "status": "Unknown", "reason": "Running",
@@ -24,7 +29,7 @@ def cond(patch, type_):
     return found
 
 
-def test_every_transition_writes_a_status_the_typed_model_reads():
+def test_every_transition_writes_a_status_the_typed_model_reads_and_nothing_else():
     go = trust.sign_go_ahead(KEY, "u", 3)
     patches = [
         t.admitted({}, 1, plan_digest="d", resolved=[], signature="sig", prefix="team/r/u"),
@@ -36,6 +41,11 @@ def test_every_transition_writes_a_status_the_typed_model_reads():
     ]
     for patch in patches:
         BenchmarkRunStatus.model_validate({**RUNNING, **patch})
+        assert json.loads(json.dumps(patch)) == patch          # a JSON merge patch as it is
+    with pytest.raises(ValidationError, match="baord"):        # what a typo would write
+        BenchmarkRunStatusPatch.model_validate({"baord": "p1"})
+    with pytest.raises(ValidationError, match="goAhead"):
+        BenchmarkRunStatusPatch.model_validate({"goAhead": {"attempt": "second"}})
 
 
 def test_a_requeued_run_loses_its_board_go_ahead_and_session_end_and_keeps_what_it_avoids():

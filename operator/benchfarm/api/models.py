@@ -13,6 +13,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .grants import GoAhead
+from .outcomes import SessionEnd
 from .suites import SUITE_NAMES
 
 GROUP = "benchfarm.io"
@@ -234,6 +236,10 @@ class Condition(Model):
 
 
 class BenchmarkRunStatus(Model):
+    """`status` of a BenchmarkRun, as the operator and its session write it. Read leniently
+    (`extra="allow"`: a status from another version of benchfarm still reads); the operator's
+    writes are `BenchmarkRunStatusPatch`, which takes only these fields."""
+
     model_config = ConfigDict(extra="allow")
     phase: str | None = None
     conditions: list[Condition] = Field(default_factory=list)
@@ -248,6 +254,28 @@ class BenchmarkRunStatus(Model):
     artifacts: list[str] | None = None
     provenance: dict[str, Any] | None = None
     observedGeneration: int | None = None
+    # the operator's: admission, the queue, launches and hand-backs
+    planDigest: str | None = None           # the resolved plan's digest (`core.trust.plan_digest`)
+    resolvedSuites: list[dict[str, Any]] | None = None   # the suites the session runs
+    resolvedSuitesSignature: str | None = None   # the operator's signature over them
+    storePrefix: str | None = None          # where its artifacts go in the store
+    avoidBoards: list[str] | None = None    # boards a retry must not get (faults seen there)
+    busyRequeues: int | None = None         # times someone else held its board
+    resumes: int | None = None              # sessions resumed after losing their Lease
+    goAhead: GoAhead | None = None          # a session seat: now, or after a relay
+    # the session's
+    boardReleased: bool | None = None       # its board is free; it only uploads and reports
+    sessionEnd: SessionEnd | None = None    # its hand-back of the attempt to the operator
+
+
+class BenchmarkRunStatusPatch(BenchmarkRunStatus):
+    """A write of a run's status (`core.transitions`): only the fields above, so a misspelt
+    field is an error where it is written, not a field nobody reads. Its conditions are the
+    status's own list with one condition set (`core.conditions.set_condition`): the others are
+    written back as they were read, whoever wrote them."""
+
+    model_config = ConfigDict(extra="forbid")
+    conditions: list[dict[str, Any]] = Field(default_factory=list)  # type: ignore[assignment]
 
 
 class DirectLocks(str, Enum):  # noqa: UP042 - as BoardState
