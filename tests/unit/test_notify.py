@@ -25,7 +25,6 @@ from benchfarm.api.notifications import (
     WebhookFormat,
 )
 from benchfarm.core import notify as n
-from benchfarm.kube.notifier import delivered_condition
 from benchfarm.notify import DeliveryFailed, mail, webhook
 from tests.receivers import SmtpServer, WebhookReceiver, tls_files
 
@@ -250,15 +249,15 @@ def test_the_spec_refuses_what_the_crd_does():
 
 
 def test_the_delivered_condition_says_what_failed_last():
-    assert delivered_condition([])[0] == "Unknown"
+    assert n.delivered_condition([])[0] == "Unknown"
     ok = {"id": "d1", "event_kind": "RunFinished", "subject": "team-a/r1", "target": "webhook",
           "attempts": 1, "delivered": "t", "failed": None, "last_error": ""}
     failing = {**ok, "id": "d2", "attempts": 3, "delivered": None,
                "last_error": "the receiver answered HTTP 503"}
-    assert delivered_condition([ok])[:2] == ("True", NotificationReason.delivered)
-    status, reason, message = delivered_condition([ok, failing])
+    assert n.delivered_condition([ok])[:2] == ("True", NotificationReason.delivered)
+    status, reason, message = n.delivered_condition([ok, failing])
     assert (status, reason) == ("False", NotificationReason.retrying) and "HTTP 503" in message
-    assert delivered_condition([{**failing, "failed": "t"}])[1] == NotificationReason.gave_up
+    assert n.delivered_condition([{**failing, "failed": "t"}])[1] == NotificationReason.gave_up
 
 
 # -- one attempt, against real receivers on loopback ---------------------------------------------

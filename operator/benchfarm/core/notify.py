@@ -31,6 +31,8 @@ from urllib.parse import urlsplit
 from ..api.notifications import (
     KCIDB_EVENTS,
     LAB_ADMIN_EVENTS,
+    Delivery,
+    DeliveryState,
     Event,
     EventKind,
     NotificationBody,
@@ -374,3 +376,42 @@ def matches(subs: Iterable[Subscription], event: Event, admin_namespace: str
 
 def now_utc() -> datetime:
     return datetime.now(UTC)
+
+
+# -- the outbox as a Notification's status shows it ----------------------------------------------
+def _delivery_state(row: Mapping[str, Any]) -> DeliveryState:
+    if row.get("delivered") is not None:
+        return DeliveryState.delivered
+    if row.get("failed") is not None:
+        return DeliveryState.failed
+    return DeliveryState.retrying
+
+
+def delivery(row: Mapping[str, Any]) -> Delivery:
+    """One outbox row as status.deliveries lists it."""
+    at = row.get("last_attempt") or row.get("created")
+    return Delivery(id=row["id"], event=row["event_kind"], subject=row["subject"],
+                    target=row["target"], state=_delivery_state(row), attempts=row["attempts"],
+                    time=at.strftime("%Y-%m-%dT%H:%M:%SZ") if at else "",
+                    error=row.get("last_error") or "")
+
+
+def delivered_condition(rows: list[dict[str, Any]]) -> tuple[str, NotificationReason, str]:
+    """The Delivered condition from the latest deliveries (newest first): False while the
+    latest attempt of any of them failed, True once the latest all went through."""
+    tried = [r for r in rows if r.get("attempts")]
+    if not tried:
+        return ("Unknown", NotificationReason.waiting,
+                "nothing delivered yet" if not rows else f"{len(rows)} delivery(ies) queued")
+    failing = [r for r in tried if r.get("delivered") is None]
+    if failing:
+        r = failing[0]
+        reason = NotificationReason.gave_up if r.get("failed") is not None \
+            else NotificationReason.retrying
+        verb = "given up after" if reason == NotificationReason.gave_up else "failing, tried"
+        return ("False", reason, f"delivery {r['id']} ({r['event_kind']} {r['subject']} by "
+                                 f"{r['target']}) {verb} {r['attempts']} attempt(s): "
+                                 f"{r.get('last_error') or '?'}")
+    r = tried[0]
+    return ("True", NotificationReason.delivered,
+            f"latest: {r['event_kind']} {r['subject']} by {r['target']} (delivery {r['id']})")

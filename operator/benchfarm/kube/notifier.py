@@ -8,8 +8,9 @@ kopf's handlers and the indexer never wait for the database, a receiver or a mai
 
 The notifier's thread matches each event to the subscriptions of its namespace and writes one
 delivery per target into the outbox (`history.outbox`, in the results database), then hands the
-due deliveries to a few delivery threads: a webhook's POST (`notify.webhook`, signed with the
-namespace's key from the Secret `benchfarm-notifications`), an e-mail (`notify.mail`), or a
+due deliveries to a few delivery threads, where `kube.deliveries.Sender` makes each attempt: a
+webhook's POST (`notify.webhook`, signed with the namespace's key from the Secret
+`benchfarm-notifications`), an e-mail (`notify.mail`), or a
 finished run's KCIDB document POSTed to a submission endpoint (`report.ci.kcidb`, built at
 delivery from the run and its metrics.json in the store, with a bearer token from that Secret). An
 attempt that fails is tried again with exponential backoff (`core.notify.backoff`) until it
@@ -26,7 +27,6 @@ has its id), and the outbox itself is the queue.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -41,29 +41,20 @@ from pydantic import ValidationError
 from ..api.models import LabPolicySpec
 from ..api.notifications import (
     DELIVERIES_SHOWN,
-    DELIVERY_HEADER,
-    EVENT_HEADER,
-    SECRET_NAME,
-    SIGNATURE_HEADER,
-    TIMESTAMP_HEADER,
-    Delivery,
-    DeliveryState,
     Event,
     NotificationBody,
     NotificationReason,
     NotificationSpec,
-    ObjectRef,
     Target,
 )
-from ..api.outcomes import Phase
 from ..core import notify as n
 from ..core.conditions import set_condition
-from ..errors import InfraError, Outage
+from ..errors import Outage
 from ..history.outbox import Outbox
-from ..notify import DeliveryFailed, mail, webhook
-from ..report.ci import decided_outcome, kcidb
+from ..notify import DeliveryFailed, mail
 from ..store.artifacts import ArtifactStore
 from . import metrics
+from .deliveries import Sender
 from .workers import Workers
 
 log = logging.getLogger("benchfarm.notify")
@@ -71,7 +62,6 @@ PLURAL = "notifications"
 DELIVERY_THREADS = 4        # deliveries in flight at once (each mostly waits for its receiver)
 BATCH = 32                  # due deliveries read at once
 STATUS_EVERY = 2.0          # seconds, at least, between two status writes of one Notification
-KEY_FRESH = 60.0            # seconds a signing key read from its Secret is used without reading
 PRUNE_EVERY = 3600.0        # seconds between two prunings of done deliveries
 MAX_BACKOFF = 30.0          # seconds between two tries while the database is away
 IDLE = 30.0                 # seconds the thread sleeps with nothing due (new work wakes it)
@@ -99,7 +89,6 @@ class Notifier:
         """`store`: where finished runs' metrics.json are read for KCIDB submissions."""
         self.outbox = outbox
         self.kube = kube
-        self.store = store
         self.settings = settings
         self.smtp = smtp
         self.admin_namespace = admin_namespace
@@ -112,12 +101,12 @@ class Notifier:
         self.dirty: dict[str, float] = {}                    # uid -> when its status is due
         self.written_at: dict[str, float] = {}
         self.in_flight: set[str] = set()
-        self.keys: dict[tuple[str, str], tuple[bytes, float]] = {}
         self.cond = threading.Condition()
         self.stopping = False
         self.wake_at = 0.0                                   # monotonic: the next due delivery
         self.pruned_at = 0.0
         self.clock = time.monotonic
+        self.sender = Sender(kube, settings, smtp, policy, store)
         self.thread = threading.Thread(target=self._loop, name="notifier", daemon=True)
         self.pool = Workers(max_workers=DELIVERY_THREADS, thread_name_prefix="notify-delivery")
 
@@ -364,7 +353,7 @@ class Notifier:
                     sub = self.subs.get(uid)
                 if sub is None:
                     raise DeliveryFailed("its Notification was deleted")
-                self._attempt(sub, Target(row["target"]), NotificationBody(**row["body"]))
+                self.sender.attempt(sub, Target(row["target"]), NotificationBody(**row["body"]))
             except Exception as exc:      # a bug of ours is retried with backoff too, not at once
                 if not isinstance(exc, DeliveryFailed):
                     metrics.bug(log, "delivery %s", id_)
@@ -401,91 +390,9 @@ class Notifier:
                 if uid in self.subs:
                     self._mark(uid)
 
-    def _attempt(self, sub: n.Subscription, target: Target, body: NotificationBody) -> None:
-        if target == Target.kcidb:
-            spec = sub.spec.kcidb
-            if spec is None:
-                raise DeliveryFailed("the Notification has no kcidb endpoint any more")
-            headers = {DELIVERY_HEADER: body.id, EVENT_HEADER: body.kind.value}
-            if spec.tokenKey:
-                token = self._key(sub.namespace, spec.tokenKey).decode(errors="replace")
-                headers["Authorization"] = f"Bearer {token.strip()}"
-            webhook.post(spec.url, self._kcidb_document(body.object), headers,
-                         self._reach(sub.namespace))
-            return
-        if target == Target.email:
-            if sub.spec.email is None or self.smtp is None:
-                raise DeliveryFailed("the Notification has no e-mail or the lab no SMTP server")
-            subject, text = n.email_text(body)
-            mail.send(self.smtp, list(sub.spec.email.to), subject, text, body.id)
-            return
-        hook = sub.spec.webhook
-        if hook is None:
-            raise DeliveryFailed("the Notification has no webhook any more")
-        payload = n.webhook_payload(body, hook.format)
-        stamp = int(time.time())
-        headers = {DELIVERY_HEADER: body.id, EVENT_HEADER: body.kind.value,
-                   TIMESTAMP_HEADER: str(stamp)}
-        if hook.signingKey:
-            headers[SIGNATURE_HEADER] = n.sign(self._key(sub.namespace, hook.signingKey),
-                                               stamp, payload)
-        webhook.post(hook.url, payload, headers, self._reach(sub.namespace))
-
-    def _kcidb_document(self, ref: ObjectRef) -> bytes:
-        """The finished run's KCIDB document, as `benchfarm export kcidb` writes it: read at
-        delivery from the run's object and its metrics.json (a retry reads them again)."""
-        try:
-            run = self.kube.get_run(ref.namespace, ref.name)
-        except Outage as exc:
-            raise DeliveryFailed("the run could not be read: the Kubernetes API is "
-                                 "unavailable") from exc
-        if run is None or (run.get("metadata") or {}).get("uid") != ref.uid:
-            raise DeliveryFailed(f"run {ref.namespace}/{ref.name} was deleted before its "
-                                 "results were submitted")
-        status = run.get("status") or {}
-        doc, prefix = None, status.get("storePrefix")
-        if self.store is not None and prefix and status.get("phase") in (Phase.succeeded,
-                                                                        Phase.failed):
-            try:
-                if self.store.sha256(f"{prefix}/metrics.json") is not None:
-                    doc = json.loads(self.store.get(f"{prefix}/metrics.json"))
-            except InfraError as exc:
-                raise DeliveryFailed(f"the run's results could not be read from the store "
-                                     f"({exc.reason})") from exc
-        return json.dumps(kcidb([decided_outcome(run, doc)])).encode()
-
-    def _reach(self, namespace: str) -> n.WebhookReach:
-        hosts = self.policy().for_namespace(namespace).webhookHosts
-        return n.WebhookReach(tuple(hosts), self.settings.internal,
-                              self.settings.loopback_ports)
-
-    def _key(self, namespace: str, name: str) -> bytes:
-        """The signing key `name` of the namespace's Secret benchfarm-notifications, read again
-        after KEY_FRESH seconds; while the API server is away, the one read before."""
-        cached = self.keys.get((namespace, name))
-        if cached is not None and self.clock() - cached[1] < KEY_FRESH:
-            return cached[0]
-        try:
-            data = self.kube.secret_data(namespace, SECRET_NAME)
-        except Outage:
-            if cached is not None:
-                return cached[0]
-            raise DeliveryFailed("the signing key could not be read: the Kubernetes API is "
-                                 "unavailable") from None
-        except PermissionError as exc:
-            raise DeliveryFailed(f"the operator may not read Secret {SECRET_NAME} in "
-                                 f"{namespace} (the chart grants it that one name)") from exc
-        value = (data or {}).get(name)
-        if not value:
-            self.keys.pop((namespace, name), None)
-            raise DeliveryFailed(f"Secret {SECRET_NAME} in {namespace} has no key {name!r} "
-                                 "(webhook.signingKey)")
-        self.keys[(namespace, name)] = (value, self.clock())
-        return value
-
     # -- statuses -----------------------------------------------------------------------------
     def _problem(self, sub: n.Subscription) -> tuple[NotificationReason, str] | None:
-        return n.spec_problem(sub, self.admin_namespace, self._reach(sub.namespace),
+        return n.spec_problem(sub, self.admin_namespace, self.sender.reach(sub.namespace),
                               self.smtp is not None, self.outbox is not None)
 
     def _statuses(self) -> None:
@@ -521,10 +428,10 @@ class Notifier:
                 conditions, "Ready", "True", NotificationReason.accepted,
                 f"{', '.join(sub.spec.events)} of namespace {sub.namespace} go to {targets}",
                 sub.generation)
-        conditions = set_condition(conditions, "Delivered", *delivered_condition(rows),
+        conditions = set_condition(conditions, "Delivered", *n.delivered_condition(rows),
                                    sub.generation)
         status = {"conditions": conditions, "deliveries": [
-                      delivery(r).model_dump(mode="json") for r in rows],
+                      n.delivery(r).model_dump(mode="json") for r in rows],
                   "delivered": counts.get("delivered", 0), "pending": counts.get("pending", 0),
                   "failed": counts.get("failed", 0), "observedGeneration": sub.generation}
         if self.kube.patch_custom(PLURAL, sub.namespace, sub.name, {"status": status},
@@ -537,39 +444,3 @@ def _subject(event: Event) -> str:
     return f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
 
 
-def _state(row: Mapping[str, Any]) -> DeliveryState:
-    if row.get("delivered") is not None:
-        return DeliveryState.delivered
-    if row.get("failed") is not None:
-        return DeliveryState.failed
-    return DeliveryState.retrying
-
-
-def delivery(row: Mapping[str, Any]) -> Delivery:
-    """One outbox row as status.deliveries lists it."""
-    at = row.get("last_attempt") or row.get("created")
-    return Delivery(id=row["id"], event=row["event_kind"], subject=row["subject"],
-                    target=row["target"], state=_state(row), attempts=row["attempts"],
-                    time=at.strftime("%Y-%m-%dT%H:%M:%SZ") if at else "",
-                    error=row.get("last_error") or "")
-
-
-def delivered_condition(rows: list[dict[str, Any]]) -> tuple[str, NotificationReason, str]:
-    """The Delivered condition from the latest deliveries (newest first): False while the
-    latest attempt of any of them failed, True once the latest all went through."""
-    tried = [r for r in rows if r.get("attempts")]
-    if not tried:
-        return ("Unknown", NotificationReason.waiting,
-                "nothing delivered yet" if not rows else f"{len(rows)} delivery(ies) queued")
-    failing = [r for r in tried if r.get("delivered") is None]
-    if failing:
-        r = failing[0]
-        reason = NotificationReason.gave_up if r.get("failed") is not None \
-            else NotificationReason.retrying
-        verb = "given up after" if reason == NotificationReason.gave_up else "failing, tried"
-        return ("False", reason, f"delivery {r['id']} ({r['event_kind']} {r['subject']} by "
-                                 f"{r['target']}) {verb} {r['attempts']} attempt(s): "
-                                 f"{r.get('last_error') or '?'}")
-    r = tried[0]
-    return ("True", NotificationReason.delivered,
-            f"latest: {r['event_kind']} {r['subject']} by {r['target']} (delivery {r['id']})")
