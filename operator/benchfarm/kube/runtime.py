@@ -4,7 +4,9 @@ kopf feeds every BenchmarkRun, Board and LabPolicy it sees into this registry; a
 event loop asks `core.queue` who goes next and hands each decision to the session supervisor,
 which writes it to the run's status and launches a runner. The operator never touches a board:
 sessions run in their own processes (`kube.launchers`), prove they are alive with Leases and are
-adopted, not restarted, when the operator itself restarts.
+adopted, not restarted, when the operator itself restarts. Who takes a session seat and which
+seat a standby run is named are `core.seats`'s decisions (pure); what each of a run's
+transitions writes to its status is `core.transitions`'s.
 
 The runtime builds the inventory, the session supervisor and admission and hands each itself,
 typed by the narrow Protocol that module declares (`inventory.InventoryRuntime`,
