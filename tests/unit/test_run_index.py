@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from benchfarm.api.models import BenchmarkRunSpec
 from benchfarm.core.queue import QueueEntry, Selector
-from benchfarm.kube.state import RunIndex, RunState
+from benchfarm.kube.state import InFlight, RunIndex, RunState
 
 
 def state(name, phase="Pending", **spec):
@@ -28,11 +28,12 @@ def test_a_run_moves_from_the_queue_to_active_to_finished_and_out():
     assert not index.active and not index.ttl
     update(index, run, priority=500)            # a changed priority replaces, never duplicates
     assert len(index.queue) == 1 and index.queue.get("team/r").priority == 500
-    run.starting = True                         # picked by a round
+    assert run.move(InFlight.launch_seated)     # picked by a round
     update(index, run)
     assert "team/r" not in index.queue and set(index.active) == {"team/r"}
     assert not index.queue_timeouts
-    run.starting, run.status["phase"] = False, "Running"
+    assert run.move(InFlight.none)              # its launch landed
+    run.status["phase"] = "Running"
     update(index, run)
     assert set(index.active) == {"team/r"}
     run.status["phase"] = "Succeeded"
@@ -96,3 +97,29 @@ def test_a_write_answered_without_a_version_merges_what_was_written():
     run.wrote({"metadata": {}}, {"phase": "Running"})
     assert run.status == {"phase": "Running"} and run.version is None
     assert not run.stale(body("1", phase="Pending"))        # nothing to compare with: taken
+
+
+def test_one_decision_of_the_operator_on_its_way_at_a_time():
+    """A run's launch or go-ahead, decided and on its way: another decision waits until it
+    landed; what a round counts the run as follows from it."""
+    run = state("r")
+    assert run.waiting and not run.starting and not run.granting
+    for decided, starting, granting in ((InFlight.launch_seated, True, True),
+                                        (InFlight.launch_standby, True, False),
+                                        (InFlight.go_ahead, False, True)):
+        assert run.move(decided)
+        assert (run.starting, run.granting, run.waiting) == (starting, granting, False)
+        others = [s for s in InFlight if s not in (decided, InFlight.none)]
+        assert not any(run.move(other) for other in others) and run.in_flight is decided
+        assert run.move(InFlight.none) and run.waiting
+    assert not run.move(InFlight.none)           # nothing on its way: nothing lands
+
+
+def test_a_run_handed_back_while_its_go_ahead_is_written_waits_for_that_write():
+    run = state("r")
+    run.status["phase"] = "Running"
+    assert run.move(InFlight.go_ahead)
+    run.status["phase"] = "Pending"              # its session handed it back meanwhile
+    assert not run.waiting                       # not assigned again before the write landed
+    assert not run.move(InFlight.launch_seated)
+    assert run.move(InFlight.none) and run.waiting

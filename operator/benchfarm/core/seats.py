@@ -36,8 +36,14 @@ class SeatRun(Protocol):
     @property
     def key(self) -> str: ...
 
-    starting: bool            # its launch decided, its Running write not yet seen back
-    granting: bool            # its go-ahead decided, not yet written
+    @property
+    def starting(self) -> bool:
+        """Its launch decided, its Running write not yet landed."""
+
+    @property
+    def granting(self) -> bool:
+        """A seat given (with its launch, or by a go-ahead), its write not yet landed."""
+
     after: Relay | None       # on standby: the seat it is named
     seated_at: float          # monotonic: when it got its seat
 

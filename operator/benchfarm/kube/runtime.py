@@ -58,7 +58,7 @@ from .ports import LAUNCH_FAILURES, Launch
 from .reachability import Reachability
 from .sessions import Supervisor
 from .settings import Settings
-from .state import LeaseState, RunIndex, RunState, ts
+from .state import InFlight, LeaseState, RunIndex, RunState, ts
 from .workers import Workers
 
 log = logging.getLogger("benchfarm")
@@ -479,7 +479,7 @@ class Runtime:
             # the free seats go to the sessions on standby first (`core.seats.go_aheads`)
             ready = seats.go_aheads(standby, open_seats, self.naming, self.sessions.launched)
             for r in ready:
-                r.granting = True
+                r.move(InFlight.go_ahead)
                 r.seated_at = mono
             metrics.SEATS.labels("go-ahead").inc(len(ready))
             if open_seats is not None:
@@ -517,8 +517,8 @@ class Runtime:
                         granted.append((lease, a.board))
                         continue
                     run = self.runs[a.run]
-                    run.starting = True
-                    run.granting = open_seats is None or open_seats > 0
+                    run.move(InFlight.launch_seated if open_seats is None or open_seats > 0
+                             else InFlight.launch_standby)
                     if open_seats:
                         open_seats -= 1
                     run.seated_at, run.relayed_at, run.relay_checked = mono, None, False
@@ -606,10 +606,9 @@ class Runtime:
         except InfraError as exc:      # the coordinator is away: the go-ahead says it anyway
             log.info("%s: could not read who holds %s: %s", run.key, place, exc)
         with self.lock:
-            if run.granting or run.after is None or run.status.get("boardReleased") or \
-                    self.runs.get(run.key) is not run:
+            if run.after is None or run.status.get("boardReleased") or \
+                    self.runs.get(run.key) is not run or not run.move(InFlight.go_ahead):
                 return
-            run.granting = True
         metrics.RELAYS_MISSED.inc()
         log.info("%s: its session did not take the seat %s gave up; writing its go-ahead",
                  run.key, run.after.place)
@@ -640,8 +639,8 @@ class Runtime:
             log.info("%s: could not write its go-ahead: %s", run.key, exc)
         finally:
             with self.lock:
-                run.granting = False
-                self.reindex(run)
+                run.move(InFlight.none)
+                self.reindex(run)      # handed back meanwhile: in the queue from now
             self.wake()
 
     def _launch(self, run: RunState, board: str) -> None:
@@ -650,7 +649,8 @@ class Runtime:
         boards freed together start together, and the next round does not wait for them (the
         run counts as holding its board, or as on standby, while `starting`)."""
         try:
-            self.sessions.launch(run, board, seated=run.granting, after=run.after)
+            self.sessions.launch(run, board, seated=run.in_flight is InFlight.launch_seated,
+                                 after=run.after)
         except LAUNCH_FAILURES as exc:    # an outage, the run deleted: it waits again
             log.error("%s: launching its session failed: %s", run.key, exc)
             self._launch_failed(run, board)
@@ -661,7 +661,7 @@ class Runtime:
     def _launch_failed(self, run: RunState, board: str) -> None:
         """The run waits again, its board free for the next round."""
         with self.lock:
-            run.starting = run.granting = False
+            run.move(InFlight.none)
             self.reindex(run)
         self.inventory.free(board, run.key)
         self.wake()

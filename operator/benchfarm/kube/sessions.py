@@ -29,7 +29,7 @@ from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseObserver, list_leases, se
 from ..lab.coordinator import run_holder
 from . import metrics
 from .ports import LAUNCH_FAILURES, Launch, Launcher
-from .state import Registry, RunState, ts, written
+from .state import InFlight, Registry, RunState, ts, written
 
 if TYPE_CHECKING:
     pass
@@ -108,7 +108,7 @@ class Supervisor:
             written = None
             log.info("%s changed while being scheduled (cancelled?); not launching", run.key)
         with rt.lock:
-            run.starting = run.granting = False
+            run.move(InFlight.none)
             if written:
                 run.wrote(written, status)
                 self.launched[run.key] = self.clock()

@@ -12,6 +12,7 @@ import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
@@ -53,6 +54,26 @@ def ts(iso: str | None) -> float:
     return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
+class InFlight(Enum):
+    """The operator's own decision about a run that is on its way to the API server (a launch
+    thread writes it), and what a round counts the run as meanwhile. One at a time: a decision
+    is made only from `none` and goes back to `none` when its write landed or failed (`MOVES`);
+    the run's watch events never change it."""
+
+    none = "none"
+    launch_seated = "launch-seated"     # its launch, with a session seat: a board and a seat
+    launch_standby = "launch-standby"   # its launch on standby: a board, a seat to come
+    go_ahead = "go-ahead"               # its standby session given a seat: the go-ahead's write
+
+
+MOVES: dict[InFlight, frozenset[InFlight]] = {
+    InFlight.none: frozenset({InFlight.launch_seated, InFlight.launch_standby, InFlight.go_ahead}),
+    InFlight.launch_seated: frozenset({InFlight.none}),
+    InFlight.launch_standby: frozenset({InFlight.none}),
+    InFlight.go_ahead: frozenset({InFlight.none}),
+}
+
+
 @dataclass
 class RunState:
     namespace: str
@@ -63,8 +84,7 @@ class RunState:
     spec: BenchmarkRunSpec
     status: dict[str, Any]
     deleting: bool = False
-    starting: bool = False          # picked by the scheduler, status not yet confirmed
-    granting: bool = False          # its go-ahead (a session seat) decided, not yet written
+    in_flight: InFlight = InFlight.none   # the operator's decision on its way (`move`)
     # derived once, not every scheduling round: (fingerprint, value)
     queue_entry: tuple[Any, Any] | None = None
     completed_at: tuple[str, float] | None = None
@@ -79,6 +99,24 @@ class RunState:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def move(self, to: InFlight) -> bool:
+        """The operator decided (or its write landed: `InFlight.none`), under the lock; False,
+        and no change, where `MOVES` does not allow it (a decision already on its way)."""
+        if to not in MOVES[self.in_flight]:
+            return False
+        self.in_flight = to
+        return True
+
+    @property
+    def starting(self) -> bool:
+        """Picked by the scheduler: its launch (the Running write) on its way."""
+        return self.in_flight in (InFlight.launch_seated, InFlight.launch_standby)
+
+    @property
+    def granting(self) -> bool:
+        """A session seat given: its launch with one, or its go-ahead, on its way."""
+        return self.in_flight in (InFlight.launch_seated, InFlight.go_ahead)
 
     @property
     def phase(self) -> str | None:
@@ -101,9 +139,10 @@ class RunState:
 
     @property
     def waiting(self) -> bool:
-        """In the queue: Pending, not being started, deleted or cancelled."""
-        return self.phase == Phase.pending and not self.starting and not self.deleting and \
-            not self.spec.cancel
+        """In the queue: Pending, no decision of the operator on its way (a launch, or the
+        go-ahead of a session that has since handed the run back), not deleted or cancelled."""
+        return self.phase == Phase.pending and self.in_flight is InFlight.none and \
+            not self.deleting and not self.spec.cancel
 
     @property
     def active(self) -> bool:
