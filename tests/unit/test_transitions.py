@@ -37,8 +37,14 @@ def test_every_transition_writes_a_status_the_typed_model_reads_and_nothing_else
         t.cancelled_before_start({"phase": "Pending"}, 1),
         t.launched({"phase": "Pending"}, 1, board="p2", attempt=3, go_ahead=go),
         t.requeued(RUNNING, 2, "board fault on p1", ["p0", "p1"], busy_requeues=1),
-        t.go_ahead(go), t.relay(go), t.resumed(2, 3, go),
+        t.go_ahead(go), t.relay(go), t.resumed(2, 3, go), t.queue_position(None),
+        t.queue_position(2),
     ]
+    session = {"startTime": "2026-11-28T10:00:00Z", "bootSeconds": "7.87 (min 7.52, max 8.22)",
+               "checkpoint": {"attempt": 2, "done": 3, "total": 8, "last": "boot-3"},
+               "results": {"boot": {}}, "artifacts": ["s3://b/team/r/u/report.md"],
+               "provenance": {"kernel": "sha256:0"}, "boardReleased": True}
+    BenchmarkRunStatusPatch.model_validate(session)             # what the session writes too
     for patch in patches:
         BenchmarkRunStatus.model_validate({**RUNNING, **patch})
         assert json.loads(json.dumps(patch)) == patch          # a JSON merge patch as it is
@@ -93,3 +99,9 @@ def test_a_resume_replaces_a_relay_only_when_given_a_plain_go_ahead():
     go = trust.sign_go_ahead(KEY, "u", 2)
     resumed = t.resumed(2, 3, go)
     assert resumed[GO_AHEAD_FIELD] == go and resumed["progress"] == "session lost; resuming (2/3)"
+
+
+def test_a_cleared_field_is_written_as_null_and_an_unset_one_not_at_all():
+    assert t.queue_position(None) == {"queuePosition": None}       # a merge patch's delete
+    assert t.queue_position(1) == {"queuePosition": 1}
+    assert set(t.relay(trust.sign_go_ahead(KEY, "u", 1))) == {GO_AHEAD_FIELD}

@@ -235,6 +235,15 @@ class Condition(Model):
     observedGeneration: int | None = None
 
 
+class StepsDone(Model):
+    """`status.checkpoint`: how far the session is, in the steps of its attempt."""
+
+    attempt: int
+    done: int
+    total: int
+    last: str
+
+
 class BenchmarkRunStatus(Model):
     """`status` of a BenchmarkRun, as the operator and its session write it. Read leniently
     (`extra="allow"`: a status from another version of benchfarm still reads); the operator's
@@ -264,6 +273,7 @@ class BenchmarkRunStatus(Model):
     resumes: int | None = None              # sessions resumed after losing their Lease
     goAhead: GoAhead | None = None          # a session seat: now, or after a relay
     # the session's
+    checkpoint: StepsDone | None = None     # the steps it finished of its attempt
     boardReleased: bool | None = None       # its board is free; it only uploads and reports
     sessionEnd: SessionEnd | None = None    # its hand-back of the attempt to the operator
 

@@ -90,6 +90,11 @@ def requeued(status: Status, generation: int, message: str, avoid: Iterable[str]
                                         scheduled))
 
 
+def queue_position(position: int | None) -> Patch:
+    """Its place at the head of the queue (None: not among the first any more)."""
+    return _typed(queuePosition=position)
+
+
 def go_ahead(signed: Mapping[str, Any]) -> Patch:
     """A seat is free: the standby session may take its board (`api.grants.GoAhead`)."""
     return _typed(goAhead=signed, progress="a session seat is free: taking the board")

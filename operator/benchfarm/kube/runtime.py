@@ -780,7 +780,8 @@ class Runtime:
         if run.phase != Phase.pending or run.starting:
             return
         try:
-            self.kube.patch_run_status(run.namespace, run.name, {"queuePosition": position})
+            self.kube.patch_run_status(run.namespace, run.name,
+                                       transitions.queue_position(position))
         except API_FAILURES as exc:  # a position is advice; the next one comes with the queue
             log.warning("%s: could not write its queue position: %s", run.key, exc)
 
