@@ -47,7 +47,10 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     home = str(STATE / "helm")
     env = {**os.environ, **lab_env(), "HELM_CACHE_HOME": home, "HELM_CONFIG_HOME": home,
            "HELM_DATA_HOME": home}
-    res = subprocess.run([str(CACHE / "bin" / f"helm-{HELM_VERSION}" / "helm"), *args], env=env,
+    exe = CACHE / "bin" / f"helm-{HELM_VERSION}" / "helm"
+    if not exe.exists():
+        raise LabError(f"{exe} is not built: `make helm-binary` (make demo-cluster builds it)")
+    res = subprocess.run([str(exe), *args], env=env,
                          capture_output=True, text=True)
     if check and res.returncode != 0:
         raise LabError(f"helm {' '.join(args[:2])}: {(res.stderr or res.stdout).strip()}")
