@@ -18,8 +18,6 @@ mypy checks here that the runtime is each of them. The import contracts in pypro
 from __future__ import annotations
 
 import asyncio
-import gc
-import json
 import logging
 import sys
 import threading
@@ -34,7 +32,7 @@ from .. import cpu
 from ..api.campaigns import AVOID_ANNOTATION
 from ..api.devicetype import DeviceType
 from ..api.grants import GO_AHEAD_FIELD, Relay
-from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY, BenchmarkRunSpec, LabPolicySpec
+from ..api.models import BenchmarkRunSpec, LabPolicySpec
 from ..api.notifications import Event
 from ..api.outcomes import FINISHED, Phase, Reason, RunFailure, Underway, attempt_of
 from ..core import notify as n, queue as q, seats, transitions, trust
@@ -49,6 +47,8 @@ from ..notify.mail import SmtpSettings
 from ..store.artifacts import ArtifactStore, StoreConfig
 from ..store.software import internal_from_env
 from . import admission, launchers, metrics
+from .fairness import FairnessBook
+from .heap import HeapTender
 from .indexer import Indexer
 from .inventory import Inventory
 from .leases import Leases
@@ -71,9 +71,6 @@ POLICY_NAME = "default"      # the one LabPolicy the lab has (CEL refuses any ot
 SLOW_ROUND = 0.05            # seconds: a round longer than this is logged (with what it waited for)
 SLOW_ITERATION = 2.0         # seconds: a scheduler iteration longer than this is logged
 LAUNCH_THREADS = 4           # launches in flight at once (each mostly waits for the API server)
-TEND_EVERY = 2.0             # seconds between two collections and freezes (_tend_heap)
-COLLECT_EVERY = 600.0        # seconds, at least, between two real full collections (_tend_heap)
-HEAP_GROWTH = 64 * 2**20     # growth (bytes resident) that calls for a full collection (_tend_heap)
 # seconds a thread may keep the GIL once another asks for it (Python's default: 0.005). A round
 # that waits for the GIL waits that long for each thread handed the GIL before it: in a full
 # `make bench-scale` a round waited 51 ms for the GIL with 1 ms of its own CPU and none of it
@@ -129,7 +126,6 @@ class Runtime:
         self.inventory = Inventory(self)
         self.sessions = Supervisor(self)
         self.namespace = settings.namespace
-        self.fairness_saved: dict[str, float] = {}
         # sessions that may hold a board at once (the host's or the cluster's capacity); None: no
         # limit. A board goes only to a run whose session starts right away or on standby.
         self.max_sessions = settings.max_sessions
@@ -150,11 +146,10 @@ class Runtime:
         # what a round decided but no run waits for (fairness, queue positions), written here:
         # the next round never waits for an API round trip
         self.writer = Workers(max_workers=1, thread_name_prefix="round-writes")
-        self.fairness_due = False
+        self.fairness_book = FairnessBook(kube, settings.namespace, self.fairness, self.lock,
+                                          self.writer)
         self.supervising = threading.Lock()
-        self.heap_mark: int | None = None   # bytes resident after the last full collection
-        self.tended_at = 0.0
-        self.collected_at = 0.0
+        self.heap = HeapTender()
         self.leases = Leases(self)
         # whether the store and the database answer, for the alerts (one attempt per probe)
         probes = {Party.store: ArtifactStore(store.config, attempts=1).ping}
@@ -235,7 +230,7 @@ class Runtime:
         self.inventory.load()
         policy = self.kube.get_cluster("labpolicies", POLICY_NAME)
         self.policy = LabPolicySpec(**(policy or {}).get("spec") or {})
-        self._load_fairness()
+        self.fairness_book.load()
         if self.notifier is not None:     # before the runs: their events are matched to these
             self.notifier.load()
         adopted = 0
@@ -367,7 +362,7 @@ class Runtime:
             try:
                 t = [time.monotonic()]
                 for step in (self.inventory.refresh, self._schedule_round, self._supervise_soon,
-                             self._tend_heap):
+                             self.heap.tend):
                     await loop.run_in_executor(self.executor, step)
                     t.append(time.monotonic())
                 if t[-1] - t[0] > SLOW_ITERATION:
@@ -395,41 +390,6 @@ class Runtime:
             finally:
                 self.supervising.release()
         self.launches.submit(supervise)
-
-    def _tend_heap(self) -> None:
-        """Python's full collections walk every object not frozen: 2.5 s with 10,000 runs known
-        on a loaded host, holding the GIL, in whichever thread triggers them (kopf's, parsing a
-        watch event, as often as the scheduler's), so in the middle of a round or a launch as
-        often as not. Here, between rounds, every TEND_EVERY seconds: a collection of what is
-        not frozen (what the last interval left: tens of ms) and then a freeze of what survived
-        (`gc.freeze`: a list splice), so the full collections Python triggers itself walk only
-        the objects of the last interval (at 10 s, one of those took 165 ms inside a round of a
-        flood). At every watch event (a flood iterates the loop at each) this took 8 % of the
-        operator's time (py-spy).
-
-        A frozen object is still freed when its last reference goes; only cycles among frozen
-        objects wait for a real full collection, which runs here only when the process has
-        grown by HEAP_GROWTH since the last one (cyclic garbage piling up shows there; the live
-        heap growing does too) and at most every COLLECT_EVERY seconds: at a steady heap none
-        lands in the flood at all, and a heap growing fast (the lab's operator deleting 10,000
-        runs grew to 3.6 GB) is not collected back to back (2-7 s each)."""
-        now = time.monotonic()
-        if now - self.tended_at < TEND_EVERY:
-            return
-        self.tended_at = now
-        rss = metrics.rss_bytes()
-        if self.heap_mark is None:
-            self.heap_mark = rss
-        elif rss - self.heap_mark >= HEAP_GROWTH and now - self.collected_at >= COLLECT_EVERY:
-            self.collected_at = now
-            gc.unfreeze()
-            found = gc.collect()
-            self.heap_mark = metrics.rss_bytes()
-            log.info("full collection: %d unreachable object(s) in %.0f ms; %.0f MiB resident",
-                     found, (time.monotonic() - now) * 1000, self.heap_mark / 2**20)
-        else:
-            gc.collect()
-        gc.freeze()
 
     def _schedule_round(self) -> None:
         now = time.time()
@@ -549,7 +509,7 @@ class Runtime:
             self.launches.submit(self._launch, run, board)
         for lease, board in granted:
             self.launches.submit(self.leases.grant, lease, board)
-        self._save_fairness()
+        self.fairness_book.save()
         metrics.observe_lab(waiting, active, standby=len(standby) - len(ready),
                             oldest_wait=0.0 if oldest is None else max(0.0, now - oldest))
         # the boards by state, for the gauges a scrape reads: a walk of all 1,000 boards after
@@ -721,40 +681,6 @@ class Runtime:
                                 needs_gpu=admission.needs_gpu(suites))
             r.queue_entry = (fingerprint, entry)
         return r.queue_entry[1]
-
-    def _load_fairness(self) -> None:
-        """Round-robin state from before a restart, so a restart does not reorder the queue."""
-        data = self.kube.get_config_map(self.namespace, FAIRNESS_CONFIG_MAP) or {}
-        try:
-            served = {k: float(v) for k, v in json.loads(data.get(FAIRNESS_KEY, "{}")).items()}
-        except (ValueError, AttributeError):
-            log.warning("ConfigMap %s is unreadable; fairness starts afresh", FAIRNESS_CONFIG_MAP)
-            served = {}
-        self.fairness.last_served.update(served)
-        self.fairness_saved = dict(self.fairness.last_served)
-
-    def _save_fairness(self) -> None:
-        """One write after a round that served someone; none otherwise. On the writer thread:
-        the next round never waits for it."""
-        with self.lock:
-            current = dict(self.fairness.last_served)
-        if current == self.fairness_saved or self.fairness_due:
-            return
-        self.fairness_due = True
-        self.writer.submit(self._write_fairness)
-
-    def _write_fairness(self) -> None:
-        self.fairness_due = False
-        with self.lock:
-            current = dict(self.fairness.last_served)
-        if current == self.fairness_saved:
-            return
-        try:
-            self.kube.put_config_map(self.namespace, FAIRNESS_CONFIG_MAP,
-                                     {FAIRNESS_KEY: json.dumps(current, sort_keys=True)})
-            self.fairness_saved = current
-        except API_FAILURES as exc:  # fairness is kept in memory; the next round tries again
-            log.warning("could not save the fairness state: %s", exc)
 
     def _expire(self, waiting: list[RunState], now: float) -> None:
         for r in waiting:
