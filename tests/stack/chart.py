@@ -16,18 +16,15 @@ from typing import Any
 import yaml
 
 import benchfarm_devlab as devlab
+from benchfarm_devlab import democluster
 
 CHART = devlab.REPO / "helm" / "benchfarm"
-HELM = devlab.CACHE / "bin" / f"helm-{devlab.HELM_VERSION}" / "helm"
 
 
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    home = str(devlab.STATE / "helm")
-    env = {**os.environ, **devlab.lab_env(), "HELM_CACHE_HOME": home, "HELM_CONFIG_HOME": home,
-           "HELM_DATA_HOME": home}
-    if not HELM.exists():      # `make lab-up` builds what the lab runs; helm is `make test`'s
-        raise AssertionError(f"{HELM} is not built: `make helm-binary` (make test builds it)")
-    res = subprocess.run([str(HELM), *args], env=env, capture_output=True, text=True)
+    """The embedded lab's helm (`democluster.helm`: its binary, homes and environment); a
+    failure is the test's, with helm's whole output."""
+    res = democluster.helm(*args, check=False)
     if check and res.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)} failed:\n{res.stdout}\n{res.stderr}")
     return res

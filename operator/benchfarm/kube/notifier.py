@@ -54,7 +54,7 @@ from ..history.outbox import Outbox
 from ..notify import DeliveryFailed, mail
 from ..store.artifacts import ArtifactStore
 from . import metrics
-from .deliveries import Sender
+from .deliveries import Sender, SenderKube
 from .workers import Workers
 
 log = logging.getLogger("benchfarm.notify")
@@ -67,18 +67,14 @@ MAX_BACKOFF = 30.0          # seconds between two tries while the database is aw
 IDLE = 30.0                 # seconds the thread sleeps with nothing due (new work wakes it)
 
 
-class NotifierKube(Protocol):
-    """What the notifier asks of the Kubernetes API (`kubeapi.client.Kube` is one, with a short
-    outage budget: the notifier waits an outage out itself)."""
+class NotifierKube(SenderKube, Protocol):
+    """What the notifier asks of the Kubernetes API besides its sender's (`kubeapi.client.Kube`
+    is one, with a short outage budget: the notifier waits an outage out itself)."""
 
     def list_custom_all(self, plural: str) -> list[dict[str, Any]]: ...
 
     def patch_custom(self, plural: str, namespace: str, name: str, patch: dict[str, Any],
                      *, status: bool = False) -> bool: ...
-
-    def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None: ...
-
-    def get_run(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
 class Notifier:
@@ -90,9 +86,7 @@ class Notifier:
         self.outbox = outbox
         self.kube = kube
         self.settings = settings
-        self.smtp = smtp
         self.admin_namespace = admin_namespace
-        self.policy = policy
         self.subs: dict[str, n.Subscription] = {}          # uid -> subscription
         self.conditions: dict[str, list[dict[str, Any]]] = {}   # uid -> as last written
         self.by_namespace: dict[str, int] = {}              # namespace -> subscriptions
@@ -393,7 +387,7 @@ class Notifier:
     # -- statuses -----------------------------------------------------------------------------
     def _problem(self, sub: n.Subscription) -> tuple[NotificationReason, str] | None:
         return n.spec_problem(sub, self.admin_namespace, self.sender.reach(sub.namespace),
-                              self.smtp is not None, self.outbox is not None)
+                              self.sender.smtp is not None, self.outbox is not None)
 
     def _statuses(self) -> None:
         now = self.clock()
