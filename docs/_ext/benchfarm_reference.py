@@ -282,8 +282,11 @@ def settings_in_code() -> dict[str, list[str]]:
 
 
 def settings_documented() -> dict[str, str]:
-    """The hand-written table of docs/reference/settings.md: variable -> description."""
-    out: dict[str, str] = {}
+    """variable -> description: every field of `benchfarm.settings.Settings` (its docstring),
+    and the hand-written tables of docs/reference/settings.md (what benchfarm writes for a
+    suite's command, the embedded lab's own)."""
+    from benchfarm.settings import variables
+    out = {variable: text for variable, _, _, _, text in variables()}
     for line in (DOCS / "reference" / "settings.md").read_text().splitlines():
         m = re.match(r"^\|\s*`(BENCHFARM_[A-Z0-9_]+)`\s*\|(.*)\|\s*$", line)
         if m:
@@ -292,10 +295,24 @@ def settings_documented() -> dict[str, str]:
 
 
 def _settings_page() -> str:
-    lines = ["# Where each setting is read", "",
-             "Generated: every `BENCHFARM_*` variable found in the code and the modules that "
-             "read it. What each one means is in [Settings](../settings.md).", "",
-             "| variable | read in |", "|---|---|"]
+    from benchfarm.settings import _GROUP_TITLES, variables
+    lines = ["# Every setting", "",
+             "Generated from `operator/benchfarm/settings.py`, the one typed object every "
+             "program of benchfarm builds from its environment when it starts (`benchfarm "
+             "settings` prints the same). An empty value is the default, except for "
+             "`BENCHFARM_LIVENESS`, where empty means none. [Settings](../settings.md) says "
+             "how they are set.", ""]
+    group = None
+    for variable, _, g, default, text in variables():
+        if g is not group:
+            group = g
+            lines += ["", f"## {_GROUP_TITLES[g]}", "", "| variable | default | what it does |",
+                      "|---|---|---|"]
+        shown = "" if default in (None, "") else f"`{default}`"
+        lines.append(f"| `{variable}` | {shown} | {_cell(text)} |")
+    lines += ["", "## Where each variable is spelled", "",
+              "Every `BENCHFARM_*` name found in the code of the package and the embedded lab, "
+              "and the modules that spell it.", "", "| variable | spelled in |", "|---|---|"]
     for name, files in settings_in_code().items():
         lines.append(f"| `{name}` | {', '.join(_code(f) for f in files)} |")
     return "\n".join(lines) + "\n"

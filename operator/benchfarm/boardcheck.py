@@ -28,7 +28,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -47,6 +46,7 @@ from .core.boardnet import (
     unanswered,
 )
 from .errors import BenchfarmError, BoardBusy, InfraError
+from .settings import Settings
 
 if TYPE_CHECKING:
     from .api.devicetype import DeviceType
@@ -68,32 +68,28 @@ class Lab:
     endpoints: list[Endpoint]
 
 
-def _env_endpoints() -> list[Endpoint]:
+def _env_endpoints(s: Settings) -> list[Endpoint]:
     """The control endpoints this process's configuration names (the operator's environment:
     the chart gives `helm test` the same)."""
-    env = os.environ
     out: list[Endpoint] = []
 
     def add(value: str | None, what: str, default_port: int | None = None) -> None:
         hp = host_port(value, default_port) if value else None
         if hp is not None:
             out.append(Endpoint(hp[0], hp[1], what))
-    add(_api_server(), "Kubernetes API server", 443)
-    add(env.get("LG_COORDINATOR"), "labgrid coordinator", 20408)
-    secure = env.get("BENCHFARM_S3_SECURE", "true").lower() in ("1", "true", "yes")
-    add(env.get("BENCHFARM_S3_ENDPOINT"), "artifact store (S3)", 443 if secure else 80)
-    db = env.get("BENCHFARM_DATABASE_URL")
-    if db:
-        url = urlsplit(db)
+    add(_api_server(s), "Kubernetes API server", 443)
+    add(s.coordinator, "labgrid coordinator", 20408)
+    add(s.s3_endpoint, "artifact store (S3)", 443 if s.s3_secure else 80)
+    if s.database_url:
+        url = urlsplit(s.database_url)
         if url.hostname:          # a unix socket's database is not on the network
             add(f"{url.hostname}:{url.port or 5432}", "results database (PostgreSQL)")
-    add(env.get("BENCHFARM_WEB_URL"), "dashboard (benchfarm web)")
-    add(env.get("BENCHFARM_LIVENESS"), "operator liveness probe")
-    if env.get("BENCHFARM_METRICS_PORT"):
-        add(f"{env.get('BENCHFARM_METRICS_ADDR') or '127.0.0.1'}:{env['BENCHFARM_METRICS_PORT']}",
-            "operator metrics")
-    for item in filter(None, (e.strip() for e in env.get("BENCHFARM_CONTROL_ENDPOINTS",
-                                                         "").split(","))):
+    add(s.web_url, "dashboard (benchfarm web)")
+    add(s.liveness, "operator liveness probe")
+    if s.metrics_port:
+        add(f"{s.metrics_addr if s.metrics_addr != '0.0.0.0' else '127.0.0.1'}:"
+            f"{s.metrics_port}", "operator metrics")
+    for item in filter(None, (e.strip() for e in s.control_endpoints.split(","))):
         _extra(item, out)
     return out
 
@@ -108,24 +104,23 @@ def _extra(item: str, out: list[Endpoint]) -> None:
     out.append(Endpoint(hp[0], hp[1], what or "a lab endpoint (named on the command line)"))
 
 
-def _api_server() -> str | None:
+def _api_server(s: Settings) -> str | None:
     """The API server this process talks to (in-cluster, or its kubeconfig's)."""
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return f"{os.environ['KUBERNETES_SERVICE_HOST']}:" \
-               f"{os.environ.get('KUBERNETES_SERVICE_PORT', '443')}"
+    if s.kubernetes_service_host:
+        return f"{s.kubernetes_service_host}:{s.kubernetes_service_port}"
     try:
         from kubernetes import client, config
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+        config.load_kube_config(config_file=s.kubeconfig or None)
         return str(client.Configuration.get_default_copy().host)
     except Exception:  # no kubeconfig: a lab checked without Kubernetes
         return None
 
 
-def _ssh_endpoint(host: str) -> Endpoint:
+def _ssh_endpoint(host: str, ssh_config: str) -> Endpoint:
     """An exporter host's SSH, as the lab's ssh_config (BENCHFARM_SSH_CONFIG) leads to it."""
     cmd = ["ssh", "-G", host]
-    if os.environ.get("BENCHFARM_SSH_CONFIG"):
-        cmd[1:1] = ["-F", os.environ["BENCHFARM_SSH_CONFIG"]]
+    if ssh_config:
+        cmd[1:1] = ["-F", ssh_config]
     name, port = host, 22
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout
@@ -157,10 +152,11 @@ def read_lab(coordinator: Coordinator) -> Lab:
         print(f"note: Boards not read from the Kubernetes API ({type(exc).__name__}: "
               f"{' '.join(str(exc).split())[:160]}); only the places' locks are heeded",
               flush=True)
-    endpoints = _env_endpoints()
+    settings = Settings.from_env()
+    endpoints = _env_endpoints(settings)
     for name, info in sorted(places.items()):
         endpoints += place_endpoints(name, info.resources)
-    endpoints += [_ssh_endpoint(h) for h in sorted(exporter_hosts(
+    endpoints += [_ssh_endpoint(h, settings.ssh_config) for h in sorted(exporter_hosts(
         info.resources for info in places.values()))]
     return Lab(places, states, endpoints)
 
@@ -233,11 +229,8 @@ def main(boards: list[str], extra: list[str], limit: int = 0) -> int:
     from .lab.coordinator import Coordinator, netcheck_identity
     from .lab.devicetypes import load_device_types
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    address = os.environ.get("LG_COORDINATOR", "")
-    if not address:
-        print("benchfarm check --boards: LG_COORDINATOR is not set (the labgrid coordinator's "
-              "host:port)", file=sys.stderr)
-        return 2
+    settings = Settings.from_env()
+    address = settings.coordinator
     host, user = netcheck_identity(socket.gethostname(), os.getpid())
     coordinator = Coordinator(address, host=host, user=user, timeout=10)
     try:
@@ -257,8 +250,7 @@ def main(boards: list[str], extra: list[str], limit: int = 0) -> int:
                   f"{address} (places: {', '.join(sorted(lab.places)) or 'none'})",
                   file=sys.stderr)
             return 2
-        device_types = load_device_types(Path(os.environ.get("BENCHFARM_DEVICE_TYPES",
-                                                             "exporters/device-types")))
+        device_types = load_device_types(settings.device_types)
         probes = plan_probes(lab.endpoints, _resolve)
         chosen = boards or sorted(lab.places)
         print(f"board network audit: {len(chosen)} board(s), {len(lab.endpoints)} control "

@@ -12,13 +12,13 @@ Exit code 0 when every line is `ok`, 1 otherwise. Nothing is written anywhere. `
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from collections.abc import Callable
 from datetime import UTC
 
 from .api.models import GROUP, VERSION
+from .settings import Settings
 
 STALE_S = 60     # a Lease not renewed for this long has no live leader behind it
 
@@ -36,7 +36,7 @@ def _leader() -> str:
 
     from .kubeapi.client import Kube
     from .kubeapi.leases import OPERATOR_LEASE
-    namespace = os.environ.get("BENCHFARM_NAMESPACE", "default")
+    namespace = Settings.from_env().namespace
     lease = client.CoordinationV1Api(Kube(outage_budget=10).api).read_namespaced_lease(
         OPERATOR_LEASE, namespace)
     spec = lease.spec
@@ -52,7 +52,7 @@ def _leader() -> str:
 
 def _labgrid() -> str:
     from .lab.coordinator import Coordinator
-    address = os.environ.get("LG_COORDINATOR", "")
+    address = Settings.from_env().coordinator
     # a name under benchfarm's own host: the one the operator's certificate may claim, where
     # the coordinator takes only certificates (the chart's check pod has the operator's)
     coordinator = Coordinator(address, user=f"check-{socket.gethostname()}", host="benchfarm")

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
+
+from .settings import Settings
 
 
 def _parse(args: argparse.Namespace) -> int:
@@ -44,7 +45,7 @@ def history_scope(namespace: str | None, everywhere: bool) -> frozenset[str] | N
     try:
         from kubernetes import client, config
         try:
-            config.load_kube_config(os.environ.get("KUBECONFIG"))
+            config.load_kube_config(Settings.from_env().kubeconfig or None)
         except Exception:
             config.load_incluster_config()
     except Exception:       # no kubeconfig, not in a cluster: nothing to check against
@@ -107,6 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="cmd", required=True)
     op = sub.add_parser("operator", help="run the operator (kopf) in the foreground")
     op.add_argument("--liveness", default=None, help="liveness endpoint URL")
+    op.add_argument("--help-settings", action="store_true",
+                    help="print every setting (environment variable) with its default, and exit")
+    sub.add_parser("settings", help="print every setting benchfarm reads (environment variables: "
+                                    "the operator's, a session's, the store's, the CLI's) with "
+                                    "its default and what it does")
     sess = sub.add_parser("session", help="a board session (what the operator launches)")
     sess_sub = sess.add_subparsers(dest="session_cmd", required=True)
     sess_run = sess_sub.add_parser("run", help="run (or resume) the session of a scheduled run")
@@ -156,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--address", default="127.0.0.1", help="the address to listen on")
     w.add_argument("--port", type=int, default=8080, help="the port to listen on")
     w.add_argument("--history-source", metavar="MODULE:FACTORY",
-                   default=os.environ.get("BENCHFARM_WEB_HISTORY_SOURCE") or None,
+                   default=None,
                    help="where the history page's series come from (default: the finished "
                         "runs' metrics.json in the store, no change points; or "
                         "BENCHFARM_WEB_HISTORY_SOURCE)")
@@ -177,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is not None:
         return int(args.func(args))
+    if args.cmd == "settings" or (args.cmd == "operator" and args.help_settings):
+        from .settings import describe
+        print(describe(), end="")
+        return 0
     if args.cmd == "operator":
         from .kube.main import run
         return run(args.liveness)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import os
 import shutil
 import socket
 import subprocess
@@ -32,6 +31,7 @@ from typing import Any
 from .api.models import GROUP, VERSION, BoardLeaseSpec
 from .api.outcomes import LeasePhase
 from .core import durations
+from .settings import Settings
 
 PLURAL = "boardleases"
 
@@ -164,8 +164,8 @@ def main(args: argparse.Namespace) -> int:
             print(f"benchfarm lease: labgrid-client reaches the coordinator as {user} through "
                   f"{forwarder.address} (a certificate valid until {access.get('expiresAt')})",
                   file=err)
-        code = subprocess.call([os.environ.get("SHELL") or "/bin/sh"],
-                               env={**os.environ, **env})
+        settings = Settings.from_env()
+        code = subprocess.call([settings.shell], env={**settings.environ, **env})
     finally:
         if forwarder is not None:
             forwarder.close()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
 import time
@@ -27,6 +26,7 @@ from typing import Any
 from .api.models import GROUP, SOFTWARE_PARTS, VERSION, BenchmarkRunSpec
 from .api.outcomes import Phase
 from .core.gate import Exit, condition
+from .settings import Settings
 
 PLURAL = "benchmarkruns"
 PARTS = tuple(p for p in SOFTWARE_PARTS if p != "bootArgs")
@@ -267,7 +267,8 @@ def submit_main(args: argparse.Namespace) -> int:
 
 def _kube() -> Any:
     from .kubeapi.client import Kube
-    return Kube(outage_budget=float(os.environ.get("BENCHFARM_SUBMIT_OUTAGE_BUDGET", "300")))
+    settings = Settings.from_env()
+    return Kube(outage_budget=settings.submit_outage_budget, settings=settings)
 
 
 class _Interrupted(BaseException):
@@ -393,7 +394,7 @@ def export_main(args: argparse.Namespace) -> int:
         Path(args.output).write_text(text + "\n")
     if args.submit:
         try:
-            code = post(args.submit, doc, os.environ.get("BENCHFARM_KCIDB_TOKEN"))
+            code = post(args.submit, doc, Settings.from_env().kcidb_token or None)
         except OSError as exc:
             print(f"benchfarm export: {args.submit}: {exc}", file=sys.stderr)
             return 2

@@ -29,7 +29,7 @@ from tests.stack.conftest import wait_for
 pytestmark = pytest.mark.stack
 
 BOARDS, RUNS, SESSIONS, PROBE_BOARDS = 100, 1000, 4, 5
-STANDBY = 4          # the default for 4 sessions (kube.settings: BENCHFARM_STANDBY_SESSIONS)
+STANDBY = 4          # the default for 4 sessions (benchfarm.settings: BENCHFARM_STANDBY_SESSIONS)
 BUDGET = 10
 T = TypeVar("T")
 

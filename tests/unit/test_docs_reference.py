@@ -45,11 +45,12 @@ def test_every_setting_the_code_reads_is_described_and_no_other():
     assert len(in_code) > 40
     undocumented = sorted(set(in_code) - set(documented))
     assert not undocumented, (
-        f"BENCHFARM_* variables read by the code but not described in "
-        f"docs/reference/settings.md: {undocumented} (read in "
+        f"BENCHFARM_* variables the code spells that neither benchfarm.settings.Settings nor "
+        f"docs/reference/settings.md describes: {undocumented} (spelled in "
         f"{ {k: in_code[k] for k in undocumented} })")
-    stale = sorted(set(documented) - set(in_code))
-    assert not stale, f"docs/reference/settings.md describes variables no code reads: {stale}"
+    stale = sorted(k for k in set(documented) - set(in_code) if k.startswith("BENCHFARM_"))
+    assert not stale, f"settings or docs/reference/settings.md describe variables no code " \
+                      f"spells: {stale}"
     assert all(len(d) > 10 for d in documented.values()), "a description of a few words at least"
 
 

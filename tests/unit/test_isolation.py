@@ -337,10 +337,10 @@ def test_a_status_count_of_attempts_that_is_no_count_reads_as_none():
 
 
 def test_standby_sessions_only_where_sessions_are_limited():
-    from benchfarm.kube.settings import Settings
+    from benchfarm.settings import Settings
 
     def standby(env):
-        return Settings.from_env(env).standby
+        return Settings.from_env(env).standby_sessions
     assert standby({}) == 0
     assert standby({"BENCHFARM_MAX_SESSIONS": "12"}) == 12
     assert standby({"BENCHFARM_MAX_SESSIONS": "1"}) == 1
@@ -350,13 +350,14 @@ def test_standby_sessions_only_where_sessions_are_limited():
 
 
 def test_the_scheduling_thread_is_time_shared_unless_the_lab_asks():
-    from benchfarm.kube.settings import SettingError, Settings
+    from benchfarm.settings import SettingError, Settings
 
     def rtprio(env):
         return Settings.from_env(env).scheduler_rtprio
     assert rtprio({}) == 0
     assert rtprio({"BENCHFARM_SCHEDULER_RTPRIO": "1"}) == 1
-    assert rtprio({"BENCHFARM_SCHEDULER_RTPRIO": "500"}) == 99     # the kernel's top
+    with pytest.raises(SettingError, match="BENCHFARM_SCHEDULER_RTPRIO='500': from 0 to 99"):
+        rtprio({"BENCHFARM_SCHEDULER_RTPRIO": "500"})      # beyond the kernel's top
     with pytest.raises(SettingError, match="BENCHFARM_SCHEDULER_RTPRIO='-3'"):
         rtprio({"BENCHFARM_SCHEDULER_RTPRIO": "-3"})
 

@@ -1,24 +1,29 @@
-"""The operator's settings (`kube.settings`): read once, typed, a clear error for a bad value,
-and no other module of the operator reads its environment."""
+"""benchfarm's settings (`benchfarm.settings`): read once, typed, a clear error for a bad value,
+each documented, and no other module of the package reads its environment."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
+from benchfarm import settings as settings_module
 from benchfarm.kube import launchers
-from benchfarm.kube.settings import SESSION_JOB_TTL, SettingError, Settings
+from benchfarm.settings import SESSION_JOB_TTL, SettingError, Settings, describe, variables
 
-KUBE = Path(__file__).resolve().parents[2] / "operator" / "benchfarm" / "kube"
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "operator" / "benchfarm"
 
 
 def test_defaults_are_the_embedded_labs_and_the_charts():
     s = Settings.from_env({})
-    assert (s.namespace, s.launcher, s.max_sessions, s.standby, s.metrics_port) == \
+    assert (s.namespace, s.launcher, s.max_sessions, s.standby_sessions, s.metrics_port) == \
         ("default", "process", None, 0, 0)
-    assert s.session_logs == Path("/tmp/benchfarm/logs/sessions") and s.session_pids is None
+    assert s.session_logs_dir == Path("/tmp/benchfarm/logs/sessions") and s.session_pids is None
+    assert (s.spool_dir, s.software_cache_dir) == \
+        (Path("/tmp/benchfarm/spool"), Path("/tmp/benchfarm/software"))
     assert s.session_job_ttl == SESSION_JOB_TTL and s.session_server
     assert s.liveness == "http://127.0.0.1:8080/healthz"
     assert s == Settings.from_env({}) and "environ" not in repr(s)   # secrets stay out of logs
@@ -30,9 +35,10 @@ def test_values_are_typed_where_they_are_read():
         "BENCHFARM_STATE": "/var/lib/bf", "BENCHFARM_SESSION_SERVER": "0",
         "BENCHFARM_METRICS_PORT": "9090", "LG_COORDINATOR": "coord:20408",
         "BENCHFARM_LEASE_COORDINATOR": "lab.example:20408", "BENCHFARM_LIVENESS": ""})
-    assert (s.namespace, s.max_sessions, s.standby, s.metrics_port) == \
+    assert (s.namespace, s.max_sessions, s.standby_sessions, s.metrics_port) == \
         ("benchfarm-system", 4, 4, 9090)
-    assert s.session_logs == Path("/var/lib/bf/logs/sessions") and not s.session_server
+    assert s.session_logs_dir == Path("/var/lib/bf/logs/sessions") and not s.session_server
+    assert s.spool_dir == Path("/var/lib/bf/spool")
     assert (s.coordinator, s.lease_coordinator, s.liveness) == \
         ("coord:20408", "lab.example:20408", "")
     assert s.environ["BENCHFARM_MAX_SESSIONS"] == "4"     # for the secrets' own readers
@@ -43,6 +49,9 @@ def test_values_are_typed_where_they_are_read():
     ({"BENCHFARM_METRICS_PORT": "70000"}, "BENCHFARM_METRICS_PORT='70000': from 0 to 65535"),
     ({"BENCHFARM_WARM_SESSIONS": "-1"}, "BENCHFARM_WARM_SESSIONS='-1': from 0 up"),
     ({"BENCHFARM_LAUNCHER": "pod"}, "BENCHFARM_LAUNCHER='pod': 'process' or 'job'"),
+    ({"BENCHFARM_S3_SECURE": "maybe"}, "BENCHFARM_S3_SECURE='maybe': true or false (1 or 0)"),
+    ({"BENCHFARM_NOTIFY_GIVE_UP_SECONDS": "a day"},
+     "BENCHFARM_NOTIFY_GIVE_UP_SECONDS='a day': a number is needed"),
 ])
 def test_an_unusable_value_stops_the_start_naming_the_variable(env, says):
     with pytest.raises(SettingError) as err:
@@ -59,18 +68,81 @@ def test_the_process_launcher_is_built_from_the_settings(tmp_path):
     assert launcher.pid_dir == tmp_path / "pids"
 
 
-def test_no_module_of_the_operator_but_settings_reads_the_environment():
-    readers = []
-    for f in sorted(KUBE.glob("*.py")):
-        if f.name == "settings.py":
-            continue
-        for node in ast.walk(ast.parse(f.read_text())):
-            # os.environ.get(...), os.environ[...], os.getenv(...); passing the whole
-            # environment on to a child process ({**os.environ}) is not reading a setting
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
-                    node.func.attr == "getenv" or (
-                        node.func.attr == "get" and ast.unparse(node.func.value) == "os.environ")):
-                readers.append(f"{f.name}:{node.lineno}")
-            if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "os.environ":
-                readers.append(f"{f.name}:{node.lineno}")
-    assert readers == []
+def test_an_empty_value_is_the_default_except_where_empty_means_none():
+    s = Settings.from_env({"BENCHFARM_NAMESPACE": "", "BENCHFARM_METRICS_PORT": " ",
+                           "BENCHFARM_LIVENESS": ""})
+    assert (s.namespace, s.metrics_port, s.liveness) == ("default", 0, "")
+
+
+def test_secrets_never_show_in_the_settings_repr():
+    s = Settings.from_env({"BENCHFARM_SIGNING_KEY": "k" * 40, "BENCHFARM_S3_SECRET_KEY": "s3cr3t",
+                           "BENCHFARM_SMTP_PASSWORD": "hunter22",
+                           "BENCHFARM_DATABASE_URL": "postgresql://u:pw@db/x"})
+    shown = repr(s) + describe()
+    for secret in ("k" * 40, "s3cr3t", "hunter22", "pw@db"):
+        assert secret not in shown
+    assert s.signing_key == "k" * 40 and s.s3_secret_key == "s3cr3t"
+
+
+def test_every_setting_has_a_description_a_group_and_one_variable():
+    rows = list(variables())
+    assert len(rows) > 60
+    names = [variable for variable, *_ in rows]
+    assert len(names) == len(set(names))
+    short = [variable for variable, _, _, _, text in rows if len(text) < 15]
+    assert not short, f"settings without a description (a docstring under the field): {short}"
+    text = describe()
+    for variable, _, _, default, _ in rows:
+        assert variable in text and (default in (None, "") or f"default {default})" in text)
+    assert "# What the operator hands each session it launches" in text
+    assert "BENCHFARM_SESSION_JOB_TTL (default 86400)" in text
+
+
+def test_benchfarm_settings_prints_every_setting(capsys):
+    from benchfarm.cli import main
+    assert main(["settings"]) == 0
+    out = capsys.readouterr().out
+    assert out == describe()
+    assert main(["operator", "--help-settings"]) == 0
+    assert capsys.readouterr().out == out
+
+
+def _environment_reads(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        # os.environ (read, written or passed whole), os.getenv, os.putenv
+        if isinstance(node, ast.Attribute) and ast.unparse(node) in (
+                "os.environ", "os.getenv", "os.putenv", "os.environb"):
+            found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    return found
+
+
+def test_no_module_of_the_package_but_settings_reads_the_environment():
+    own = Path(settings_module.__file__)
+    readers = [hit for f in sorted(PACKAGE.rglob("*.py")) if f != own
+               for hit in _environment_reads(f)]
+    assert readers == [], "read settings through benchfarm.settings.Settings, not os.environ"
+    # and the check finds what it looks for
+    assert _environment_reads(Path(settings_module.__file__))
+
+
+def test_every_variable_the_package_spells_is_a_setting():
+    known = {variable for variable, *_ in variables()}
+    # written for a suite's command on the board, never read by benchfarm
+    for_suites = {"BENCHFARM_RUN", "BENCHFARM_IPERF3_HOST", "BENCHFARM_IPERF3_PORT"}
+    spelled: dict[str, str] = {}
+    for f in sorted(PACKAGE.rglob("*.py")):
+        for name in re.findall(r"\bBENCHFARM_[A-Z0-9_]*[A-Z0-9]\b", f.read_text()):
+            spelled.setdefault(name, str(f.relative_to(PACKAGE)))
+    unknown = {k: v for k, v in spelled.items() if k not in known | for_suites}
+    assert not unknown, f"variables no field of benchfarm.settings.Settings names: {unknown}"
+
+
+def test_the_charts_variables_are_settings():
+    known = {variable for variable, *_ in variables()}
+    found = set()
+    for f in (REPO / "helm" / "benchfarm" / "templates").rglob("*.yaml"):
+        found |= set(re.findall(r"name:\s*(BENCHFARM_[A-Z0-9_]+|LG_COORDINATOR)\b",
+                                f.read_text()))
+    assert len(found) > 15
+    assert found <= known, f"the chart sets variables no setting reads: {found - known}"

@@ -9,7 +9,6 @@ indexer waits it out and catches up, nothing a run does waits for it.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ..errors import InfraError, Outage, Party
+from ..settings import Settings
 from .schema import change_points, metadata, results
 
 T = TypeVar("T")
@@ -46,8 +46,9 @@ class Database:
         self.migrating = threading.Lock()
 
     @classmethod
-    def from_env(cls) -> Database:
-        url = os.environ.get("BENCHFARM_DATABASE_URL", "")
+    def from_env(cls, settings: Settings | None = None) -> Database:
+        """The results database `settings` name (default: this process's environment's)."""
+        url = (settings or Settings.from_env()).database_url
         if not url:
             raise InfraError("the results database is not configured: BENCHFARM_DATABASE_URL "
                              "is not set", reason="DatabaseNotConfigured")

@@ -16,9 +16,9 @@ from ..core import queue as q
 from ..core.regression import regression_policy
 from ..errors import InfraError, RunError
 from ..kubeapi.leases import LeaseHolder
+from ..settings import Settings
 from .campaigns import Campaigns
 from .runtime import Runtime
-from .settings import Settings
 
 LIST_PAGE = 100      # objects per page of kopf's first listings (settings.watching.chunk_size)
 

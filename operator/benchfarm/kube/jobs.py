@@ -41,10 +41,10 @@ from ..core import trust
 from ..errors import InfraError
 from ..kubeapi.client import API_FAILURES
 from ..kubeapi.leases import HEALTH_LEASE_LABEL, session_lease_name, unheld_session_lease
+from ..settings import HEALTH_ACCOUNT, SESSION_JOB_TTL, Settings
 from . import warm
 from .credentials import SessionCredentials, session_env
 from .ports import Launch
-from .settings import HEALTH_ACCOUNT, SESSION_JOB_TTL, Settings
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ..api.outcomes import SessionKind
+from ..settings import Settings
 from .credentials import OPERATOR_ONLY, SessionCredentials, session_env
 from .ports import Launch as Launch, Launcher as Launcher
-from .settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ class ProcessLauncher:
     def _base_env(self) -> dict[str, str]:
         """What every session inherits: the operator's environment, less its own labgrid
         credentials where sessions get theirs (`SessionCredentials`)."""
-        env = {**os.environ, **(self.env or {})}
+        env = {**Settings.from_env().environ, **(self.env or {})}
         if self.credentials is not None:
             for k in OPERATOR_ONLY:
                 env.pop(k, None)
@@ -207,6 +207,6 @@ def from_settings(settings: Settings, kube: object) -> Launcher:
     if settings.launcher == "job":
         from .jobs import JobLauncher
         return JobLauncher.from_settings(settings, kube)
-    return ProcessLauncher(settings.session_logs or settings.state / "logs" / "sessions",
+    return ProcessLauncher(settings.session_logs_dir,
                            pid_dir=settings.session_pids, server=settings.session_server,
                            credentials=SessionCredentials.from_env(settings.environ))

@@ -21,8 +21,8 @@ from urllib.parse import urlparse
 
 from ..kubeapi.client import API_FAILURES, Kube
 from ..kubeapi.leases import OPERATOR_LEASE, LeaseHolder, LeaseLost
+from ..settings import Settings
 from . import metrics
-from .settings import Settings
 
 log = logging.getLogger("benchfarm.leader")
 

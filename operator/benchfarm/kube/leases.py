@@ -52,9 +52,9 @@ from ..kubeapi.client import API_FAILURES, PreconditionFailed
 from ..lab.coordinator import Coordinator, lease_identity
 from ..lab.labgrid_compat import ENV_CA
 from ..lab.labgrid_pki import issuer_from_env, person_access
+from ..settings import Settings
 from . import metrics
 from .ports import LAUNCH_FAILURES, Launch
-from .settings import Settings
 from .state import BoardRecord, LeaseState, Registry, RunIndex, ts, written
 
 if TYPE_CHECKING:

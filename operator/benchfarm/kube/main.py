@@ -7,7 +7,7 @@ import logging
 
 import kopf
 
-from .settings import Settings
+from ..settings import Settings
 
 
 def run(liveness: str | None = None) -> int:

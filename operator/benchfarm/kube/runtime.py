@@ -44,6 +44,7 @@ from ..kubeapi.client import API_FAILURES, Kube, PreconditionFailed
 from ..lab.coordinator import Coordinator, run_holder
 from ..lab.devicetypes import load_device_types
 from ..notify.mail import SmtpSettings
+from ..settings import Settings
 from ..store.artifacts import ArtifactStore, StoreConfig
 from ..store.software import internal_from_env
 from . import admission, launchers, metrics
@@ -57,7 +58,6 @@ from .notifier import Notifier
 from .ports import LAUNCH_FAILURES, Launch
 from .reachability import Reachability
 from .sessions import Supervisor
-from .settings import Settings
 from .state import InFlight, LeaseState, RunIndex, RunState, ts
 from .workers import Workers
 
@@ -134,7 +134,7 @@ class Runtime:
         # (a relay, `api.grants.Relay`: one coordinator update), or on the go-ahead a round
         # writes for a seat freed with no heir (`api.grants.GoAhead`). A standby run's board is
         # kept for it meanwhile.
-        self.standby_max = settings.standby
+        self.standby_max = settings.standby_sessions
         self.naming: set[str] = set()     # standby runs whose relay is being written
         self.seat_seconds: float | None = None   # how long a session holds its seat (a mean)
         # the scheduler's own thread: never queued behind a flood of admissions (which run on
@@ -167,7 +167,7 @@ class Runtime:
         device_types = load_device_types(settings.device_types)
         coordinator = Coordinator(settings.coordinator, user=settings.labgrid_user,
                                   host=settings.labgrid_host)
-        store = ArtifactStore(StoreConfig.from_env())
+        store = ArtifactStore(StoreConfig.from_env(settings))
         try:
             key = trust.key_from(settings.environ)
         except ValueError as exc:
@@ -182,7 +182,7 @@ class Runtime:
         indexer = Indexer(db, store, kube) if db is not None else None
         rt = cls(settings, kube, coordinator, store, device_types,
                  launchers.from_settings(settings, kube), signing_key=key,
-                 internal=internal_from_env(), indexer=indexer)
+                 internal=internal_from_env(settings), indexer=indexer)
         # its own API client, with a short outage budget: it waits an outage out itself
         rt.notifier = Notifier(Outbox(db) if db is not None else None, Kube(outage_budget=10.0),
                                notify_settings, SmtpSettings.from_environ(settings.environ),

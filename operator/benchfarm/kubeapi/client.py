@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +26,7 @@ from kubernetes.client.rest import ApiException
 from ..api.models import GROUP, VERSION
 from ..core.redact import Redactor
 from ..errors import BenchfarmError, Outage, Party
+from ..settings import Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -82,22 +82,24 @@ class PreconditionFailed(Exception):
 API_FAILURES: tuple[type[Exception], ...] = (BenchfarmError, ApiException, PreconditionFailed)
 
 
-def current_namespace() -> str:
+def current_namespace(settings: Settings | None = None) -> str:
     """The kubeconfig's current namespace ("default" in-cluster or without a context)."""
     try:
-        _, current = config.list_kube_config_contexts(os.environ.get("KUBECONFIG"))
+        _, current = config.list_kube_config_contexts(
+            (settings or Settings.from_env()).kubeconfig or None)
         return str(current.get("context", {}).get("namespace") or "default")
     except Exception:   # in-cluster or no context: the default namespace
         return "default"
 
 
 class Kube:
-    def __init__(self, *, outage_budget: float = 600.0) -> None:
+    def __init__(self, *, outage_budget: float = 600.0, settings: Settings | None = None) -> None:
+        s = settings or Settings.from_env()
         try:
             config.load_incluster_config()
         except config.ConfigException:
             # KUBECONFIG as it is now: the client library reads it once, when it is imported
-            config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+            config.load_kube_config(config_file=s.kubeconfig or None)
         configuration = client.Configuration.get_default_copy()
         configuration.connection_pool_maxsize = POOL_SIZE
         self.api = client.ApiClient(configuration)
@@ -106,7 +108,7 @@ class Kube:
         self.outage_budget = outage_budget
         # what tenants read (events, conditions, progress) names no lab address, path or key
         self.redact = Redactor.from_environ(
-            os.environ, extra_endpoints=[urlsplit(configuration.host or "").netloc],
+            s.environ, extra_endpoints=[urlsplit(configuration.host or "").netloc],
             extra_directories=[sys.prefix])
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:

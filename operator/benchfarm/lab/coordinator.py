@@ -8,7 +8,6 @@ get plain blocking methods (call them from a worker thread or through `asyncio.t
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
@@ -26,6 +25,7 @@ from labgrid.util.proxy import proxymanager
 
 from ..api.places import HandedMatch, HandedPlace, HandedResource
 from ..errors import BoardBusy, InfraError, Outage, Party
+from ..settings import adopt
 from .labgrid_compat import CHANNEL_OPTIONS, TlsSettings, channel
 from .sshconfig import use_ssh_config
 
@@ -405,8 +405,7 @@ class Coordinator:
             return await self._connect()
 
     async def _connect(self) -> ClientSession:
-        os.environ["LG_USERNAME"] = self.user
-        os.environ["LG_HOSTNAME"] = self.host
+        adopt({"LG_USERNAME": self.user, "LG_HOSTNAME": self.host})
         use_ssh_config()     # LG_PROXY's ssh too (forwards to the coordinator and the exporters)
         address = proxymanager.get_grpc_address(self.address, default_port=20408)
         # through LG_PROXY's forward, the coordinator's certificate still names its own host
@@ -452,7 +451,7 @@ class Coordinator:
         over (its loop runs in this coordinator's thread). labgrid checks who acquired a place
         by LG_USERNAME/LG_HOSTNAME: they are this client's identity from here on."""
         session = self._call(self._ensure())
-        os.environ["LG_USERNAME"], os.environ["LG_HOSTNAME"] = self.user, self.host
+        adopt({"LG_USERNAME": self.user, "LG_HOSTNAME": self.host})
         return session
 
     def close(self) -> None:

@@ -16,7 +16,6 @@ coordinator, no second sync of the whole lab).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from labgrid.util.yaml import load as load_labgrid_yaml, resolve_templates
 
 from ..api.devicetype import DeviceType
 from ..errors import InfraError
+from ..settings import Settings
 from .strategy import BenchfarmStrategy, first_line
 
 STRATEGY = BenchfarmStrategy.__name__
@@ -75,7 +75,7 @@ def environment(place: str, resources: dict[str, dict[str, Any]],
     try:
         with path.open() as f:
             data = load_labgrid_yaml(f)
-        mapping = {k: v for k, v in os.environ.items() if k.startswith("LG_")}
+        mapping = {k: v for k, v in Settings.from_env().environ.items() if k.startswith("LG_")}
         resolve_templates(data, {**mapping, "BASE": str(path.parent.resolve()),
                                  "LG_PLACE": place})
     except (OSError, yaml.YAMLError, KeyError, ValueError) as exc:

@@ -20,7 +20,6 @@ LG_HOSTNAME/LG_USERNAME). Here:
 from __future__ import annotations
 
 import logging
-import os
 import types
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from labgrid.remote.generated import labgrid_coordinator_pb2_grpc
 
 from ..api.grants import LABGRID_SESSION_ENV
 from ..core import labgrid_identity as ids
+from ..settings import Settings
 
 LABGRID_VERSION = "26.0.1"
 ENV_CA, ENV_CERT, ENV_KEY = "BENCHFARM_LABGRID_CA", "BENCHFARM_LABGRID_CERT", "BENCHFARM_LABGRID_KEY"
@@ -62,7 +62,7 @@ class TlsSettings:
         or an error (a half-configured client would silently talk in the clear). A session
         the operator launched has BENCHFARM_LABGRID_SESSION instead of _CERT/_KEY: its own
         certificate and key, sealed (`labgrid_pki.unseal`, with the signing key)."""
-        env = os.environ if environ is None else environ
+        env = Settings.from_env().environ if environ is None else environ
         if env.get(ENV_SEALED):
             from ..core.trust import key_from
             from .labgrid_pki import unseal

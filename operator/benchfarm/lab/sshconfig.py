@@ -11,18 +11,17 @@ ssh, so it lives below both.
 
 from __future__ import annotations
 
-import os
-
 from labgrid.util.ssh import SSHConnection
 
 from ..errors import InfraError
+from ..settings import Settings
 
 _BASE_ARGS = SSHConnection._get_ssh_base_args
 
 
 def use_ssh_config(path: str | None = None) -> None:
     """Give labgrid's ssh and rsync this ssh_config (default: BENCHFARM_SSH_CONFIG); idempotent."""
-    path = path or os.environ.get("BENCHFARM_SSH_CONFIG")
+    path = path or Settings.from_env().ssh_config
     if not path:
         return
     if " " in path:   # rsync -e joins ssh's arguments with spaces

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import functools
 import io
-import os
 import re
 from collections import defaultdict
 from html import escape
@@ -22,14 +21,19 @@ import jinja2
 from .shapes import shape
 from .svg import fmt, nice_ticks
 
-os.environ.setdefault("MPLBACKEND", "Agg")
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot on Agg (PNG, no display), whatever backend the host has."""
+    import matplotlib
+    matplotlib.use("Agg")
+    plt = _pyplot()
+    return plt
 
 
 def _png(fig: Any) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-    plt.close(fig)
+    _pyplot().close(fig)
     return base64.b64encode(buf.getvalue()).decode()
 
 
@@ -107,7 +111,7 @@ def cyclictest_plot(doc: dict[str, Any]) -> str | None:
             buckets[int(m.group(1))] += sum(s["values"]) / len(s["values"])
     if not buckets:
         return None
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 3))
     xs = sorted(buckets)
     ax.bar(xs, [buckets[x] for x in xs], width=1.0)
@@ -127,7 +131,7 @@ def lat_mem_rd_plot(doc: dict[str, Any]) -> str | None:
                 points.append((kb, sum(s["values"]) / len(s["values"])))
     if len(points) < 2:
         return None
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
     points.sort()
     fig, ax = plt.subplots(figsize=(8, 3))
     ax.plot([p[0] for p in points], [p[1] for p in points], marker=".")

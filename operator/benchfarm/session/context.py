@@ -8,13 +8,13 @@ spec is immutable after admission and the prefix is computed from it.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..api.models import BenchmarkRunSpec, SoftwareSet, SuiteSpec
 from ..core import steps as st
 from ..kubeapi.client import Kube
+from ..settings import Settings
 from ..store.spool import Spool
 from .lifeline import Lifeline
 from .status import StatusWriter
@@ -41,19 +41,15 @@ class Config:
     software_cache: Path = Path("/tmp/benchfarm/software")
     lease_seconds: int = 15
     renew_seconds: float = 3.0
+    settings: Settings = field(default_factory=Settings)
 
     @classmethod
-    def from_env(cls) -> Config:
-        env = iperf3_peer(os.environ.get("BENCHFARM_IPERF3_PEER", ""))
-        state = Path(os.environ.get("BENCHFARM_STATE", "/tmp/benchfarm"))
-        return cls(coordinator=os.environ.get("LG_COORDINATOR", "127.0.0.1:20408"),
-                   device_types=Path(os.environ.get("BENCHFARM_DEVICE_TYPES",
-                                                    "exporters/device-types")),
-                   spool=Path(os.environ.get("BENCHFARM_SPOOL", state / "spool")),
-                   environment=env,
-                   software_cache=Path(os.environ.get("BENCHFARM_SOFTWARE_CACHE",
-                                                      state / "software")),
-                   lease_seconds=int(os.environ.get("BENCHFARM_SESSION_LEASE_SECONDS", "15")))
+    def from_env(cls, settings: Settings | None = None) -> Config:
+        """The session's configuration from its settings (default: its environment's)."""
+        s = settings or Settings.from_env()
+        return cls(coordinator=s.coordinator, device_types=s.device_types, spool=s.spool_dir,
+                   environment=iperf3_peer(s.iperf3_peer), software_cache=s.software_cache_dir,
+                   lease_seconds=s.session_lease_seconds, settings=s)
 
 
 @dataclass

@@ -37,6 +37,7 @@ from ..lab.board import SerialLog
 from ..lab.coordinator import Coordinator, health_identity
 from ..lab.devicetypes import load_device_types
 from ..lab.session import BoardSession
+from ..settings import Settings
 from .context import Config
 from .lifeline import Fenced, Lifeline
 
@@ -58,7 +59,7 @@ class HealthCheckSession:
         if body is None:
             log.info("board %s does not exist; nothing to check", self.board)
             return 0
-        expected = os.environ.get("BENCHFARM_BOARD_UID")
+        expected = self.config.settings.board_uid
         if expected and body["metadata"]["uid"] != expected:
             log.info("board %s was re-created (uid differs); nothing to check", self.board)
             return 0
@@ -170,7 +171,7 @@ class HealthCheckSession:
 
 def main(board: str, check: int | str) -> int:
     from .runner import _logging
-    _logging()
-    namespace = os.environ.get("BENCHFARM_HEALTH_NAMESPACE") or \
-        os.environ.get("BENCHFARM_NAMESPACE", "default")
-    return HealthCheckSession(board, int(check), Config.from_env(), namespace).run()
+    settings = Settings.from_env()
+    _logging(settings)
+    namespace = settings.health_namespace or settings.namespace
+    return HealthCheckSession(board, int(check), Config.from_env(settings), namespace).run()

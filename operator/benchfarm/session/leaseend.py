@@ -14,7 +14,6 @@ if no end comes it releases the place itself and says the board may still be on.
 from __future__ import annotations
 
 import logging
-import os
 from datetime import UTC, datetime
 
 from ..api.outcomes import LeaseEnd
@@ -23,6 +22,7 @@ from ..kubeapi.client import Kube
 from ..lab.board import Board
 from ..lab.coordinator import Coordinator, lease_identity
 from ..lab.devicetypes import load_device_types
+from ..settings import Settings
 from .context import Config
 
 log = logging.getLogger("benchfarm.session")
@@ -62,12 +62,13 @@ def power_off_and_release(coordinator: Coordinator, place: str, config: Config) 
 
 def main(ref: str) -> int:
     from .runner import _logging
-    _logging()
+    settings = Settings.from_env()
+    _logging(settings)
     namespace, name = ref.split("/", 1)
-    config = Config.from_env()
+    config = Config.from_env(settings)
     kube = Kube(outage_budget=120.0)
     body = kube.get_custom("boardleases", namespace, name)
-    expected = os.environ.get("BENCHFARM_LEASE_UID")
+    expected = settings.lease_uid
     if body is None or (expected and body["metadata"]["uid"] != expected):
         log.info("lease %s is gone (or was re-created); nothing to end", ref)
         return 0
@@ -76,7 +77,7 @@ def main(ref: str) -> int:
     if not place or status.get("leaseEnd"):
         log.info("lease %s holds no place, or ended already", ref)
         return 0
-    if not trust.lease_trusted(trust.key_from(os.environ), body["metadata"]["uid"],
+    if not trust.lease_trusted(trust.key_from(settings.environ), body["metadata"]["uid"],
                                (body.get("spec") or {}).get("user"), status):
         log.warning("lease %s: its grant is not benchfarm's (no valid signature); the board "
                     "is not touched", ref)

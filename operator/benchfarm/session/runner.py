@@ -32,7 +32,7 @@ from ..api.devicetype import DeviceType
 from ..api.grants import GO_AHEAD_FIELD, Relay
 from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
 from ..api.outcomes import HandBack, Phase, Reason, Refusal, Underway, attempt_of
-from ..api.places import ENV as PLACE_ENV, HandedPlace
+from ..api.places import HandedPlace
 from ..core import steps as st, trust
 from ..core.conditions import now_iso
 from ..errors import BoardBusy, InfraError, RunError
@@ -41,6 +41,7 @@ from ..lab.board import SerialLog
 from ..lab.coordinator import Coordinator, run_identity
 from ..lab.devicetypes import load_device_types
 from ..lab.session import BoardSession, Cancelled
+from ..settings import Settings
 from ..store.artifacts import ArtifactStore, StoreConfig
 from ..store.software import SoftwareCache
 from ..store.spool import Spool
@@ -71,7 +72,7 @@ class Runner:
             log.info("run %s/%s does not exist; nothing to do", self.namespace, self.name)
             return 0
         status = body.get("status") or {}
-        expected_uid = os.environ.get("BENCHFARM_RUN_UID")
+        expected_uid = self.config.settings.run_uid
         if expected_uid and body["metadata"]["uid"] != expected_uid:
             log.info("run %s/%s was re-created (uid differs); nothing to do", self.namespace,
                      self.name)
@@ -80,7 +81,7 @@ class Runner:
             log.info("run %s/%s is %s, not running on a board; nothing to do", self.namespace,
                      self.name, status.get("phase"))
             return 0
-        board = os.environ.get("BENCHFARM_RUN_BOARD", "")
+        board = self.config.settings.run_board
         if board != status["board"]:   # the operator named the board at launch, not the status
             log.info("run %s/%s: launched for board %r, its status names %r; a stale session, "
                      "nothing to do", self.namespace, self.name, board, status["board"])
@@ -88,7 +89,7 @@ class Runner:
         uid = body["metadata"]["uid"]
         self.attempt = attempt_of(status)
         host, user = run_identity(uid)
-        handed = HandedPlace.from_env(os.environ.get(PLACE_ENV))
+        handed = HandedPlace.from_env(self.config.settings.run_place)
         # the place the operator handed over: the session's labgrid client knows only it (no
         # sync of the whole lab); without it, the client reads every place like any other
         self.coordinator = Coordinator(self.config.coordinator, host=host, user=user,
@@ -162,7 +163,7 @@ class Runner:
         threading.Thread(target=_prewarm, name="prewarm", daemon=True).start()
         status = body.get("status") or {}
         meta = body["metadata"]
-        store = ArtifactStore(StoreConfig.from_env())
+        store = ArtifactStore(StoreConfig.from_env(self.config.settings))
         spool = Spool(self.config.spool / meta["uid"], store)
         spool.start()
         ctx = RunContext(
@@ -192,7 +193,7 @@ class Runner:
         """The suites the operator resolved at admission, proven by its signature: a tenant
         who could write the run's status still cannot change what runs on the board."""
         try:
-            key = trust.key_from(os.environ)
+            key = trust.key_from(ctx.config.settings.environ)
         except ValueError as exc:
             raise RunError(f"the lab has no signing key for sessions ({exc}); an operator "
                            f"misconfiguration", reason="SigningKeyMissing") from exc
@@ -272,7 +273,8 @@ class Runner:
         try:
             software = StepRunner.fetch_software(ctx, lambda: SoftwareCache(
                 self.config.software_cache, ctx.spool.store,
-                policy=self._lab_policy().for_namespace(ctx.namespace), namespace=ctx.namespace))
+                policy=self._lab_policy().for_namespace(ctx.namespace), namespace=ctx.namespace,
+                settings=self.config.settings))
             self._standby(ctx, spec_started=started)
             self.lifeline.wait_out("acquire the place",
                                    lambda: self.coordinator.acquire(ctx.place))
@@ -359,7 +361,7 @@ class Runner:
         status = body.get("status") or {}
         attempt = attempt_of(status)
         try:
-            key = trust.key_from(os.environ)
+            key = trust.key_from(self.config.settings.environ)
         except ValueError:   # the session fails on its suites' signature first, and says why
             return
         go = trust.read_go_ahead(key, uid, attempt, status.get(GO_AHEAD_FIELD))
@@ -455,8 +457,8 @@ def _ts(iso: str) -> float:
     return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
-def _logging() -> None:
-    logging.basicConfig(level=os.environ.get("BENCHFARM_LOG_LEVEL", "INFO"),
+def _logging(settings: Settings) -> None:
+    logging.basicConfig(level=settings.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
 
@@ -472,14 +474,15 @@ def _process_age() -> float:
 
 
 def main(ref: str) -> int:
-    _logging()
+    settings = Settings.from_env()
+    _logging(settings)
     log.info("session of %s: started %.2f s after its process (Python and imports)", ref,
              _process_age())
     namespace, _, name = ref.partition("/")
     if not name:
         print("benchfarm session run: expected NAMESPACE/NAME", flush=True)
         return 2
-    runner = Runner(namespace, name, Config.from_env())
+    runner = Runner(namespace, name, Config.from_env(settings))
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: runner.terminate())
     return runner.run()

@@ -33,6 +33,7 @@ import traceback
 from typing import Any
 
 from ..api.outcomes import SessionKind
+from ..settings import Settings, adopt
 
 log = logging.getLogger("benchfarm.session")
 
@@ -51,9 +52,8 @@ def _import_everything() -> None:
     template()
     # the device types, read once here (a session reads them again only if a file changed)
     from ..lab.devicetypes import load_device_types
-    from .context import Config
     try:
-        load_device_types(Config.from_env().device_types)
+        load_device_types(Settings.from_env().device_types)
     except Exception:  # a session reports a broken device type itself
         log.debug("the device types could not be read ahead", exc_info=True)
     gc.collect()
@@ -86,7 +86,7 @@ def _session(request: dict[str, Any], report: int, server: int) -> None:
         os.close(null)
         sys.stdout = open(1, "w", buffering=1, closefd=False)    # not the server's reply pipe
         sys.stderr = open(2, "w", buffering=1, closefd=False)
-        os.environ.update(request.get("env") or {})
+        adopt(request.get("env") or {})
         log.info("session process %d forked by the session server %d: %s", os.getpid(),
                  server, " ".join(request["argv"]))
         code = dispatch(request["argv"])
@@ -144,7 +144,7 @@ def reply(message: dict[str, Any]) -> None:
 def serve() -> int:
     t0 = time.monotonic()
     from . import runner
-    runner._logging()
+    runner._logging(Settings.from_env())
     _import_everything()
     if _threads() > 1:
         log.warning("the session server has %d threads after its imports; forking may copy a "

@@ -14,7 +14,6 @@ within BENCHFARM_WARM_IDLE_SECONDS it exits too, and the operator starts another
 from __future__ import annotations
 
 import logging
-import os
 import time
 
 from kubernetes import watch
@@ -23,6 +22,7 @@ from kubernetes.client.rest import ApiException
 from ..api.grants import READY_FILE, SessionGrant
 from ..core import trust
 from ..kubeapi.client import Kube
+from ..settings import Settings, adopt
 from . import runner, server
 
 log = logging.getLogger("benchfarm.session")
@@ -71,21 +71,20 @@ def _await_rights(kube: Kube, grant: SessionGrant) -> None:
 
 
 def main() -> int:
-    runner._logging()
-    slot = os.environ.get("BENCHFARM_WARM_SLOT", "")
-    namespace = os.environ.get("BENCHFARM_NAMESPACE", "default")
-    idle_s = float(os.environ.get("BENCHFARM_WARM_IDLE_SECONDS", "3600"))
+    settings = Settings.from_env()
+    runner._logging(settings)
+    slot, namespace, idle_s = settings.warm_slot, settings.namespace, settings.warm_idle_seconds
     if not slot:
         print("benchfarm session warm: BENCHFARM_WARM_SLOT is not set", flush=True)
         return 2
     try:
-        key = trust.key_from(os.environ)
+        key = trust.key_from(settings.environ)
     except ValueError as exc:
         print(f"benchfarm session warm: {exc}", flush=True)
         return 2
     server._import_everything()
     kube = Kube()
-    ready = os.environ.get("BENCHFARM_WARM_READY", READY_FILE)
+    ready = settings.warm_ready or READY_FILE
     try:                       # the pod's readiness probe (kube.jobs): this slot is warm now
         with open(ready, "w"):
             pass
@@ -97,6 +96,6 @@ def main() -> int:
         return 0
     log.info("warm slot %s takes %s/%s (attempt %d, run %d) on %s", slot, grant.namespace,
              grant.name, grant.attempt, grant.resume, grant.env.get("BENCHFARM_RUN_BOARD"))
-    os.environ.update(grant.env)
+    adopt(grant.env)
     _await_rights(Kube(), grant)
     return runner.main(f"{grant.namespace}/{grant.name}")

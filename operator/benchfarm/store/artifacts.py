@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import io
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from minio.error import S3Error
 from urllib3 import BaseHTTPResponse
 
 from ..errors import InfraError, Outage, Party
+from ..settings import Settings
 
 T = TypeVar("T")
 
@@ -41,16 +41,17 @@ class StoreConfig:
     secure: bool = False
 
     @classmethod
-    def from_env(cls) -> StoreConfig:
-        try:
-            return cls(endpoint=os.environ["BENCHFARM_S3_ENDPOINT"],
-                       access_key=os.environ["BENCHFARM_S3_ACCESS_KEY"],
-                       secret_key=os.environ["BENCHFARM_S3_SECRET_KEY"],
-                       bucket=os.environ.get("BENCHFARM_S3_BUCKET", "benchfarm-artifacts"),
-                       secure=os.environ.get("BENCHFARM_S3_SECURE", "false").lower() == "true")
-        except KeyError as exc:
-            raise InfraError(f"artifact store not configured: {exc.args[0]} is not set",
-                             reason="StoreNotConfigured") from exc
+    def from_env(cls, settings: Settings | None = None) -> StoreConfig:
+        """The store `settings` name (default: this process's environment's)."""
+        s = settings or Settings.from_env()
+        for variable, value in (("BENCHFARM_S3_ENDPOINT", s.s3_endpoint),
+                                ("BENCHFARM_S3_ACCESS_KEY", s.s3_access_key),
+                                ("BENCHFARM_S3_SECRET_KEY", s.s3_secret_key)):
+            if not value:
+                raise InfraError(f"artifact store not configured: {variable} is not set",
+                                 reason="StoreNotConfigured")
+        return cls(endpoint=s.s3_endpoint, access_key=s.s3_access_key,
+                   secret_key=s.s3_secret_key, bucket=s.s3_bucket, secure=s.s3_secure)
 
 
 def run_prefix(namespace: str, run: str, uid: str, prefix: str = "") -> str:

@@ -56,6 +56,7 @@ from ..api.models import Artifact, NamespacePolicy, SoftwareSet
 from ..api.outcomes import Refusal
 from ..core.software_policy import SoftwareReach, internal_networks
 from ..errors import InfraError, RunError
+from ..settings import Settings
 from .artifacts import ArtifactStore
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,6 @@ log = logging.getLogger(__name__)
 CHUNK = 1 << 20
 SOURCES = "sources"                # beside a cached file: the URLs that yielded it, one a line
 TIMEOUT = 30.0                     # seconds without a byte before an http(s) download fails
-CACHE_LIMIT = int(os.environ.get("BENCHFARM_SOFTWARE_CACHE_MIB", "4096")) << 20
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,10 @@ class Fetched:
         return {"url": self.url, "sha256": self.sha256, "bytes": self.size}
 
 
-def internal_from_env() -> tuple[Any, ...]:
+def internal_from_env(settings: Settings) -> tuple[Any, ...]:
     """The lab's internal ranges (BENCHFARM_INTERNAL_CIDRS); a bad value is the lab's fault."""
     try:
-        return internal_networks(os.environ.get("BENCHFARM_INTERNAL_CIDRS", ""))
+        return internal_networks(settings.internal_cidrs)
     except ValueError as exc:
         raise InfraError(str(exc), reason="BadConfiguration") from exc
 
@@ -94,11 +94,11 @@ class SoftwareCache:
     for the run's namespace, read by the session itself)."""
 
     def __init__(self, root: Path, store: ArtifactStore | None, *, policy: NamespacePolicy,
-                 namespace: str, limit: int = CACHE_LIMIT) -> None:
-        self.root, self.store, self.limit = root, store, limit
-        bucket = store.config.bucket if store is not None else \
-            os.environ.get("BENCHFARM_S3_BUCKET", "benchfarm-artifacts")
-        self.reach = SoftwareReach(policy, namespace, bucket, internal_from_env())
+                 namespace: str, settings: Settings | None = None) -> None:
+        s = settings or Settings.from_env()
+        self.root, self.store, self.limit = root, store, s.software_cache_mib << 20
+        bucket = store.config.bucket if store is not None else s.s3_bucket
+        self.reach = SoftwareReach(policy, namespace, bucket, internal_from_env(s))
         self.root.mkdir(parents=True, exist_ok=True)
 
     def fetch_set(self, software: SoftwareSet) -> dict[str, Fetched]:

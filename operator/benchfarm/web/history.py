@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -152,12 +151,13 @@ class DatabaseHistorySource:
         return doc
 
 
-def load_source(spec: str | None, kube: Kube, store: ArtifactStore) -> HistorySource:
+def load_source(spec: str | None, kube: Kube, store: ArtifactStore, *,
+                database_url: str = "") -> HistorySource:
     """`MODULE:FACTORY` called with (kube, store); else the results database when the lab has
     one (BENCHFARM_DATABASE_URL), else the store's own series."""
     if not spec:
-        url = os.environ.get("BENCHFARM_DATABASE_URL", "")
-        return DatabaseHistorySource(url) if url else StoreHistorySource(kube, store)
+        return DatabaseHistorySource(database_url) if database_url else \
+            StoreHistorySource(kube, store)
     module, _, attr = spec.partition(":")
     factory = getattr(importlib.import_module(module), attr)
     source: HistorySource = factory(kube, store)

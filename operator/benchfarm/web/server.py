@@ -28,6 +28,7 @@ from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
 from ..errors import BenchfarmError
 from ..kubeapi.client import Kube
 from ..report.svg import fmt
+from ..settings import Settings
 from ..store.artifacts import ArtifactStore, StoreConfig, run_prefix
 from . import charts, views
 from .access import Access, Person
@@ -315,9 +316,11 @@ def _result(value: Any) -> str:
 
 def serve(address: str, port: int, history_source: str | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    kube = Kube(outage_budget=10)
-    store = ArtifactStore(StoreConfig.from_env(), attempts=2)
-    dashboard = Dashboard(kube, store, load_source(history_source, kube, store), Access(kube.api),
-                          os.environ.get("BENCHFARM_NAMESPACE", "default"))
+    settings = Settings.from_env()
+    kube = Kube(outage_budget=10, settings=settings)
+    store = ArtifactStore(StoreConfig.from_env(settings), attempts=2)
+    source = load_source(history_source or settings.web_history_source or None, kube, store,
+                         database_url=settings.database_url)
+    dashboard = Dashboard(kube, store, source, Access(kube.api), settings.namespace)
     web.run_app(dashboard.app(), host=address, port=port, print=None, access_log=None)
     return 0
