@@ -135,6 +135,70 @@ def test_patches_2_3_coordinator_serve_binds_insecure_and_builds_the_module_clas
     assert "place.acquired != fromuser" in release
 
 
+def test_patch_4_labgrid_starts_every_ssh_with_the_class_base_args(tmp_path) -> None:
+    from labgrid.util import ssh
+
+    from benchfarm.lab import labgrid_compat
+    source = inspect.getsource(ssh)
+    assert "SSHConnection._get_ssh_base_args()" in source     # called by its class name
+    assert isinstance(inspect.getattr_static(ssh.SSHConnection, "_get_ssh_base_args"),
+                      staticmethod)
+    own = ssh.SSHConnection._get_ssh_base_args
+    try:
+        labgrid_compat.use_ssh_config(str(tmp_path / "ssh_config"))
+        labgrid_compat.use_ssh_config(str(tmp_path / "ssh_config"))     # idempotent
+        assert ssh.SSHConnection._get_ssh_base_args() == [*own(), "-F",
+                                                          str(tmp_path / "ssh_config")]
+        with pytest.raises(Exception, match="has a space in it"):
+            labgrid_compat.use_ssh_config("/a path/ssh_config")
+    finally:
+        ssh.SSHConnection._get_ssh_base_args = staticmethod(own)
+
+
+def test_patch_5_labgrid_asks_the_session_who_it_is() -> None:
+    from labgrid.remote.client import ClientSession
+
+    from benchfarm.lab import labgrid_compat
+    assert 'os.environ.get("LG_HOSTNAME"' in inspect.getsource(ClientSession.gethostname)
+    assert 'os.environ.get("LG_USERNAME"' in inspect.getsource(ClientSession.getuser)
+    for checks in (ClientSession._check_allowed, ClientSession.get_idle_place):
+        assert "self.gethostname()" in inspect.getsource(checks)
+    assert "self.getuser()" in inspect.getsource(ClientSession.start)
+
+    class Session:
+        pass
+    s = Session()
+    labgrid_compat.claim_identity(s, "benchfarm", "run-1")
+    assert (s.gethostname(), s.getuser()) == ("benchfarm", "run-1")
+
+
+def test_patches_6_7_the_remote_place_manager_keeps_a_session_and_its_resources() -> None:
+    from labgrid.resource.remote import RemotePlaceManager
+
+    from benchfarm.lab import labgrid_compat
+    start = inspect.getsource(RemotePlaceManager._start)
+    assert "if self.session:" in start and "return" in start    # ours is kept, none made
+    added = inspect.getsource(RemotePlaceManager.on_resource_added)
+    assert "self.session.get_place(" in added and "self.unmanaged_resources.append(" in added
+    assert "self.resources + self.unmanaged_resources" in inspect.getsource(
+        RemotePlaceManager.poll)
+    manager = RemotePlaceManager.get()
+    saved = manager.session, manager.loop, manager.resources, manager.unmanaged_resources
+
+    class Session:
+        loop = object()
+    try:
+        session = Session()
+        labgrid_compat.adopt_session(session)
+        assert (manager.session, manager.loop) == (session, session.loop)
+        manager.resources, manager.unmanaged_resources = [1, 2, 3], [4, 5]
+        labgrid_compat.forget_resources(lambda r: r % 2 == 0)
+        assert (manager.resources, manager.unmanaged_resources) == ([1, 3], [5])
+    finally:
+        (manager.session, manager.loop, manager.resources,
+         manager.unmanaged_resources) = saved
+
+
 def test_every_rpc_of_the_coordinator_is_judged() -> None:
     """A call labgrid adds would be open to every certificate: this fails until a rule names it."""
     from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2

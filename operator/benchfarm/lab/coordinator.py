@@ -25,9 +25,14 @@ from labgrid.util.proxy import proxymanager
 
 from ..api.places import HandedMatch, HandedPlace, HandedResource
 from ..errors import BoardBusy, InfraError, Outage, Party
-from ..settings import adopt
-from .labgrid_compat import CHANNEL_OPTIONS, TlsSettings, channel
-from .sshconfig import use_ssh_config
+from ..settings import Settings
+from .labgrid_compat import (
+    CHANNEL_OPTIONS,
+    TlsSettings,
+    channel,
+    claim_identity,
+    use_ssh_config,
+)
 
 T = TypeVar("T")
 
@@ -405,8 +410,8 @@ class Coordinator:
             return await self._connect()
 
     async def _connect(self) -> ClientSession:
-        adopt({"LG_USERNAME": self.user, "LG_HOSTNAME": self.host})
-        use_ssh_config()     # LG_PROXY's ssh too (forwards to the coordinator and the exporters)
+        # LG_PROXY's ssh too (forwards to the coordinator and the exporters)
+        use_ssh_config(Settings.from_env().ssh_config)
         address = proxymanager.get_grpc_address(self.address, default_port=20408)
         # through LG_PROXY's forward, the coordinator's certificate still names its own host
         server_name = self.address.rpartition(":")[0] or self.address \
@@ -419,7 +424,7 @@ class Coordinator:
                                     handed=self.place, tls=self.tls, server_name=server_name))
         # this client's identity, whatever another client of the process set in the environment
         # since (the operator keeps its own and, for moments, a lease's)
-        session.gethostname, session.getuser = (lambda: self.host), (lambda: self.user)
+        claim_identity(session, self.host, self.user)
         session.relays = self._relays
         try:
             await asyncio.wait_for(session.start(), self.timeout)
@@ -448,11 +453,9 @@ class Coordinator:
 
     def session(self) -> ClientSession:
         """The live labgrid ClientSession, for labgrid's RemotePlace to expand an acquired place
-        over (its loop runs in this coordinator's thread). labgrid checks who acquired a place
-        by LG_USERNAME/LG_HOSTNAME: they are this client's identity from here on."""
-        session = self._call(self._ensure())
-        adopt({"LG_USERNAME": self.user, "LG_HOSTNAME": self.host})
-        return session
+        over (its loop runs in this coordinator's thread). It checks who acquired a place as
+        this client's identity (`labgrid_compat.claim_identity`), whatever the environment says."""
+        return self._call(self._ensure())
 
     def close(self) -> None:
         if not self._thread.is_alive():      # closed already

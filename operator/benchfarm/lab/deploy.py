@@ -7,7 +7,7 @@ when the exporter sees the same file) and links it into the TFTP directory. benc
 for every verified file of a run's software set, then hands the bootloader the staged names as
 variables (`bf_kernel`, `bf_initrd`, `bf_dtb`, `bf_args`) that the device type's boot command uses.
 
-SSH: the ssh_config named by `BENCHFARM_SSH_CONFIG` (sshconfig.py) is given to every ssh and
+SSH: the ssh_config named by `BENCHFARM_SSH_CONFIG` (`labgrid_compat.use_ssh_config`) is given to every ssh and
 rsync that labgrid starts.
 """
 
@@ -23,7 +23,8 @@ from labgrid.driver.exception import ExecutionError
 from labgrid.util.managedfile import ManagedFileError
 
 from ..errors import InfraError
-from .sshconfig import use_ssh_config
+from ..settings import Settings
+from .labgrid_compat import use_ssh_config
 from .strategy import first_line
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ def stage(target: Any, files: dict[str, Path], boot_args: str | None) -> dict[st
     TFTPProviderDriver; the bootloader variables that name them."""
     variables = {}
     if files:
-        use_ssh_config()
+        use_ssh_config(Settings.from_env().ssh_config)
         driver = _tftp_driver(target)
         for part, path in files.items():
             try:

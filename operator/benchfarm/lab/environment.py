@@ -21,12 +21,12 @@ from typing import Any
 
 import yaml
 from labgrid import Target, target_factory
-from labgrid.resource.remote import RemotePlaceManager
 from labgrid.util.yaml import load as load_labgrid_yaml, resolve_templates
 
 from ..api.devicetype import DeviceType
 from ..errors import InfraError
 from ..settings import Settings
+from .labgrid_compat import adopt_session, forget_resources
 from .strategy import BenchfarmStrategy, first_line
 
 STRATEGY = BenchfarmStrategy.__name__
@@ -100,9 +100,7 @@ def environment(place: str, resources: dict[str, dict[str, Any]],
 # -- the target -----------------------------------------------------------------------------------
 def build_target(place: str, config: dict[str, Any], session: Any) -> Target:
     """labgrid's target for an acquired place, its RemotePlace expanded over `session`."""
-    manager = RemotePlaceManager.get()
-    if manager.session is not session:
-        manager.session, manager.loop = session, session.loop
+    adopt_session(session)
     try:
         return target_factory.make_target(place, config)
     except Exception as exc:   # labgrid's binding, resource and user errors alike
@@ -120,6 +118,4 @@ def forget_target(target: Target) -> None:
 
 
 def _forget(doomed: Any) -> None:
-    manager = RemotePlaceManager.get()
-    manager.resources = [r for r in manager.resources if not doomed(r)]
-    manager.unmanaged_resources = [r for r in manager.unmanaged_resources if not doomed(r)]
+    forget_resources(doomed)

@@ -1,6 +1,8 @@
-"""labgrid's coordinator protocol over mutual TLS: the one place benchfarm reaches into labgrid's
-internals for it. Written for labgrid 26.0.1 (`LABGRID_VERSION`); tests/unit/test_labgrid_compat.py
-fails when the labgrid code each patch relies on changes.
+"""The one place benchfarm reaches into labgrid's internals: its coordinator protocol over mutual
+TLS, the ssh_config of every ssh it starts, the identity of a client session and the
+RemotePlaceManager a session's targets are expanded by. Written for labgrid 26.0.1
+(`LABGRID_VERSION`); tests/unit/test_labgrid_identity.py fails when the labgrid code each patch
+relies on changes (patches 1 to 7 there, by number).
 
 labgrid 26 speaks gRPC without TLS and believes the name a client sends ("host/user", from
 LG_HOSTNAME/LG_USERNAME). Here:
@@ -15,6 +17,13 @@ LG_HOSTNAME/LG_USERNAME). Here:
   checking every stream's claimed name against the certificate (patch 3: `serve` builds the
   module's `Coordinator`), by the rules of `core.labgrid_identity`. A claim the certificate does not
   grant, or a call its role may not make, is refused with PERMISSION_DENIED and logged.
+- `use_ssh_config` (patch 4): the lab's ssh_config for every ssh and rsync labgrid starts
+  (staging, `LG_PROXY`'s forwards), through the class attribute labgrid calls them by.
+- `claim_identity` (patch 5): a client session's `host/user` as this object says, not as
+  LG_HOSTNAME/LG_USERNAME say (one process holds several identities: the operator's, a lease's).
+- `adopt_session` and `forget_resources` (patches 6 and 7): labgrid's RemotePlaceManager expands a
+  target's RemotePlace over benchfarm's own session (no second connection, no second sync of the
+  whole lab), and forgets a closed target's resources (it polls every one it ever expanded).
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from labgrid.remote.generated import labgrid_coordinator_pb2_grpc
 
 from ..api.grants import LABGRID_SESSION_ENV
 from ..core import labgrid_identity as ids
+from ..errors import InfraError
 from ..settings import Settings
 
 LABGRID_VERSION = "26.0.1"
@@ -250,3 +260,45 @@ def labgrid_version_matches() -> bool:
     return str(labgrid_version()).split("+")[0] == LABGRID_VERSION
 
 
+# -- patch 4: the lab's ssh_config for every ssh labgrid starts ---------------------------------
+def use_ssh_config(path: str) -> None:
+    """Give labgrid's ssh and rsync this ssh_config (none: nothing changes); idempotent.
+    labgrid calls `SSHConnection._get_ssh_base_args()` by its class name: only the class
+    attribute reaches every ssh it starts (master, commands, rsync's -e, proxy forwards)."""
+    if not path:
+        return
+    if " " in path:   # rsync -e joins ssh's arguments with spaces
+        raise InfraError(f"BENCHFARM_SSH_CONFIG {path!r} has a space in it",
+                         reason="StagingFailed")
+    from labgrid.util.ssh import SSHConnection
+    base = _SSH_BASE_ARGS.setdefault("base", SSHConnection._get_ssh_base_args)
+    SSHConnection._get_ssh_base_args = staticmethod(lambda: [*base(), "-F", path])
+
+
+_SSH_BASE_ARGS: dict[str, Callable[[], list[str]]] = {}   # labgrid's own, before patch 4
+
+
+# -- patch 5: a client session's identity --------------------------------------------------------
+def claim_identity(session: Any, host: str, user: str) -> None:
+    """`session` (a labgrid ClientSession) is `host/user` whatever the environment says: labgrid
+    reads LG_HOSTNAME/LG_USERNAME in its `gethostname`/`getuser`, which every check of who
+    acquired a place calls on the session."""
+    session.gethostname, session.getuser = (lambda: host), (lambda: user)
+
+
+# -- patches 6 and 7: the RemotePlaceManager over benchfarm's session ----------------------------
+def adopt_session(session: Any) -> None:
+    """labgrid's RemotePlaceManager (one a process) expands RemotePlaces over `session`."""
+    from labgrid.resource.remote import RemotePlaceManager
+    manager = RemotePlaceManager.get()
+    if manager.session is not session:
+        manager.session, manager.loop = session, session.loop
+
+
+def forget_resources(doomed: Callable[[Any], bool]) -> None:
+    """Drop the resources `doomed` names from the RemotePlaceManager, which keeps and polls every
+    resource it ever expanded."""
+    from labgrid.resource.remote import RemotePlaceManager
+    manager = RemotePlaceManager.get()
+    manager.resources = [r for r in manager.resources if not doomed(r)]
+    manager.unmanaged_resources = [r for r in manager.unmanaged_resources if not doomed(r)]
