@@ -96,27 +96,33 @@ def take_heir(heirs: list[Run], seat_seconds: float | None, now: float) -> Run:
 
 
 def go_aheads(standby: Sequence[Run], seats: int | None, naming: Collection[str],
-              launched: Mapping[str, float]) -> list[Run]:
+              launched: Mapping[str, float],
+              after: Mapping[str, Relay | None] | None = None) -> list[Run]:
     """The standby runs the free seats go to now (`seats`: free seats, None for no cap): those
     whose launch and naming have landed; with fewer seats than runs, those named no seat of
     their own first (a named one gets its seat by its relay anyway), longest waiting first
-    (`launched`: when each session was launched)."""
+    (`launched`: when each session was launched). `after`: each run's relay as this round
+    read it (default: the run's own `after`)."""
     ready = [r for r in standby if not r.starting and r.key not in naming]
     if seats is not None and len(ready) > seats:
-        ready.sort(key=lambda r: (r.after is not None, launched.get(r.key, 0.0)))
+        ready.sort(key=lambda r: (_after(r, after) is not None, launched.get(r.key, 0.0)))
         ready = ready[:seats]
     return ready
 
 
 def relays(standby: Sequence[Run], heirs: list[Run], seat_seconds: float | None,
-           now: float) -> list[tuple[Run, Run]]:
+           now: float, after: Mapping[str, Relay | None] | None = None) -> list[tuple[Run, Run]]:
     """(standby run, the seated run whose seat it is named) for every standby run named none
     yet and given no go-ahead, while a seated run is left to name (each seat is named once:
-    `heirs` loses those it names)."""
+    `heirs` loses those it names). `after` as for `go_aheads`."""
     named: list[tuple[Run, Run]] = []
     for r in standby:
         if not heirs:
             break
-        if r.after is None and not r.granting and not r.starting:
+        if _after(r, after) is None and not r.granting and not r.starting:
             named.append((r, take_heir(heirs, seat_seconds, now)))
     return named
+
+
+def _after(r: SeatRun, after: Mapping[str, Relay | None] | None) -> Relay | None:
+    return r.after if after is None else after.get(r.key, r.after)

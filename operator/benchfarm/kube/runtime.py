@@ -35,7 +35,7 @@ from ..api.grants import GO_AHEAD_FIELD, Relay
 from ..api.models import BenchmarkRunSpec, LabPolicySpec
 from ..api.notifications import Event
 from ..api.outcomes import FINISHED, Phase, Reason, RunFailure, Underway, attempt_of
-from ..core import notify as n, queue as q, seats, transitions, trust
+from ..core import notify as n, queue as q, rounds, seats, transitions, trust
 from ..errors import InfraError, Party, RunError
 from ..history.db import Database
 from ..history.outbox import Outbox
@@ -58,7 +58,7 @@ from .notifier import Notifier
 from .ports import LAUNCH_FAILURES, Launch
 from .reachability import Reachability
 from .sessions import Supervisor
-from .state import InFlight, LeaseState, RunIndex, RunState, ts
+from .state import InFlight, RunIndex, RunState, ts
 from .workers import Workers
 
 log = logging.getLogger("benchfarm")
@@ -392,101 +392,29 @@ class Runtime:
         self.launches.submit(supervise)
 
     def _schedule_round(self) -> None:
+        """One round: `core.rounds.plan` decides under the lock, `_apply` changes the records
+        at once; the writes the decisions need go to the launch threads after the lock."""
         now = time.time()
         t0, c0, g0 = time.perf_counter(), time.thread_time(), metrics.full_collections()
         q0 = metrics.runqueue_wait()
         positions_due = time.monotonic() - self.last_positions_at >= QUEUE_POSITION_PERIOD
-        order: list[q.QueueEntry] | None = None
-        started: list[tuple[RunState, str]] = []
-        granted: list[tuple[LeaseState, str]] = []
         with self.lock.first():      # kopf's threads, taking it one after another, wait
             locked = time.perf_counter()
             waited = self.lock.waited(t0, locked)    # before its own hold is over
-            queue = self.index.queue
-            running_ns: dict[str, int] = {}
-            holding = 0
-            standby: list[RunState] = []
-            seated: list[RunState] = []     # holding a seat and their place: a relay's start
-            relayed: list[RunState] = []    # took the seat a relay named: did their session see it?
             mono = time.monotonic()
-            for r in self.index.active.values():
-                running_ns[r.namespace] = running_ns.get(r.namespace, 0) + 1
-                if self.standing_by(r):
-                    standby.append(r)
-                    continue
-                # a session counts against the limit while it holds its board (after
-                # releasing it, it only uploads and reports; the seat goes to the next run)
-                holds = r.starting or not r.status.get("boardReleased")
-                holding += holds
-                if not holds and r.seated_at:       # how long a seat is held (relays' aim)
-                    self.seat_seconds = seats.seat_mean(self.seat_seconds, mono - r.seated_at)
-                    r.seated_at = 0.0
-                if r.starting or r.granting or not holds or r.key in self.naming:
-                    continue
-                if r.after is not None:
-                    if r.relayed_at is None:
-                        r.relayed_at = r.seated_at = mono
-                        metrics.SEATS.labels("relay").inc()
-                    elif not r.relay_checked and mono - r.relayed_at >= seats.RELAY_GRACE:
-                        r.relay_checked = True
-                        relayed.append(r)
-                if self._holds_place(r):
-                    seated.append(r)
-            for held in self.index.leases.values():      # a person's board counts as a run's
-                running_ns[held.namespace] = running_ns.get(held.namespace, 0) + 1
-            open_seats = None if self.max_sessions is None else \
-                max(0, self.max_sessions - holding)
-            # the free seats go to the sessions on standby first (`core.seats.go_aheads`)
-            ready = seats.go_aheads(standby, open_seats, self.naming, self.sessions.launched)
-            for r in ready:
-                r.move(InFlight.go_ahead)
-                r.seated_at = mono
-            metrics.SEATS.labels("go-ahead").inc(len(ready))
-            if open_seats is not None:
-                open_seats -= len(ready)
-            # each standby run is named the seat that should free first (`api.grants.Relay`)
-            named = {r.after.place for r in standby if r.after is not None}
-            heirs = [r for r in seated if r.status.get("board") not in named]
-            relays: list[tuple[RunState, Relay]] = []
-            for r, heir in seats.relays(standby, heirs, self.seat_seconds, mono):
-                r.after = self._relay_to(heir)
-                self.naming.add(r.key)      # no go-ahead meanwhile: it could land first
-                relays.append((r, r.after))
-            # new sessions: those with a seat start at once, the others on standby
-            room = None if open_seats is None else \
-                open_seats + max(0, self.standby_max - (len(standby) - len(ready)))
-            free = self.inventory.board_index()      # the boards an assignment may take
-            idle = len(free) > 0
-            # nothing can start (no free board, no free session slot): read the queue's head
-            # only when its positions are due, not every round of a flood
-            if len(queue) and ((idle and room != 0) or positions_due):
-                # the namespace's ceiling applies every round (priority is mutable)
-                limits = {ns: self.policy.for_namespace(ns).maxBoards
-                          for ns in queue.namespaces()}
-                decision = q.schedule(queue, free, running_per_namespace=running_ns,
-                                      max_boards=limits, fairness=self.fairness, now=now,
-                                      max_assignments=room if idle else 0,
-                                      head=QUEUE_POSITION_LIMIT)
-                order = decision.order
-                for a in decision.assignments:
-                    self.boards[a.board].run = a.run
-                    lease = self.leases.leases.get(a.run)
-                    if lease is not None:
-                        lease.starting = True
-                        self.leases.reindex(lease)
-                        granted.append((lease, a.board))
-                        continue
-                    run = self.runs[a.run]
-                    run.move(InFlight.launch_seated if open_seats is None or open_seats > 0
-                             else InFlight.launch_standby)
-                    if open_seats:
-                        open_seats -= 1
-                    run.seated_at, run.relayed_at, run.relay_checked = mono, None, False
-                    # on standby: it takes the seat that should free first
-                    run.after = self._relay_to(seats.take_heir(heirs, self.seat_seconds, mono)) \
-                        if heirs and not run.granting else None
-                    self.reindex(run)
-                    started.append((run, a.board))
+            plan = rounds.plan(
+                self.index.active.values(),
+                leases_ns=[held.namespace for held in self.index.leases.values()],
+                queue=self.index.queue, free=self.inventory.board_index(),
+                max_sessions=self.max_sessions, standby_max=self.standby_max,
+                seat_seconds=self.seat_seconds, naming=self.naming,
+                launched=self.sessions.launched, standing_by=self.seat_of,
+                holds_place=self._holds_place,
+                max_boards=lambda ns: self.policy.for_namespace(ns).maxBoards,
+                fairness=self.fairness, now=now, mono=mono, positions_due=positions_due,
+                head=QUEUE_POSITION_LIMIT, runs=self.runs)
+            named = self._apply(plan, mono)
+            queue = self.index.queue
             waiting, active, oldest = len(queue), len(self.index.active), queue.oldest()
             timeouts = list(self.index.queue_timeouts.values())
             ttl = list(self.index.ttl.values())
@@ -498,19 +426,19 @@ class Runtime:
                      "%.0f ms; for a CPU %.0f ms in all, its own CPU %.0f ms; %d assignment(s))",
                      wall * 1000, other * 1000, f" held by {holder}" if holder else "", gil * 1000,
                      (metrics.runqueue_wait() - q0) * 1000, cpu * 1000,
-                     len(started) + len(granted))
-        for run in ready:
+                     len(plan.launches) + len(plan.grants))
+        for run in plan.go_aheads:
             self.launches.submit(self._go_ahead, run)
-        for run in relayed:
+        for run in plan.relay_checks:
             self.launches.submit(self._check_relay, run)
-        for run, relay in relays:
+        for run, relay in named:
             self.launches.submit(self._name_relay, run, relay)
-        for run, board in started:
-            self.launches.submit(self._launch, run, board)
-        for lease, board in granted:
-            self.launches.submit(self.leases.grant, lease, board)
+        for launch in plan.launches:
+            self.launches.submit(self._launch, launch.run, launch.board)
+        for key, board in plan.grants:
+            self.launches.submit(self.leases.grant, self.leases.leases[key], board)
         self.fairness_book.save()
-        metrics.observe_lab(waiting, active, standby=len(standby) - len(ready),
+        metrics.observe_lab(waiting, active, standby=len(plan.standby),
                             oldest_wait=0.0 if oldest is None else max(0.0, now - oldest))
         # the boards by state, for the gauges a scrape reads: a walk of all 1,000 boards after
         # every round of a flood (50 a second) was 3 % of the time the operator's threads held
@@ -520,22 +448,61 @@ class Runtime:
             boards = list(self.boards.values())      # one C call: whole, whatever adds one
             metrics.observe_boards(Counter(b.state for b in boards), active)
         self._expire(timeouts, now)
-        if positions_due and order is not None:
-            self._publish_positions(order)
+        if positions_due and plan.order is not None:
+            self._publish_positions(plan.order)
         self.inventory.health_checks()
         self.leases.tend(now)
         self._ttl(ttl, now)
 
-    def standing_by(self, r: RunState) -> bool:
-        """On standby (`core.seats.standing_by`, under the lock); keeps the relay its status
-        holds as the run's `after`."""
-        standby, r.after = seats.standing_by(
-            r, naming=r.key in self.naming,
-            holds_board=r.phase == Phase.running and not r.status.get("boardReleased"),
+    def _apply(self, plan: rounds.RoundPlan[RunState], mono: float) -> list[tuple[RunState, Relay]]:
+        """A round's decisions, into the records (under the lock): what is on its way is marked
+        (`InFlight`, `naming`), so the next round does not decide it again before its write.
+        Returns the relays named, for their writes."""
+        for r, relay in plan.afters:
+            r.after = relay
+        for r in plan.seats_freed:
+            r.seated_at = 0.0
+        self.seat_seconds = plan.seat_seconds
+        for r in plan.relays_taken:
+            r.relayed_at = r.seated_at = mono
+        metrics.SEATS.labels("relay").inc(len(plan.relays_taken))
+        for r in plan.relay_checks:
+            r.relay_checked = True
+        for r in plan.go_aheads:
+            r.move(InFlight.go_ahead)
+            r.seated_at = mono
+        metrics.SEATS.labels("go-ahead").inc(len(plan.go_aheads))
+        named = []
+        for r, heir in plan.relays:
+            r.after = self._relay_to(heir)
+            self.naming.add(r.key)      # no go-ahead meanwhile: it could land first
+            named.append((r, r.after))
+        for launch in plan.launches:
+            run = launch.run
+            self.boards[launch.board].run = run.key
+            run.move(InFlight.launch_seated if launch.seated else InFlight.launch_standby)
+            run.seated_at, run.relayed_at, run.relay_checked = mono, None, False
+            run.after = None if launch.heir is None else self._relay_to(launch.heir)
+            self.reindex(run)
+        for key, board in plan.grants:
+            self.boards[board].run = key
+            lease = self.leases.leases[key]
+            lease.starting = True
+            self.leases.reindex(lease)
+        return named
+
+    def seat_of(self, r: RunState) -> tuple[bool, Relay | None]:
+        """Is the run on standby, and which relay names its seat (`core.seats.standing_by`,
+        under the lock)?"""
+        return seats.standing_by(
+            r, naming=r.key in self.naming, holds_board=r.phase == Phase.running and not r.released,
             go_ahead=lambda: trust.read_go_ahead(self.signing_key, r.uid, attempt_of(r.status),
                                                  r.status.get(GO_AHEAD_FIELD)),
             seat_held=self._seat_held)
-        return standby
+
+    def standing_by(self, r: RunState) -> bool:
+        """On standby (under the lock)."""
+        return self.seat_of(r)[0]
 
     def _seat_held(self, relay: Relay) -> bool:
         """Does the run a relay names still hold its seat (its board not released, its run not

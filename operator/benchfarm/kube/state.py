@@ -122,6 +122,16 @@ class RunState:
     def phase(self) -> str | None:
         return self.status.get("phase")
 
+    @property
+    def board(self) -> str | None:
+        """The board its status names."""
+        return self.status.get("board")
+
+    @property
+    def released(self) -> bool:
+        """Its session released its board (it only uploads and reports now)."""
+        return bool(self.status.get("boardReleased"))
+
     def wrote(self, written: dict[str, Any], status: dict[str, Any]) -> None:
         """After the operator's own status write (under the lock): the status as the API server
         wrote it (`status` where its answer has none), and its version, so that no watch event
