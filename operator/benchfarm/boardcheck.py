@@ -108,11 +108,11 @@ def _api_server(s: Settings) -> str | None:
     """The API server this process talks to (in-cluster, or its kubeconfig's)."""
     if s.kubernetes_service_host:
         return f"{s.kubernetes_service_host}:{s.kubernetes_service_port}"
+    from kubernetes import client, config
     try:
-        from kubernetes import client, config
         config.load_kube_config(config_file=s.kubeconfig or None)
         return str(client.Configuration.get_default_copy().host)
-    except Exception:  # no kubeconfig: a lab checked without Kubernetes
+    except (config.ConfigException, OSError):  # no kubeconfig: a lab checked without Kubernetes
         return None
 
 
@@ -144,11 +144,14 @@ def read_lab(coordinator: Coordinator) -> Lab:
     Outage when it cannot be reached)."""
     places = coordinator.places()
     states: dict[str, str] = {}
+    from kubernetes.config import ConfigException
+
+    from .kubeapi.client import API_FAILURES, Kube
+    unread: tuple[type[Exception], ...] = (*API_FAILURES, ConfigException, OSError)
     try:
-        from .kubeapi.client import Kube
         for body in Kube(outage_budget=5).list_cluster("boards"):
             states[body["metadata"]["name"]] = (body.get("status") or {}).get("state") or ""
-    except Exception as exc:  # the audit itself needs only the coordinator
+    except unread as exc:  # the audit itself needs only the coordinator
         print(f"note: Boards not read from the Kubernetes API ({type(exc).__name__}: "
               f"{' '.join(str(exc).split())[:160]}); only the places' locks are heeded",
               flush=True)
@@ -215,11 +218,13 @@ def audit_board(c: Coordinator, name: str, lab: Lab, probes: list[Probe],
         party = exc.party if isinstance(exc, InfraError) else "audit"
         audit.error = f"{party}: {getattr(exc, 'reason', type(exc).__name__)}: {exc}"[:300]
     except Exception as exc:  # labgrid's own errors: the board or its exporter
+        log.debug("audit of %s failed", name, exc_info=True)
         audit.error = f"board: {type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
     finally:
         try:
             c.release(name)
         except Exception as exc:  # said, and the place named: someone must release it
+            log.debug("releasing %s failed", name, exc_info=True)
             audit.error = (audit.error or "") + f" (lab: could not release {name}: {exc})"
         audit.seconds = time.monotonic() - t0
     return audit

@@ -12,6 +12,7 @@ Exit code 0 when every line is `ok`, 1 otherwise. Nothing is written anywhere. `
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from datetime import UTC
 
 from .api.models import GROUP, VERSION
 from .settings import Settings
+
+log = logging.getLogger(__name__)
 
 STALE_S = 60     # a Lease not renewed for this long has no live leader behind it
 
@@ -101,6 +104,7 @@ def main() -> int:
         try:
             line = f"ok    {name}: {check()}"
         except Exception as exc:  # every party's own error, said in one line
+            log.debug("check %s failed", name, exc_info=True)
             failed += 1
             line = f"FAIL  {name}: {type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
         print(line, flush=True)

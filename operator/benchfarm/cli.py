@@ -40,22 +40,23 @@ def history_scope(namespace: str | None, everywhere: bool) -> frozenset[str] | N
     every namespace). Without any Kubernetes credentials there is no one to ask: the database URL
     is then the caller's only credential, and it reads everything anyway."""
     from .history.commands import ScopeRefused
+    from .kubeapi.client import WATCH_FAILURES
     from .leasecli import _namespace
     ns = None if everywhere else _namespace(namespace)
+    from kubernetes import client, config
     try:
-        from kubernetes import client, config
         try:
             config.load_kube_config(Settings.from_env().kubeconfig or None)
-        except Exception:
+        except (config.ConfigException, OSError):
             config.load_incluster_config()
-    except Exception:       # no kubeconfig, not in a cluster: nothing to check against
+    except (config.ConfigException, OSError):   # no kubeconfig, not in a cluster: nobody to ask
         return None if ns is None else frozenset({ns})
     review = client.V1SelfSubjectAccessReview(spec=client.V1SelfSubjectAccessReviewSpec(
         resource_attributes=client.V1ResourceAttributes(
             namespace=ns, verb="get", group="benchfarm.io", resource="benchmarkruns")))
     try:
         answer = client.AuthorizationV1Api().create_self_subject_access_review(review).status
-    except Exception as exc:
+    except WATCH_FAILURES as exc:       # refused, or the API server away (no `Kube._call` here)
         raise ScopeRefused(f"could not ask the API server who may read "
                            f"{'every namespace' if ns is None else ns}: "
                            f"{type(exc).__name__}") from exc

@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
-from ..errors import Party
+from ..errors import BenchfarmError, Party
 from . import metrics
 
 log = logging.getLogger("benchfarm.reachability")
@@ -46,7 +46,10 @@ class Reachability:
             try:
                 ping()
                 up, why = True, ""
-            except Exception as exc:   # whatever keeps it from answering: an outage, refusal
+            except BenchfarmError as exc:   # an outage (Outage), or a refusal (InfraError)
+                up, why = False, f"{type(exc).__name__}: {exc}"
+            except Exception as exc:        # a bug of the probe's: said, and the party not up
+                metrics.bug(log, "probing the %s", party.value)
                 up, why = False, f"{type(exc).__name__}: {exc}"
             metrics.REACHABLE.labels(party.value).set(1 if up else 0)
             if self.reached.get(party, True) != up:

@@ -80,6 +80,9 @@ class PreconditionFailed(Exception):
 # server's refusal (4xx: gone, a conflict, an invalid object) and a guarded write's lost race.
 # The operator catches these by name; anything else reaches a thread's last handler as a bug.
 API_FAILURES: tuple[type[Exception], ...] = (BenchfarmError, ApiException, PreconditionFailed)
+# a watch's stream is read without `Kube._call`: the transport's own errors reach its reader too
+WATCH_FAILURES: tuple[type[Exception], ...] = (*API_FAILURES, urllib3.exceptions.HTTPError,
+                                               OSError)
 
 
 def current_namespace(settings: Settings | None = None) -> str:
@@ -88,7 +91,7 @@ def current_namespace(settings: Settings | None = None) -> str:
         _, current = config.list_kube_config_contexts(
             (settings or Settings.from_env()).kubeconfig or None)
         return str(current.get("context", {}).get("namespace") or "default")
-    except Exception:   # in-cluster or no context: the default namespace
+    except (config.ConfigException, OSError):   # in-cluster or no context: the default namespace
         return "default"
 
 
@@ -412,5 +415,5 @@ class Kube:
             source=client.V1EventSource(component="benchfarm-operator"))
         try:
             self._call("post event", lambda: self.core.create_namespaced_event(namespace, body))
-        except Exception:  # an event is a courtesy; never fail a run for it
+        except API_FAILURES:  # an event is a courtesy; never fail a run for it
             log.debug("event not posted", exc_info=True)

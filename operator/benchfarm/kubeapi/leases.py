@@ -21,7 +21,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from .client import Kube
+from .client import API_FAILURES, Kube
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ class LeaseHolder:
             except ApiException as exc:
                 if exc.status != 409:
                     break
-            except Exception:  # an expired Lease says the same thing a little later
+            except API_FAILURES:  # an expired Lease says the same thing a little later
                 break
         log.debug("lease release failed", exc_info=True)
 

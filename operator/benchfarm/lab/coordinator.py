@@ -8,6 +8,7 @@ get plain blocking methods (call them from a worker thread or through `asyncio.t
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
@@ -33,6 +34,8 @@ from .labgrid_compat import (
     claim_identity,
     use_ssh_config,
 )
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -433,7 +436,7 @@ class Coordinator:
                 await session.stop()
                 await session.close()
             except Exception:  # the channel may already be gone
-                pass
+                log.debug("closing a session that did not start failed", exc_info=True)
             raise Outage(f"cannot reach the labgrid coordinator at {self.address}: {exc}",
                          party=Party.coordinator, reason="CoordinatorUnreachable") from exc
         self._session = session
@@ -469,7 +472,7 @@ class Coordinator:
         try:
             self._call(_close(), timeout=5)
         except Exception:  # closing a dead session is best effort
-            pass
+            log.debug("closing the coordinator session failed", exc_info=True)
         if self._owns_loop:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import tempfile
 import threading
@@ -21,6 +22,8 @@ from typing import Any, Protocol, cast
 from ..api.devicetype import DeviceType, PowerMonitor, Rail
 from ..core import power
 from ..errors import InfraError
+
+log = logging.getLogger(__name__)
 
 
 class RailMonitor(Protocol):
@@ -237,5 +240,6 @@ class Sampler:
                 self.readings.append((t, reading))
                 self.states.append((t, self.monitor.state()))
             except Exception as exc:  # keep the first error; the suite reports it
+                log.debug("rail sampling failed", exc_info=True)
                 self.error = self.error or exc
             self._stop.wait(max(0.0, self.period - (time.monotonic() - t)))

@@ -76,7 +76,7 @@ class BoardSession:
         try:
             self.board.console.serial.close()
         except Exception:  # the port may not be open yet, or not be a serial port
-            pass
+            log.debug("closing the console of %s to cancel failed", self.place, exc_info=True)
 
     def check(self) -> None:
         if self.cancelled.is_set():
@@ -198,7 +198,7 @@ class BoardSession:
             self.power_off()
         except passes:
             raise
-        except Exception as exc:
-            log.warning("power off of %s failed: %s", self.place, exc)
+        except Exception as exc:   # labgrid's power drivers raise their own: said, then closed
+            log.warning("power off of %s failed: %s", self.place, exc, exc_info=True)
         finally:
             self.close()

@@ -118,7 +118,8 @@ class HealthCheckSession:
         except Exception as exc:
             self.lifeline.check()
             code = getattr(exc, "reason", type(exc).__name__)
-            log.info("health check %d of %s failed: %s: %s", self.check, self.board, code, exc)
+            log.info("health check %d of %s failed: %s: %s", self.check, self.board, code, exc,
+                     exc_info=not hasattr(exc, "reason"))     # not one of ours: its traceback
             return HealthCheckEnd(check=self.check, verdict=HealthVerdict.failed,
                                   reason=str(code), message=f"{exc}"[:500])
         return HealthCheckEnd(check=self.check, verdict=HealthVerdict.passed,

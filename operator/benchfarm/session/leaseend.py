@@ -53,7 +53,7 @@ def power_off_and_release(coordinator: Coordinator, place: str, config: Config) 
         finally:
             board.close()
     except Exception as exc:   # the PDU's or the exporter's fault: released anyway, said loudly
-        log.warning("power off of %s failed: %s", place, exc)
+        log.warning("power off of %s failed: %s", place, exc, exc_info=True)
         message = f"power off of {place} failed ({exc}); released anyway"
     finally:
         coordinator.release(place)

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from ..api.models import GROUP, VERSION
 from ..api.outcomes import RunFailure
 from ..errors import Outage, RunError
-from ..kubeapi.client import Kube
+from ..kubeapi.client import API_FAILURES, WATCH_FAILURES, Kube
 from ..kubeapi.leases import (
     LeaseHolder,
     LeaseLost,
@@ -91,8 +91,10 @@ class Lifeline:
                 log.warning("%s", exc)
                 self.fence()
                 return
-            except Exception as exc:  # the API server may be down: keep trying, keep working
+            except API_FAILURES as exc:  # the API server may be down: keep trying, keep working
                 log.warning("lease renewal failed (will retry): %s", exc)
+            except Exception:         # a bug must not stop the renewals: the session would die
+                log.exception("lease renewal failed with a bug (will retry)")
 
     def fence(self) -> None:
         self.fenced.set()
@@ -123,8 +125,11 @@ class Lifeline:
                         self.cancelled(deleting=False)
                         return
                     self.on_run(obj)
-            except Exception as exc:
+            except WATCH_FAILURES as exc:   # the API server away, or the watch expired (410)
                 log.debug("run watch interrupted: %s", exc)
+                time.sleep(2.0)
+            except Exception:               # a bug must not stop the watch: cancels come by it
+                log.exception("the run's watch failed with a bug (watching again)")
                 time.sleep(2.0)
 
     def cancelled(self, *, deleting: bool) -> None:

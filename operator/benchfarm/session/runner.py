@@ -36,7 +36,7 @@ from ..api.places import HandedPlace
 from ..core import steps as st, trust
 from ..core.conditions import now_iso
 from ..errors import BoardBusy, InfraError, RunError
-from ..kubeapi.client import Kube
+from ..kubeapi.client import API_FAILURES, Kube
 from ..lab.board import SerialLog
 from ..lab.coordinator import Coordinator, run_identity
 from ..lab.devicetypes import load_device_types
@@ -220,7 +220,7 @@ class Runner:
         log.error("%s/%s: %s", ctx.namespace, ctx.name, message)
         try:
             ctx.status.event("Warning", "ArtifactsNotUploaded", message)
-        except Exception:   # the API server may be down too; the log says it
+        except API_FAILURES:   # the API server may be down too; the log says it
             log.debug("could not post the event", exc_info=True)
 
     def _lab_policy(self) -> LabPolicySpec:
@@ -436,7 +436,7 @@ class Runner:
         try:
             self.lifeline.wait_out("release the place",
                                    lambda: self.coordinator.release(ctx.place))
-        except Exception as exc:
+        except InfraError as exc:   # the coordinator is away: its lock expires with the session
             log.warning("could not release %s: %s", ctx.place, exc)
 
 

@@ -98,7 +98,7 @@ def _session(request: dict[str, Any], report: int, server: int) -> None:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except Exception:  # the log file is gone; nothing left to tell
+            except (OSError, ValueError):  # the log file is gone or closed; nothing left to tell
                 pass
         os._exit(code)
 
