@@ -38,6 +38,7 @@ class FakeRuntime:
         self.inventory = SimpleNamespace(
             free=lambda board, key: None, held=lambda board, by: None,
             board_failed=lambda board, exc: rt.charged.append(board) or False)
+        self.writes = self.seats = self     # the transitions and the seat questions: here too
 
     def active_runs(self):
         return [r for r in self.runs.values() if r.active]

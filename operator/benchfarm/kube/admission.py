@@ -25,6 +25,7 @@ from ..core.steps import safe_name
 from ..errors import RunError
 from ..store.artifacts import run_prefix
 from ..suites.registry import check_parameters
+from .state import RunState
 
 if TYPE_CHECKING:
     from ..api.devicetype import DeviceType
@@ -69,14 +70,32 @@ class AdmissionRuntime(Protocol):
     @property
     def inventory(self) -> BoardKinds: ...
 
-    def selector(self, spec: BenchmarkRunSpec) -> q.Selector: ...
-
     def wake(self) -> None: ...
 
 
 def needs_gpu(suites: list[Any]) -> bool:
     return any((s.suite if isinstance(s, SuiteSpec) else s.get("suite")) in GPU_SUITES
                for s in suites)
+
+
+def selector(spec: BenchmarkRunSpec) -> q.Selector:
+    """The boards a run may take, as the queue matches them."""
+    return q.Selector.of(spec.selector.deviceType, spec.selector.labels, spec.selector.board)
+
+
+def queue_entry(r: RunState, ceiling: int) -> q.QueueEntry:
+    """The run as the scheduler sees it (`ceiling`: its namespace's highest priority), rebuilt
+    only when what it is made of changes (built when the run is observed, so a flood of new runs
+    costs the rounds nothing)."""
+    avoid = tuple(r.status.get("avoidBoards") or ()) + r.avoid_boards
+    suites = r.status.get("resolvedSuites") or []
+    fingerprint = (r.generation, ceiling, avoid, len(suites))
+    if r.queue_entry is None or r.queue_entry[0] != fingerprint:
+        entry = q.QueueEntry(r.key, r.namespace, min(r.spec.priority, ceiling), r.created,
+                             selector(r.spec), frozenset(avoid), needs_gpu=needs_gpu(suites))
+        r.queue_entry = (fingerprint, entry)
+    entry_now: q.QueueEntry = r.queue_entry[1]
+    return entry_now
 
 
 def resolve_suites(rt: AdmissionRuntime, namespace: str, spec: BenchmarkRunSpec) -> list[SuiteSpec]:
@@ -190,7 +209,7 @@ def admit(rt: AdmissionRuntime, body: dict[str, Any]) -> None:
         except ValueError as exc:
             raise RunError(str(exc), reason="InvalidArtifactPrefix") from exc
         if rt.inventory_known:
-            kinds = rt.inventory.kinds_matching(rt.selector(spec))
+            kinds = rt.inventory.kinds_matching(selector(spec))
             if not kinds:
                 raise RunError(f"no board in the lab matches the selector "
                                f"{spec.selector.model_dump(exclude_none=True)}",

@@ -1,6 +1,8 @@
 """kopf handlers: a few lines each; they hand the object to the Runtime and map our errors.
 
-Run with `benchfarm operator` (kopf run on this module, all namespaces, liveness endpoint).
+Run with `benchfarm operator` (kopf run on this module, all namespaces, liveness endpoint). What
+the handlers share lives in kopf's `memo` (`Parts`): the settings and the leader Lease, given by
+`kube.main`; the runtime and the campaigns, built by `startup` before kopf watches anything.
 """
 
 from __future__ import annotations
@@ -17,20 +19,37 @@ from ..core.regression import regression_policy
 from ..errors import InfraError, RunError
 from ..kubeapi.leases import LeaseHolder
 from ..settings import Settings
+from . import admission
 from .campaigns import Campaigns
 from .runtime import Runtime
 
 LIST_PAGE = 100      # objects per page of kopf's first listings (settings.watching.chunk_size)
 
-RUNTIME: Runtime | None = None
-CAMPAIGNS: Campaigns | None = None
-LEASE: LeaseHolder | None = None      # the leader Lease (kube.main), given up at cleanup
+
+class Parts(kopf.Memo):
+    """The operator's parts, in kopf's memo (each handler gets it)."""
+
+    settings: Settings
+    lease: LeaseHolder | None       # the leader Lease (kube.main), given up at cleanup
+    runtime: Runtime | None
+    campaigns: Campaigns | None
 
 
-def runtime() -> Runtime:
-    if RUNTIME is None:
+def _runtime(memo: Any) -> Runtime | None:
+    rt: Runtime | None = getattr(memo, "runtime", None)
+    return rt
+
+
+def _campaigns(memo: Any) -> Campaigns | None:
+    campaigns: Campaigns | None = getattr(memo, "campaigns", None)
+    return campaigns
+
+
+def runtime(memo: Any) -> Runtime:
+    rt = _runtime(memo)
+    if rt is None:
         raise kopf.TemporaryError("operator is still starting", delay=2)
-    return RUNTIME
+    return rt
 
 
 def _key(body: Any) -> str:
@@ -40,7 +59,6 @@ def _key(body: Any) -> str:
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, logger: kopf.Logger, memo: kopf.Memo,
                   **_: Any) -> None:
-    global RUNTIME
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="benchfarm.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="benchfarm.io", key="last-handled-configuration")
@@ -67,56 +85,62 @@ async def startup(settings: kopf.OperatorSettings, logger: kopf.Logger, memo: ko
         except InfraError as exc:
             logger.warning("waiting for the lab: %s", exc)
             await asyncio.sleep(3)
-    global CAMPAIGNS
-    CAMPAIGNS = Campaigns(rt.kube, rt.store, lambda: regression_policy(rt.policy),
-                          rt.inventory.views)
-    RUNTIME = rt
+    memo.campaigns = Campaigns(rt.kube, rt.store, lambda: regression_policy(rt.policy),
+                               rt.inventory.views)
+    memo.runtime = rt
     logger.info("benchfarm operator ready: %d device types", len(rt.device_types))
 
 
 @kopf.on.cleanup()
-async def cleanup(**_: Any) -> None:
-    if CAMPAIGNS is not None:
-        await asyncio.to_thread(CAMPAIGNS.stop)
-    if RUNTIME is not None:
-        await RUNTIME.stop()
-    if LEASE is not None:    # nothing schedules any more: hand over now, not when kopf is done
-        await asyncio.to_thread(LEASE.release)
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    campaigns, rt = _campaigns(memo), _runtime(memo)
+    if campaigns is not None:
+        await asyncio.to_thread(campaigns.stop)
+    if rt is not None:
+        await rt.stop()
+    lease: LeaseHolder | None = getattr(memo, "lease", None)
+    if lease is not None:    # nothing schedules any more: hand over now, not when kopf is done
+        await asyncio.to_thread(lease.release)
 
 
 @kopf.on.probe(id="scheduler")
-def scheduler_alive(**_: Any) -> bool:
-    return RUNTIME is not None and RUNTIME.task is not None and not RUNTIME.task.done()
+def scheduler_alive(memo: kopf.Memo, **_: Any) -> bool:
+    rt = _runtime(memo)
+    task = rt.scheduler.task if rt is not None else None
+    return task is not None and not task.done()
 
 
 @kopf.on.event(GROUP, VERSION, "benchmarkruns")
-def run_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-    if RUNTIME is not None:
-        RUNTIME.observe_run(event.get("type"), dict(body))
-    if CAMPAIGNS is not None:
-        CAMPAIGNS.observe_run(dict(body))
+def run_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    campaigns, rt = _campaigns(memo), _runtime(memo)
+    if rt is not None:
+        rt.observe_run(event.get("type"), dict(body))
+    if campaigns is not None:
+        campaigns.observe_run(dict(body))
 
 
 @kopf.on.event(GROUP, VERSION, "benchmarkcampaigns")
-def campaign_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-    if CAMPAIGNS is not None:
-        CAMPAIGNS.observe_campaign(event.get("type"), dict(body))
-    if RUNTIME is not None and RUNTIME.notifier is not None:
-        RUNTIME.notifier.campaign_seen(dict(body))
+def campaign_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    campaigns, rt = _campaigns(memo), _runtime(memo)
+    if campaigns is not None:
+        campaigns.observe_campaign(event.get("type"), dict(body))
+    if rt is not None and rt.notifier is not None:
+        rt.notifier.campaign_seen(dict(body))
 
 
 @kopf.on.event(GROUP, VERSION, "notifications")
-def notification_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-    if RUNTIME is not None and RUNTIME.notifier is not None:
-        RUNTIME.notifier.observe(event.get("type"), dict(body))
+def notification_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    rt = _runtime(memo)
+    if rt is not None and rt.notifier is not None:
+        rt.notifier.observe(event.get("type"), dict(body))
 
 
 @kopf.on.create(GROUP, VERSION, "benchmarkruns")
-async def run_created(body: kopf.Body, **_: Any) -> None:
-    rt = runtime()
+async def run_created(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    rt = runtime(memo)
     rt.observe_run("ADDED", dict(body))
     try:
-        await asyncio.to_thread(rt.admit, dict(body))
+        await asyncio.to_thread(admission.admit, rt, dict(body))
     except InfraError as exc:
         raise kopf.TemporaryError(str(exc), delay=5) from exc
     except RunError as exc:
@@ -124,37 +148,40 @@ async def run_created(body: kopf.Body, **_: Any) -> None:
 
 
 @kopf.on.field(GROUP, VERSION, "benchmarkruns", field="spec.cancel")
-async def run_cancel_changed(new: Any, body: kopf.Body, **_: Any) -> None:
+async def run_cancel_changed(new: Any, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     if new:
-        await asyncio.to_thread(runtime().cancel, _key(body))
+        await asyncio.to_thread(runtime(memo).writes.cancel, _key(body))
 
 
 @kopf.on.delete(GROUP, VERSION, "benchmarkruns")
-async def run_deleted(body: kopf.Body, **_: Any) -> None:
-    await asyncio.to_thread(runtime().cancel, _key(body), deleting=True)
+async def run_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await asyncio.to_thread(runtime(memo).writes.cancel, _key(body), deleting=True)
 
 
 @kopf.on.event(GROUP, VERSION, "boards")
-def board_seen(body: kopf.Body, **_: Any) -> None:
-    if RUNTIME is not None:
-        RUNTIME.observe_board(dict(body))
+def board_seen(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    rt = _runtime(memo)
+    if rt is not None:
+        rt.observe_board(dict(body))
 
 
 @kopf.on.event(GROUP, VERSION, "labpolicies")
-def policy_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-    if RUNTIME is not None:
-        RUNTIME.observe_policy(dict(body), deleted=event.get("type") == "DELETED")
+def policy_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    rt = _runtime(memo)
+    if rt is not None:
+        rt.observe_policy(dict(body), deleted=event.get("type") == "DELETED")
 
 
 @kopf.on.event(GROUP, VERSION, "boardleases")
-def lease_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-    if RUNTIME is not None:
-        RUNTIME.leases.observe(event.get("type"), dict(body))
+def lease_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    rt = _runtime(memo)
+    if rt is not None:
+        rt.leases.observe(event.get("type"), dict(body))
 
 
 @kopf.on.create(GROUP, VERSION, "boardleases")
-async def lease_created(body: kopf.Body, **_: Any) -> None:
-    rt = runtime()
+async def lease_created(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    rt = runtime(memo)
     rt.leases.observe("ADDED", dict(body))
     try:
         await asyncio.to_thread(rt.leases.admit, dict(body))
@@ -163,9 +190,9 @@ async def lease_created(body: kopf.Body, **_: Any) -> None:
 
 
 @kopf.on.delete(GROUP, VERSION, "boardleases")
-async def lease_deleted(body: kopf.Body, **_: Any) -> None:
+async def lease_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """The finalizer: a deleted lease's board is powered off and released before it goes."""
-    rt = runtime()
+    rt = runtime(memo)
     key = q.lease_key(body["metadata"]["namespace"], body["metadata"]["name"])
     for _attempt in range(150):
         if await asyncio.to_thread(rt.leases.deleting, key):

@@ -51,6 +51,26 @@ class Boards(Protocol):
     def board_failed(self, board: str, exc: InfraError) -> bool: ...
 
 
+class RunWrites(Protocol):
+    """The run transitions the supervisor writes (`kube.writes.RunWrites` is one)."""
+
+    def patch(self, run: RunState, status: dict[str, Any]) -> None: ...
+
+    def finish(self, run: RunState, phase: Phase, reason: str, message: str) -> None: ...
+
+    def requeue(self, run: RunState, message: str, avoid: str | None,
+                busy_requeues: int | None = None) -> None: ...
+
+    def retry_elsewhere(self, run: RunState, board: str, reason: str, message: str,
+                        quarantined: bool, party: str = "board") -> None: ...
+
+
+class SeatQuestions(Protocol):
+    """Whether a run is on standby (`kube.seating.Seats` is one)."""
+
+    def standing_by(self, r: RunState) -> bool: ...
+
+
 class SessionRuntime(Registry, Protocol):
     """What the supervisor needs of the operator's registry (`kube.runtime.Runtime` is one)."""
 
@@ -63,21 +83,15 @@ class SessionRuntime(Registry, Protocol):
     @property
     def inventory(self) -> Boards: ...
 
+    @property
+    def writes(self) -> RunWrites: ...
+
+    @property
+    def seats(self) -> SeatQuestions: ...
+
     def active_runs(self) -> list[RunState]: ...
 
-    def standing_by(self, run: RunState) -> bool: ...
-
     def reindex(self, run: RunState) -> None: ...
-
-    def patch(self, run: RunState, status: dict[str, Any]) -> None: ...
-
-    def finish(self, run: RunState, phase: Phase, reason: str, message: str) -> None: ...
-
-    def requeue(self, run: RunState, message: str, avoid: str | None,
-                busy_requeues: int | None = None) -> None: ...
-
-    def retry_elsewhere(self, run: RunState, board: str, reason: str, message: str,
-                        quarantined: bool, party: str = "board") -> None: ...
 
 
 class Supervisor:
@@ -186,13 +200,13 @@ class Supervisor:
         if run.spec.cancel or run.deleting:
             self._release(board, run.uid)
             if not run.deleting:
-                rt.finish(run, Phase.cancelled, Reason.cancelled, "cancelled (its session had ended)")
+                rt.writes.finish(run, Phase.cancelled, Reason.cancelled, "cancelled (its session had ended)")
             rt.inventory.free(board, run.key)
             return
         resumes = int(run.status.get("resumes") or 0) + 1
         if resumes > MAX_RESUMES:
             self._release(board, run.uid)
-            rt.finish(run, Phase.failed, Reason.too_many_resumes,
+            rt.writes.finish(run, Phase.failed, Reason.too_many_resumes,
                       f"the session on {board} died {resumes} times (no Lease renewal for "
                       f"{self.observer.grace + 15:.0f} s each time); giving up after "
                       f"{MAX_RESUMES} resumes. See the session logs.")
@@ -206,10 +220,10 @@ class Supervisor:
         # would wait for a release it can no longer see
         go = read_go_ahead(rt.signing_key, run.uid, attempt, run.status.get(GO_AHEAD_FIELD))
         with rt.lock:
-            if go is not None and go.after is not None and not rt.standing_by(run):
+            if go is not None and go.after is not None and not rt.seats.standing_by(run):
                 plain = sign_go_ahead(rt.signing_key, run.uid, attempt)
         try:
-            rt.patch(run, transitions.resumed(resumes, MAX_RESUMES, plain))
+            rt.writes.patch(run, transitions.resumed(resumes, MAX_RESUMES, plain))
         except API_FAILURES as exc:
             log.warning("%s: could not record the resume (%s); will retry", run.key, exc)
             return
@@ -229,22 +243,22 @@ class Supervisor:
             rt.inventory.held(board, end.message)
             taken = int(run.status.get("busyRequeues") or 0) + 1
             if taken > rt.policy.maxBusyRequeues:
-                rt.finish(run, Phase.failed, Reason.board_taken,
+                rt.writes.finish(run, Phase.failed, Reason.board_taken,
                           f"the board was taken by someone else {taken} times (last {board}: "
                           f"{end.message}); giving up after {rt.policy.maxBusyRequeues} "
                           f"re-queues (LabPolicy maxBusyRequeues)")
             else:
-                rt.requeue(run, f"board {board} was taken by someone else: {end.message}",
+                rt.writes.requeue(run, f"board {board} was taken by someone else: {end.message}",
                            avoid=None, busy_requeues=taken)
         elif end.outcome == HandBack.board_fault:
             metrics.INFRA_FAILURES.labels(Party.board).inc()
             quarantined = rt.inventory.board_failed(board, InfraError(end.message,
                                                                       reason=end.reason))
-            rt.retry_elsewhere(run, board, end.reason, end.message, quarantined, Party.board)
+            rt.writes.retry_elsewhere(run, board, end.reason, end.message, quarantined, Party.board)
         else:  # a lab fault (PDU, exporter): not the board's, but try another one
             party = end.party or Party.lab
             metrics.INFRA_FAILURES.labels(party).inc()
-            rt.retry_elsewhere(run, board, end.reason, end.message, False, party)
+            rt.writes.retry_elsewhere(run, board, end.reason, end.message, False, party)
         rt.inventory.free(board, run.key)
 
     def _release(self, board: str | None, uid: str) -> None:

@@ -93,7 +93,7 @@ class RunState:
     seated_at: float = 0.0          # monotonic: when it got a session seat (relays name the oldest)
     after: Relay | None = None      # on standby: the seat it takes when its holder releases it
     relayed_at: float | None = None  # monotonic: when the operator saw that seat become its own
-    relay_checked: bool = False     # whether its session took it (`Runtime._check_relay`)
+    relay_checked: bool = False     # whether its session took it (`Seats.check_relay`)
     version: str | None = None      # the newest resourceVersion known: events' and own writes'
 
     @property
