@@ -22,10 +22,17 @@ Status = Mapping[str, Any]
 Patch = dict[str, Any]
 
 
+def typed(fields: Mapping[str, Any]) -> Patch:
+    """The patch as the typed status reads it: set fields only (a None clears a field). The
+    operator's transitions below and the session's writes (`session.status`) go through it: a
+    field `BenchmarkRunStatusPatch` does not have, or a value of the wrong type, is a
+    ValidationError where it is written."""
+    return BenchmarkRunStatusPatch.model_validate(dict(fields)).model_dump(mode="json",
+                                                                            exclude_unset=True)
+
+
 def _typed(**fields: Any) -> Patch:
-    """The patch as the typed status reads it: set fields only (a None clears a field)."""
-    return BenchmarkRunStatusPatch.model_validate(fields).model_dump(mode="json",
-                                                                      exclude_unset=True)
+    return typed(fields)
 
 
 def _succeeded(status: Status, generation: int, value: str, reason: str, message: str,

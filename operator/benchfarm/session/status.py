@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from ..api.outcomes import HandBack, Phase, SessionEnd
+from ..core import transitions
 from ..core.conditions import now_iso, set_condition
 from ..errors import Outage
 from ..kubeapi.client import Kube
@@ -51,9 +52,10 @@ class StatusWriter:
         self.kube.event(self.ref(), type_, reason, message)
 
     def write(self, status: dict[str, Any], *, quick: bool = False) -> None:
+        """One status write, typed as the operator's are (`core.transitions.typed`)."""
         self.lifeline.check()
         kube = self.quick if quick else self.kube
-        if not kube.patch_run_status(self.namespace, self.name, status):
+        if not kube.patch_run_status(self.namespace, self.name, transitions.typed(status)):
             self.lifeline.cancelled(deleting=True)
             raise Cancelled("run deleted")
         self.last_write = time.monotonic()
