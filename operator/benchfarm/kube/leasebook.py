@@ -1,0 +1,63 @@
+"""The BoardLeases the operator knows, as records (`state.LeaseState`) kept in step with the API
+server: a lease's status is written there first and only then mirrored here (`LeaseBook.write`),
+and every change puts the lease again in its place in the queue and among the active
+(`reindex`). The facade (`kube.leases`) and each of its parts (the grant, the keeping of granted
+leases, the queue positions) read and write leases through it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from ..core import queue as q
+from .state import LeaseState, Registry, RunIndex
+
+PLURAL = "boardleases"
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class BookRuntime(Registry, Protocol):
+    """What the book needs of the operator's registry (`kube.runtime.Runtime` is one)."""
+
+    @property
+    def index(self) -> RunIndex: ...
+
+
+class LeaseBook:
+    def __init__(self, rt: BookRuntime) -> None:
+        self.rt = rt
+        self.leases: dict[str, LeaseState] = {}
+
+    def reindex(self, lease: LeaseState) -> None:
+        """Under the lock: the lease's place in the queue and among the active."""
+        if self.leases.get(lease.key) is not lease:
+            return
+        self.rt.index.update_lease(lease, self.entry(lease) if lease.waiting else None)
+
+    def entry(self, lease: LeaseState) -> q.QueueEntry:
+        ceiling = self.rt.policy.for_namespace(lease.namespace).maxPriority
+        fingerprint = (lease.generation, ceiling)
+        if lease.queue_entry is None or lease.queue_entry[0] != fingerprint:
+            sel = lease.spec.selector
+            lease.queue_entry = (fingerprint, q.QueueEntry(
+                lease.key, lease.namespace, min(lease.spec.priority, ceiling), lease.created,
+                q.Selector.of(sel.deviceType, sel.labels, sel.board), kind=q.EntryKind.lease))
+        return lease.queue_entry[1]
+
+    def active(self) -> list[LeaseState]:
+        with self.rt.lock:
+            return list(self.rt.index.leases.values())
+
+    def write(self, ns: str, name: str, status: dict[str, Any]) -> bool:
+        ok = self.rt.kube.patch_custom(PLURAL, ns, name, {"status": status}, status=True)
+        key = q.lease_key(ns, name)
+        with self.rt.lock:
+            lease = self.leases.get(key)
+            if ok and lease is not None:
+                lease.status.update(status)
+                self.reindex(lease)
+        return ok
