@@ -1,6 +1,7 @@
-"""The operator's side of health checks (kube.inventory): a check is launched through the launcher
-with a number of its own, only that check's verdict counts, and a check whose session holds no
-Lease is given up (its place released) and the board stays quarantined until the next one."""
+"""The operator's side of health checks (kube.health, called on kube.inventory): a check is
+launched through the launcher with a number of its own, only that check's verdict counts, and a
+check whose session holds no Lease is given up (its place released) and the board stays
+quarantined until the next one."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.models import LabPolicySpec
 from benchfarm.api.outcomes import SessionKind
 from benchfarm.errors import Outage, Party
-from benchfarm.kube import inventory
+from benchfarm.kube import health, inventory
 from benchfarm.kube.state import BoardRecord
 
 
@@ -104,8 +105,8 @@ def test_a_check_whose_session_holds_no_lease_is_given_up_and_its_place_released
     rt.policy = LabPolicySpec(quarantineCooldownSeconds=30)
     inv = quarantined_inventory(rt)
     now = [1000.0]
-    inv.clock = lambda: now[0]
-    monkeypatch.setattr(inventory, "list_leases", lambda kube, selector: [])
+    inv.health.clock = lambda: now[0]
+    monkeypatch.setattr(health, "list_leases", lambda kube, selector: [])
     inv.health_checks()
     assert inv.checking == {"vb-0": 1000.0}
     now[0] += inventory.HEALTH_STARTUP_GRACE - 1       # still in its grace period

@@ -1,20 +1,16 @@
-"""The board inventory: labgrid places mirrored as Board objects, quarantine and health checks.
-
-A quarantined board's health check is a session like a run's (`session.health`): launched through
-the operator's launcher (a process or a Job) with a number of its own per board, so its labgrid
-identity and its Lease are its own; it reports its verdict in the Board's `status.healthCheckEnd`.
-The operator never opens a board's console: it launches the check, watches its Lease, and acts
-on the verdict (back in service, or quarantined until the next check after the cooldown). A check
-whose session dies is given up like a failed one; the place it held is released here.
+"""The board inventory: labgrid places mirrored as Board objects, who holds each, and what the
+scheduler sees of them.
 
 Places come from the coordinator (who holds what, tags, resources); Board objects carry what
-benchfarm adds (maintenance, consecutive board faults, quarantine). Only board faults reach
-`board_failed`: outages and busy boards never count. A place still held by the session of a run
-that is no longer running on it (its runner died) is released here, so no board is lost.
+benchfarm adds (maintenance, consecutive board faults, quarantine). A place still held by the
+session of a run that is no longer running on it (its runner died) is released here, so no board
+is lost.
 
-Board status is written to the API by a thread of its own, the latest state per board, so the
-scheduler never waits on those writes (at a thousand boards turning over, a refresh wrote a few a
-second, each 50-200 ms under load, before the round could give a freed board to the next run).
+The inventory owns the board records; two jobs on them are modules of their own, to which it
+hands the records: a board's faults, quarantine and health checks (`kube.health`:
+`board_ok`, `board_failed`, `health_checks`, `observe_health`), and the writing of Board
+statuses by a thread of their own (`kube.boardstatus`: `sync`). The rest of the operator calls
+them here, on the inventory.
 
 What the inventory needs of the operator is `InventoryRuntime` (the registry's lock, the API, the
 coordinator, the device types, the policy, the launcher, its namespace, the active runs, a
@@ -26,38 +22,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterable
+from typing import Protocol
 
-from ..api.models import HELD_PREFIX, DirectLocks
-from ..api.notifications import EventKind
-from ..api.outcomes import HealthCheck, HealthCheckEnd, HealthVerdict
-from ..core import notify, queue as q
-from ..core.conditions import now_iso, set_condition
+from ..api.models import DirectLocks
+from ..core import queue as q
+from ..core.conditions import set_condition
 from ..errors import InfraError
-from ..kubeapi.client import API_FAILURES
-from ..kubeapi.leases import HEALTH_LEASE_LABEL, LeaseObserver, health_lease_name, list_leases
-from ..lab.coordinator import (
-    SESSION_HOST,
-    health_check_of,
-    health_identity,
-    is_netcheck,
-    lease_uid_of,
-)
+from ..lab.coordinator import SESSION_HOST, health_check_of, is_netcheck, lease_uid_of
 from . import metrics
-from .ports import LAUNCH_FAILURES, Launch, Launcher
-from .state import BoardRecord, Boards, Registry, RunState, ts, written
-from .workers import Workers
-
-if TYPE_CHECKING:
-    from ..api.devicetype import DeviceType
+from .boardstatus import BoardStatuses
+from .health import HEALTH_STARTUP_GRACE as HEALTH_STARTUP_GRACE, HealthChecks, HealthRuntime
+from .state import BoardRecord, Boards, RunState
 
 log = logging.getLogger("benchfarm")
 REFRESH_EVERY = 3.0
 WALK_ALL_EVERY = 60.0           # seconds between two refreshes that look at every place again
-WATCH_EVERY = 2.0               # seconds between two looks at the health checks' Leases
-HEALTH_STARTUP_GRACE = 45.0     # seconds a launched health check has to take its Lease
 KINDS_KEPT = 1024               # selectors whose matching device types are kept (`kinds_matching`)
 
 
@@ -67,27 +47,15 @@ def run_uid_of(holder: str | None) -> str | None:
     return holder[len(prefix):] if holder and holder.startswith(prefix) else None
 
 
-def _iso(t: float | None) -> str:
-    return datetime.fromtimestamp(t or time.time(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class InventoryRuntime(Registry, Protocol):
-    """What the inventory needs of the operator's registry (`kube.runtime.Runtime` is one)."""
+class InventoryRuntime(HealthRuntime, Protocol):
+    """What the inventory needs of the operator's registry (`kube.runtime.Runtime` is one): what
+    its health checks need (`health.HealthRuntime`), and the runs that hold boards."""
 
     inventory_known: bool       # set once the coordinator's places have been read
-    namespace: str              # the operator's: health checks' Leases live there
-
-    @property
-    def device_types(self) -> Mapping[str, DeviceType]: ...
-
-    @property
-    def launcher(self) -> Launcher: ...
 
     def active_runs(self) -> list[RunState]: ...
 
     def active_lease_places(self) -> dict[str, str]: ...
-
-    def wake(self) -> None: ...
 
 
 class Inventory:
@@ -96,23 +64,22 @@ class Inventory:
         self.boards = Boards()
         self.index = q.BoardIndex()    # the available boards as the rounds see them (`board_index`)
         self.last_refresh = 0.0
-        self.checking: dict[str, float] = {}   # board -> when its health check was launched
-        self.observer = LeaseObserver(grace=5.0)        # the health checks' Leases
-        self.last_watch = 0.0
-        self.clock = time.monotonic
+        self.statuses = BoardStatuses(rt, self.boards)
+        self.health = HealthChecks(rt, self.boards, self.statuses.sync)
+        self.checking = self.health.checking   # theirs: board -> when its check was launched
         self.orphans: dict[str, str | None] = {}          # place -> holder seen orphaned last refresh
-        self.publisher = Workers(max_workers=1, thread_name_prefix="board-status")
-        self.unpublished: dict[str, dict[str, Any]] = {}      # board -> the status to write next
         self.views_of: dict[str, q.BoardView] = {}   # the last view of each board (see `view`)
         self.shape = 0       # counts the boards' arrivals and changes of device type or labels
         self.kinds: dict[q.Selector, frozenset[str]] = {}   # see `kinds_matching`, as of:
         self.kinds_shape = 0
         self.walked_all = 0.0          # when a refresh last walked every place
         self.reported: bool | None = None     # directLocks: Report, as of that walk
-
-    def close(self) -> None:
-        """The last statuses are written before the operator exits."""
-        self.publisher.shutdown(wait=True)
+        # what the rest of the operator calls here and its parts do
+        self.sync = self.statuses.sync          # a board's status written (by a thread of its own)
+        self.close = self.statuses.close        # the last statuses written before the exit
+        self.board_ok, self.board_failed = self.health.board_ok, self.health.board_failed
+        self.health_checks, self.observe_health = \
+            self.health.health_checks, self.health.observe_health
 
     def load(self) -> None:
         for board in self.rt.kube.list_cluster("boards"):
@@ -122,20 +89,7 @@ class Inventory:
             rec.uid = board["metadata"].get("uid", "")
             rec.failures = int(st.get("consecutiveInfraFailures") or 0)
             rec.maintenance = bool((board.get("spec") or {}).get("maintenance"))
-            started = written(HealthCheck, st, "healthCheck")
-            rec.health_check = started.check if started else 0
-            if st.get("state") == "Quarantined":
-                rec.quarantined_since = ts(st.get("quarantinedAt"))
-                rec.reason = st.get("reason")
-                end = written(HealthCheckEnd, st, "healthCheckEnd")
-                if started and (end is None or end.check < started.check or
-                                end.verdict == HealthVerdict.passed) and \
-                        ts(started.startedAt or None) >= rec.quarantined_since:
-                    # its latest check, started in this quarantine, runs (its Lease tells) or
-                    # passed before the operator could act on it: adopted
-                    rec.run = f"(health check {started.check})"
-                    self.checking[rec.name] = self.clock()
-                    self.observe_health(rec.name, st)
+            self.health.load(rec, st)       # its last check, its quarantine; a running check adopted
 
     def views(self) -> list[q.BoardView]:
         with self.rt.lock:
@@ -284,7 +238,7 @@ class Inventory:
                     orphans[name] = place.acquired
                 if lease_uid is not None and leased.get(lease_uid) != name:
                     orphans[name] = place.acquired    # a lease that ended while we were away
-                if check is not None and (check[0] != name or name not in self.checking or
+                if check is not None and (check[0] != name or name not in self.health.checking or
                                           check[1] != rec.health_check):
                     orphans[name] = place.acquired    # a health check given up, or another's
             self.sync(name)
@@ -303,189 +257,3 @@ class Inventory:
                           f"{name} was acquired outside benchfarm by {holder} (labgrid-client "
                           "acquire, no BoardLease): it skips the queue; the lab reports it "
                           "(LabPolicy directLocks: Report)")
-
-    def sync(self, name: str) -> None:
-        with self.rt.lock:
-            rec = self.boards.get(name)
-            if rec is None:
-                return
-            status = {"deviceType": rec.device_type, "labels": rec.labels, "state": rec.state,
-                      "run": rec.run or (f"{HELD_PREFIX}{rec.held_by_other}" if rec.held_by_other
-                                         else None),
-                      "consecutiveInfraFailures": rec.failures, "reason": rec.reason,
-                      "quarantinedAt": datetime.fromtimestamp(rec.quarantined_since, UTC)
-                      .strftime("%Y-%m-%dT%H:%M:%SZ") if rec.quarantined_since else None,
-                      **({"conditions": rec.conditions} if rec.conditions else {})}
-            if status == rec.last_status:
-                return
-            rec.last_status = status
-            queued = name in self.unpublished
-            self.unpublished[name] = status
-        if not queued:
-            self.publisher.submit(self._publish, name)
-
-    def _publish(self, name: str) -> None:
-        with self.rt.lock:
-            status = self.unpublished.pop(name, None)
-        if status is None:
-            return
-        try:
-            self.rt.kube.patch_board_status(name, status)
-        except API_FAILURES as exc:  # the API's outage: written again at the next refresh
-            log.warning("could not write the status of board %s: %s", name, exc)
-            with self.rt.lock:
-                rec = self.boards.get(name)
-                if rec is not None and rec.last_status == status:
-                    rec.last_status = None
-
-    # -- faults and quarantine ----------------------------------------------------------------
-    def board_ok(self, board: str) -> None:
-        with self.rt.lock:
-            rec = self.boards.get(board)
-            if rec is None or (rec.failures == 0 and rec.reason is None):
-                return
-            rec.failures = 0
-            rec.reason = None
-        self.sync(board)
-
-    def board_failed(self, board: str, exc: InfraError) -> bool:
-        """A board fault: count it; quarantine after the policy's limit. True if quarantined."""
-        rt = self.rt
-        with rt.lock:
-            rec = self.boards[board]
-            rec.failures += 1
-            rec.reason = f"{exc.reason}: {exc}"[:500]
-            quarantined = rec.failures >= rt.policy.quarantineAfterFailures and \
-                rec.quarantined_since is None
-            if quarantined:
-                rec.quarantined_since = time.time()
-        self.sync(board)
-        if quarantined:
-            message = f"{board} quarantined after {rec.failures} board faults: {rec.reason}"
-            rt.kube.event({"apiVersion": "benchfarm.io/v1alpha1", "kind": "Board",
-                           "metadata": {"name": board}}, "Warning", "Quarantined", message)
-            rt.notify(notify.board_event(EventKind.board_quarantined, board,
-                                         _iso(rec.quarantined_since), message))
-        return quarantined
-
-    # -- health checks: sessions of their own ------------------------------------------------
-    def health_checks(self) -> None:
-        """Launch the check of every quarantined board whose cooldown is over, and give up those
-        whose session died (called by every scheduling round, on the scheduler's thread)."""
-        self._watch_checks()
-        now = time.time()
-        rt = self.rt
-        with rt.lock:
-            due = [b.name for b in self.boards.values()
-                   if b.quarantined_since is not None and not b.run and not b.held_by_other
-                   and b.online and b.name not in self.checking
-                   and now - b.quarantined_since >= rt.policy.quarantineCooldownSeconds]
-        for name in due:
-            self._launch_check(name)
-
-    def _launch_check(self, name: str) -> None:
-        """Check number n+1: recorded on the Board first (a restarted operator adopts it), then
-        launched like any session; its session reports in `status.healthCheckEnd`."""
-        rt = self.rt
-        with rt.lock:
-            rec = self.boards[name]
-            # numbered before anything is written: from here only this check's verdict counts
-            # (a Board event still carrying the previous check's is not this one's)
-            check = rec.health_check = rec.health_check + 1
-            dt = rt.device_types[rec.device_type]
-            rec.run = f"(health check {check})"
-            self.checking[name] = self.clock()
-        try:
-            rt.kube.patch_board_status(name, {"healthCheck": HealthCheck(
-                check=check, startedAt=now_iso()).model_dump(mode="json")})
-        except API_FAILURES as exc:  # the API's outage: the next check (a number of its own) is
-            #                        tried after the cooldown
-            log.warning("could not start the health check of %s: %s", name, exc)
-            with rt.lock:
-                rec.run, rec.quarantined_since = None, time.time()
-                self.checking.pop(name, None)
-            self.sync(name)
-            return
-        self.sync(name)
-        req = Launch.health_check(name, rec.uid, check, rt.namespace, dt.health_check_seconds)
-        try:
-            handle = rt.launcher.launch(req)
-        except LAUNCH_FAILURES as exc:   # no Lease will show: given up after the grace period
-            log.error("%s: the launcher could not start it: %s", req.what(), exc)
-            handle = f"not started ({exc})"
-        log.info("%s: %s", req.what(), handle)
-
-    def observe_health(self, name: str, status: dict[str, Any]) -> None:
-        """A Board's status as the API has it: the verdict of its latest check, if it came."""
-        end = written(HealthCheckEnd, status, "healthCheckEnd")
-        with self.rt.lock:
-            rec = self.boards.get(name)
-            if end is None or rec is None or name not in self.checking or \
-                    end.check != rec.health_check:
-                return
-        self._settle(name, end)
-
-    def _watch_checks(self) -> None:
-        """A check whose session holds no live Lease (after a grace period to take it) is dead:
-        its verdict is read once more, else the place it may hold is released and the board
-        stays quarantined, checked again after the cooldown."""
-        rt = self.rt
-        if not self.checking or self.clock() - self.last_watch < WATCH_EVERY:
-            return
-        self.last_watch = now = self.clock()
-        try:
-            self.observer.observe(list_leases(rt.kube, f"{HEALTH_LEASE_LABEL}=true"), now=now)
-        except API_FAILURES as exc:  # our own view of the API is gone: judge nobody dead
-            log.warning("cannot list health checks' Leases (%s); not judging them", exc)
-            self.observer.forget()
-            return
-        with rt.lock:
-            dead = [(name, self.boards[name].health_check) for name, since in
-                    self.checking.items()
-                    if now - since >= HEALTH_STARTUP_GRACE and not self.observer.alive(
-                        f"{rt.namespace}/{health_lease_name(name)}", now)]
-        for name, check in dead:
-            try:
-                body = rt.kube.get_cluster("boards", name) or {}
-            except API_FAILURES as exc:
-                log.warning("cannot read board %s (%s); judging its check later", name, exc)
-                continue
-            end = written(HealthCheckEnd, body.get("status") or {}, "healthCheckEnd")
-            if end is not None and end.check == check:
-                self._settle(name, end)
-                continue
-            host, user = health_identity(name, check)
-            try:
-                if rt.coordinator.release(name, holder=f"{host}/{user}"):
-                    log.info("released %s, left acquired by its health check %d", name, check)
-            except InfraError as exc:   # seen as an orphan by a later refresh
-                log.warning("could not release %s after its health check: %s", name, exc)
-            self._settle(name, HealthCheckEnd(
-                check=check, verdict=HealthVerdict.failed, reason="HealthCheckLost",
-                message="its session died (its Lease stood still, or was never taken)"))
-
-    def _settle(self, name: str, end: HealthCheckEnd) -> None:
-        """Back to service, or quarantined again until the next check after the cooldown."""
-        rt = self.rt
-        ok = end.verdict == HealthVerdict.passed
-        with rt.lock:
-            rec = self.boards[name]
-            if self.checking.pop(name, None) is None:   # settled already
-                return
-            rec.run = None
-            if ok:
-                rec.quarantined_since, rec.failures, rec.reason = None, 0, None
-            else:
-                rec.quarantined_since = time.time()
-                rec.reason = f"health check failed: {end.reason}: {end.message}"[:500]
-        log.info("health check %d of %s: %s %s", end.check, name, end.verdict, end.message)
-        self.sync(name)
-        message = (f"{name} {'booted to its prompt; back in service' if ok else 'still fails'}"
-                   f" (health check {end.check}: {end.reason or end.message})"[:1000])
-        rt.kube.event({"apiVersion": "benchfarm.io/v1alpha1", "kind": "Board",
-                       "metadata": {"name": name}}, "Normal" if ok else "Warning",
-                      "HealthCheckPassed" if ok else "HealthCheckFailed", message)
-        if ok:
-            rt.notify(notify.board_event(EventKind.board_back, name, _iso(time.time()), message))
-        rt.wake()
-

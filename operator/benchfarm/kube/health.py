@@ -1,0 +1,239 @@
+"""A board's faults, its quarantine, and the health checks that end it (`HealthChecks`).
+
+Only board faults reach `board_failed`: outages and busy boards never count. After the policy's
+limit the board is quarantined; a quarantined board's health check is a session like a run's
+(`session.health`): launched through the operator's launcher (a process or a Job) with a number
+of its own per board, so its labgrid identity and its Lease are its own; it reports its verdict in
+the Board's `status.healthCheckEnd`. The operator never opens a board's console: it launches the
+check, watches its Lease, and acts on the verdict (back in service, or quarantined until the next
+check after the cooldown). A check whose session dies is given up like a failed one; the place it
+held is released here.
+
+The inventory (`kube.inventory`) owns the board records and hands them here with the way to
+publish a board's status; what the checks need of the operator is `HealthRuntime` (the registry's
+lock, the API, the coordinator, the policy, the device types, the launcher, its namespace, a
+wake-up): this module imports neither the runtime nor the inventory.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..api.notifications import EventKind
+from ..api.outcomes import HealthCheck, HealthCheckEnd, HealthVerdict
+from ..core import notify
+from ..core.conditions import now_iso
+from ..errors import InfraError
+from ..kubeapi.client import API_FAILURES
+from ..kubeapi.leases import HEALTH_LEASE_LABEL, LeaseObserver, health_lease_name, list_leases
+from ..lab.coordinator import health_identity
+from .ports import LAUNCH_FAILURES, Launch, Launcher
+from .state import BoardRecord, Boards, Registry, ts, written
+
+if TYPE_CHECKING:
+    from ..api.devicetype import DeviceType
+
+log = logging.getLogger("benchfarm")
+WATCH_EVERY = 2.0               # seconds between two looks at the health checks' Leases
+HEALTH_STARTUP_GRACE = 45.0     # seconds a launched health check has to take its Lease
+
+
+def _iso(t: float | None) -> str:
+    return datetime.fromtimestamp(t or time.time(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class HealthRuntime(Registry, Protocol):
+    """What the health checks need of the operator's registry (`kube.runtime.Runtime` is one)."""
+
+    namespace: str              # the operator's: health checks' Leases live there
+
+    @property
+    def device_types(self) -> Mapping[str, DeviceType]: ...
+
+    @property
+    def launcher(self) -> Launcher: ...
+
+    def wake(self) -> None: ...
+
+
+class HealthChecks:
+    def __init__(self, rt: HealthRuntime, boards: Boards, sync: Callable[[str], None]) -> None:
+        self.rt = rt
+        self.boards = boards                # the inventory's records
+        self.sync = sync                    # publishes a board's status (the inventory's `sync`)
+        self.checking: dict[str, float] = {}   # board -> when its health check was launched
+        self.observer = LeaseObserver(grace=5.0)        # the health checks' Leases
+        self.last_watch = 0.0
+        self.clock = time.monotonic
+
+    def load(self, rec: BoardRecord, st: dict[str, Any]) -> None:
+        """A Board's last check and quarantine as its status has them, when the operator starts."""
+        started = written(HealthCheck, st, "healthCheck")
+        rec.health_check = started.check if started else 0
+        if st.get("state") == "Quarantined":
+            rec.quarantined_since = ts(st.get("quarantinedAt"))
+            rec.reason = st.get("reason")
+            end = written(HealthCheckEnd, st, "healthCheckEnd")
+            if started and (end is None or end.check < started.check or
+                            end.verdict == HealthVerdict.passed) and \
+                    ts(started.startedAt or None) >= rec.quarantined_since:
+                # its latest check, started in this quarantine, runs (its Lease tells) or
+                # passed before the operator could act on it: adopted
+                rec.run = f"(health check {started.check})"
+                self.checking[rec.name] = self.clock()
+                self.observe_health(rec.name, st)
+
+    # -- faults and quarantine ----------------------------------------------------------------
+    def board_ok(self, board: str) -> None:
+        with self.rt.lock:
+            rec = self.boards.get(board)
+            if rec is None or (rec.failures == 0 and rec.reason is None):
+                return
+            rec.failures = 0
+            rec.reason = None
+        self.sync(board)
+
+    def board_failed(self, board: str, exc: InfraError) -> bool:
+        """A board fault: count it; quarantine after the policy's limit. True if quarantined."""
+        rt = self.rt
+        with rt.lock:
+            rec = self.boards[board]
+            rec.failures += 1
+            rec.reason = f"{exc.reason}: {exc}"[:500]
+            quarantined = rec.failures >= rt.policy.quarantineAfterFailures and \
+                rec.quarantined_since is None
+            if quarantined:
+                rec.quarantined_since = time.time()
+        self.sync(board)
+        if quarantined:
+            message = f"{board} quarantined after {rec.failures} board faults: {rec.reason}"
+            rt.kube.event({"apiVersion": "benchfarm.io/v1alpha1", "kind": "Board",
+                           "metadata": {"name": board}}, "Warning", "Quarantined", message)
+            rt.notify(notify.board_event(EventKind.board_quarantined, board,
+                                         _iso(rec.quarantined_since), message))
+        return quarantined
+
+    # -- health checks: sessions of their own ------------------------------------------------
+    def health_checks(self) -> None:
+        """Launch the check of every quarantined board whose cooldown is over, and give up those
+        whose session died (called by every scheduling round, on the scheduler's thread)."""
+        self._watch_checks()
+        now = time.time()
+        rt = self.rt
+        with rt.lock:
+            due = [b.name for b in self.boards.values()
+                   if b.quarantined_since is not None and not b.run and not b.held_by_other
+                   and b.online and b.name not in self.checking
+                   and now - b.quarantined_since >= rt.policy.quarantineCooldownSeconds]
+        for name in due:
+            self._launch_check(name)
+
+    def _launch_check(self, name: str) -> None:
+        """Check number n+1: recorded on the Board first (a restarted operator adopts it), then
+        launched like any session; its session reports in `status.healthCheckEnd`."""
+        rt = self.rt
+        with rt.lock:
+            rec = self.boards[name]
+            # numbered before anything is written: from here only this check's verdict counts
+            # (a Board event still carrying the previous check's is not this one's)
+            check = rec.health_check = rec.health_check + 1
+            dt = rt.device_types[rec.device_type]
+            rec.run = f"(health check {check})"
+            self.checking[name] = self.clock()
+        try:
+            rt.kube.patch_board_status(name, {"healthCheck": HealthCheck(
+                check=check, startedAt=now_iso()).model_dump(mode="json")})
+        except API_FAILURES as exc:  # the API's outage: the next check (a number of its own) is
+            #                        tried after the cooldown
+            log.warning("could not start the health check of %s: %s", name, exc)
+            with rt.lock:
+                rec.run, rec.quarantined_since = None, time.time()
+                self.checking.pop(name, None)
+            self.sync(name)
+            return
+        self.sync(name)
+        req = Launch.health_check(name, rec.uid, check, rt.namespace, dt.health_check_seconds)
+        try:
+            handle = rt.launcher.launch(req)
+        except LAUNCH_FAILURES as exc:   # no Lease will show: given up after the grace period
+            log.error("%s: the launcher could not start it: %s", req.what(), exc)
+            handle = f"not started ({exc})"
+        log.info("%s: %s", req.what(), handle)
+
+    def observe_health(self, name: str, status: dict[str, Any]) -> None:
+        """A Board's status as the API has it: the verdict of its latest check, if it came."""
+        end = written(HealthCheckEnd, status, "healthCheckEnd")
+        with self.rt.lock:
+            rec = self.boards.get(name)
+            if end is None or rec is None or name not in self.checking or \
+                    end.check != rec.health_check:
+                return
+        self._settle(name, end)
+
+    def _watch_checks(self) -> None:
+        """A check whose session holds no live Lease (after a grace period to take it) is dead:
+        its verdict is read once more, else the place it may hold is released and the board
+        stays quarantined, checked again after the cooldown."""
+        rt = self.rt
+        if not self.checking or self.clock() - self.last_watch < WATCH_EVERY:
+            return
+        self.last_watch = now = self.clock()
+        try:
+            self.observer.observe(list_leases(rt.kube, f"{HEALTH_LEASE_LABEL}=true"), now=now)
+        except API_FAILURES as exc:  # our own view of the API is gone: judge nobody dead
+            log.warning("cannot list health checks' Leases (%s); not judging them", exc)
+            self.observer.forget()
+            return
+        with rt.lock:
+            dead = [(name, self.boards[name].health_check) for name, since in
+                    self.checking.items()
+                    if now - since >= HEALTH_STARTUP_GRACE and not self.observer.alive(
+                        f"{rt.namespace}/{health_lease_name(name)}", now)]
+        for name, check in dead:
+            try:
+                body = rt.kube.get_cluster("boards", name) or {}
+            except API_FAILURES as exc:
+                log.warning("cannot read board %s (%s); judging its check later", name, exc)
+                continue
+            end = written(HealthCheckEnd, body.get("status") or {}, "healthCheckEnd")
+            if end is not None and end.check == check:
+                self._settle(name, end)
+                continue
+            host, user = health_identity(name, check)
+            try:
+                if rt.coordinator.release(name, holder=f"{host}/{user}"):
+                    log.info("released %s, left acquired by its health check %d", name, check)
+            except InfraError as exc:   # seen as an orphan by a later refresh
+                log.warning("could not release %s after its health check: %s", name, exc)
+            self._settle(name, HealthCheckEnd(
+                check=check, verdict=HealthVerdict.failed, reason="HealthCheckLost",
+                message="its session died (its Lease stood still, or was never taken)"))
+
+    def _settle(self, name: str, end: HealthCheckEnd) -> None:
+        """Back to service, or quarantined again until the next check after the cooldown."""
+        rt = self.rt
+        ok = end.verdict == HealthVerdict.passed
+        with rt.lock:
+            rec = self.boards[name]
+            if self.checking.pop(name, None) is None:   # settled already
+                return
+            rec.run = None
+            if ok:
+                rec.quarantined_since, rec.failures, rec.reason = None, 0, None
+            else:
+                rec.quarantined_since = time.time()
+                rec.reason = f"health check failed: {end.reason}: {end.message}"[:500]
+        log.info("health check %d of %s: %s %s", end.check, name, end.verdict, end.message)
+        self.sync(name)
+        message = (f"{name} {'booted to its prompt; back in service' if ok else 'still fails'}"
+                   f" (health check {end.check}: {end.reason or end.message})"[:1000])
+        rt.kube.event({"apiVersion": "benchfarm.io/v1alpha1", "kind": "Board",
+                       "metadata": {"name": name}}, "Normal" if ok else "Warning",
+                      "HealthCheckPassed" if ok else "HealthCheckFailed", message)
+        if ok:
+            rt.notify(notify.board_event(EventKind.board_back, name, _iso(time.time()), message))
+        rt.wake()
