@@ -66,9 +66,9 @@ def test_a_check_is_launched_as_a_session_and_only_its_own_verdict_counts():
     rt = FakeRuntime()
     inv = quarantined_inventory(rt)
     # the Board's watch event, as the check is recorded, still carries the previous verdict
-    rt.on_patch = lambda: inv.observe_health("vb-0", {"healthCheckEnd": {"check": 7,
+    rt.on_patch = lambda: inv.health.observe_health("vb-0", {"healthCheckEnd": {"check": 7,
                                                                           "verdict": "Passed"}})
-    inv.health_checks()
+    inv.health.health_checks()
     rt.on_patch = lambda: None
     assert len(rt.launched) == 1
     req = rt.launched[0]
@@ -79,25 +79,25 @@ def test_a_check_is_launched_as_a_session_and_only_its_own_verdict_counts():
     assert rt.patches[0] == ("vb-0", {"healthCheck": {"check": 8,
                                                       "startedAt": rt.patches[0][1]["healthCheck"]
                                                       ["startedAt"]}})
-    inv.health_checks()                                  # running: not launched twice
+    inv.health.health_checks()                                  # running: not launched twice
     assert len(rt.launched) == 1
     # the previous check's verdict, still on the Board, is not this check's
-    inv.observe_health("vb-0", {"healthCheckEnd": {"check": 7, "verdict": "Passed"}})
+    inv.health.observe_health("vb-0", {"healthCheckEnd": {"check": 7, "verdict": "Passed"}})
     rec = inv.boards["vb-0"]
     assert rec.state == "Quarantined" and "vb-0" in inv.checking and rt.events == []
-    inv.observe_health("vb-0", {"healthCheckEnd": {"check": 8, "verdict": "Failed",
+    inv.health.observe_health("vb-0", {"healthCheckEnd": {"check": 8, "verdict": "Failed",
                                                    "reason": "BootFailed", "message": "panic"}})
     assert rec.state == "Quarantined" and "vb-0" not in inv.checking and rec.run is None
     assert rec.reason == "health check failed: BootFailed: panic"
     assert [e[0] for e in rt.events] == ["HealthCheckFailed"]
-    inv.health_checks()                                  # the cooldown (0 s) is over: check 9
-    inv.observe_health("vb-0", {"healthCheckEnd": {"check": 9, "verdict": "Passed"}})
+    inv.health.health_checks()                                  # the cooldown (0 s) is over: check 9
+    inv.health.observe_health("vb-0", {"healthCheckEnd": {"check": 9, "verdict": "Passed"}})
     assert rec.state == "Idle" and rec.failures == 0 and rec.reason is None
     assert [r.attempt for r in rt.launched] == [8, 9]
     assert [e[0] for e in rt.events] == ["HealthCheckFailed", "HealthCheckPassed"]
     # the lab admin's Notifications hear of the board back, once (a failed check says nothing)
     assert [(e.kind, e.object.name) for e in rt.notified] == [("BoardBack", "vb-0")]
-    inv.close()
+    inv.statuses.close()
 
 
 def test_a_check_whose_session_holds_no_lease_is_given_up_and_its_place_released(monkeypatch):
@@ -107,20 +107,20 @@ def test_a_check_whose_session_holds_no_lease_is_given_up_and_its_place_released
     now = [1000.0]
     inv.health.clock = lambda: now[0]
     monkeypatch.setattr(health, "list_leases", lambda kube, selector: [])
-    inv.health_checks()
+    inv.health.health_checks()
     assert inv.checking == {"vb-0": 1000.0}
     now[0] += inventory.HEALTH_STARTUP_GRACE - 1       # still in its grace period
-    inv.health_checks()
+    inv.health.health_checks()
     assert "vb-0" in inv.checking and rt.released == []
     now[0] += 2
-    inv.health_checks()
+    inv.health.health_checks()
     assert rt.released == [("vb-0", "benchfarm/health-8-vb-0")]
     rec = inv.boards["vb-0"]
     assert rec.state == "Quarantined" and "vb-0" not in inv.checking and rec.run is None
     assert rec.reason.startswith("health check failed: HealthCheckLost")
     assert rt.events[0][0] == "HealthCheckFailed"
     assert [r.attempt for r in rt.launched] == [8]       # the next one after the cooldown
-    inv.close()
+    inv.statuses.close()
 
 
 def test_a_health_checks_lock_is_ours_and_an_abandoned_one_is_an_orphan():
@@ -155,7 +155,7 @@ def test_a_restarted_operator_adopts_the_check_of_this_quarantine_only():
         assert rec.health_check == 4, what
         assert ("vb-0" in inv.checking) == checking, what
         assert rec.state == state, what
-        inv.close()
+        inv.statuses.close()
 
 
 def test_a_quarantine_is_told_to_the_lab_admins_notifications_once():
@@ -166,9 +166,9 @@ def test_a_quarantine_is_told_to_the_lab_admins_notifications_once():
     inv = inventory.Inventory(rt)
     inv.boards["vb-1"] = BoardRecord("vb-1", device_type="qemu-x86", online=True, uid="u-1")
     fault = InfraError("no prompt within 60 s", reason="BootTimeout")
-    assert not inv.board_failed("vb-1", fault) and rt.notified == []
-    assert inv.board_failed("vb-1", fault)
-    assert not inv.board_failed("vb-1", fault)          # quarantined already: said once
+    assert not inv.health.board_failed("vb-1", fault) and rt.notified == []
+    assert inv.health.board_failed("vb-1", fault)
+    assert not inv.health.board_failed("vb-1", fault)          # quarantined already: said once
     assert [(e.kind, e.object.name, e.namespace) for e in rt.notified] == [
         ("BoardQuarantined", "vb-1", "")]
     assert "quarantined after 2 board faults: BootTimeout" in rt.notified[0].summary

@@ -37,7 +37,7 @@ class FakeRuntime:
             handover=lambda board: None)       # the session reads the lab itself
         self.inventory = SimpleNamespace(
             free=lambda board, key: None, held=lambda board, by: None,
-            board_failed=lambda board, exc: rt.charged.append(board) or False)
+            health=SimpleNamespace(board_failed=lambda board, exc: rt.charged.append(board) or False))
         self.writes = self.seats = self     # the transitions and the seat questions: here too
 
     def active_runs(self):

@@ -74,12 +74,6 @@ class Inventory:
         self.kinds_shape = 0
         self.walked_all = 0.0          # when a refresh last walked every place
         self.reported: bool | None = None     # directLocks: Report, as of that walk
-        # what the rest of the operator calls here and its parts do
-        self.sync = self.statuses.sync          # a board's status written (by a thread of its own)
-        self.close = self.statuses.close        # the last statuses written before the exit
-        self.board_ok, self.board_failed = self.health.board_ok, self.health.board_failed
-        self.health_checks, self.observe_health = \
-            self.health.health_checks, self.health.observe_health
 
     def load(self) -> None:
         for board in self.rt.kube.list_cluster("boards"):
@@ -155,7 +149,7 @@ class Inventory:
             rec.run = None
         log.info("%s: free again (%s let go of it)", board, key)
         self.rt.wake()
-        self.sync(board)
+        self.statuses.sync(board)
 
     def held(self, board: str, by: str) -> None:
         with self.rt.lock:
@@ -241,7 +235,7 @@ class Inventory:
                 if check is not None and (check[0] != name or name not in self.health.checking or
                                           check[1] != rec.health_check):
                     orphans[name] = place.acquired    # a health check given up, or another's
-            self.sync(name)
+            self.statuses.sync(name)
         for name, holder in orphans.items():   # seen twice in a row: its runner is gone
             if self.orphans.get(name) == holder:
                 log.info("releasing %s: held by %s, whose run no longer runs there", name, holder)

@@ -184,7 +184,7 @@ class Runtime:
         await asyncio.to_thread(self.scheduler.executor.shutdown, True)
         await asyncio.to_thread(self.launches.shutdown, True)
         await asyncio.to_thread(self.writer.shutdown, True)
-        await asyncio.to_thread(self.inventory.close)
+        await asyncio.to_thread(self.inventory.statuses.close)
         await asyncio.to_thread(self.coordinator.close)
         await asyncio.to_thread(self.reachability.stop)
         if self.notifier is not None:
@@ -241,7 +241,7 @@ class Runtime:
                 cond: dict[str, Any] = next((c for c in status.get("conditions") or []
                              if c.get("type") == "Succeeded"), {})
                 if run.phase == Phase.succeeded or cond.get("reason") in _BOARD_IS_FINE:
-                    self.inventory.board_ok(board)
+                    self.inventory.health.board_ok(board)
         with self.lock:
             self.reindex(run)
         if self.indexer is not None and run.phase in FINISHED:
@@ -260,8 +260,8 @@ class Runtime:
                 rec.maintenance = bool((body.get("spec") or {}).get("maintenance"))
                 rec.uid = body["metadata"].get("uid", rec.uid)
         if drained:   # its state (Maintenance, or back) now: a refresh walks a free place that
-            self.inventory.sync(name)   # did not change at the coordinator only every minute
-        self.inventory.observe_health(name, dict(body.get("status") or {}))
+            self.inventory.statuses.sync(name)   # did not change at the coordinator only every minute
+        self.inventory.health.observe_health(name, dict(body.get("status") or {}))
         self.wake()
 
     def observe_policy(self, body: dict[str, Any], deleted: bool = False) -> None:

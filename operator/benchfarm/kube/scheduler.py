@@ -241,7 +241,7 @@ class Scheduler:
         self.expire(timeouts, now)
         if positions_due and plan.order is not None:
             self.publish_positions(plan.order)
-        self.rt.inventory.health_checks()
+        self.rt.inventory.health.health_checks()
         self.rt.leases.tend(now)
         self.ttl(ttl, now)
 

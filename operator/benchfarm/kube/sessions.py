@@ -41,14 +41,21 @@ STARTUP_GRACE = 45.0      # seconds a launched runner has to take its Lease
 SUPERVISE_EVERY = 2.0
 
 
+class BoardFaults(Protocol):
+    """A board fault counted (`kube.health.HealthChecks` is one): True when it quarantines."""
+
+    def board_failed(self, board: str, exc: InfraError) -> bool: ...
+
+
 class Boards(Protocol):
     """What the supervisor asks of the inventory: who holds a board, and its board faults."""
+
+    @property
+    def health(self) -> BoardFaults: ...
 
     def free(self, board: str | None, key: str) -> None: ...
 
     def held(self, board: str, by: str) -> None: ...
-
-    def board_failed(self, board: str, exc: InfraError) -> bool: ...
 
 
 class RunWrites(Protocol):
@@ -252,7 +259,7 @@ class Supervisor:
                            avoid=None, busy_requeues=taken)
         elif end.outcome == HandBack.board_fault:
             metrics.INFRA_FAILURES.labels(Party.board).inc()
-            quarantined = rt.inventory.board_failed(board, InfraError(end.message,
+            quarantined = rt.inventory.health.board_failed(board, InfraError(end.message,
                                                                       reason=end.reason))
             rt.writes.retry_elsewhere(run, board, end.reason, end.message, quarantined, Party.board)
         else:  # a lab fault (PDU, exporter): not the board's, but try another one
