@@ -143,11 +143,15 @@ def test_patch_4_labgrid_starts_every_ssh_with_the_class_base_args(tmp_path) -> 
     assert "SSHConnection._get_ssh_base_args()" in source     # called by its class name
     assert isinstance(inspect.getattr_static(ssh.SSHConnection, "_get_ssh_base_args"),
                       staticmethod)
-    own = ssh.SSHConnection._get_ssh_base_args
+    own = ssh.SSHConnection._get_ssh_base_args   # patched already where a stack test ran first
     try:
+        labgrid_compat.use_ssh_config(str(tmp_path / "other"))
         labgrid_compat.use_ssh_config(str(tmp_path / "ssh_config"))
         labgrid_compat.use_ssh_config(str(tmp_path / "ssh_config"))     # idempotent
-        assert ssh.SSHConnection._get_ssh_base_args() == [*own(), "-F",
+        base = labgrid_compat._SSH_BASE_ARGS["base"]       # labgrid's own, kept at the first
+        assert "-F" not in base()
+        # one -F: a second config replaces the first, never adds to it
+        assert ssh.SSHConnection._get_ssh_base_args() == [*base(), "-F",
                                                           str(tmp_path / "ssh_config")]
         with pytest.raises(Exception, match="has a space in it"):
             labgrid_compat.use_ssh_config("/a path/ssh_config")
