@@ -287,7 +287,7 @@ class Settings(BaseModel):
         """Sessions on standby beyond the limit (none without one): as many as the limit by
         default, so that every seat has an heir, a standby session named it in a relay
         (`api.grants.Relay`) that takes it the moment its holder releases its place
-        (benchmarks/RESULTS.md, "Standby sessions")."""
+        (benchmarks/RESULTS.md, "Sessions on standby and relays")."""
         if self.max_sessions is None:
             return 0
         return max(1, self.max_sessions) if self.standby is None else self.standby
@@ -316,7 +316,6 @@ class Settings(BaseModel):
             return cls.model_validate({**given, "environ": env})
         except ValidationError as exc:
             raise SettingError(_explain(exc, given)) from None
-
 
 
 def adopt(changes: Mapping[str, str]) -> None:
