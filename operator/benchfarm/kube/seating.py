@@ -12,7 +12,6 @@ that should free first.
 from __future__ import annotations
 
 import logging
-from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ..api.grants import GO_AHEAD_FIELD, Relay
@@ -20,9 +19,9 @@ from ..api.outcomes import Phase, attempt_of
 from ..core import seats, transitions, trust
 from ..errors import InfraError
 from ..kubeapi.client import API_FAILURES
-from ..lab.coordinator import Coordinator, run_holder
+from ..lab.coordinator import run_holder
 from . import metrics
-from .state import BoardRecord, InFlight, RunState
+from .state import BoardRecord, InFlight, Registry, RunState
 
 log = logging.getLogger("benchfarm")
 
@@ -31,17 +30,11 @@ class SeatWrites(Protocol):
     def patch(self, run: RunState, status: dict[str, Any]) -> None: ...
 
 
-class SeatsRuntime(Protocol):
+class SeatsRuntime(Registry, Protocol):
     """What the seats need of the operator's registry (`kube.runtime.Runtime` is one)."""
 
     @property
-    def lock(self) -> AbstractContextManager[Any]: ...
-
-    @property
     def signing_key(self) -> bytes: ...
-
-    @property
-    def coordinator(self) -> Coordinator: ...
 
     @property
     def runs(self) -> dict[str, RunState]: ...

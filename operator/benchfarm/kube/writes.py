@@ -8,17 +8,15 @@ the supervisor, the seats and the scheduler call them (`Runtime.writes`).
 from __future__ import annotations
 
 import logging
-from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from ..api.models import LabPolicySpec
 from ..api.outcomes import Phase, Reason, Underway, attempt_of
 from ..core import queue as q, transitions
 from ..errors import RunError
-from ..kubeapi.client import Kube, PreconditionFailed
+from ..kubeapi.client import PreconditionFailed
 from . import metrics
 from .admission import selector
-from .state import RunState
+from .state import Registry, RunState
 
 log = logging.getLogger("benchfarm")
 
@@ -33,17 +31,8 @@ class WritesSessions(Protocol):
     def wait_gone(self, run: RunState, timeout: float = 15.0) -> None: ...
 
 
-class WritesRuntime(Protocol):
+class WritesRuntime(Registry, Protocol):
     """What the transitions need of the operator's registry (`kube.runtime.Runtime` is one)."""
-
-    @property
-    def lock(self) -> AbstractContextManager[Any]: ...
-
-    @property
-    def kube(self) -> Kube: ...
-
-    @property
-    def policy(self) -> LabPolicySpec: ...
 
     @property
     def runs(self) -> dict[str, RunState]: ...
