@@ -58,3 +58,18 @@ def apply(text: str) -> None:
 
 def load(text: str) -> list[dict]:
     return [d for d in yaml.safe_load_all(text) if d]
+
+
+def off_owner_writes() -> dict[str, float]:
+    """What the running operator counted of records changed by a thread other than their
+    owner's (`kube.owner`: each is a bug), by kind of record; read from its /metrics, which
+    serves the counter's family whether or not it was ever counted."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+    url = f"http://127.0.0.1:{devlab.PORTS.operator_metrics}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        families = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+    family = families.get("benchfarm_off_owner_writes")
+    assert family is not None, "the operator does not serve benchfarm_off_owner_writes_total"
+    return {s.labels["record"]: s.value for s in family.samples if s.name.endswith("_total")}

@@ -27,7 +27,7 @@ import yaml
 import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.labgrid_pki import expiry, grant_uris
-from tests.stack.conftest import apply, wait_for
+from tests.stack.conftest import apply, off_owner_writes, wait_for
 from tests.stack.runs import (
     GROUP,
     VERSION,
@@ -347,3 +347,10 @@ def test_a_direct_lock_is_reported_when_the_lab_says_so(custom, lab_ns):
         wait_for("the condition cleared", lambda: condition()["status"] == "False", timeout=30)
     finally:
         lease_policy(lab_ns[2])
+
+
+def test_no_thread_but_the_owner_changed_the_labs_records(operator):
+    """After the grants, extensions, ends, deletions and forged statuses above, in this
+    operator's life: every change to a lease, board or run record was the owner thread's."""
+    counted = off_owner_writes()
+    assert not any(counted.values()), counted

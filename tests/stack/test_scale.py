@@ -24,7 +24,7 @@ import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import SESSION_HOST, Coordinator
 from benchfarm_devlab import scale
 from benchmarks import scale_bench as bench
-from tests.stack.conftest import wait_for
+from tests.stack.conftest import off_owner_writes, wait_for
 
 pytestmark = pytest.mark.stack
 
@@ -397,3 +397,11 @@ def test_a_standby_session_takes_the_seat_its_relay_names_with_the_operator_down
                            capture=True)
         devlab.kubectl("delete", "testplan", "relay-hold", "--wait=false", check=False,
                        capture=True)
+
+
+def test_no_thread_but_the_owner_changed_the_labs_records(scale_lab):
+    """The operator running now recovered the seats, relays and go-aheads above after its
+    restart and served them since: every change it made to a run, board, lease or seat record
+    was made by its owner thread."""
+    counted = off_owner_writes()
+    assert not any(counted.values()), counted

@@ -4,6 +4,9 @@ refusal as `InfraError`, a board's fault as `BoardFault`. `except Exception` is 
 - where a thread or a process must not die: the operator's then counts it as a bug with its
   traceback (`kube.metrics.bug`, the BenchfarmOperatorBug alert); elsewhere it is logged with
   its traceback (`log.exception`, `exc_info`);
+- where the owner thread runs what another thread asked of it (`kube.owner.Owner.call`): what
+  that raised is handed back to the caller (`set_exception`), raised there as if it had been
+  called there;
 - where a library that raises no common class (labgrid's drivers, pexpect) is translated into
   one of benchfarm's errors (`raise ... from exc`).
 
@@ -24,13 +27,14 @@ def _broad(handler: ast.ExceptHandler) -> bool:
 
 
 def _said(body: list[ast.stmt], *, operator: bool) -> bool:
-    """The handler raises (a translation), or reports what it caught with its traceback."""
+    """The handler raises (a translation, or in its caller: `set_exception`), or reports what it
+    caught with its traceback."""
     for node in ast.walk(ast.Module(body=body, type_ignores=[])):
         if isinstance(node, ast.Raise):
             return True
         if isinstance(node, ast.Call):
             called = ast.unparse(node.func)
-            if called == "metrics.bug":
+            if called == "metrics.bug" or called.endswith(".set_exception"):
                 return True
             if operator:
                 continue

@@ -5,7 +5,6 @@ quarantined until the next one."""
 
 from __future__ import annotations
 
-import threading
 import time
 from types import SimpleNamespace
 
@@ -14,12 +13,13 @@ from benchfarm.api.models import LabPolicySpec
 from benchfarm.api.outcomes import SessionKind
 from benchfarm.errors import Outage, Party
 from benchfarm.kube import health, inventory
+from benchfarm.kube.owner import Owner
 from benchfarm.kube.state import BoardRecord
 
 
 class FakeRuntime:
     def __init__(self, board_status: dict | None = None) -> None:
-        self.lock = threading.RLock()
+        self.owner = Owner()             # not started: its calls run on the caller's thread
         self.namespace = "benchfarm"
         self.inventory_known = True
         self.policy = LabPolicySpec(quarantineCooldownSeconds=0)

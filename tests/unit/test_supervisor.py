@@ -3,7 +3,6 @@ three times, charge a board only for a board fault, adopt live sessions after a 
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
@@ -12,12 +11,13 @@ import pytest
 from benchfarm.api.models import BenchmarkRunSpec, LabPolicySpec
 from benchfarm.errors import Party
 from benchfarm.kube import metrics, sessions
+from benchfarm.kube.owner import Owner
 from benchfarm.kube.state import RunState
 
 
 class FakeRuntime:
     def __init__(self) -> None:
-        self.lock = threading.RLock()
+        self.owner = Owner()             # not started: its calls run on the caller's thread
         self.runs: dict[str, RunState] = {}
         self.launched: list[tuple] = []
         self.finished: list[tuple] = []

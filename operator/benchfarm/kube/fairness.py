@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import logging
 from concurrent.futures import Executor
-from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
 from ..core import queue as q
 from ..kubeapi.client import API_FAILURES
+from .owner import Owner
 
 log = logging.getLogger("benchfarm")
 
@@ -30,13 +30,13 @@ class FairnessKube(Protocol):
 
 class FairnessBook:
     def __init__(self, kube: FairnessKube, namespace: str, fairness: q.RoundRobinFairness,
-                 lock: AbstractContextManager[Any], writer: Executor) -> None:
-        """`lock`: the registry's, which the rounds hold while they serve; `writer`: the
-        thread of the round's writes."""
+                 owner: Owner, writer: Executor) -> None:
+        """`owner`: the thread whose rounds serve (`kube.owner`), the only one that changes
+        `fairness`; `writer`: the thread of the round's writes."""
         self.kube = kube
         self.namespace = namespace
         self.fairness = fairness
-        self.lock = lock
+        self.owner = owner
         self.writer = writer
         self.saved: dict[str, float] = {}   # as last written
         self.due = False                    # a write on its way
@@ -55,8 +55,7 @@ class FairnessBook:
     def save(self) -> None:
         """One write after a round that served someone; none otherwise. On the writer thread:
         the next round never waits for it."""
-        with self.lock:
-            current = dict(self.fairness.last_served)
+        current = self.owner.call(dict, self.fairness.last_served)
         if current == self.saved or self.due:
             return
         self.due = True
@@ -64,8 +63,7 @@ class FairnessBook:
 
     def _write(self) -> None:
         self.due = False
-        with self.lock:
-            current = dict(self.fairness.last_served)
+        current = self.owner.call(dict, self.fairness.last_served)
         if current == self.saved:
             return
         try:

@@ -106,15 +106,14 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.probe(id="scheduler")
 def scheduler_alive(memo: kopf.Memo, **_: Any) -> bool:
     rt = _runtime(memo)
-    task = rt.scheduler.task if rt is not None else None
-    return task is not None and not task.done()
+    return rt is not None and rt.owner.alive()
 
 
 @kopf.on.event(GROUP, VERSION, "benchmarkruns")
 def run_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     campaigns, rt = _campaigns(memo), _runtime(memo)
     if rt is not None:
-        rt.observe_run(event.get("type"), dict(body))
+        rt.owner.post(rt.observe_run, event.get("type"), dict(body))
     if campaigns is not None:
         campaigns.observe_run(dict(body))
 
@@ -138,7 +137,7 @@ def notification_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **
 @kopf.on.create(GROUP, VERSION, "benchmarkruns")
 async def run_created(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     rt = runtime(memo)
-    rt.observe_run("ADDED", dict(body))
+    rt.owner.post(rt.observe_run, "ADDED", dict(body))
     try:
         await asyncio.to_thread(admission.admit, rt, dict(body))
     except InfraError as exc:
@@ -162,27 +161,27 @@ async def run_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 def board_seen(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     rt = _runtime(memo)
     if rt is not None:
-        rt.observe_board(dict(body))
+        rt.owner.post(rt.observe_board, dict(body))
 
 
 @kopf.on.event(GROUP, VERSION, "labpolicies")
 def policy_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     rt = _runtime(memo)
     if rt is not None:
-        rt.observe_policy(dict(body), deleted=event.get("type") == "DELETED")
+        rt.owner.post(rt.observe_policy, dict(body), deleted=event.get("type") == "DELETED")
 
 
 @kopf.on.event(GROUP, VERSION, "boardleases")
 def lease_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     rt = _runtime(memo)
     if rt is not None:
-        rt.leases.observe(event.get("type"), dict(body))
+        rt.owner.post(rt.leases.observe, event.get("type"), dict(body))
 
 
 @kopf.on.create(GROUP, VERSION, "boardleases")
 async def lease_created(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     rt = runtime(memo)
-    rt.leases.observe("ADDED", dict(body))
+    rt.owner.post(rt.leases.observe, "ADDED", dict(body))
     try:
         await asyncio.to_thread(rt.leases.admit, dict(body))
     except InfraError as exc:

@@ -11,7 +11,7 @@ held is released here.
 
 The inventory (`kube.inventory`) owns the board records and hands them here with the way to
 publish a board's status; what the checks need of the operator is `HealthRuntime` (the registry's
-lock, the API, the coordinator, the policy, the device types, the launcher, its namespace, a
+owner, the API, the coordinator, the policy, the device types, the launcher, its namespace, a
 wake-up): this module imports neither the runtime nor the inventory.
 """
 
@@ -32,7 +32,7 @@ from ..kubeapi.client import API_FAILURES
 from ..kubeapi.leases import HEALTH_LEASE_LABEL, LeaseObserver, health_lease_name, list_leases
 from ..lab.coordinator import health_identity
 from .ports import LAUNCH_FAILURES, Launch, Launcher
-from .state import BoardRecord, Boards, Registry, ts, written
+from .state import BoardRecord, Boards, Owned, Registry, ts, written
 
 if TYPE_CHECKING:
     from ..api.devicetype import DeviceType
@@ -65,7 +65,8 @@ class HealthChecks:
         self.rt = rt
         self.boards = boards                # the inventory's records
         self.sync = sync                    # publishes a board's status (the inventory's `sync`)
-        self.checking: dict[str, float] = {}   # board -> when its health check was launched
+        # board -> when its health check was launched
+        self.checking: Owned[str, float] = Owned("board")
         self.observer = LeaseObserver(grace=5.0)        # the health checks' Leases
         self.last_watch = 0.0
         self.clock = time.monotonic
@@ -88,27 +89,22 @@ class HealthChecks:
                 self.observe_health(rec.name, st)
 
     # -- faults and quarantine ----------------------------------------------------------------
+    # (from any thread: each is made on the owner's)
     def board_ok(self, board: str) -> None:
-        with self.rt.lock:
-            rec = self.boards.get(board)
-            if rec is None or (rec.failures == 0 and rec.reason is None):
-                return
-            rec.failures = 0
-            rec.reason = None
+        self.rt.owner.call(self._board_ok, board)
+
+    def _board_ok(self, board: str) -> None:
+        rec = self.boards.get(board)
+        if rec is None or (rec.failures == 0 and rec.reason is None):
+            return
+        rec.failures = 0
+        rec.reason = None
         self.sync(board)
 
     def board_failed(self, board: str, exc: InfraError) -> bool:
         """A board fault: count it; quarantine after the policy's limit. True if quarantined."""
         rt = self.rt
-        with rt.lock:
-            rec = self.boards[board]
-            rec.failures += 1
-            rec.reason = f"{exc.reason}: {exc}"[:500]
-            quarantined = rec.failures >= rt.policy.quarantineAfterFailures and \
-                rec.quarantined_since is None
-            if quarantined:
-                rec.quarantined_since = time.time()
-        self.sync(board)
+        rec, quarantined = rt.owner.call(self._board_failed, board, exc)
         if quarantined:
             message = f"{board} quarantined after {rec.failures} board faults: {rec.reason}"
             rt.kube.event({"apiVersion": "benchfarm.io/v1alpha1", "kind": "Board",
@@ -117,18 +113,28 @@ class HealthChecks:
                                          _iso(rec.quarantined_since), message))
         return quarantined
 
+    def _board_failed(self, board: str, exc: InfraError) -> tuple[BoardRecord, bool]:
+        rec = self.boards[board]
+        rec.failures += 1
+        rec.reason = f"{exc.reason}: {exc}"[:500]
+        quarantined = rec.failures >= self.rt.policy.quarantineAfterFailures and \
+            rec.quarantined_since is None
+        if quarantined:
+            rec.quarantined_since = time.time()
+        self.sync(board)
+        return rec, quarantined
+
     # -- health checks: sessions of their own ------------------------------------------------
     def health_checks(self) -> None:
         """Launch the check of every quarantined board whose cooldown is over, and give up those
-        whose session died (called by every scheduling round, on the scheduler's thread)."""
+        whose session died (called by every scheduling round, on the owner's thread)."""
         self._watch_checks()
         now = time.time()
         rt = self.rt
-        with rt.lock:
-            due = [b.name for b in self.boards.values()
-                   if b.quarantined_since is not None and not b.run and not b.held_by_other
-                   and b.online and b.name not in self.checking
-                   and now - b.quarantined_since >= rt.policy.quarantineCooldownSeconds]
+        due = [b.name for b in self.boards.values()
+               if b.quarantined_since is not None and not b.run and not b.held_by_other
+               and b.online and b.name not in self.checking
+               and now - b.quarantined_since >= rt.policy.quarantineCooldownSeconds]
         for name in due:
             self._launch_check(name)
 
@@ -136,23 +142,21 @@ class HealthChecks:
         """Check number n+1: recorded on the Board first (a restarted operator adopts it), then
         launched like any session; its session reports in `status.healthCheckEnd`."""
         rt = self.rt
-        with rt.lock:
-            rec = self.boards[name]
-            # numbered before anything is written: from here only this check's verdict counts
-            # (a Board event still carrying the previous check's is not this one's)
-            check = rec.health_check = rec.health_check + 1
-            dt = rt.device_types[rec.device_type]
-            rec.run = f"(health check {check})"
-            self.checking[name] = self.clock()
+        rec = self.boards[name]
+        # numbered before anything is written: from here only this check's verdict counts
+        # (a Board event still carrying the previous check's is not this one's)
+        check = rec.health_check = rec.health_check + 1
+        dt = rt.device_types[rec.device_type]
+        rec.run = f"(health check {check})"
+        self.checking[name] = self.clock()
         try:
             rt.kube.patch_board_status(name, {"healthCheck": HealthCheck(
                 check=check, startedAt=now_iso()).model_dump(mode="json")})
         except API_FAILURES as exc:  # the API's outage: the next check (a number of its own) is
             #                        tried after the cooldown
             log.warning("could not start the health check of %s: %s", name, exc)
-            with rt.lock:
-                rec.run, rec.quarantined_since = None, time.time()
-                self.checking.pop(name, None)
+            rec.run, rec.quarantined_since = None, time.time()
+            self.checking.pop(name, None)
             self.sync(name)
             return
         self.sync(name)
@@ -167,11 +171,10 @@ class HealthChecks:
     def observe_health(self, name: str, status: dict[str, Any]) -> None:
         """A Board's status as the API has it: the verdict of its latest check, if it came."""
         end = written(HealthCheckEnd, status, "healthCheckEnd")
-        with self.rt.lock:
-            rec = self.boards.get(name)
-            if end is None or rec is None or name not in self.checking or \
-                    end.check != rec.health_check:
-                return
+        rec = self.boards.get(name)
+        if end is None or rec is None or name not in self.checking or \
+                end.check != rec.health_check:
+            return
         self._settle(name, end)
 
     def _watch_checks(self) -> None:
@@ -188,11 +191,10 @@ class HealthChecks:
             log.warning("cannot list health checks' Leases (%s); not judging them", exc)
             self.observer.forget()
             return
-        with rt.lock:
-            dead = [(name, self.boards[name].health_check) for name, since in
-                    self.checking.items()
-                    if now - since >= HEALTH_STARTUP_GRACE and not self.observer.alive(
-                        f"{rt.namespace}/{health_lease_name(name)}", now)]
+        dead = [(name, self.boards[name].health_check) for name, since in
+                self.checking.items()
+                if now - since >= HEALTH_STARTUP_GRACE and not self.observer.alive(
+                    f"{rt.namespace}/{health_lease_name(name)}", now)]
         for name, check in dead:
             try:
                 body = rt.kube.get_cluster("boards", name) or {}
@@ -217,16 +219,15 @@ class HealthChecks:
         """Back to service, or quarantined again until the next check after the cooldown."""
         rt = self.rt
         ok = end.verdict == HealthVerdict.passed
-        with rt.lock:
-            rec = self.boards[name]
-            if self.checking.pop(name, None) is None:   # settled already
-                return
-            rec.run = None
-            if ok:
-                rec.quarantined_since, rec.failures, rec.reason = None, 0, None
-            else:
-                rec.quarantined_since = time.time()
-                rec.reason = f"health check failed: {end.reason}: {end.message}"[:500]
+        rec = self.boards[name]
+        if self.checking.pop(name, None) is None:   # settled already
+            return
+        rec.run = None
+        if ok:
+            rec.quarantined_since, rec.failures, rec.reason = None, 0, None
+        else:
+            rec.quarantined_since = time.time()
+            rec.reason = f"health check failed: {end.reason}: {end.message}"[:500]
         log.info("health check %d of %s: %s %s", end.check, name, end.verdict, end.message)
         self.sync(name)
         message = (f"{name} {'booted to its prompt; back in service' if ok else 'still fails'}"

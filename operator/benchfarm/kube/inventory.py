@@ -12,7 +12,7 @@ hands the records: a board's faults, quarantine and health checks (`kube.health`
 statuses by a thread of their own (`kube.boardstatus`: `sync`). The rest of the operator calls
 them here, on the inventory.
 
-What the inventory needs of the operator is `InventoryRuntime` (the registry's lock, the API, the
+What the inventory needs of the operator is `InventoryRuntime` (the registry's owner, the API, the
 coordinator, the device types, the policy, the launcher, its namespace, the active runs, a
 wake-up; it sets `inventory_known`):
 it imports neither the runtime nor the session supervisor.
@@ -86,31 +86,34 @@ class Inventory:
             self.health.load(rec, st)       # its last check, its quarantine; a running check adopted
 
     def views(self) -> list[q.BoardView]:
-        with self.rt.lock:
-            return [self.view(b) for b in self.boards.values() if b.device_type]
+        """Every board as the scheduler sees it, from any thread."""
+        return self.rt.owner.call(
+            lambda: [self.view(b) for b in self.boards.values() if b.device_type])
 
     def kinds_matching(self, selector: q.Selector) -> frozenset[str]:
         """The device types of the boards `selector` matches, busy or not (none: no board ever
-        will). Admission asks this of every run: viewing 1,000 boards under the lock for each run
+        will). Admission asks this of every run: viewing 1,000 boards on the owner for each run
         of a flood held up the rounds, while most runs of a flood share a few selectors (a pool,
         a rack) and a run that names its board needs only that one. The answer is kept until a
         board comes or changes its type or labels; at most `KINDS_KEPT` of them (a tenant's
-        made-up selectors cannot grow the operator)."""
-        with self.rt.lock:
-            if self.kinds_shape != self.shape or len(self.kinds) >= KINDS_KEPT:
-                self.kinds.clear()
-                self.kinds_shape = self.shape
-            kinds = self.kinds.get(selector)
-            if kinds is None:
-                boards: Iterable[BoardRecord | None] = self.boards.values() \
-                    if selector.board is None else (self.boards.get(selector.board),)
-                kinds = self.kinds[selector] = frozenset(
-                    b.device_type for b in boards
-                    if b is not None and b.device_type and q.matches(selector, self.view(b)))
-            return kinds
+        made-up selectors cannot grow the operator). From any thread."""
+        return self.rt.owner.call(self._kinds_matching, selector)
+
+    def _kinds_matching(self, selector: q.Selector) -> frozenset[str]:
+        if self.kinds_shape != self.shape or len(self.kinds) >= KINDS_KEPT:
+            self.kinds.clear()
+            self.kinds_shape = self.shape
+        kinds = self.kinds.get(selector)
+        if kinds is None:
+            boards: Iterable[BoardRecord | None] = self.boards.values() \
+                if selector.board is None else (self.boards.get(selector.board),)
+            kinds = self.kinds[selector] = frozenset(
+                b.device_type for b in boards
+                if b is not None and b.device_type and q.matches(selector, self.view(b)))
+        return kinds
 
     def board_index(self) -> q.BoardIndex:
-        """Under the lock: the available boards, indexed, as of now (the boards whose view
+        """On the owner's thread: the available boards, indexed, as of now (the boards whose view
         changed since the last call are viewed again; a round no longer views all 1,000)."""
         for name in self.boards.changed:
             rec = self.boards[name]
@@ -134,27 +137,33 @@ class Inventory:
         return v
 
     # -- who holds a board --------------------------------------------------------------------
+    # (from any thread: each is made on the owner's)
     def claim(self, board: str, key: str) -> None:
-        with self.rt.lock:
-            rec = self.boards.setdefault(board, BoardRecord(board))
-            rec.run = key
+        self.rt.owner.call(self._claim, board, key)
+
+    def _claim(self, board: str, key: str) -> None:
+        rec = self.boards.setdefault(board, BoardRecord(board))
+        rec.run = key
 
     def free(self, board: str | None, key: str) -> None:
-        if not board:
+        if board:
+            self.rt.owner.call(self._free, board, key)
+
+    def _free(self, board: str, key: str) -> None:
+        rec = self.boards.get(board)
+        if rec is None or rec.run != key:
             return
-        with self.rt.lock:
-            rec = self.boards.get(board)
-            if rec is None or rec.run != key:
-                return
-            rec.run = None
+        rec.run = None
         log.info("%s: free again (%s let go of it)", board, key)
         self.rt.wake()
         self.statuses.sync(board)
 
     def held(self, board: str, by: str) -> None:
-        with self.rt.lock:
-            if board in self.boards:
-                self.boards[board].held_by_other = by
+        self.rt.owner.call(self._held, board, by)
+
+    def _held(self, board: str, by: str) -> None:
+        if board in self.boards:
+            self.boards[board].held_by_other = by
 
     # -- refresh from the coordinator ---------------------------------------------------------
     def refresh(self, force: bool = False) -> None:
@@ -188,53 +197,51 @@ class Inventory:
                 continue
             uid = None
             if name not in self.boards:
-                # a new place's Board, written before taking the lock (only this thread adds
-                # records): an API round trip, or an outage waited out, under it held up
-                # every round (1,000 new places: holds of 20-75 ms, one after the other)
+                # a new place's Board (an API round trip, or an outage waited out, on the
+                # owner's thread: a refresh that finds 1,000 new places is the operator's first)
                 body = rt.kube.create_board(name, {"benchfarm.io/device-type":
                                                    place.tags.get("device_type", "unknown")})
                 uid = (body.get("metadata") or {}).get("uid", "")
-            with rt.lock:
-                rec = self.boards.get(name)
-                if rec is None:
-                    rec = self.boards[name] = BoardRecord(name)
-                if uid is not None:
-                    rec.uid = uid
-                kind = place.tags.get("device_type", "")
-                labels = {k: v for k, v in place.tags.items() if k != "device_type"}
-                if kind != rec.device_type or labels != rec.labels:
-                    self.shape += 1
-                rec.device_type, rec.labels = kind, labels
-                rec.online = bool(place.resources) and rec.device_type in rt.device_types
-                uid = run_uid_of(place.acquired)
-                check = health_check_of(place.acquired)
-                lease_uid = lease_uid_of(place.acquired)
-                rec.holder = place.acquired
-                ours = place.acquired == rt.coordinator.identity or uid is not None or \
-                    check is not None or lease_uid is not None
-                rec.held_by_other = None if (place.free or ours) else \
-                    (place.acquired or f"reserved {place.reserved_by}")
-                # a board-network audit (`benchfarm check --boards`) holds it for a minute:
-                # not schedulable meanwhile, but no lock outside benchfarm either
-                lock = place.acquired if report and place.acquired and not ours and \
-                    not is_netcheck(place.acquired) else None
-                if lock != rec.direct_lock:
-                    rec.direct_lock = lock
-                    rec.conditions = set_condition(
-                        rec.conditions, "DirectLock", "True" if lock else "False",
-                        "AcquiredOutsideBenchfarm" if lock else "NoDirectLock",
-                        f"acquired with labgrid by {lock}, outside any BoardLease; benchfarm "
-                        "leaves it alone" if lock else "no lock outside benchfarm")
-                    if lock:
-                        direct.append((name, lock))
-                run = running_uids.get(uid) if uid else None
-                if uid and (run is None or run.status.get("board") != name):
-                    orphans[name] = place.acquired
-                if lease_uid is not None and leased.get(lease_uid) != name:
-                    orphans[name] = place.acquired    # a lease that ended while we were away
-                if check is not None and (check[0] != name or name not in self.health.checking or
-                                          check[1] != rec.health_check):
-                    orphans[name] = place.acquired    # a health check given up, or another's
+            rec = self.boards.get(name)
+            if rec is None:
+                rec = self.boards[name] = BoardRecord(name)
+            if uid is not None:
+                rec.uid = uid
+            kind = place.tags.get("device_type", "")
+            labels = {k: v for k, v in place.tags.items() if k != "device_type"}
+            if kind != rec.device_type or labels != rec.labels:
+                self.shape += 1
+            rec.device_type, rec.labels = kind, labels
+            rec.online = bool(place.resources) and rec.device_type in rt.device_types
+            uid = run_uid_of(place.acquired)
+            check = health_check_of(place.acquired)
+            lease_uid = lease_uid_of(place.acquired)
+            rec.holder = place.acquired
+            ours = place.acquired == rt.coordinator.identity or uid is not None or \
+                check is not None or lease_uid is not None
+            rec.held_by_other = None if (place.free or ours) else \
+                (place.acquired or f"reserved {place.reserved_by}")
+            # a board-network audit (`benchfarm check --boards`) holds it for a minute:
+            # not schedulable meanwhile, but no lock outside benchfarm either
+            lock = place.acquired if report and place.acquired and not ours and \
+                not is_netcheck(place.acquired) else None
+            if lock != rec.direct_lock:
+                rec.direct_lock = lock
+                rec.conditions = set_condition(
+                    rec.conditions, "DirectLock", "True" if lock else "False",
+                    "AcquiredOutsideBenchfarm" if lock else "NoDirectLock",
+                    f"acquired with labgrid by {lock}, outside any BoardLease; benchfarm "
+                    "leaves it alone" if lock else "no lock outside benchfarm")
+                if lock:
+                    direct.append((name, lock))
+            run = running_uids.get(uid) if uid else None
+            if uid and (run is None or run.status.get("board") != name):
+                orphans[name] = place.acquired
+            if lease_uid is not None and leased.get(lease_uid) != name:
+                orphans[name] = place.acquired    # a lease that ended while we were away
+            if check is not None and (check[0] != name or name not in self.health.checking or
+                                      check[1] != rec.health_check):
+                orphans[name] = place.acquired    # a health check given up, or another's
             self.statuses.sync(name)
         for name, holder in orphans.items():   # seen twice in a row: its runner is gone
             if self.orphans.get(name) == holder:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ..core import queue as q
-from .state import LeaseState, Registry, RunIndex
+from .state import LeaseState, Owned, Registry, RunIndex
 
 PLURAL = "boardleases"
 
@@ -30,10 +30,10 @@ class BookRuntime(Registry, Protocol):
 class LeaseBook:
     def __init__(self, rt: BookRuntime) -> None:
         self.rt = rt
-        self.leases: dict[str, LeaseState] = {}
+        self.leases: Owned[str, LeaseState] = Owned("lease")
 
     def reindex(self, lease: LeaseState) -> None:
-        """Under the lock: the lease's place in the queue and among the active."""
+        """On the owner's thread: the lease's place in the queue and among the active."""
         if self.leases.get(lease.key) is not lease:
             return
         self.rt.index.update_lease(lease, self.entry(lease) if lease.waiting else None)
@@ -49,15 +49,18 @@ class LeaseBook:
         return lease.queue_entry[1]
 
     def active(self) -> list[LeaseState]:
-        with self.rt.lock:
-            return list(self.rt.index.leases.values())
+        """The leases holding a board, from any thread."""
+        return self.rt.owner.call(lambda: list(self.rt.index.leases.values()))
 
     def write(self, ns: str, name: str, status: dict[str, Any]) -> bool:
+        """The lease's status written (on the caller's thread), then taken (on the owner's)."""
         ok = self.rt.kube.patch_custom(PLURAL, ns, name, {"status": status}, status=True)
-        key = q.lease_key(ns, name)
-        with self.rt.lock:
-            lease = self.leases.get(key)
-            if ok and lease is not None:
-                lease.status.update(status)
-                self.reindex(lease)
+        if ok:
+            self.rt.owner.call(self._wrote, q.lease_key(ns, name), status)
         return ok
+
+    def _wrote(self, key: str, status: dict[str, Any]) -> None:
+        lease = self.leases.get(key)
+        if lease is not None:
+            lease.status.update(status)
+            self.reindex(lease)

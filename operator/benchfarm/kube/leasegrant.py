@@ -132,12 +132,7 @@ class LeaseGranter:
             written = None
         if not written:
             raise BoardBusy(f"{lease.key} changed while being granted (released or deleted)")
-        with self.rt.lock:
-            lease.starting = False
-            lease.status.update(status)
-            lease.granted_at = self.clock()
-            self.book.reindex(lease)
-        self.forget(lease.key)
+        self.rt.owner.call(self._granted, lease, status)
         metrics.LEASES_GRANTED.inc()
         metrics.QUEUE_WAIT.observe(max(0.0, now - lease.created))
         self.rt.kube.event(lease.ref(), "Normal", LeaseReason.granted,
@@ -147,6 +142,13 @@ class LeaseGranter:
         self.rt.notify(notify.lease_event(
             EventKind.lease_granted, lease.ref()["metadata"], status, iso(now),
             f"{board} granted to {lease.spec.user} until {iso(now + seconds)}"))
+
+    def _granted(self, lease: LeaseState, status: dict[str, Any]) -> None:
+        lease.starting = False
+        lease.status.update(status)
+        lease.granted_at = self.clock()
+        self.book.reindex(lease)
+        self.forget(lease.key)
 
     def release(self, lease: LeaseState, board: str) -> None:
         host, user = lease_identity(lease.uid)

@@ -55,23 +55,23 @@ class LeasePositions:
 
     def update(self, now: float) -> None:
         """Every POSITIONS_EVERY s: each waiting lease's position in the one queue and when a
-        board it fits should be free (the boards' ends: a lease's expiry, a run's timeout)."""
+        board it fits should be free (the boards' ends: a lease's expiry, a run's timeout). On
+        the owner's thread, after a round."""
         if self.clock() - self.positions_at < POSITIONS_EVERY:
             return
         self.positions_at = self.clock()
         leases = self.book.leases
-        with self.rt.lock:
-            waiting = {k for k, lease in leases.items() if lease.waiting}
-            if not waiting:
-                return
-            found: dict[str, int] = {}
-            for i, entry in enumerate(self._walk()):
-                if entry.key in waiting:
-                    found[entry.key] = i + 1
-                    if len(found) == len(waiting):
-                        break
-            selectors = {k: self.book.entry(leases[k]).selector for k in found}
-            boards = list(self.rt.inventory.boards.values())
+        waiting = {k for k, lease in leases.items() if lease.waiting}
+        if not waiting:
+            return
+        found: dict[str, int] = {}
+        for i, entry in enumerate(self._walk()):
+            if entry.key in waiting:
+                found[entry.key] = i + 1
+                if len(found) == len(waiting):
+                    break
+        selectors = {k: self.book.entry(leases[k]).selector for k in found}
+        boards = list(self.rt.inventory.boards.values())
         for key, position in found.items():
             ends = sorted(t for b in boards if b.device_type and
                           q.matches(selectors[key], q.BoardView(b.name, b.device_type, b.labels))

@@ -98,14 +98,13 @@ class Leases:
         self.granter = LeaseGranter(rt, self.book, self.queue.forget, clock)
         self.tender = LeaseTender(rt, self.book, self.granter, clock)
 
-    # -- registry (fed by kopf) ---------------------------------------------------------------
+    # -- registry (fed by kopf, on the owner's thread) ------------------------------------------
     def observe(self, event_type: str | None, body: dict[str, Any]) -> None:
         meta = body["metadata"]
         key = q.lease_key(meta["namespace"], meta["name"])
         if event_type == "DELETED":
-            with self.rt.lock:
-                lease = self.leases.pop(key, None)
-                self.rt.index.forget(key)
+            lease = self.leases.pop(key, None)
+            self.rt.index.forget(key)
             if lease is not None:
                 self.rt.inventory.free(lease.status.get("place"), key)
             return
@@ -116,51 +115,49 @@ class Leases:
         status = dict(body.get("status") or {})
         forged = status.get("phase") in (LeasePhase.granted, LeasePhase.releasing) and \
             not trusted(self.rt.signing_key, meta["uid"], spec.user, status)
-        with self.rt.lock:
-            lease = self.leases.get(key)
-            ours = lease is not None and lease.uid == meta["uid"]
-            # a lease we granted (what we hold of its status is what we signed): it keeps that
-            # status and ends; one we never granted is Ended, never claimed nor powered off
-            tampered = forged and ours and lease is not None and lease.phase in (
-                LeasePhase.granted, LeasePhase.releasing)
-            if forged and not tampered:
-                status = {**status, "phase": LeasePhase.ended}
-            if lease is not None and ours:
-                lease.spec, lease.generation = spec, meta.get("generation", 1)
-                lease.deleting = bool(meta.get("deletionTimestamp"))
-                if not tampered and not (lease.starting and
-                                         status.get("phase") == LeasePhase.pending):
-                    lease.status = status
-            else:
-                lease = self.leases[key] = LeaseState(
-                    meta["namespace"], meta["name"], meta["uid"], meta.get("generation", 1),
-                    ts(meta.get("creationTimestamp")), spec, status,
-                    deleting=bool(meta.get("deletionTimestamp")))
-            self.reindex(lease)
+        lease = self.leases.get(key)
+        ours = lease is not None and lease.uid == meta["uid"]
+        # a lease we granted (what we hold of its status is what we signed): it keeps that
+        # status and ends; one we never granted is Ended, never claimed nor powered off
+        tampered = forged and ours and lease is not None and lease.phase in (
+            LeasePhase.granted, LeasePhase.releasing)
+        if forged and not tampered:
+            status = {**status, "phase": LeasePhase.ended}
+        if lease is not None and ours:
+            lease.spec, lease.generation = spec, meta.get("generation", 1)
+            lease.deleting = bool(meta.get("deletionTimestamp"))
+            if not tampered and not (lease.starting and
+                                     status.get("phase") == LeasePhase.pending):
+                lease.status = status
+        else:
+            lease = self.leases[key] = LeaseState(
+                meta["namespace"], meta["name"], meta["uid"], meta.get("generation", 1),
+                ts(meta.get("creationTimestamp")), spec, status,
+                deleting=bool(meta.get("deletionTimestamp")))
+        self.reindex(lease)
         if forged:
-            with self.rt.lock:
-                act = not lease.busy
-                lease.busy = True
+            act = not lease.busy
+            lease.busy = True
             if act:
                 self.rt.launches.submit(
                     self.tender.tampered if tampered else self.tender.untrusted, lease)
             return
         place = status.get("place")
         if place and lease.phase in (LeasePhase.granted, LeasePhase.releasing):
-            with self.rt.lock:   # adopted after a restart, too; never from another holder: a
-                rec = self.rt.inventory.boards.get(place)   # replayed old status takes nothing
-                other = rec.run if rec is not None and rec.run not in (None, key) else None
-                if other is None:
-                    self.rt.inventory.claim(place, key)
+            # adopted after a restart, too; never from another holder: a replayed old status
+            # takes nothing
+            rec = self.rt.inventory.boards.get(place)
+            other = rec.run if rec is not None and rec.run not in (None, key) else None
+            if other is None:
+                self.rt.inventory.claim(place, key)
             if other is not None:
                 log.warning("%s: its status names %s, which %s holds; not claimed for it", key,
                             place, other)
         end = written(LeaseEnd, status, "leaseEnd")
-        with self.rt.lock:
-            act = not lease.busy and (
-                (end is not None and lease.phase == LeasePhase.releasing) or
-                (lease.phase == LeasePhase.pending and lease.spec.release and not lease.starting))
-            lease.busy = lease.busy or act
+        act = not lease.busy and (
+            (end is not None and lease.phase == LeasePhase.releasing) or
+            (lease.phase == LeasePhase.pending and lease.spec.release and not lease.starting))
+        lease.busy = lease.busy or act
         if act and end is not None:
             self.rt.inventory.free(place, key)           # the next run may take it now
             self.rt.launches.submit(self.tender.ended, lease, end)
@@ -170,7 +167,7 @@ class Leases:
         self.rt.wake()
 
     def reindex(self, lease: LeaseState) -> None:
-        """Under the lock: the lease's place in the queue and among the active."""
+        """On the owner's thread: the lease's place in the queue and among the active."""
         self.book.reindex(lease)
 
     def recover(self) -> None:
@@ -229,15 +226,19 @@ class Leases:
             log.warning("%s: could not grant %s: %s", lease.key, board, exc)
             self.granter.release(lease, board)
             time.sleep(GRANT_RETRY)     # the board stays taken meanwhile: no retry storm
-            with self.rt.lock:
-                lease.starting = False
-                self.reindex(lease)
-                released = lease.spec.release and not lease.busy   # asked meanwhile
-                lease.busy = lease.busy or released
+            released = self.rt.owner.call(self._not_granted, lease)
             self.rt.inventory.free(board, lease.key)
             if released:
                 self.tender.ended(lease, LeaseEnd(poweredOff=False, at=now_iso(),
                                                   message="released before it was granted"))
+
+    def _not_granted(self, lease: LeaseState) -> bool:
+        """The lease waits again; True if its release was asked meanwhile (it ends now)."""
+        lease.starting = False
+        self.reindex(lease)
+        released = lease.spec.release and not lease.busy
+        lease.busy = lease.busy or released
+        return released
 
     # -- keeping granted leases (the scheduler's thread, after each round) ---------------------
     def tend(self, now: float) -> None:
@@ -255,16 +256,20 @@ class Leases:
         """The lease is being deleted: end it; True once it holds no board any more. Called by
         kopf's delete handler, during which kopf holds back the lease's other events: its end
         session's `leaseEnd` is read here."""
-        with self.rt.lock:
-            lease = self.leases.get(key)
-            if lease is None:
-                return True
-            lease.deleting = True
-            self.reindex(lease)
-            done = not lease.active or lease.phase == LeasePhase.ended
+        lease, done = self.rt.owner.call(self._deleting, key)
+        if lease is None:
+            return True
         if lease.phase == LeasePhase.releasing and not lease.busy:
             body = self.rt.kube.get_custom(PLURAL, lease.namespace, lease.name)
             if body is not None:
-                self.observe("MODIFIED", body)
+                self.rt.owner.call(self.observe, "MODIFIED", body)
         self.rt.wake()
         return done
+
+    def _deleting(self, key: str) -> tuple[LeaseState | None, bool]:
+        lease = self.leases.get(key)
+        if lease is None:
+            return None, True
+        lease.deleting = True
+        self.reindex(lease)
+        return lease, not lease.active or lease.phase == LeasePhase.ended

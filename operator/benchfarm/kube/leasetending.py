@@ -183,7 +183,7 @@ class LeaseTender:
             self.rt.signing_key, lease.uid, lease.spec.user, fields)}
 
     def _launch_end(self, lease: LeaseState) -> None:
-        lease.ending_since = self.clock()
+        self.rt.owner.call(setattr, lease, "ending_since", self.clock())
         req = Launch.lease_end(lease.namespace, lease.name, lease.uid,
                                lease.status.get("place") or "")
         try:
@@ -235,7 +235,7 @@ class LeaseTender:
                                               lease.status, now_iso(),
                                               f"ended ({ended}): {end.message}"))
         finally:
-            lease.busy = False
+            self.rt.owner.call(setattr, lease, "busy", False)
 
     def untrusted(self, lease: LeaseState) -> None:
         """A grant the operator did not sign (its status written by someone else): Ended, no
@@ -249,7 +249,7 @@ class LeaseTender:
                     Refusal.statusTampered, message, lease.generation)})
             self.rt.kube.event(lease.ref(), "Warning", Refusal.statusTampered, message)
         finally:
-            lease.busy = False
+            self.rt.owner.call(setattr, lease, "busy", False)
 
     def tampered(self, lease: LeaseState) -> None:
         """Someone else rewrote the status of a lease the operator granted (a later expiry,
@@ -274,14 +274,14 @@ class LeaseTender:
             log.warning("%s: ending the lease whose status was rewritten failed (%s); again at "
                         "its next change", lease.key, exc)
         finally:
-            lease.busy = False
+            self.rt.owner.call(setattr, lease, "busy", False)
 
     def _retake(self, lease: LeaseState) -> None:
         """After a coordinator restart: the lease's lock and the person's allowance again."""
         place = lease.status.get("place") or ""
         try:
             self.holds.hold(lease, place)
-            lease.granted_at = self.clock()
+            self.rt.owner.call(setattr, lease, "granted_at", self.clock())
             log.info("%s: took %s back after the coordinator forgot its lock", lease.key, place)
             self.rt.kube.event(lease.ref(), "Normal", LeaseReason.lock_retaken,
                                f"the labgrid coordinator forgot the lock of {place} (a restart); "
@@ -289,7 +289,7 @@ class LeaseTender:
         except API_FAILURES as exc:
             log.warning("%s: could not take %s back: %s", lease.key, place, exc)
         finally:
-            lease.busy = False
+            self.rt.owner.call(setattr, lease, "busy", False)
 
     def next_wake(self, now: float) -> float | None:
         """Seconds until the next granted lease's warning or end is due (None: none is)."""

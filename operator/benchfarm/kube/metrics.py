@@ -88,14 +88,17 @@ PLACES = Gauge("benchfarm_places_seconds", "The last read of the coordinator's p
                registry=REGISTRY)
 ROUNDS = Counter("benchfarm_schedule_rounds_total", "Scheduling rounds", registry=REGISTRY)
 ROUND = Gauge("benchfarm_schedule_round_seconds",
-              "Scheduling round (queue order, matching, assignment; under the lock) over the "
+              "Scheduling round (queue order, matching, assignment; on the owner thread) over the "
               "last 10,000 rounds (quantile 1: the longest since the start)", ["quantile"], registry=REGISTRY)
 ROUND_CPU = Gauge("benchfarm_schedule_round_cpu_seconds",
                   "The scheduler thread's own CPU time in a round (the rest of a round's wall "
-                  "time is waiting: for the lock, the GIL, a CPU)", ["quantile"], registry=REGISTRY)
-LOCK_LONG_HOLDS = Counter("benchfarm_lock_long_holds_total",
-                          "Holds of the registry's lock of 20 ms or more, by the function that "
-                          "took it (`kube.locking`)", ["holder"], registry=REGISTRY)
+                  "time is waiting: for the GIL, a CPU)", ["quantile"], registry=REGISTRY)
+OFF_OWNER_WRITES = Counter("benchfarm_off_owner_writes_total",
+                           "Changes to the lab's records (runs, boards, leases, seats) made by a "
+                           "thread other than their owner's (`kube.owner`): a bug, always 0",
+                           ["record"], registry=REGISTRY)
+OWNER_INBOX = Gauge("benchfarm_owner_inbox", "Messages waiting in the owner thread's inbox",
+                    registry=REGISTRY)
 _rounds: deque[tuple[float, float]] = deque(maxlen=10_000)
 _rounds_lock = threading.Lock()
 _count = [0, 0.0, 0.0]      # rounds seen, longest round since the start, and its most CPU

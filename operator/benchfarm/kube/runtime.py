@@ -1,8 +1,11 @@
 """The operator's registry, between kopf's handlers and the lab, and the parts built around it.
 
-kopf feeds every BenchmarkRun, Board and LabPolicy it sees into this registry (`observe_*`);
-the scheduling loop (`kube.scheduler`) asks `core.rounds` what each round decides and hands
-launches to the session supervisor, which writes them to the run's status and launches a runner.
+kopf's handlers post every BenchmarkRun, Board and LabPolicy they see to the owner thread
+(`kube.owner`), which feeds it into this registry (`observe_*`) and is the only thread that
+changes it; between its messages it runs the scheduling iteration (`kube.scheduler`), which asks
+`core.rounds` what each round decides and hands launches to the session supervisor, which writes
+them to the run's status and launches a runner. Threads waiting for the API server hand their
+answers back to the owner.
 The operator never touches a board: sessions run in their own processes (`kube.launchers`),
 prove they are alive with Leases and are adopted, not restarted, when the operator itself
 restarts. A run's transitions are written by `kube.writes`, its session seat kept by
@@ -48,14 +51,14 @@ from .heap import HeapTender
 from .indexer import Indexer
 from .inventory import Inventory
 from .leases import Leases
-from .locking import WatchedLock
 from .notifier import Notifier
+from .owner import Owner
 from .ports import Launch
 from .reachability import Reachability
 from .scheduler import POLICY_NAME, Scheduler
 from .seating import Seats
 from .sessions import Supervisor
-from .state import RunIndex, RunState, ts
+from .state import Owned, RunIndex, RunState, ts
 from .workers import Workers
 from .writes import RunWrites
 
@@ -95,11 +98,13 @@ class Runtime:
         self.store = store
         self.device_types = device_types
         self.launcher = launcher
-        self.runs: dict[str, RunState] = {}
+        # the lab's state has one writer, the owner thread: kopf's handlers post to it, the
+        # threads that wait for the API server hand it their answers (`kube.owner`)
+        self.owner = Owner()
+        self.runs: Owned[str, RunState] = Owned("run")
         self.index = RunIndex()        # what a round reads; kept current by `reindex`
         self.policy = LabPolicySpec()
         self.fairness = q.RoundRobinFairness()
-        self.lock = WatchedLock()
         self.inventory_known = False
         self.inventory = Inventory(self)
         self.sessions = Supervisor(self)
@@ -120,7 +125,7 @@ class Runtime:
         # what a round decided but no run waits for (fairness, queue positions), written here:
         # the next round never waits for an API round trip
         self.writer = Workers(max_workers=1, thread_name_prefix="round-writes")
-        self.fairness_book = FairnessBook(kube, settings.namespace, self.fairness, self.lock,
+        self.fairness_book = FairnessBook(kube, settings.namespace, self.fairness, self.owner,
                                           self.writer)
         self.heap = HeapTender()
         self.leases = Leases(self)
@@ -165,25 +170,24 @@ class Runtime:
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
         sys.setswitchinterval(GIL_SWITCH)
-        self.scheduler.prepare()
+        self.scheduler.start()
         if self.indexer is not None:
             self.indexer.start()
         self.reachability.start()
         if self.notifier is not None:
             self.notifier.start()
         t0 = time.monotonic()
-        await asyncio.to_thread(self.scheduler.recover)
+        await asyncio.to_thread(self.owner.call, self.scheduler.recover)
         metrics.RECOVERY.set(time.monotonic() - t0)
         metrics.watch_collections()
-        self.scheduler.start()
+        self.wake()
 
     async def stop(self) -> None:
-        if self.scheduler.task:
-            self.scheduler.task.cancel()
-        # the step the scheduler thread is in (a launch, a round) ends before the operator does
-        await asyncio.to_thread(self.scheduler.executor.shutdown, True)
+        self.scheduler.stopping = True
+        # the launches and writes on their way end first: they hand their answers to the owner
         await asyncio.to_thread(self.launches.shutdown, True)
         await asyncio.to_thread(self.writer.shutdown, True)
+        await asyncio.to_thread(self.owner.stop)
         await asyncio.to_thread(self.inventory.statuses.close)
         await asyncio.to_thread(self.coordinator.close)
         await asyncio.to_thread(self.reachability.stop)
@@ -200,9 +204,8 @@ class Runtime:
         meta = body["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         if event_type == "DELETED":
-            with self.lock:
-                run = self.runs.pop(key, None)
-                self.index.forget(key)
+            run = self.runs.pop(key, None)
+            self.index.forget(key)
             if run is not None:
                 self.inventory.free(run.status.get("board"), key)
             return
@@ -211,27 +214,26 @@ class Runtime:
         except ValidationError:  # invalid bodies are rejected by admission; ignore them here
             return
         status = dict(body.get("status") or {})
-        with self.lock:
-            current = self.runs.get(key)
-            if current is not None and current.uid == meta["uid"]:
-                if current.stale(body):       # the operator's own later write stands
-                    metrics.STALE_EVENTS.inc()
-                    return
-                current.version = versions.of(body)
-                current.spec = spec
-                current.generation = meta.get("generation", 1)
-                current.deleting = bool(meta.get("deletionTimestamp"))
-                # our own in-flight transitions win over an older watch event
-                if not (current.starting and status.get("phase") == Phase.pending):
-                    current.status = status
-                run = current
-            else:
-                run = self.runs[key] = RunState(meta["namespace"], meta["name"], meta["uid"],
-                                                meta.get("generation", 1),
-                                                ts(meta.get("creationTimestamp")), spec, status,
-                                                deleting=bool(meta.get("deletionTimestamp")),
-                                                avoid_boards=avoid_annotation(meta),
-                                                version=versions.of(body))
+        current = self.runs.get(key)
+        if current is not None and current.uid == meta["uid"]:
+            if current.stale(body):       # the operator's own later write stands
+                metrics.STALE_EVENTS.inc()
+                return
+            current.version = versions.of(body)
+            current.spec = spec
+            current.generation = meta.get("generation", 1)
+            current.deleting = bool(meta.get("deletionTimestamp"))
+            # our own in-flight transitions win over an older watch event
+            if not (current.starting and status.get("phase") == Phase.pending):
+                current.status = status
+            run = current
+        else:
+            run = self.runs[key] = RunState(meta["namespace"], meta["name"], meta["uid"],
+                                            meta.get("generation", 1),
+                                            ts(meta.get("creationTimestamp")), spec, status,
+                                            deleting=bool(meta.get("deletionTimestamp")),
+                                            avoid_boards=avoid_annotation(meta),
+                                            version=versions.of(body))
         board = status.get("board")
         if board:
             if run.phase == Phase.running and not status.get("boardReleased"):
@@ -242,8 +244,7 @@ class Runtime:
                              if c.get("type") == "Succeeded"), {})
                 if run.phase == Phase.succeeded or cond.get("reason") in _BOARD_IS_FINE:
                     self.inventory.health.board_ok(board)
-        with self.lock:
-            self.reindex(run)
+        self.reindex(run)
         if self.indexer is not None and run.phase in FINISHED:
             self.indexer.finished(run.namespace, run.name, run.uid, status)
         if self.notifier is not None and run.phase in FINISHED:
@@ -252,13 +253,12 @@ class Runtime:
 
     def observe_board(self, body: dict[str, Any]) -> None:
         name = body["metadata"]["name"]
-        with self.lock:
-            rec = self.inventory.boards.get(name)
-            drained = rec is not None and rec.maintenance != bool(
-                (body.get("spec") or {}).get("maintenance"))
-            if rec is not None:
-                rec.maintenance = bool((body.get("spec") or {}).get("maintenance"))
-                rec.uid = body["metadata"].get("uid", rec.uid)
+        rec = self.inventory.boards.get(name)
+        drained = rec is not None and rec.maintenance != bool(
+            (body.get("spec") or {}).get("maintenance"))
+        if rec is not None:
+            rec.maintenance = bool((body.get("spec") or {}).get("maintenance"))
+            rec.uid = body["metadata"].get("uid", rec.uid)
         if drained:   # its state (Maintenance, or back) now: a refresh walks a free place that
             self.inventory.statuses.sync(name)   # did not change at the coordinator only every minute
         self.inventory.health.observe_health(name, dict(body.get("status") or {}))
@@ -276,16 +276,15 @@ class Runtime:
                                 f"only the LabPolicy named {POLICY_NAME!r} is in force")
             return
         policy = LabPolicySpec() if deleted else LabPolicySpec(**body.get("spec") or {})
-        with self.lock:
-            changed, self.policy = policy != self.policy, policy
-            if changed and self.notifier is not None:   # webhookHosts: Ready again
-                self.notifier.policy_changed()
-            if changed:   # priority ceilings: every waiting entry's place in the queue may move
-                for key in list(self.index.queue.keys()):
-                    if key in self.runs:
-                        self.reindex(self.runs[key])
-                    else:
-                        self.leases.reindex(self.leases.leases[key])
+        changed, self.policy = policy != self.policy, policy
+        if changed and self.notifier is not None:   # webhookHosts: Ready again
+            self.notifier.policy_changed()
+        if changed:   # priority ceilings: every waiting entry's place in the queue may move
+            for key in list(self.index.queue.keys()):
+                if key in self.runs:
+                    self.reindex(self.runs[key])
+                else:
+                    self.leases.reindex(self.leases.leases[key])
         self.wake()
 
     def notify(self, event: Event) -> None:
@@ -302,33 +301,33 @@ class Runtime:
 
     def board_free_at(self, board: str, now: float) -> float | None:
         """When the board should be free: now if idle, a lease's expiry, a run's timeout; None
-        when nobody can say (a person's own lock, quarantine, offline)."""
-        with self.lock:
-            rec = self.boards.get(board)
-            if rec is None:
-                return None
-            if rec.state == "Idle":
-                return now
-            lease = self.leases.leases.get(rec.run or "")
-            if lease is not None:
-                expires = lease.status.get("expiresAt")
-                return ts(expires) if expires else None
-            run = self.runs.get(rec.run or "")
-            if run is None:
-                return None
-            started = run.status.get("startTime")
-            return (ts(started) if started else now) + run.spec.timeoutSeconds
+        when nobody can say (a person's own lock, quarantine, offline). On the owner's thread."""
+        rec = self.boards.get(board)
+        if rec is None:
+            return None
+        if rec.state == "Idle":
+            return now
+        lease = self.leases.leases.get(rec.run or "")
+        if lease is not None:
+            expires = lease.status.get("expiresAt")
+            return ts(expires) if expires else None
+        run = self.runs.get(rec.run or "")
+        if run is None:
+            return None
+        started = run.status.get("startTime")
+        return (ts(started) if started else now) + run.spec.timeoutSeconds
 
     def active_lease_places(self) -> dict[str, str]:
-        """uid -> place of every lease holding a board (the inventory keeps their locks)."""
-        with self.lock:
-            held = {rec.run: name for name, rec in self.boards.items() if rec.run}
-            # a lease being granted has its board before its status names it
-            return {lease.uid: lease.status.get("place") or held.get(lease.key, "")
-                    for lease in self.index.leases.values()}
+        """uid -> place of every lease holding a board (the inventory keeps their locks). On
+        the owner's thread."""
+        held = {rec.run: name for name, rec in self.boards.items() if rec.run}
+        # a lease being granted has its board before its status names it
+        return {lease.uid: lease.status.get("place") or held.get(lease.key, "")
+                for lease in self.index.leases.values()}
 
     def reindex(self, run: RunState) -> None:
-        """After any change to a run (under the lock): its place in what the rounds read."""
+        """After any change to a run (on the owner's thread): its place in what the rounds
+        read."""
         if self.runs.get(run.key) is not run:     # deleted meanwhile
             return
         entry = admission.queue_entry(
@@ -336,5 +335,5 @@ class Runtime:
         self.index.update(run, entry)
 
     def active_runs(self) -> list[RunState]:
-        with self.lock:
-            return list(self.index.active.values())
+        """The runs holding a board or being started, from any thread."""
+        return self.owner.call(lambda: list(self.index.active.values()))

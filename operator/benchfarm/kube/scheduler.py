@@ -1,23 +1,21 @@
-"""The operator's scheduling loop: one thread, woken by a change (a run, a board, a freed seat)
-or by a lease's due time, that refreshes the inventory, runs a round, has the sessions
-supervised and tends the collector, one step after another.
+"""The operator's scheduling iteration, the owner thread's own work (`kube.owner`): woken by a
+change (a run, a board, a freed seat) or by a lease's due time, it refreshes the inventory, runs
+a round, has the sessions supervised and tends the collector, one step after another.
 
-A round asks `core.rounds.plan` under the registry's lock (its decisions: go-aheads, relays,
-launches, lease grants), applies the plan to the records at once (`apply`: what is on its way is
-marked, so the next round does not decide it again) and, after the lock, sends the writes to the
-launch threads: the next round never waits for an API round trip. Queue positions, queue
-timeouts and the TTL of finished runs are tended after each round. After a (re)start `recover`
-reads everything back first; running sessions are adopted, not redone.
+A round asks `core.rounds.plan` what it decides (go-aheads, relays, launches, lease grants),
+applies the plan to the records at once (`apply`: what is on its way is marked, so the next
+round does not decide it again) and sends the writes to the launch threads: the next round never
+waits for an API round trip. Their answers come back to the owner's inbox. Queue positions,
+queue timeouts and the TTL of finished runs are tended after each round. After a (re)start
+`recover` reads everything back first; running sessions are adopted, not redone.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from .. import cpu
@@ -32,12 +30,12 @@ from .fairness import FairnessBook
 from .heap import HeapTender
 from .inventory import Inventory
 from .leases import Leases
-from .locking import WatchedLock
 from .notifier import Notifier
+from .owner import Owner
 from .ports import LAUNCH_FAILURES
 from .seating import Seats
 from .sessions import Supervisor
-from .state import BoardRecord, InFlight, RunIndex, RunState, ts
+from .state import BoardRecord, InFlight, Owned, RunIndex, RunState, ts
 from .workers import Workers
 from .writes import RunWrites
 
@@ -50,6 +48,7 @@ BOARD_GAUGES_EVERY = 1.0     # seconds between two counts of the boards by state
 POLICY_NAME = "default"      # the one LabPolicy the lab has (CEL refuses any other name)
 SLOW_ROUND = 0.05            # seconds: a round longer than this is logged (with what it waited for)
 SLOW_ITERATION = 2.0         # seconds: a scheduler iteration longer than this is logged
+IDLE_ITERATION = 2.0         # seconds: an iteration at least this often, woken or not
 
 
 def _first_in_line(priority: int) -> None:
@@ -64,10 +63,10 @@ class SchedulerRuntime(Protocol):
     parts and the threads its writes go to."""
 
     policy: LabPolicySpec
-    lock: WatchedLock
+    owner: Owner
     kube: Kube
     store: ArtifactStore
-    runs: dict[str, RunState]
+    runs: Owned[str, RunState]
     index: RunIndex
     inventory: Inventory
     leases: Leases
@@ -96,33 +95,57 @@ class SchedulerRuntime(Protocol):
 class Scheduler:
     def __init__(self, rt: SchedulerRuntime, rtprio: int = 0) -> None:
         self.rt = rt
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.wake_event: asyncio.Event | None = None
-        self.task: asyncio.Task[None] | None = None
+        self.rtprio = rtprio
+        self.ready = False           # `recover` done: the iterations may begin
+        self.stopping = False        # the operator stops: no iteration starts any more
+        self.woken = True
+        self.next_at = 0.0           # monotonic: the next iteration, woken or not
         self.positions: dict[str, int | None] = {}
         self.last_positions_at = 0.0
         self.boards_counted_at = 0.0
-        # the scheduler's own thread: never queued behind a flood of admissions (which run on
-        # asyncio's default executor, a few threads for the whole operator)
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scheduler",
-                                           initializer=_first_in_line, initargs=(rtprio,))
         self.supervising = threading.Lock()
 
-    def prepare(self) -> None:
-        """On kopf's event loop, before `recover`: a change seen from then on wakes the loop."""
-        self.loop = asyncio.get_running_loop()
-        self.wake_event = asyncio.Event()
-
     def start(self) -> None:
-        """On kopf's event loop, after `recover`."""
-        self.task = asyncio.create_task(self.run(), name="benchfarm-scheduler")
+        """The owner's thread, first in line for a CPU where asked and allowed; `recover` is
+        its first message."""
+        self.rt.owner.start(self.tick, self.due, first=lambda: _first_in_line(self.rtprio))
 
     def wake(self) -> None:
-        if self.loop is not None and self.wake_event is not None:
-            self.loop.call_soon_threadsafe(self.wake_event.set)
+        """From any thread: an iteration soon (on the owner's thread, after its inbox)."""
+        if self.rt.owner.mine():
+            self.woken = True
+        else:
+            self.rt.owner.post(self.wake)
+
+    def due(self) -> float:
+        """Seconds until the next iteration: none when woken; a lease's warning or end on time."""
+        if self.woken:
+            return 0.0
+        wait = self.next_at - time.monotonic()
+        if self.ready:
+            lease = self.rt.leases.next_wake(time.time())
+            if lease is not None:
+                wait = min(wait, lease + 0.01)
+        return max(0.0, min(IDLE_ITERATION, wait))
+
+    def tick(self) -> None:
+        """Between two batches of the owner's inbox: an iteration when one is due."""
+        if not self.ready or self.stopping or self.due() > 0:
+            return
+        self.woken = False
+        self.next_at = time.monotonic() + IDLE_ITERATION
+        t = [time.monotonic()]
+        for step in (self.rt.inventory.refresh, self.round, self.supervise_soon,
+                     self.rt.heap.tend):
+            step()
+            t.append(time.monotonic())
+        if t[-1] - t[0] > SLOW_ITERATION:
+            log.warning("a slow scheduler iteration: %.1f s (inventory %.1f, round %.1f, "
+                        "heap %.1f)", t[4] - t[0], t[1] - t[0], t[2] - t[1], t[4] - t[3])
 
     def recover(self) -> None:
-        """After a (re)start: read everything back; running sessions are adopted, not redone."""
+        """After a (re)start, on the owner's thread: read everything back; running sessions are
+        adopted, not redone."""
         self.rt.store.ensure_bucket()
         self.rt.inventory.load()
         policy = self.rt.kube.get_cluster("labpolicies", POLICY_NAME)
@@ -138,33 +161,7 @@ class Scheduler:
             log.info("adopted %d running session(s); their Leases say whether they live", adopted)
         self.rt.leases.recover()
         self.rt.inventory.refresh(force=True)
-
-    async def run(self) -> None:
-        assert self.wake_event is not None
-        while True:
-            due = self.rt.leases.next_wake(time.time())    # a lease's warning or end, on time
-            try:
-                await asyncio.wait_for(self.wake_event.wait(),
-                                       timeout=2.0 if due is None else min(2.0, due + 0.01))
-            except TimeoutError:
-                pass
-            self.wake_event.clear()
-            loop = asyncio.get_running_loop()
-            try:
-                t = [time.monotonic()]
-                for step in (self.rt.inventory.refresh, self.round, self.supervise_soon,
-                             self.rt.heap.tend):
-                    await loop.run_in_executor(self.executor, step)
-                    t.append(time.monotonic())
-                if t[-1] - t[0] > SLOW_ITERATION:
-                    log.warning("a slow scheduler iteration: %.1f s (inventory %.1f, round %.1f, "
-                                "heap %.1f)", t[4] - t[0], t[1] - t[0], t[2] - t[1],
-                                t[4] - t[3])
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                metrics.bug(log, "scheduler round failed; retrying")
-                await asyncio.sleep(1)
+        self.ready = True
 
     def supervise_soon(self) -> None:
         """Session supervision (it lists the session Leases: an API round trip, seconds on a
@@ -183,41 +180,35 @@ class Scheduler:
         self.rt.launches.submit(supervise)
 
     def round(self) -> None:
-        """One round: `core.rounds.plan` decides under the lock, `_apply` changes the records
-        at once; the writes the decisions need go to the launch threads after the lock."""
+        """One round: `core.rounds.plan` decides, `apply` changes the records at once; the
+        writes the decisions need go to the launch threads."""
         now = time.time()
         t0, c0, g0 = time.perf_counter(), time.thread_time(), metrics.full_collections()
         q0 = metrics.runqueue_wait()
         positions_due = time.monotonic() - self.last_positions_at >= QUEUE_POSITION_PERIOD
-        with self.rt.lock.first():      # kopf's threads, taking it one after another, wait
-            locked = time.perf_counter()
-            waited = self.rt.lock.waited(t0, locked)    # before its own hold is over
-            mono = time.monotonic()
-            plan = rounds.plan(
-                self.rt.index.active.values(),
-                leases_ns=[held.namespace for held in self.rt.index.leases.values()],
-                queue=self.rt.index.queue, free=self.rt.inventory.board_index(),
-                max_sessions=self.rt.max_sessions, standby_max=self.rt.standby_max,
-                seat_seconds=self.rt.seats.seat_seconds, naming=self.rt.seats.naming,
-                launched=self.rt.sessions.launched, standing_by=self.rt.seats.seat_of,
-                holds_place=self.rt.seats.holds_place,
-                max_boards=lambda ns: self.rt.policy.for_namespace(ns).maxBoards,
-                fairness=self.rt.fairness, now=now, mono=mono, positions_due=positions_due,
-                head=QUEUE_POSITION_LIMIT, runs=self.rt.runs)
-            named = self.apply(plan, mono)
-            queue = self.rt.index.queue
-            waiting, active, oldest = len(queue), len(self.rt.index.active), queue.oldest()
-            timeouts = list(self.rt.index.queue_timeouts.values())
-            ttl = list(self.rt.index.ttl.values())
+        mono = time.monotonic()
+        plan = rounds.plan(
+            self.rt.index.active.values(),
+            leases_ns=[held.namespace for held in self.rt.index.leases.values()],
+            queue=self.rt.index.queue, free=self.rt.inventory.board_index(),
+            max_sessions=self.rt.max_sessions, standby_max=self.rt.standby_max,
+            seat_seconds=self.rt.seats.seat_seconds, naming=self.rt.seats.naming,
+            launched=self.rt.sessions.launched, standing_by=self.rt.seats.seat_of,
+            holds_place=self.rt.seats.holds_place,
+            max_boards=lambda ns: self.rt.policy.for_namespace(ns).maxBoards,
+            fairness=self.rt.fairness, now=now, mono=mono, positions_due=positions_due,
+            head=QUEUE_POSITION_LIMIT, runs=self.rt.runs)
+        named = self.apply(plan, mono)
+        queue = self.rt.index.queue
+        waiting, active, oldest = len(queue), len(self.rt.index.active), queue.oldest()
+        timeouts = list(self.rt.index.queue_timeouts.values())
+        ttl = list(self.rt.index.ttl.values())
         wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
         metrics.observe_round(wall, cpu, collected=metrics.full_collections() != g0)
         if wall > SLOW_ROUND:
-            other, gil, holder = waited
-            log.info("a slow round: %.0f ms (waiting for the lock %.0f ms%s, then for the GIL "
-                     "%.0f ms; for a CPU %.0f ms in all, its own CPU %.0f ms; %d assignment(s))",
-                     wall * 1000, other * 1000, f" held by {holder}" if holder else "", gil * 1000,
-                     (metrics.runqueue_wait() - q0) * 1000, cpu * 1000,
-                     len(plan.launches) + len(plan.grants))
+            log.info("a slow round: %.0f ms (waiting for a CPU %.0f ms, its own CPU %.0f ms; "
+                     "%d assignment(s))", wall * 1000, (metrics.runqueue_wait() - q0) * 1000,
+                     cpu * 1000, len(plan.launches) + len(plan.grants))
         for run in plan.go_aheads:
             self.rt.launches.submit(self.rt.seats.go_ahead, run)
         for run in plan.relay_checks:
@@ -246,7 +237,7 @@ class Scheduler:
         self.ttl(ttl, now)
 
     def apply(self, plan: rounds.RoundPlan[RunState], mono: float) -> list[tuple[RunState, Relay]]:
-        """A round's decisions, into the records (under the lock): what is on its way is marked
+        """A round's decisions, into the records: what is on its way is marked
         (`InFlight`, `naming`), so the next round does not decide it again before its write.
         Returns the relays named, for their writes."""
         for r, relay in plan.afters:
@@ -286,7 +277,8 @@ class Scheduler:
         """One assignment's launch (its guarded Running write, the launcher, the Scheduled
         event: API round trips, a few hundred ms on a busy API server), on its own thread: the
         boards freed together start together, and the next round does not wait for them (the
-        run counts as holding its board, or as on standby, while `starting`)."""
+        run counts as holding its board, or as on standby, while `starting`). Its outcome goes
+        back to the owner."""
         try:
             self.rt.sessions.launch(run, board, seated=run.in_flight is InFlight.launch_seated,
                                  after=run.after)
@@ -299,11 +291,12 @@ class Scheduler:
 
     def launch_failed(self, run: RunState, board: str) -> None:
         """The run waits again, its board free for the next round."""
-        with self.rt.lock:
+        def failed() -> None:
             run.move(InFlight.none)
             self.rt.reindex(run)
-        self.rt.inventory.free(board, run.key)
-        self.rt.wake()
+            self.rt.inventory.free(board, run.key)
+            self.rt.wake()
+        self.rt.owner.call(failed)
 
     def expire(self, waiting: list[RunState], now: float) -> None:
         for r in waiting:

@@ -1,7 +1,8 @@
 """Session seats as the operator keeps them: which seat a standby run is on, its relay named
 and checked, its go-ahead written. What each decision is is `core.seats`'s (and a round's,
 `core.rounds`'); this module answers them from the operator's records (`seat_of`) and writes what
-was decided, on a launch thread (one status write each: `RunWrites.patch`).
+was decided, on a launch thread (one status write each: `RunWrites.patch`), which hands what
+it changes in the records to the owner thread (`kube.owner`).
 
 `naming` holds the standby runs whose relay is on its way to the API server: no go-ahead is
 written for them meanwhile (it could land first), and `seat_seconds` is the running mean of how
@@ -58,7 +59,7 @@ class Seats:
 
     def seat_of(self, r: RunState) -> tuple[bool, Relay | None]:
         """Is the run on standby, and which relay names its seat (`core.seats.standing_by`,
-        under the lock)?"""
+        on the owner's thread)?"""
         return seats.standing_by(
             r, naming=r.key in self.naming, holds_board=r.phase == Phase.running and not r.released,
             go_ahead=lambda: trust.read_go_ahead(self.rt.signing_key, r.uid, attempt_of(r.status),
@@ -66,7 +67,7 @@ class Seats:
             seat_held=self.seat_held)
 
     def standing_by(self, r: RunState) -> bool:
-        """On standby (under the lock)."""
+        """On standby (on the owner's thread)."""
         return self.seat_of(r)[0]
 
     def seat_held(self, relay: Relay) -> bool:
@@ -97,13 +98,18 @@ class Seats:
                 return
         except InfraError as exc:      # the coordinator is away: the go-ahead says it anyway
             log.info("%s: could not read who holds %s: %s", run.key, place, exc)
-        with self.rt.lock:
+        def missed() -> Relay | None:
+            """The relay it missed, its go-ahead on its way now; None if it needs none."""
             if run.after is None or run.status.get("boardReleased") or \
                     self.rt.runs.get(run.key) is not run or not run.move(InFlight.go_ahead):
-                return
+                return None
+            return run.after
+        relay = self.rt.owner.call(missed)
+        if relay is None:
+            return
         metrics.RELAYS_MISSED.inc()
         log.info("%s: its session did not take the seat %s gave up; writing its go-ahead",
-                 run.key, run.after.place)
+                 run.key, relay.place)
         self.go_ahead(run)
 
     def name_relay(self, run: RunState, relay: Relay) -> None:
@@ -113,12 +119,13 @@ class Seats:
                 self.rt.signing_key, run.uid, attempt_of(run.status), relay)))
         except API_FAILURES as exc:   # deleted meanwhile, or the API is away: the next round again
             log.info("%s: could not write its relay: %s", run.key, exc)
-            with self.rt.lock:
-                if run.after == relay:
-                    run.after = None
+            self.rt.owner.call(self._unnamed, run, relay)
         finally:
-            with self.rt.lock:
-                self.naming.discard(run.key)
+            self.rt.owner.call(self.naming.discard, run.key)
+
+    def _unnamed(self, run: RunState, relay: Relay) -> None:
+        if run.after == relay:
+            run.after = None
 
     def go_ahead(self, run: RunState) -> None:
         """A seat is free: the standby run's session may take its board (one status write; the
@@ -130,7 +137,9 @@ class Seats:
         except API_FAILURES as exc:   # deleted meanwhile, or the API is away: the next round again
             log.info("%s: could not write its go-ahead: %s", run.key, exc)
         finally:
-            with self.rt.lock:
-                run.move(InFlight.none)
-                self.rt.reindex(run)      # handed back meanwhile: in the queue from now
-            self.rt.wake()
+            self.rt.owner.call(self._written, run)
+
+    def _written(self, run: RunState) -> None:
+        run.move(InFlight.none)
+        self.rt.reindex(run)      # handed back meanwhile: in the queue from now
+        self.rt.wake()

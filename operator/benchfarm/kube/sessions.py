@@ -7,7 +7,7 @@ fault, a busy board, a lab fault). A runner whose Lease stops moving is dead: it
 (a resume: its checkpoints make it go on where it stopped), at most MAX_RESUMES times.
 After an operator restart nothing is relaunched blindly: live runners are simply adopted.
 
-What the supervisor needs of the operator is `SessionRuntime` (the registry's lock, its run
+What the supervisor needs of the operator is `SessionRuntime` (the registry's owner, its run
 transitions, the API, the coordinator, the policy, the launcher) and of the inventory only
 `Boards` (free, held, board_failed): it imports neither the runtime nor the inventory.
 """
@@ -29,7 +29,7 @@ from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseObserver, list_leases, se
 from ..lab.coordinator import run_holder
 from . import metrics
 from .ports import LAUNCH_FAILURES, Launch, Launcher
-from .state import InFlight, Registry, RunState, ts, written
+from .state import InFlight, Owned, Registry, RunState, ts, written
 
 if TYPE_CHECKING:
     pass
@@ -105,7 +105,8 @@ class Supervisor:
     def __init__(self, rt: SessionRuntime) -> None:
         self.rt = rt
         self.observer = LeaseObserver(grace=5.0)
-        self.launched: dict[str, float] = {}   # run key -> monotonic time of the last launch
+        # run key -> monotonic time of the last launch (the owner's: `kube.owner`)
+        self.launched: Owned[str, float] = Owned("seat")
         self.last = 0.0
         self.clock = time.monotonic
         self.launching = threading.Lock()   # launches run on several threads; a launcher on one
@@ -128,18 +129,23 @@ class Supervisor:
         except PreconditionFailed:
             written = None
             log.info("%s changed while being scheduled (cancelled?); not launching", run.key)
-        with rt.lock:
-            run.move(InFlight.none)
-            if written:
-                run.wrote(written, status)
-                self.launched[run.key] = self.clock()
-            rt.reindex(run)
-            if not written:
-                rt.inventory.free(board, run.key)
-                return
+        rt.owner.call(self._launched, run, board, written, status)
+        if not written:
+            return
         metrics.QUEUE_WAIT.observe(max(0.0, time.time() - run.created))
         handle = self._launch(run, attempt, 0)
         rt.kube.event(run.ref(), "Normal", "Scheduled", f"board {board} assigned; session {handle}")
+
+    def _launched(self, run: RunState, board: str, written: dict[str, Any] | None,
+                  status: dict[str, Any]) -> None:
+        """The launch's Running write landed (`written`) or did not (its board free again)."""
+        run.move(InFlight.none)
+        if written:
+            run.wrote(written, status)
+            self.launched[run.key] = self.clock()
+        self.rt.reindex(run)
+        if not written:
+            self.rt.inventory.free(board, run.key)
 
     def _launch(self, run: RunState, attempt: int, resume: int) -> str:
         """Ask the launcher for a runner; a launcher that fails is a lab fault, seen as a dead
@@ -196,7 +202,10 @@ class Supervisor:
                 continue
             if self.observer.alive(f"{run.namespace}/{session_lease_name(run.name)}", now):
                 continue
-            launched = self.launched.setdefault(run.key, now)  # adopted: give it a grace period
+            launched = self.launched.get(run.key)
+            if launched is None:         # adopted: give it a grace period
+                launched = now
+                rt.owner.call(self.launched.setdefault, run.key, now)
             if now - launched < STARTUP_GRACE:
                 continue
             self._dead(run)
@@ -226,15 +235,15 @@ class Supervisor:
         # a relay whose seat is its own by now: the resumed session gets the plain go-ahead, it
         # would wait for a release it can no longer see
         go = read_go_ahead(rt.signing_key, run.uid, attempt, run.status.get(GO_AHEAD_FIELD))
-        with rt.lock:
-            if go is not None and go.after is not None and not rt.seats.standing_by(run):
-                plain = sign_go_ahead(rt.signing_key, run.uid, attempt)
+        if go is not None and go.after is not None and \
+                not rt.owner.call(rt.seats.standing_by, run):
+            plain = sign_go_ahead(rt.signing_key, run.uid, attempt)
         try:
             rt.writes.patch(run, transitions.resumed(resumes, MAX_RESUMES, plain))
         except API_FAILURES as exc:
             log.warning("%s: could not record the resume (%s); will retry", run.key, exc)
             return
-        self.launched[run.key] = self.clock()
+        rt.owner.call(self.launched.__setitem__, run.key, self.clock())
         handle = self._launch(run, attempt, resumes)
         rt.kube.event(run.ref(), "Warning", "SessionResumed",
                       f"the session stopped renewing its Lease; resumed from its checkpoints "
@@ -245,7 +254,7 @@ class Supervisor:
         rt = self.rt
         board = run.status.get("board") or ""
         self._release(board, run.uid)
-        self.launched.pop(run.key, None)
+        rt.owner.call(self.launched.pop, run.key, None)
         if end.outcome == HandBack.busy:
             rt.inventory.held(board, end.message)
             taken = int(run.status.get("busyRequeues") or 0) + 1
@@ -293,4 +302,4 @@ class Supervisor:
                 break
             time.sleep(0.5)
         self._release(run.status.get("board"), run.uid)
-        self.launched.pop(run.key, None)
+        self.rt.owner.call(self.launched.pop, run.key, None)

@@ -1,15 +1,15 @@
 """What the operator knows of runs and boards between two watch events: plain records, no I/O.
 
-kopf feeds every BenchmarkRun, Board and LabPolicy into these records; the scheduler, the session
-supervisor and the inventory read them under the runtime's lock. The API server stays the source of
-truth: every transition is written there first and only then mirrored here.
+kopf's events about every BenchmarkRun, Board and LabPolicy reach these records through the
+owner thread (`kube.owner`), their only writer: each record says so on every change
+(`check_write`). The API server stays the source of truth: every transition is written there
+first and only then mirrored here.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
@@ -25,15 +25,16 @@ from ..core.queue import QueueEntry, WaitingQueue, lease_key
 from ..kubeapi import versions
 from ..kubeapi.client import Kube
 from ..lab.coordinator import Coordinator
+from .owner import Owner, check_write
 
 
 class Registry(Protocol):
     """What every part of the operator reads of its registry (`kube.runtime.Runtime` is one):
-    the lock over these records, the API client, the coordinator and the LabPolicy. Each part's
+    the owner of these records, the API client, the coordinator and the LabPolicy. Each part's
     own Protocol (SessionRuntime, InventoryRuntime, LeaseRuntime) adds what else it needs."""
 
     @property
-    def lock(self) -> AbstractContextManager[Any]: ...
+    def owner(self) -> Owner: ...
 
     @property
     def kube(self) -> Kube: ...
@@ -96,13 +97,17 @@ class RunState:
     relay_checked: bool = False     # whether its session took it (`Seats.check_relay`)
     version: str | None = None      # the newest resourceVersion known: events' and own writes'
 
+    def __setattr__(self, key: str, value: Any) -> None:
+        check_write("run")
+        object.__setattr__(self, key, value)
+
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
     def move(self, to: InFlight) -> bool:
-        """The operator decided (or its write landed: `InFlight.none`), under the lock; False,
-        and no change, where `MOVES` does not allow it (a decision already on its way)."""
+        """The operator decided (or its write landed: `InFlight.none`), on the owner's thread;
+        False, and no change, where `MOVES` does not allow it (a decision already on its way)."""
         if to not in MOVES[self.in_flight]:
             return False
         self.in_flight = to
@@ -133,9 +138,9 @@ class RunState:
         return bool(self.status.get("boardReleased"))
 
     def wrote(self, written: dict[str, Any], status: dict[str, Any]) -> None:
-        """After the operator's own status write (under the lock): the status as the API server
-        wrote it (`status` where its answer has none), and its version, so that no watch event
-        from before the write undoes it (`kubeapi.versions`)."""
+        """After the operator's own status write (on the owner's thread): the status as the API
+        server wrote it (`status` where its answer has none), and its version, so that no watch
+        event from before the write undoes it (`kubeapi.versions`)."""
         version = versions.of(written)
         if versions.older(version, self.version):   # a later event came first: it has this write
             return
@@ -183,6 +188,10 @@ class LeaseState:
     busy: bool = False              # an end or a retake on a launch thread
     granted_at: float = 0.0         # monotonic: when its lock was (re)taken
 
+    def __setattr__(self, key: str, value: Any) -> None:
+        check_write("lease")
+        object.__setattr__(self, key, value)
+
     @property
     def key(self) -> str:
         return lease_key(self.namespace, self.name)
@@ -211,7 +220,7 @@ class RunIndex:
     every run the operator knows (10,000 queued, and every finished one): the waiting queue in
     order, the active runs, waiting runs with a queue timeout, finished runs with a TTL.
 
-    The runtime calls `update` under its lock after every change to a run (a watch event, a
+    The runtime calls `update` on the owner's thread after every change to a run (a watch event, a
     status it wrote, starting, cancel), and `forget` when the run is deleted."""
 
     def __init__(self) -> None:
@@ -223,6 +232,7 @@ class RunIndex:
 
     def update_lease(self, lease: LeaseState, entry: QueueEntry | None) -> None:
         """A lease's place in the queue (`entry` while it waits), and among the active."""
+        check_write("index")
         if entry is not None:
             self.queue.put(entry)
         else:
@@ -234,6 +244,7 @@ class RunIndex:
 
     def update(self, run: RunState, entry: QueueEntry | None) -> None:
         """`entry`: the run as the queue sees it, when it waits."""
+        check_write("index")
         key = run.key
         if entry is not None:
             self.queue.put(entry)
@@ -246,6 +257,7 @@ class RunIndex:
               run.spec.ttlSecondsAfterFinished is not None)
 
     def forget(self, key: str) -> None:
+        check_write("index")
         self.queue.discard(key)
         for d in (self.active, self.queue_timeouts, self.ttl, self.leases):
             d.pop(key, None)
@@ -286,6 +298,7 @@ class BoardRecord:
     changes: set[str] | None = field(default=None, repr=False, compare=False)
 
     def __setattr__(self, key: str, value: Any) -> None:
+        check_write("board")
         if key in VIEWED:
             changes = self.__dict__.get("changes")
             if changes is not None and self.__dict__.get(key) != value:
@@ -332,6 +345,7 @@ class Boards(dict[str, BoardRecord]):
         self.changed: set[str] = set()
 
     def __setitem__(self, name: str, rec: BoardRecord) -> None:
+        check_write("board")
         rec.changes = self.changed
         super().__setitem__(name, rec)
         self.changed.add(name)
@@ -342,3 +356,36 @@ class Boards(dict[str, BoardRecord]):
             self[name] = rec
         return self[name]
 
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Owned(dict[K, V]):
+    """A dict of the lab's records (runs by key, leases by key, launches by run): each change
+    says so to `check_write`, under `what`, like the records themselves."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__()
+        self.what = what
+
+    def __setitem__(self, key: K, value: V) -> None:
+        check_write(self.what)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: K) -> None:
+        check_write(self.what)
+        super().__delitem__(key)
+
+    def pop(self, key: K, *default: Any) -> Any:
+        check_write(self.what)
+        return super().pop(key, *default)
+
+    def setdefault(self, key: K, default: Any = None) -> Any:
+        check_write(self.what)
+        return super().setdefault(key, default)
+
+    def clear(self) -> None:
+        check_write(self.what)
+        super().clear()

@@ -1,5 +1,6 @@
 """A run's transitions, written: each is checkpointed in the API first (`core.transitions`
-builds the patch), and only then does the operator's registry take the new state and act on it.
+builds the patch), and only then does the operator's registry take the new state and act on it
+(on the owner's thread: `kube.owner`; the write itself is made on the caller's).
 Finishing, re-queueing (with the board to avoid), retrying elsewhere after a fault, cancelling a
 queued run and letting go of a deleted one's board are here, one place for the whole operator:
 the supervisor, the seats and the scheduler call them (`Runtime.writes`).
@@ -55,9 +56,11 @@ class RunWrites:
         written = self.rt.kube.patch_run_status(run.namespace, run.name, status)
         if not written:
             raise RunError("run deleted", reason="Deleted")
-        with self.rt.lock:
-            run.wrote(written, status)
-            self.rt.reindex(run)
+        self.rt.owner.call(self._wrote, run, written, status)
+
+    def _wrote(self, run: RunState, written: dict[str, Any], status: dict[str, Any]) -> None:
+        run.wrote(written, status)
+        self.rt.reindex(run)
 
     def finish(self, run: RunState, phase: Phase, reason: str, message: str) -> None:
         metrics.FINISHED.labels(phase, reason).inc()
@@ -100,11 +103,7 @@ class RunWrites:
     def cancel(self, key: str, *, deleting: bool = False) -> None:
         """Cancel a queued run here; a running one is stopped by its own runner, which watches
         its run. On delete, wait for the runner to let go of the board."""
-        with self.rt.lock:
-            run = self.rt.runs.get(key)
-            if run is not None and deleting:
-                run.deleting = True
-                self.rt.reindex(run)
+        run = self.rt.owner.call(self._cancelling, key, deleting)
         if run is None:
             return
         if run.phase in (Phase.pending, None) and not deleting:
@@ -113,9 +112,7 @@ class RunWrites:
                 written = self.rt.kube.guarded_status_write(run.namespace, run.name,
                                                          {"phase": Phase.pending}, status)
                 if written:
-                    with self.rt.lock:
-                        run.wrote(written, status)
-                        self.rt.reindex(run)
+                    self.rt.owner.call(self._wrote, run, written, status)
                     self.rt.kube.event(run.ref(), "Normal", Reason.cancelled,
                                     "cancelled before it started")
             except PreconditionFailed:
@@ -123,3 +120,10 @@ class RunWrites:
         elif run.phase == Phase.running and deleting:
             self.rt.sessions.wait_gone(run)
             self.rt.inventory.free(run.status.get("board"), key)
+
+    def _cancelling(self, key: str, deleting: bool) -> RunState | None:
+        run = self.rt.runs.get(key)
+        if run is not None and deleting:
+            run.deleting = True
+            self.rt.reindex(run)
+        return run
