@@ -27,6 +27,11 @@ class Run:
     standby: bool = False         # what `core.seats.standing_by` says of it (asked apart)
     holds_place: bool = True      # the coordinator shows its place acquired by its session
 
+    @property
+    def seat(self) -> seats.Seat:
+        return seats.Seat(at=self.seated_at, after=self.after, relayed_at=self.relayed_at,
+                          relay_checked=self.relay_checked)
+
 
 def relay_of(r: Run) -> Relay:
     return Relay(place=r.board or "", holder=f"benchfarm/run-{r.key}")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from benchfarm.api.models import BenchmarkRunSpec
 from benchfarm.core.queue import QueueEntry, Selector
-from benchfarm.kube.state import InFlight, RunIndex, RunState
+from benchfarm.kube.lifecycle import InFlight
+from benchfarm.kube.state import RunIndex, RunState
 
 
 def state(name, phase="Pending", **spec):

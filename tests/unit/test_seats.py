@@ -24,6 +24,10 @@ class Seat:
     after: Relay | None = None
     seated_at: float = 0.0
 
+    @property
+    def seat(self) -> seats.Seat:
+        return seats.Seat(at=self.seated_at, after=self.after)
+
 
 def go(after: Relay | None = None) -> GoAhead:
     return GoAhead(attempt=1, after=after, signature="s")
@@ -104,3 +108,19 @@ def test_each_standby_run_named_no_seat_is_named_a_distinct_one_while_any_is_lef
     pairs = seats.relays([named, granted, s1, s2, s3], heirs, None, now=10.0)
     assert [(r.key, h.key) for r, h in pairs] == [("t/s1", "t/h2"), ("t/s2", "t/h1")]
     assert heirs == []                                      # s3 waits for a go-ahead
+
+
+def test_a_seat_is_a_value_whose_moves_return_the_next():
+    """The operator's seat bookkeeping (`core.seats.Seat`): launched on standby after a relay,
+    the relay's seat taken, its handover checked, the board released; a failed naming undone
+    only for the relay that failed."""
+    s = seats.Seat().launched(10.0, RELAY)
+    assert (s.at, s.after, s.relayed_at, s.relay_checked) == (10.0, RELAY, None, False)
+    taken = s.relayed(12.0)
+    assert (taken.at, taken.relayed_at, taken.after) == (12.0, 12.0, RELAY) and s.at == 10.0
+    assert taken.checked().relay_checked and not taken.relay_checked
+    assert taken.freed().at == 0.0 and taken.freed().relayed_at == 12.0
+    other = Relay(place="p9", holder="benchfarm/run-uid-x")
+    assert s.unnamed(other) is s and s.unnamed(RELAY).after is None
+    assert seats.Seat().named(RELAY).after == RELAY and seats.Seat().granted(5.0).at == 5.0
+    assert seats.Seat(at=3.0, after=RELAY, relayed_at=4.0).launched(9.0, None) == seats.Seat(at=9.0)

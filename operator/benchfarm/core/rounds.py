@@ -38,8 +38,6 @@ class RoundRun(seats.SeatRun, Protocol):
     def released(self) -> bool:
         """Its session released its board (it only uploads and reports now)."""
 
-    relayed_at: float | None   # monotonic: when the operator saw a relay's seat become its own
-    relay_checked: bool        # whether its session was checked to have taken that seat
 
 
 R = TypeVar("R", bound=RoundRun)
@@ -100,7 +98,7 @@ def plan(active: Iterable[R], *, leases_ns: Iterable[str], queue: q.WaitingQueue
         running_ns[r.namespace] = running_ns.get(r.namespace, 0) + 1
         standby, relay = standing_by(r)
         after[r.key] = relay
-        if relay != r.after:
+        if relay != r.seat.after:
             p.afters.append((r, relay))
         if standby:
             p.standby.append(r)
@@ -109,15 +107,15 @@ def plan(active: Iterable[R], *, leases_ns: Iterable[str], queue: q.WaitingQueue
         # only uploads and reports; the seat goes to the next run)
         holds = r.starting or not r.released
         holding += holds
-        if not holds and r.seated_at:       # how long a seat is held (relays' aim)
-            p.seat_seconds = seats.seat_mean(p.seat_seconds, mono - r.seated_at)
+        if not holds and r.seat.at:       # how long a seat is held (relays' aim)
+            p.seat_seconds = seats.seat_mean(p.seat_seconds, mono - r.seat.at)
             p.seats_freed.append(r)
         if r.starting or r.granting or not holds or r.key in naming:
             continue
         if relay is not None:
-            if r.relayed_at is None:
+            if r.seat.relayed_at is None:
                 p.relays_taken.append(r)
-            elif not r.relay_checked and mono - r.relayed_at >= seats.RELAY_GRACE:
+            elif not r.seat.relay_checked and mono - r.seat.relayed_at >= seats.RELAY_GRACE:
                 p.relay_checks.append(r)
         if holds_place(r):
             seated.append(r)

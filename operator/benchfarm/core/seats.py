@@ -21,6 +21,7 @@ to a second run too, and a full bench had 13-14 boards powered by 12 seats.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 from ..api.grants import GoAhead, Relay
@@ -28,6 +29,46 @@ from ..api.grants import GoAhead, Relay
 RELAY_GRACE = 0.5    # seconds a relayed session has to take its place before the go-ahead is written
 RELAY_LEAD = 2.0     # seconds, at least, before a named seat should free (the session's connection)
 SEAT_EWMA = 0.1      # weight of the last seat's time in the running mean of a seat's time
+
+
+@dataclass(frozen=True)
+class Seat:
+    """A run's session seat as the operator keeps it: when it got one, the relay it waits for on
+    standby, and that relay's handover. A value: each move (below) returns the next one; the
+    operator sets it on the run (`kube.scheduler.Scheduler.apply` and `kube.seating` alone)."""
+
+    at: float = 0.0                  # monotonic: when it got its seat (relays name the oldest)
+    after: Relay | None = None       # on standby: the seat it takes when its holder releases it
+    relayed_at: float | None = None  # monotonic: when the operator saw that seat become its own
+    relay_checked: bool = False      # whether its session was checked to have taken it
+
+    def launched(self, mono: float, after: Relay | None) -> Seat:
+        """Launched, with a seat or on standby (after `after`'s holder, if one is named)."""
+        return Seat(at=mono, after=after)
+
+    def named(self, relay: Relay | None) -> Seat:
+        """On standby: the relay it waits for, named (or read back from its status)."""
+        return replace(self, after=relay)
+
+    def unnamed(self, relay: Relay) -> Seat:
+        """The relay's write failed: named again by a later round."""
+        return replace(self, after=None) if self.after == relay else self
+
+    def relayed(self, mono: float) -> Seat:
+        """The seat its relay names was released: its own from now."""
+        return replace(self, at=mono, relayed_at=mono)
+
+    def checked(self) -> Seat:
+        """Its session was checked to have taken that seat (or given the go-ahead)."""
+        return replace(self, relay_checked=True)
+
+    def granted(self, mono: float) -> Seat:
+        """A freed seat given by a go-ahead."""
+        return replace(self, at=mono)
+
+    def freed(self) -> Seat:
+        """Its board released: its seat free for the next."""
+        return replace(self, at=0.0)
 
 
 class SeatRun(Protocol):
@@ -44,8 +85,9 @@ class SeatRun(Protocol):
     def granting(self) -> bool:
         """A seat given (with its launch, or by a go-ahead), its write not yet landed."""
 
-    after: Relay | None       # on standby: the seat it is named
-    seated_at: float          # monotonic: when it got its seat
+    @property
+    def seat(self) -> Seat:
+        """Its seat: when it got it, the relay it waits for on standby, that relay's handover."""
 
 
 Run = TypeVar("Run", bound=SeatRun)
@@ -63,14 +105,14 @@ def standing_by(r: SeatRun, *, naming: bool, holds_board: bool,
     the status of a run launched by an earlier operator too). A run of an operator from before
     go-aheads has none at all: standby, given one at once."""
     if r.granting:
-        return False, r.after
+        return False, r.seat.after
     if r.starting or naming:
-        return r.after is None or seat_held(r.after), r.after
+        return r.seat.after is None or seat_held(r.seat.after), r.seat.after
     if not holds_board:
-        return False, r.after
+        return False, r.seat.after
     go = go_ahead()
     if go is None:
-        return True, r.after
+        return True, r.seat.after
     return go.after is not None and seat_held(go.after), go.after
 
 
@@ -85,9 +127,9 @@ def take_heir(heirs: list[Run], seat_seconds: float | None, now: float) -> Run:
     (RELAY_LEAD: a release before the standby session's coordinator connection is up goes
     unseen and waits for the go-ahead). The oldest seat while a seat's time is not known."""
     if seat_seconds is None:
-        best = min(heirs, key=lambda r: r.seated_at)
+        best = min(heirs, key=lambda r: r.seat.at)
     else:
-        left = {r.key: r.seated_at + seat_seconds - now for r in heirs}
+        left = {r.key: r.seat.at + seat_seconds - now for r in heirs}
         late = [r for r in heirs if left[r.key] >= RELAY_LEAD]
         best = min(late, key=lambda r: left[r.key]) if late else \
             max(heirs, key=lambda r: left[r.key])
@@ -125,4 +167,4 @@ def relays(standby: Sequence[Run], heirs: list[Run], seat_seconds: float | None,
 
 
 def _after(r: SeatRun, after: Mapping[str, Relay | None] | None) -> Relay | None:
-    return r.after if after is None else after.get(r.key, r.after)
+    return r.seat.after if after is None else after.get(r.key, r.seat.after)

@@ -68,10 +68,9 @@ async def startup(settings: kopf.OperatorSettings, logger: kopf.Logger, memo: ko
     settings.posting.enabled = False
     # a line per handled event is noise at thousands of runs; failures still log as warnings
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    # kopf's first listing of each resource, in pages: a page's JSON is read in one C call that
-    # holds the GIL, and the scheduler's rounds have begun by then. Listed whole, 1,000 Boards
-    # (10,000 runs at a restart: ten times as much) are one such call; in a py-spy of a start,
-    # JSON decoding held the GIL the most, and a round 5 s after the start waited 170 ms for it
+    # kopf's first listing of each resource, in pages: a page's JSON is decoded in one C call
+    # that holds the GIL, and the scheduler's rounds have begun by then (a listing of 10,000
+    # runs decoded whole holds it for as long as a round may take)
     settings.watching.chunk_size = LIST_PAGE
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330

@@ -65,10 +65,9 @@ from .writes import RunWrites
 log = logging.getLogger("benchfarm")
 
 LAUNCH_THREADS = 4           # launches in flight at once (each mostly waits for the API server)
-# seconds a thread may keep the GIL once another asks for it (Python's default: 0.005). A round
-# that waits for the GIL waits that long for each thread handed the GIL before it: in a full
-# `make bench-scale` a round waited 51 ms for the GIL with 1 ms of its own CPU and none of it
-# for a CPU; at 1 ms, three full benches in a row had no round over 36 ms
+# seconds a thread may keep the GIL once another asks for it (Python's default: 0.005): a round
+# that waits for the GIL waits up to that long for each thread handed it first (the figures:
+# benchmarks/RESULTS.md, "The GIL and the scheduling round")
 GIL_SWITCH = 0.001
 
 

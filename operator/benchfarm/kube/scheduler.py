@@ -30,12 +30,13 @@ from .fairness import FairnessBook
 from .heap import HeapTender
 from .inventory import Inventory
 from .leases import Leases
+from .lifecycle import InFlight
 from .notifier import Notifier
 from .owner import Owner
 from .ports import LAUNCH_FAILURES
 from .seating import Seats
 from .sessions import Supervisor
-from .state import BoardRecord, InFlight, Owned, RunIndex, RunState, ts
+from .state import BoardRecord, Owned, RunIndex, RunState, ts
 from .workers import Workers
 from .writes import RunWrites
 
@@ -222,9 +223,8 @@ class Scheduler:
         self.rt.fairness_book.save()
         metrics.observe_lab(waiting, active, standby=len(plan.standby),
                             oldest_wait=0.0 if oldest is None else max(0.0, now - oldest))
-        # the boards by state, for the gauges a scrape reads: a walk of all 1,000 boards after
-        # every round of a flood (50 a second) was 3 % of the time the operator's threads held
-        # the GIL in a full bench (py-spy --gil), the time a round may wait for it
+        # the boards by state, for the gauges a scrape reads: once a second, not after every
+        # round of a flood (a walk of every board holds the GIL a round may wait for)
         if mono - self.boards_counted_at >= BOARD_GAUGES_EVERY:
             self.boards_counted_at = mono
             boards = list(self.rt.boards.values())      # one C call: whole, whatever adds one
@@ -241,30 +241,31 @@ class Scheduler:
         (`InFlight`, `naming`), so the next round does not decide it again before its write.
         Returns the relays named, for their writes."""
         for r, relay in plan.afters:
-            r.after = relay
+            r.seat = r.seat.named(relay)
         for r in plan.seats_freed:
-            r.seated_at = 0.0
+            r.seat = r.seat.freed()
         self.rt.seats.seat_seconds = plan.seat_seconds
         for r in plan.relays_taken:
-            r.relayed_at = r.seated_at = mono
+            r.seat = r.seat.relayed(mono)
         metrics.SEATS.labels("relay").inc(len(plan.relays_taken))
         for r in plan.relay_checks:
-            r.relay_checked = True
+            r.seat = r.seat.checked()
         for r in plan.go_aheads:
             r.move(InFlight.go_ahead)
-            r.seated_at = mono
+            r.seat = r.seat.granted(mono)
         metrics.SEATS.labels("go-ahead").inc(len(plan.go_aheads))
         named = []
         for r, heir in plan.relays:
-            r.after = self.rt.seats.relay_to(heir)
+            relay = self.rt.seats.relay_to(heir)
+            r.seat = r.seat.named(relay)
             self.rt.seats.naming.add(r.key)      # no go-ahead meanwhile: it could land first
-            named.append((r, r.after))
+            named.append((r, relay))
         for launch in plan.launches:
             run = launch.run
             self.rt.boards[launch.board].run = run.key
             run.move(InFlight.launch_seated if launch.seated else InFlight.launch_standby)
-            run.seated_at, run.relayed_at, run.relay_checked = mono, None, False
-            run.after = None if launch.heir is None else self.rt.seats.relay_to(launch.heir)
+            run.seat = run.seat.launched(
+                mono, None if launch.heir is None else self.rt.seats.relay_to(launch.heir))
             self.rt.reindex(run)
         for key, board in plan.grants:
             self.rt.boards[board].run = key
@@ -281,7 +282,7 @@ class Scheduler:
         back to the owner."""
         try:
             self.rt.sessions.launch(run, board, seated=run.in_flight is InFlight.launch_seated,
-                                 after=run.after)
+                                 after=run.seat.after)
         except LAUNCH_FAILURES as exc:    # an outage, the run deleted: it waits again
             log.error("%s: launching its session failed: %s", run.key, exc)
             self.launch_failed(run, board)

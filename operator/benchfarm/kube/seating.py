@@ -22,7 +22,8 @@ from ..errors import InfraError
 from ..kubeapi.client import API_FAILURES
 from ..lab.coordinator import run_holder
 from . import metrics
-from .state import BoardRecord, InFlight, Registry, RunState
+from .lifecycle import InFlight
+from .state import BoardRecord, Registry, RunState
 
 log = logging.getLogger("benchfarm")
 
@@ -100,10 +101,10 @@ class Seats:
             log.info("%s: could not read who holds %s: %s", run.key, place, exc)
         def missed() -> Relay | None:
             """The relay it missed, its go-ahead on its way now; None if it needs none."""
-            if run.after is None or run.status.get("boardReleased") or \
+            if run.seat.after is None or run.status.get("boardReleased") or \
                     self.rt.runs.get(run.key) is not run or not run.move(InFlight.go_ahead):
                 return None
-            return run.after
+            return run.seat.after
         relay = self.rt.owner.call(missed)
         if relay is None:
             return
@@ -124,8 +125,7 @@ class Seats:
             self.rt.owner.call(self.naming.discard, run.key)
 
     def _unnamed(self, run: RunState, relay: Relay) -> None:
-        if run.after == relay:
-            run.after = None
+        run.seat = run.seat.unnamed(relay)
 
     def go_ahead(self, run: RunState) -> None:
         """A seat is free: the standby run's session may take its board (one status write; the

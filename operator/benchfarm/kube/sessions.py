@@ -28,8 +28,9 @@ from ..kubeapi.client import API_FAILURES, PreconditionFailed
 from ..kubeapi.leases import SESSION_LEASE_LABEL, LeaseObserver, list_leases, session_lease_name
 from ..lab.coordinator import run_holder
 from . import metrics
+from .lifecycle import InFlight
 from .ports import LAUNCH_FAILURES, Launch, Launcher
-from .state import InFlight, Owned, Registry, RunState, ts, written
+from .state import Owned, Registry, RunState, ts, written
 
 if TYPE_CHECKING:
     pass

@@ -12,19 +12,19 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import Enum
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from ..api.grants import Relay
 from ..api.models import BenchmarkRunSpec, BoardLeaseSpec, LabPolicySpec
 from ..api.notifications import Event
 from ..api.outcomes import FINISHED, LeasePhase, Phase
 from ..core.queue import QueueEntry, WaitingQueue, lease_key
+from ..core.seats import Seat
 from ..kubeapi import versions
 from ..kubeapi.client import Kube
 from ..lab.coordinator import Coordinator
+from .lifecycle import MOVES, InFlight
 from .owner import Owner, check_write
 
 
@@ -55,26 +55,6 @@ def ts(iso: str | None) -> float:
     return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
-class InFlight(Enum):
-    """The operator's own decision about a run that is on its way to the API server (a launch
-    thread writes it), and what a round counts the run as meanwhile. One at a time: a decision
-    is made only from `none` and goes back to `none` when its write landed or failed (`MOVES`);
-    the run's watch events never change it."""
-
-    none = "none"
-    launch_seated = "launch-seated"     # its launch, with a session seat: a board and a seat
-    launch_standby = "launch-standby"   # its launch on standby: a board, a seat to come
-    go_ahead = "go-ahead"               # its standby session given a seat: the go-ahead's write
-
-
-MOVES: dict[InFlight, frozenset[InFlight]] = {
-    InFlight.none: frozenset({InFlight.launch_seated, InFlight.launch_standby, InFlight.go_ahead}),
-    InFlight.launch_seated: frozenset({InFlight.none}),
-    InFlight.launch_standby: frozenset({InFlight.none}),
-    InFlight.go_ahead: frozenset({InFlight.none}),
-}
-
-
 @dataclass
 class RunState:
     namespace: str
@@ -91,10 +71,7 @@ class RunState:
     completed_at: tuple[str, float] | None = None
     position_writes: int = 0        # queuePosition writes so far (capped: a run's write budget)
     avoid_boards: tuple[str, ...] = ()   # boards a campaign's retried column must not get
-    seated_at: float = 0.0          # monotonic: when it got a session seat (relays name the oldest)
-    after: Relay | None = None      # on standby: the seat it takes when its holder releases it
-    relayed_at: float | None = None  # monotonic: when the operator saw that seat become its own
-    relay_checked: bool = False     # whether its session took it (`Seats.check_relay`)
+    seat: Seat = field(default_factory=lambda: Seat())    # its session seat (`Seat`)
     version: str | None = None      # the newest resourceVersion known: events' and own writes'
 
     def __setattr__(self, key: str, value: Any) -> None:

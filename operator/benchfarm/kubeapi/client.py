@@ -31,9 +31,9 @@ from ..settings import Settings
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 # connections kept to the API server (the client's default: 5 a CPU). More of the operator's
-# threads than that call it at once (kopf's handlers, launches, round writes, board status):
-# a full `make bench-scale` logged 40-160 "Connection pool is full, discarding connection", each
-# a new connection and TLS handshake for a later call
+# threads than that call it at once (kopf's handlers, launches, round writes, board status), and
+# a call beyond the pool discards its connection: a new connection and TLS handshake for a later
+# call (benchmarks/RESULTS.md, "The GIL and the scheduling round")
 POOL_SIZE = 32
 
 
