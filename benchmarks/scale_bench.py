@@ -483,6 +483,9 @@ def run_phases(args: argparse.Namespace, pid: int, log_from: int) -> dict:
         "finished": len(done), "failed": len(failed),
         "phases": dict(phases(flood_items)),
         "runs_per_min": round(len(done) / window_min, 1) if window_min else None,
+        # what arrived over the same time: below the sessions' capacity (a slow --create-rate),
+        # the lab can finish no more than that, whatever the capacity figure says
+        "arrived_per_min": round(len(flood_items) / window_min, 1) if window_min else None,
         "board_seconds_per_run": round(own, 2),
         "boards_alone_runs_per_min": round(args.sessions * 60 / own, 1) if board_time else None,
         "capacity_used": round(len(done) / window_min / (args.sessions * 60 / own), 4)
@@ -535,6 +538,8 @@ def print_table(f: dict, args: argparse.Namespace) -> None:
         ("runs finished per minute", f"{f['runs_per_min']} of {f['boards_alone_runs_per_min']} "
          f"({f['capacity_used']:.1%}; {f['sessions']} sessions of "
          f"{f['board_seconds_per_run']:.1f} s board time)", "capacity_used"),
+        ("  runs arriving per minute", f"{f.get('arrived_per_min')} (the most the lab could "
+         "finish where that is below the sessions' capacity)", None),
     ]
     print(f"\nbench-scale: {f['boards']} boards, {f['queued']} runs from {TEAMS} namespaces "
           f"(created at {f['create_per_s']:.0f}/s), {f['window_s']:.0f} s window, "

@@ -175,13 +175,10 @@ def give_priority(name: str, pid: int, nice: int) -> bool:
     lab says so. Its children that start sessions of their own (the session server, the board
     sessions) get groups of their own at nice 0.
 
-    The operator goes first of all (FIRST_NICE, -20; the coordinator at -10). At -10 its threads
-    waited for a CPU twice as long as they ran during `make bench-scale`'s flood (11.9 s of
-    run-queue wait to 6.2 s of CPU over 30 s, /proc/PID/task/*/schedstat), and a thread that
-    waits for a CPU with Python's GIL or the registry's lock in hand holds up the scheduling
-    round, whose own thread is real-time. At -20 the ratio was about the same (14.7 s to 8.1 s):
-    most of that wait is the operator's threads queued behind each other, which no nice changes.
-    It needs about a fifth of a CPU, so going first costs the sessions little."""
+    The operator goes first of all (FIRST_NICE, -20; the coordinator at -10): a thread of it
+    that waits for a CPU with Python's GIL in hand holds up the owner thread's round. It needs
+    about a fifth of a CPU, so going first costs the sessions little (the figures:
+    benchmarks/RESULTS.md, "CPU priorities of the operator and the coordinator")."""
     try:
         with open(f"/proc/{pid}/autogroup", "w") as f:
             f.write(str(nice))
