@@ -313,28 +313,6 @@ def written(model: type[M], status: dict[str, Any], field: str) -> M | None:
         return None
 
 
-class Boards(dict[str, BoardRecord]):
-    """The board records by name; `changed` names those whose view changed since it was last
-    emptied (a record added, or one of its VIEWED fields set)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.changed: set[str] = set()
-
-    def __setitem__(self, name: str, rec: BoardRecord) -> None:
-        check_write("board")
-        rec.changes = self.changed
-        super().__setitem__(name, rec)
-        self.changed.add(name)
-
-    def setdefault(self, name: str, rec: BoardRecord | None = None) -> BoardRecord:
-        if name not in self:
-            assert rec is not None
-            self[name] = rec
-        return self[name]
-
-
-
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -366,3 +344,24 @@ class Owned(dict[K, V]):
     def clear(self) -> None:
         check_write(self.what)
         super().clear()
+
+
+class Boards(Owned[str, BoardRecord]):
+    """The board records by name; `changed` names those whose view changed since it was last
+    emptied (a record added, or one of its VIEWED fields set). Its changes are the owner's, like
+    every dict of records (`Owned`)."""
+
+    def __init__(self) -> None:
+        super().__init__("board")
+        self.changed: set[str] = set()
+
+    def __setitem__(self, name: str, rec: BoardRecord) -> None:
+        rec.changes = self.changed
+        super().__setitem__(name, rec)
+        self.changed.add(name)
+
+    def setdefault(self, name: str, rec: BoardRecord | None = None) -> BoardRecord:
+        if name not in self:
+            assert rec is not None
+            self[name] = rec
+        return self[name]
