@@ -16,7 +16,8 @@ import logging
 import threading
 import time
 from collections import Counter
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, ParamSpec, Protocol
 
 from .. import cpu
 from ..api.grants import Relay
@@ -41,6 +42,7 @@ from .workers import Workers
 from .writes import RunWrites
 
 log = logging.getLogger("benchfarm")
+P = ParamSpec("P")
 
 QUEUE_POSITION_LIMIT = 2     # only the head of the queue: the next two waiting runs
 QUEUE_POSITION_WRITES = 2    # and at most two position writes per run (the write budget of a run)
@@ -101,6 +103,8 @@ class Scheduler:
         self.stopping = False        # the operator stops: no iteration starts any more
         self.woken = True
         self.next_at = 0.0           # monotonic: the next iteration, woken or not
+        self.due_at = 0.0            # monotonic: the next iteration, as `due` last reckoned it
+        self.ending: set[str] = set()  # runs whose queue-timeout or TTL write is on its way
         self.positions: dict[str, int | None] = {}
         self.last_positions_at = 0.0
         self.boards_counted_at = 0.0
@@ -127,11 +131,15 @@ class Scheduler:
             lease = self.rt.leases.next_wake(time.time())
             if lease is not None:
                 wait = min(wait, lease + 0.01)
-        return max(0.0, min(IDLE_ITERATION, wait))
+        wait = max(0.0, min(IDLE_ITERATION, wait))
+        self.due_at = time.monotonic() + wait
+        return wait
 
     def tick(self) -> None:
-        """Between two batches of the owner's inbox: an iteration when one is due."""
-        if not self.ready or self.stopping or self.due() > 0:
+        """Between two batches of the owner's inbox: an iteration when one is due (woken since,
+        or the time `due` reckoned before the batch has come: the leases are not walked twice)."""
+        if not self.ready or self.stopping or \
+                (not self.woken and time.monotonic() < self.due_at):
             return
         self.woken = False
         self.next_at = time.monotonic() + IDLE_ITERATION
@@ -303,8 +311,28 @@ class Scheduler:
         for r in waiting:
             limit = r.spec.queueTimeoutSeconds
             if limit and now - r.created > limit and r.waiting:
-                self.rt.writes.finish(r, Phase.failed, RunFailure.queue_timeout,
-                            f"no matching board became free within {limit} s")
+                self.end_apart(r, self.rt.writes.finish, r, Phase.failed, RunFailure.queue_timeout,
+                               f"no matching board became free within {limit} s")
+
+    def end_apart(self, run: RunState, write: Callable[P, None], *args: P.args,
+                  **kwargs: P.kwargs) -> None:
+        """A run's end no round waits for (its queue timeout, its TTL's deletion) on the writer
+        thread, once at a time: however many runs a tenant times out together, the owner makes
+        no API round trip for them. Its record changes when the write comes back (`_wrote`, the
+        watch event); an outage leaves it to the next round."""
+        if run.key in self.ending:
+            return
+        self.ending.add(run.key)
+
+        def end() -> None:
+            try:
+                write(*args, **kwargs)
+            except API_FAILURES as exc:
+                log.warning("%s: its end was not written (%s); again at the next round",
+                            run.key, exc)
+            finally:
+                self.rt.owner.post(self.ending.discard, run.key)
+        self.rt.writer.submit(end)
 
     def publish_positions(self, order: list[q.QueueEntry]) -> None:
         self.last_positions_at = time.monotonic()
@@ -337,4 +365,4 @@ class Scheduler:
             if r.completed_at is None or r.completed_at[0] != done:
                 r.completed_at = (done, ts(done))     # parsed once, not every round
             if now - r.completed_at[1] >= ttl:
-                self.rt.kube.delete_run(r.namespace, r.name)
+                self.end_apart(r, self.rt.kube.delete_run, r.namespace, r.name)
