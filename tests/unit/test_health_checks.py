@@ -29,6 +29,8 @@ class FakeRuntime:
         self.notified = []
         self.on_patch = lambda: None       # what a watch event does meanwhile
         self.launcher = SimpleNamespace(launch=lambda req: self.launched.append(req) or "pid 1")
+        # the launch threads, inline: a check's writes and launch, the look at its Lease
+        self.launches = SimpleNamespace(submit=lambda fn, *args: fn(*args))
         self.kube = SimpleNamespace(
             patch_board_status=lambda name, st: self.patches.append((name, st)) or
             self.on_patch(),
@@ -172,3 +174,26 @@ def test_a_quarantine_is_told_to_the_lab_admins_notifications_once():
     assert [(e.kind, e.object.name, e.namespace) for e in rt.notified] == [
         ("BoardQuarantined", "vb-1", "")]
     assert "quarantined after 2 board faults: BootTimeout" in rt.notified[0].summary
+
+
+def test_the_owner_only_takes_the_board_and_numbers_the_check_its_writes_go_to_a_launch_thread():
+    rt = FakeRuntime()
+    held: list = []
+    rt.launches = SimpleNamespace(submit=lambda fn, *args: held.append((fn, args)))
+    inv = quarantined_inventory(rt)
+    inv.health.health_checks()
+    rec = inv.boards["vb-0"]
+    # on the owner: the board taken, the check numbered; no round trip yet
+    assert rec.run == "(health check 8)" and "vb-0" in inv.checking
+    assert rt.patches == [] and rt.launched == [] and len(held) == 1
+    inv.health.health_checks()              # taken: not launched twice (its Lease looked at)
+    starts = [(fn, args) for fn, args in held if fn == inv.health._start_check]
+    assert len(starts) == 1 and [fn for fn, _ in held][1:] == [inv.health._watch]
+    # the launch thread's write fails (an outage): the board waits for the next cooldown
+    rt.kube.patch_board_status = lambda name, st: (_ for _ in ()).throw(
+        Outage("the API server is down", party=Party.api))
+    fn, args = starts[0]
+    fn(*args)
+    assert rec.run is None and "vb-0" not in inv.checking and rt.launched == []
+    assert rec.state == "Quarantined"
+    inv.statuses.close()

@@ -33,6 +33,7 @@ from ..kubeapi.leases import HEALTH_LEASE_LABEL, LeaseObserver, health_lease_nam
 from ..lab.coordinator import health_identity
 from .ports import LAUNCH_FAILURES, Launch, Launcher
 from .state import BoardRecord, Boards, Owned, Registry, ts, written
+from .workers import Workers
 
 if TYPE_CHECKING:
     from ..api.devicetype import DeviceType
@@ -57,6 +58,9 @@ class HealthRuntime(Registry, Protocol):
     @property
     def launcher(self) -> Launcher: ...
 
+    @property
+    def launches(self) -> Workers: ...     # the launch threads: writes no round waits for
+
     def wake(self) -> None: ...
 
 
@@ -69,6 +73,7 @@ class HealthChecks:
         self.checking: Owned[str, float] = Owned("board")
         self.observer = LeaseObserver(grace=5.0)        # the health checks' Leases
         self.last_watch = 0.0
+        self.watching = False               # a look at the Leases is on a launch thread
         self.clock = time.monotonic
 
     def load(self, rec: BoardRecord, st: dict[str, Any]) -> None:
@@ -139,34 +144,44 @@ class HealthChecks:
             self._launch_check(name)
 
     def _launch_check(self, name: str) -> None:
-        """Check number n+1: recorded on the Board first (a restarted operator adopts it), then
-        launched like any session; its session reports in `status.healthCheckEnd`."""
-        rt = self.rt
+        """Check number n+1, on the owner's thread: the board is taken and the check numbered;
+        its writes and its launch go to a launch thread (`_start_check`): a lab that
+        quarantines many boards at once does not hold up the rounds for their round trips."""
         rec = self.boards[name]
         # numbered before anything is written: from here only this check's verdict counts
         # (a Board event still carrying the previous check's is not this one's)
         check = rec.health_check = rec.health_check + 1
-        dt = rt.device_types[rec.device_type]
+        dt = self.rt.device_types[rec.device_type]
         rec.run = f"(health check {check})"
         self.checking[name] = self.clock()
+        self.rt.launches.submit(self._start_check, Launch.health_check(
+            name, rec.uid, check, self.rt.namespace, dt.health_check_seconds))
+
+    def _start_check(self, req: Launch) -> None:
+        """On a launch thread: the check recorded on the Board first (a restarted operator adopts
+        it), then launched like any session; its session reports in `status.healthCheckEnd`."""
+        rt, name = self.rt, req.board
         try:
             rt.kube.patch_board_status(name, {"healthCheck": HealthCheck(
-                check=check, startedAt=now_iso()).model_dump(mode="json")})
+                check=req.attempt, startedAt=now_iso()).model_dump(mode="json")})
         except API_FAILURES as exc:  # the API's outage: the next check (a number of its own) is
             #                        tried after the cooldown
             log.warning("could not start the health check of %s: %s", name, exc)
-            rec.run, rec.quarantined_since = None, time.time()
-            self.checking.pop(name, None)
-            self.sync(name)
+            rt.owner.call(self._not_started, name)
             return
         self.sync(name)
-        req = Launch.health_check(name, rec.uid, check, rt.namespace, dt.health_check_seconds)
         try:
             handle = rt.launcher.launch(req)
         except LAUNCH_FAILURES as exc:   # no Lease will show: given up after the grace period
             log.error("%s: the launcher could not start it: %s", req.what(), exc)
             handle = f"not started ({exc})"
         log.info("%s: %s", req.what(), handle)
+
+    def _not_started(self, name: str) -> None:
+        rec = self.boards[name]
+        rec.run, rec.quarantined_since = None, time.time()
+        self.checking.pop(name, None)
+        self.sync(name)
 
     def observe_health(self, name: str, status: dict[str, Any]) -> None:
         """A Board's status as the API has it: the verdict of its latest check, if it came."""
@@ -180,48 +195,68 @@ class HealthChecks:
     def _watch_checks(self) -> None:
         """A check whose session holds no live Lease (after a grace period to take it) is dead:
         its verdict is read once more, else the place it may hold is released and the board
-        stays quarantined, checked again after the cooldown."""
-        rt = self.rt
-        if not self.checking or self.clock() - self.last_watch < WATCH_EVERY:
+        stays quarantined, checked again after the cooldown. The look (an API listing, and a
+        read and a release for each dead one) is made on a launch thread, one at a time."""
+        if not self.checking or self.watching or self.clock() - self.last_watch < WATCH_EVERY:
             return
         self.last_watch = now = self.clock()
+        self.watching = True
+        self.rt.launches.submit(self._watch, now)
+
+    def _watch(self, now: float) -> None:
+        rt = self.rt
         try:
-            self.observer.observe(list_leases(rt.kube, f"{HEALTH_LEASE_LABEL}=true"), now=now)
-        except API_FAILURES as exc:  # our own view of the API is gone: judge nobody dead
-            log.warning("cannot list health checks' Leases (%s); not judging them", exc)
-            self.observer.forget()
-            return
-        dead = [(name, self.boards[name].health_check) for name, since in
-                self.checking.items()
+            try:
+                leases = list_leases(rt.kube, f"{HEALTH_LEASE_LABEL}=true")
+            except API_FAILURES as exc:  # our own view of the API is gone: judge nobody dead
+                log.warning("cannot list health checks' Leases (%s); not judging them", exc)
+                rt.owner.call(self.observer.forget)
+                return
+            for name, check in rt.owner.call(self._dead, leases, now):
+                self._judge(name, check)
+        finally:
+            rt.owner.post(self._watched)
+
+    def _watched(self) -> None:
+        self.watching = False
+
+    def _dead(self, leases: list[dict[str, Any]], now: float) -> list[tuple[str, int]]:
+        """On the owner's thread: the checks whose Lease stood still or never came."""
+        self.observer.observe(leases, now=now)
+        return [(name, self.boards[name].health_check) for name, since in self.checking.items()
                 if now - since >= HEALTH_STARTUP_GRACE and not self.observer.alive(
-                    f"{rt.namespace}/{health_lease_name(name)}", now)]
-        for name, check in dead:
-            try:
-                body = rt.kube.get_cluster("boards", name) or {}
-            except API_FAILURES as exc:
-                log.warning("cannot read board %s (%s); judging its check later", name, exc)
-                continue
-            end = written(HealthCheckEnd, body.get("status") or {}, "healthCheckEnd")
-            if end is not None and end.check == check:
-                self._settle(name, end)
-                continue
-            host, user = health_identity(name, check)
-            try:
-                if rt.coordinator.release(name, holder=f"{host}/{user}"):
-                    log.info("released %s, left acquired by its health check %d", name, check)
-            except InfraError as exc:   # seen as an orphan by a later refresh
-                log.warning("could not release %s after its health check: %s", name, exc)
-            self._settle(name, HealthCheckEnd(
-                check=check, verdict=HealthVerdict.failed, reason="HealthCheckLost",
-                message="its session died (its Lease stood still, or was never taken)"))
+                    f"{self.rt.namespace}/{health_lease_name(name)}", now)]
+
+    def _judge(self, name: str, check: int) -> None:
+        """On a launch thread: a dead check's verdict, if it came after all, or its failure."""
+        rt = self.rt
+        try:
+            body = rt.kube.get_cluster("boards", name) or {}
+        except API_FAILURES as exc:
+            log.warning("cannot read board %s (%s); judging its check later", name, exc)
+            return
+        end = written(HealthCheckEnd, body.get("status") or {}, "healthCheckEnd")
+        if end is not None and end.check == check:
+            rt.owner.call(self._settle, name, end)
+            return
+        host, user = health_identity(name, check)
+        try:
+            if rt.coordinator.release(name, holder=f"{host}/{user}"):
+                log.info("released %s, left acquired by its health check %d", name, check)
+        except InfraError as exc:   # seen as an orphan by a later refresh
+            log.warning("could not release %s after its health check: %s", name, exc)
+        rt.owner.call(self._settle, name, HealthCheckEnd(
+            check=check, verdict=HealthVerdict.failed, reason="HealthCheckLost",
+            message="its session died (its Lease stood still, or was never taken)"))
 
     def _settle(self, name: str, end: HealthCheckEnd) -> None:
         """Back to service, or quarantined again until the next check after the cooldown."""
         rt = self.rt
         ok = end.verdict == HealthVerdict.passed
         rec = self.boards[name]
-        if self.checking.pop(name, None) is None:   # settled already
+        if name not in self.checking or rec.health_check != end.check:   # settled already
             return
+        del self.checking[name]
         rec.run = None
         if ok:
             rec.quarantined_since, rec.failures, rec.reason = None, 0, None
@@ -232,9 +267,10 @@ class HealthChecks:
         self.sync(name)
         message = (f"{name} {'booted to its prompt; back in service' if ok else 'still fails'}"
                    f" (health check {end.check}: {end.reason or end.message})"[:1000])
-        rt.kube.event({"apiVersion": "benchfarm.io/v1alpha1", "kind": "Board",
-                       "metadata": {"name": name}}, "Normal" if ok else "Warning",
-                      "HealthCheckPassed" if ok else "HealthCheckFailed", message)
+        rt.launches.submit(rt.kube.event, {"apiVersion": "benchfarm.io/v1alpha1", "kind": "Board",
+                                           "metadata": {"name": name}},
+                           "Normal" if ok else "Warning",
+                           "HealthCheckPassed" if ok else "HealthCheckFailed", message)
         if ok:
             rt.notify(notify.board_event(EventKind.board_back, name, _iso(time.time()), message))
         rt.wake()
