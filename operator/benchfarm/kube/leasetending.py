@@ -1,5 +1,5 @@
-"""Granted BoardLeases kept, and ended on time (`LeaseTender.tend`, on the scheduler's thread
-after every round; the end itself on a launch thread).
+"""Granted BoardLeases kept, and ended on time (`LeaseTender.tend`, on the owner's thread after
+every round, decides what is due; its writes and the end itself are made on a launch thread).
 
 An extension (a longer `spec.duration`, up to the LabPolicy's `leases.maxLeaseSeconds`) moves
 `expiresAt`; `leaseWarningSeconds` before the end a `LeaseExpiring` warning event; at the end
@@ -94,33 +94,76 @@ class LeaseTender:
         self.clock = clock
 
     def tend(self, now: float) -> None:
+        """On the owner's thread, after every round: each lease with something due (an
+        extension, its end, its warning, a lock taken back) is marked busy and the writes go to
+        a launch thread (`_apart`); the owner makes no API round trip for a lease."""
         for lease in self.book.active():
             if lease.busy or lease.starting:
                 continue
             try:
                 if lease.phase == LeasePhase.granted:
-                    self._tend_granted(lease, now)
-                elif lease.phase == LeasePhase.releasing:
-                    self._tend_ending(lease)
+                    self._retake_if_forgotten(lease)
+                    if not lease.busy and self._granted_due(lease, now):
+                        self._apart(lease, self._tend_granted, lease, now)
+                elif lease.phase == LeasePhase.releasing and self._ending_due(lease):
+                    self._apart(lease, self._tend_ending, lease)
             except Exception:       # one lease's bug must not stop the others
                 metrics.bug(log, "%s: keeping the lease failed; again next round", lease.key)
         metrics.LEASES_ACTIVE.set(sum(1 for lease in self.book.active()
                                       if lease.phase == LeasePhase.granted))
 
+    def _apart(self, lease: LeaseState, act: Callable[..., None], *args: Any) -> None:
+        """`act` on a launch thread, the lease busy until it is done (an outage: again at the
+        next round)."""
+        lease.busy = True
+
+        def run() -> None:
+            try:
+                act(*args)
+            except API_FAILURES as exc:
+                log.warning("%s: keeping the lease failed (%s); again next round", lease.key, exc)
+            finally:
+                self.rt.owner.call(setattr, lease, "busy", False)
+        self.rt.launches.submit(run)
+
+    # -- what is due (on the owner's thread) and its writes (on a launch thread) -------------
+    def _extension(self, lease: LeaseState) -> float | None:
+        """The expiry spec.duration asks for, when it is not the one granted (and was not
+        refused at this generation)."""
+        st = lease.status
+        wanted = ts(st.get("grantedAt")) + durations.parse(lease.spec.duration)
+        if wanted != ts(st.get("expiresAt")) and st.get("refusedGeneration") != lease.generation:
+            return wanted
+        return None
+
+    @staticmethod
+    def _reason(lease: LeaseState, now: float, expires: float) -> LeaseReason | None:
+        return LeaseReason.deleted if lease.deleting else \
+            LeaseReason.released if lease.spec.release else \
+            LeaseReason.expired if now >= expires else None
+
+    def _warning_due(self, lease: LeaseState, now: float, expires: float) -> bool:
+        st = lease.status
+        return now >= expires - self.rt.policy.leaseWarningSeconds and \
+            st.get("warnedFor") != st.get("expiresAt")
+
+    def _granted_due(self, lease: LeaseState, now: float) -> bool:
+        expires = ts(lease.status.get("expiresAt"))
+        return self._extension(lease) is not None or \
+            self._reason(lease, now, expires) is not None or \
+            self._warning_due(lease, now, expires)
+
     def _tend_granted(self, lease: LeaseState, now: float) -> None:
         st = lease.status
         expires = ts(st.get("expiresAt"))
-        wanted = ts(st.get("grantedAt")) + durations.parse(lease.spec.duration)
-        if wanted != expires and st.get("refusedGeneration") != lease.generation:
+        wanted = self._extension(lease)
+        if wanted is not None:
             expires = self._extend(lease, wanted, expires)
-        reason = LeaseReason.deleted if lease.deleting else \
-            LeaseReason.released if lease.spec.release else \
-            LeaseReason.expired if now >= expires else None
+        reason = self._reason(lease, now, expires)
         if reason is not None:
             self._end(lease, reason)
             return
-        warn = self.rt.policy.leaseWarningSeconds
-        if now >= expires - warn and st.get("warnedFor") != st.get("expiresAt"):
+        if self._warning_due(lease, now, expires):
             left = max(0, round(expires - now))
             self.book.write(lease.namespace, lease.name, {"warnedFor": st.get("expiresAt")})
             message = (f"{st.get('place')} is powered off and released in {left} s "
@@ -128,7 +171,9 @@ class LeaseTender:
             self.rt.kube.event(lease.ref(), "Warning", LeaseReason.expiring, message)
             self.rt.notify(notify.lease_event(EventKind.lease_ending, lease.ref()["metadata"],
                                               st, iso(now), message))
-        rec = self.rt.inventory.boards.get(st.get("place") or "")
+
+    def _retake_if_forgotten(self, lease: LeaseState) -> None:
+        rec = self.rt.inventory.boards.get(lease.status.get("place") or "")
         if rec is not None and rec.holder is None and \
                 self.rt.inventory.last_refresh > lease.granted_at:
             lease.busy = True            # the coordinator forgot the lock: take it back
@@ -192,13 +237,15 @@ class LeaseTender:
             handle = f"not started ({exc})"
         log.info("%s: %s", req.what(), handle)
 
+    def _ending_due(self, lease: LeaseState) -> bool:
+        """Its end session is to be launched (again, after a restart), or is over its grace;
+        not once it reported (`observe` acts on that)."""
+        return written(LeaseEnd, lease.status, "leaseEnd") is None and \
+            (lease.ending_since is None or self.clock() - lease.ending_since >= END_GRACE)
+
     def _tend_ending(self, lease: LeaseState) -> None:
-        if written(LeaseEnd, lease.status, "leaseEnd") is not None:
-            return                     # `observe` acts on it
         if lease.ending_since is None:  # adopted after a restart: end it again
             self._launch_end(lease)
-            return
-        if self.clock() - lease.ending_since < END_GRACE:
             return
         place = lease.status.get("place") or ""
         self.holds.release(lease, place)
@@ -207,7 +254,6 @@ class LeaseTender:
                                "released, and may still be powered on")
         self.book.write(lease.namespace, lease.name, {"leaseEnd": end.model_dump(mode="json")})
         self.rt.inventory.free(place, lease.key)
-        lease.busy = True
         self.ended(lease, end)
 
     def ended(self, lease: LeaseState, end: LeaseEnd) -> None:
