@@ -29,6 +29,8 @@ class FakeRuntime:
         self.kube = SimpleNamespace(create_board=self.create_board,
             patch_board_status=lambda name, st: None,
             event=lambda *a: None)
+        # the launch threads, inline: a read of the coordinator is back at once
+        self.launches = SimpleNamespace(submit=lambda fn, *args: fn(*args))
         self.coordinator = SimpleNamespace(
             identity="operator/benchfarm", changes=self.changes,
             release=lambda name, holder: self.released.append((name, holder)) or True)
@@ -73,7 +75,7 @@ def test_a_refresh_walks_what_changed_and_what_is_held():
     rt.set(place("p1", rack="r7"))
     inv.refresh(force=False)        # within REFRESH_EVERY: nothing read at all
     assert inv.boards["p1"].labels == {}
-    inv.last_refresh = 0.0
+    inv.read_at = 0.0
     inv.refresh()
     assert inv.boards["p1"].labels == {"rack": "r7"}
     assert inv.boards["p0"].labels == {"stale": "1"}, "an unchanged free place was walked"
@@ -82,15 +84,15 @@ def test_a_refresh_walks_what_changed_and_what_is_held():
     # though the place changed only once
     host, user = run_identity("uid-gone")
     rt.set(place("p2", acquired=f"{host}/{user}"))
-    inv.last_refresh = 0.0
+    inv.read_at = 0.0
     inv.refresh()
     assert rt.released == [] and inv.boards["p2"].holder == f"{host}/{user}"
-    inv.last_refresh = 0.0
+    inv.read_at = 0.0
     inv.refresh()
     assert rt.released == [("p2", f"{host}/{user}")]
 
     # every place again after WALK_ALL_EVERY
-    inv.last_refresh, inv.walked_all = 0.0, 0.0
+    inv.read_at, inv.walked_all = 0.0, 0.0
     inv.refresh()
     assert inv.boards["p0"].labels == {}
 
@@ -111,18 +113,22 @@ def test_the_kinds_a_selector_matches_are_kept_until_a_board_comes_or_changes():
     assert inv.kinds_matching(Selector.of(board="p7")) == frozenset()      # no such board
     assert inv.kinds_matching(Selector.of("gpu", board="p0")) == frozenset()   # not of that type
     shape = inv.shape
-    inv.last_refresh = 0.0
+    inv.read_at = 0.0
     inv.refresh()                                 # nothing changed: the answers stay
     assert inv.shape == shape and r1 in inv.kinds
     rt.set(PlaceInfo("p1", tags={"device_type": "gpu", "rack": "r3"}, acquired=None,
                      resources={"NetworkSerialPort": {"port": 1}}))
-    inv.last_refresh = 0.0
+    inv.read_at = 0.0
     inv.refresh()
     assert inv.kinds_matching(r3) == {"gpu"}, "a board's new labels were not seen"
     assert inv.kinds_matching(Selector.of(board="p1")) == {"gpu"}
-    rt.set(place("p9", rack="r3"))                 # a new board
-    inv.last_refresh = 0.0
+    rt.set(place("p9", rack="r3"))                 # a new board: its Board created apart,
+    inv.read_at = 0.0
     inv.refresh()
+    assert rt.created[-1] == "p9" and "p9" not in inv.boards
+    inv.read_at = 0.0                              # and walked at the next refresh, though its
+    inv.refresh()                                  # place did not change again
+    assert inv.boards["p9"].uid == "uid-p9"
     assert inv.kinds_matching(r3) == {"gpu", "sim"}
     for i in range(inventory.KINDS_KEPT + 10):     # made-up selectors do not grow the operator
         inv.kinds_matching(Selector.of(labels={"rack": f"x{i}"}))
@@ -161,10 +167,36 @@ def test_a_board_network_audit_holds_a_board_without_being_a_direct_lock():
     rt.kube.event = lambda *a: events.append(a)
     inv = inventory.Inventory(rt)
     for _ in range(2):
-        inv.last_refresh = 0.0
+        inv.read_at = 0.0
         inv.refresh(force=True)
     audited, person = inv.boards["p0"], inv.boards["p1"]
     assert audited.held_by_other == audit and audited.direct_lock is None
     assert person.held_by_other == "desk/alice" and person.direct_lock == "desk/alice"
     assert [e[2] for e in events] == ["DirectLock"] and "alice" in events[0][3]
     assert rt.released == []
+
+
+def test_the_owner_applies_a_read_made_on_a_launch_thread_and_dates_it_by_its_start():
+    """A read of the coordinator is made apart (it waits up to the client's timeout while the
+    coordinator is away); one at a time; applied at the refresh after it came back, and the
+    inventory's `last_refresh` is when that read began (a lease granted after it began is not
+    judged by it: `kube.leasetending`)."""
+    rt = FakeRuntime({"p0": place("p0")})
+    inv = inventory.Inventory(rt)
+    inv.refresh(force=True)
+    held: list = []
+    rt.launches = SimpleNamespace(submit=lambda fn, *args: held.append((fn, args)))
+    now = [1000.0]
+    inv.reader.clock = lambda: now[0]
+    rt.set(place("p0", rack="r1"))
+    inv.read_at = 0.0
+    inv.refresh()
+    assert len(held) == 1 and inv.boards["p0"].labels == {}     # started, nothing applied
+    inv.read_at = 0.0
+    inv.refresh()
+    assert len(held) == 1                                        # one read at a time
+    fn, args = held.pop()
+    fn(*args)                                                    # read at 1000.0, back later
+    now[0] = 1005.0
+    inv.refresh()
+    assert inv.boards["p0"].labels == {"rack": "r1"} and inv.last_refresh == 1000.0

@@ -30,9 +30,9 @@ from ..core import queue as q
 from ..core.conditions import set_condition
 from ..errors import InfraError
 from ..lab.coordinator import SESSION_HOST, health_check_of, is_netcheck, lease_uid_of
-from . import metrics
 from .boardstatus import BoardStatuses
 from .health import HEALTH_STARTUP_GRACE as HEALTH_STARTUP_GRACE, HealthChecks, HealthRuntime
+from .placereader import PlaceReader
 from .state import BoardRecord, Boards, RunState
 
 log = logging.getLogger("benchfarm")
@@ -63,7 +63,9 @@ class Inventory:
         self.rt = rt
         self.boards = Boards()
         self.index = q.BoardIndex()    # the available boards as the rounds see them (`board_index`)
-        self.last_refresh = 0.0
+        self.last_refresh = 0.0        # monotonic: when the read last applied began
+        self.read_at = 0.0             # monotonic: when the last read was started
+        self.reader = PlaceReader(rt)
         self.statuses = BoardStatuses(rt, self.boards)
         self.health = HealthChecks(rt, self.boards, self.statuses.sync)
         self.checking = self.health.checking   # theirs: board -> when its check was launched
@@ -167,17 +169,21 @@ class Inventory:
 
     # -- refresh from the coordinator ---------------------------------------------------------
     def refresh(self, force: bool = False) -> None:
-        if not force and time.monotonic() - self.last_refresh < REFRESH_EVERY:
+        """On the owner's thread: the places read back since the last refresh applied, and the
+        next read started every REFRESH_EVERY (`kube.placereader`: on a launch thread). With
+        `force` (the recovery), read and applied at once."""
+        if force:
+            self.read_at = time.monotonic()
+            read = self.reader.read_now()
+        else:
+            if time.monotonic() - self.read_at >= REFRESH_EVERY:
+                self.read_at = time.monotonic()
+                self.reader.read_soon()
+            read = self.reader.take()
+        if read is None:
             return
-        self.last_refresh = time.monotonic()
+        places, changed, self.last_refresh = read      # when the applied read began
         rt = self.rt
-        try:
-            t0 = time.perf_counter()
-            places, changed = rt.coordinator.changes()
-            metrics.PLACES.set(time.perf_counter() - t0)
-        except InfraError as exc:
-            log.warning("labgrid coordinator unavailable: %s", exc)
-            return
         running_uids = {r.uid: r for r in rt.active_runs()}
         leased = rt.active_lease_places()
         report = rt.policy.directLocks == DirectLocks.report
@@ -189,6 +195,7 @@ class Inventory:
             # what changed, and every place someone holds (its holder's run may have ended
             # meanwhile: an orphan); a free place that did not change is as it was
             names = changed | {n for n, p in places.items() if not p.free}
+        names = {*names, *self.reader.created}       # Boards created since: walked again
         direct: list[tuple[str, str]] = []
         orphans = {}
         for name in names:
@@ -197,11 +204,17 @@ class Inventory:
                 continue
             uid = None
             if name not in self.boards:
-                # a new place's Board (an API round trip, or an outage waited out, on the
-                # owner's thread: a refresh that finds 1,000 new places is the operator's first)
-                body = rt.kube.create_board(name, {"benchfarm.io/device-type":
-                                                   place.tags.get("device_type", "unknown")})
-                uid = (body.get("metadata") or {}).get("uid", "")
+                # a new place's Board: created at once by the recovery (whose refresh finds
+                # every place of a new lab), else on a launch thread, walked when it is back
+                uid = self.reader.created.pop(name, None)
+                if uid is None:
+                    kind = place.tags.get("device_type", "unknown")
+                    if not force:
+                        self.reader.create_soon(name, kind)
+                        continue
+                    uid = self.reader.create_now(name, kind)
+                    if uid is None:
+                        continue
             rec = self.boards.get(name)
             if rec is None:
                 rec = self.boards[name] = BoardRecord(name)
@@ -243,15 +256,23 @@ class Inventory:
                                       check[1] != rec.health_check):
                 orphans[name] = place.acquired    # a health check given up, or another's
             self.statuses.sync(name)
-        for name, holder in orphans.items():   # seen twice in a row: its runner is gone
-            if self.orphans.get(name) == holder:
-                log.info("releasing %s: held by %s, whose run no longer runs there", name, holder)
-                try:
-                    rt.coordinator.release(name, holder=holder)
-                except InfraError as exc:
-                    log.warning("could not release %s: %s", name, exc)
+        # seen twice in a row: its runner is gone (released on a launch thread)
+        released = [(name, holder) for name, holder in orphans.items()
+                    if self.orphans.get(name) == holder]
+        if released or direct:
+            rt.launches.submit(self._release_and_report, released, direct)
         self.orphans = orphans
         rt.inventory_known = True
+
+    def _release_and_report(self, orphans: list[tuple[str, str | None]],
+                            direct: list[tuple[str, str]]) -> None:
+        rt = self.rt
+        for name, holder in orphans:
+            log.info("releasing %s: held by %s, whose run no longer runs there", name, holder)
+            try:
+                rt.coordinator.release(name, holder=holder)
+            except InfraError as exc:
+                log.warning("could not release %s: %s", name, exc)
         for name, holder in direct:
             rt.kube.event({"apiVersion": "benchfarm.io/v1alpha1", "kind": "Board",
                            "metadata": {"name": name}}, "Warning", "DirectLock",
