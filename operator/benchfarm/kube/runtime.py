@@ -271,8 +271,8 @@ class Runtime:
             log.warning("LabPolicy %r is ignored: the lab reads only the one named %r", name,
                         POLICY_NAME)
             if not deleted:
-                self.kube.event(body, "Warning", "PolicyIgnored",
-                                f"only the LabPolicy named {POLICY_NAME!r} is in force")
+                self.writer.submit(self.kube.event, body, "Warning", "PolicyIgnored",
+                                   f"only the LabPolicy named {POLICY_NAME!r} is in force")
             return
         policy = LabPolicySpec() if deleted else LabPolicySpec(**body.get("spec") or {})
         changed, self.policy = policy != self.policy, policy
