@@ -188,7 +188,7 @@ def test_the_owner_only_takes_the_board_and_numbers_the_check_its_writes_go_to_a
     assert rt.patches == [] and rt.launched == [] and len(held) == 1
     inv.health.health_checks()              # taken: not launched twice (its Lease looked at)
     starts = [(fn, args) for fn, args in held if fn == inv.health._start_check]
-    assert len(starts) == 1 and [fn for fn, _ in held][1:] == [inv.health._watch]
+    assert len(starts) == 1 and [fn for fn, _ in held][1:] == [inv.health.watch._watch]
     # the launch thread's write fails (an outage): the board waits for the next cooldown
     rt.kube.patch_board_status = lambda name, st: (_ for _ in ()).throw(
         Outage("the API server is down", party=Party.api))

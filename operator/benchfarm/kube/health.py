@@ -36,6 +36,8 @@ from .state import BoardRecord, Boards, Owned, Registry, ts, written
 from .workers import Workers
 
 if TYPE_CHECKING:
+    from kubernetes.client import V1Lease
+
     from ..api.devicetype import DeviceType
 
 log = logging.getLogger("benchfarm")
@@ -71,10 +73,8 @@ class HealthChecks:
         self.sync = sync                    # publishes a board's status (the inventory's `sync`)
         # board -> when its health check was launched
         self.checking: Owned[str, float] = Owned("board")
-        self.observer = LeaseObserver(grace=5.0)        # the health checks' Leases
-        self.last_watch = 0.0
-        self.watching = False               # a look at the Leases is on a launch thread
         self.clock = time.monotonic
+        self.watch = CheckWatch(self)
 
     def load(self, rec: BoardRecord, st: dict[str, Any]) -> None:
         """A Board's last check and quarantine as its status has them, when the operator starts."""
@@ -133,7 +133,7 @@ class HealthChecks:
     def health_checks(self) -> None:
         """Launch the check of every quarantined board whose cooldown is over, and give up those
         whose session died (called by every scheduling round, on the owner's thread)."""
-        self._watch_checks()
+        self.watch.soon()
         now = time.time()
         rt = self.rt
         due = [b.name for b in self.boards.values()
@@ -190,66 +190,9 @@ class HealthChecks:
         if end is None or rec is None or name not in self.checking or \
                 end.check != rec.health_check:
             return
-        self._settle(name, end)
+        self.settle(name, end)
 
-    def _watch_checks(self) -> None:
-        """A check whose session holds no live Lease (after a grace period to take it) is dead:
-        its verdict is read once more, else the place it may hold is released and the board
-        stays quarantined, checked again after the cooldown. The look (an API listing, and a
-        read and a release for each dead one) is made on a launch thread, one at a time."""
-        if not self.checking or self.watching or self.clock() - self.last_watch < WATCH_EVERY:
-            return
-        self.last_watch = now = self.clock()
-        self.watching = True
-        self.rt.launches.submit(self._watch, now)
-
-    def _watch(self, now: float) -> None:
-        rt = self.rt
-        try:
-            try:
-                leases = list_leases(rt.kube, f"{HEALTH_LEASE_LABEL}=true")
-            except API_FAILURES as exc:  # our own view of the API is gone: judge nobody dead
-                log.warning("cannot list health checks' Leases (%s); not judging them", exc)
-                rt.owner.call(self.observer.forget)
-                return
-            for name, check in rt.owner.call(self._dead, leases, now):
-                self._judge(name, check)
-        finally:
-            rt.owner.post(self._watched)
-
-    def _watched(self) -> None:
-        self.watching = False
-
-    def _dead(self, leases: list[dict[str, Any]], now: float) -> list[tuple[str, int]]:
-        """On the owner's thread: the checks whose Lease stood still or never came."""
-        self.observer.observe(leases, now=now)
-        return [(name, self.boards[name].health_check) for name, since in self.checking.items()
-                if now - since >= HEALTH_STARTUP_GRACE and not self.observer.alive(
-                    f"{self.rt.namespace}/{health_lease_name(name)}", now)]
-
-    def _judge(self, name: str, check: int) -> None:
-        """On a launch thread: a dead check's verdict, if it came after all, or its failure."""
-        rt = self.rt
-        try:
-            body = rt.kube.get_cluster("boards", name) or {}
-        except API_FAILURES as exc:
-            log.warning("cannot read board %s (%s); judging its check later", name, exc)
-            return
-        end = written(HealthCheckEnd, body.get("status") or {}, "healthCheckEnd")
-        if end is not None and end.check == check:
-            rt.owner.call(self._settle, name, end)
-            return
-        host, user = health_identity(name, check)
-        try:
-            if rt.coordinator.release(name, holder=f"{host}/{user}"):
-                log.info("released %s, left acquired by its health check %d", name, check)
-        except InfraError as exc:   # seen as an orphan by a later refresh
-            log.warning("could not release %s after its health check: %s", name, exc)
-        rt.owner.call(self._settle, name, HealthCheckEnd(
-            check=check, verdict=HealthVerdict.failed, reason="HealthCheckLost",
-            message="its session died (its Lease stood still, or was never taken)"))
-
-    def _settle(self, name: str, end: HealthCheckEnd) -> None:
+    def settle(self, name: str, end: HealthCheckEnd) -> None:
         """Back to service, or quarantined again until the next check after the cooldown."""
         rt = self.rt
         ok = end.verdict == HealthVerdict.passed
@@ -274,3 +217,74 @@ class HealthChecks:
         if ok:
             rt.notify(notify.board_event(EventKind.board_back, name, _iso(time.time()), message))
         rt.wake()
+
+
+class CheckWatch:
+    """A check whose session holds no live Lease (after a grace period to take it) is dead: its
+    verdict is read once more, else the place it may hold is released and the board stays
+    quarantined, checked again after the cooldown. The look (an API listing, and a read and a
+    release for each dead one) is made on a launch thread, one at a time; what it finds is
+    settled on the owner's (`HealthChecks.settle`)."""
+
+    def __init__(self, checks: HealthChecks) -> None:
+        self.checks = checks
+        self.rt = checks.rt
+        self.observer = LeaseObserver(grace=5.0)        # the health checks' Leases
+        self.last_watch = 0.0
+        self.watching = False               # a look at the Leases is on a launch thread
+
+    def soon(self) -> None:
+        """On the owner's thread, every round: a look every WATCH_EVERY while checks run."""
+        checks = self.checks
+        if not checks.checking or self.watching or checks.clock() - self.last_watch < WATCH_EVERY:
+            return
+        self.last_watch = now = checks.clock()
+        self.watching = True
+        self.rt.launches.submit(self._watch, now)
+
+    def _watch(self, now: float) -> None:
+        rt = self.rt
+        try:
+            try:
+                leases = list_leases(rt.kube, f"{HEALTH_LEASE_LABEL}=true")
+            except API_FAILURES as exc:  # our own view of the API is gone: judge nobody dead
+                log.warning("cannot list health checks' Leases (%s); not judging them", exc)
+                rt.owner.call(self.observer.forget)
+                return
+            for name, check in rt.owner.call(self._dead, leases, now):
+                self._judge(name, check)
+        finally:
+            rt.owner.post(self._watched)
+
+    def _watched(self) -> None:
+        self.watching = False
+
+    def _dead(self, leases: list[V1Lease], now: float) -> list[tuple[str, int]]:
+        """On the owner's thread: the checks whose Lease stood still or never came."""
+        self.observer.observe(leases, now=now)
+        return [(name, self.checks.boards[name].health_check)
+                for name, since in self.checks.checking.items()
+                if now - since >= HEALTH_STARTUP_GRACE and not self.observer.alive(
+                    f"{self.rt.namespace}/{health_lease_name(name)}", now)]
+
+    def _judge(self, name: str, check: int) -> None:
+        """On a launch thread: a dead check's verdict, if it came after all, or its failure."""
+        rt = self.rt
+        try:
+            body = rt.kube.get_cluster("boards", name) or {}
+        except API_FAILURES as exc:
+            log.warning("cannot read board %s (%s); judging its check later", name, exc)
+            return
+        end = written(HealthCheckEnd, body.get("status") or {}, "healthCheckEnd")
+        if end is not None and end.check == check:
+            rt.owner.call(self.checks.settle, name, end)
+            return
+        host, user = health_identity(name, check)
+        try:
+            if rt.coordinator.release(name, holder=f"{host}/{user}"):
+                log.info("released %s, left acquired by its health check %d", name, check)
+        except InfraError as exc:   # seen as an orphan by a later refresh
+            log.warning("could not release %s after its health check: %s", name, exc)
+        rt.owner.call(self.checks.settle, name, HealthCheckEnd(
+            check=check, verdict=HealthVerdict.failed, reason="HealthCheckLost",
+            message="its session died (its Lease stood still, or was never taken)"))

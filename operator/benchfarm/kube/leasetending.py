@@ -46,6 +46,41 @@ def _end_reason(raw: Any) -> LeaseReason | Refusal:
         return LeaseReason.released
 
 
+# -- what a lease has due: read on the owner's thread, and again by the writes on a launch thread
+def extension(lease: LeaseState) -> float | None:
+    """The expiry spec.duration asks for, when it is not the one granted (and was not refused
+    at this generation)."""
+    st = lease.status
+    wanted = ts(st.get("grantedAt")) + durations.parse(lease.spec.duration)
+    if wanted != ts(st.get("expiresAt")) and st.get("refusedGeneration") != lease.generation:
+        return wanted
+    return None
+
+
+def end_reason(lease: LeaseState, now: float, expires: float) -> LeaseReason | None:
+    return LeaseReason.deleted if lease.deleting else \
+        LeaseReason.released if lease.spec.release else \
+        LeaseReason.expired if now >= expires else None
+
+
+def warning_due(lease: LeaseState, now: float, expires: float, warning_s: float) -> bool:
+    st = lease.status
+    return now >= expires - warning_s and st.get("warnedFor") != st.get("expiresAt")
+
+
+def granted_due(lease: LeaseState, now: float, warning_s: float) -> bool:
+    expires = ts(lease.status.get("expiresAt"))
+    return extension(lease) is not None or end_reason(lease, now, expires) is not None or \
+        warning_due(lease, now, expires, warning_s)
+
+
+def ending_due(lease: LeaseState, mono: float) -> bool:
+    """Its end session is to be launched (again, after a restart), or is over its grace; not
+    once it reported (`observe` acts on that)."""
+    return written(LeaseEnd, lease.status, "leaseEnd") is None and \
+        (lease.ending_since is None or mono - lease.ending_since >= END_GRACE)
+
+
 class TendBoards(Protocol):
     """What the keeping asks of the inventory: its boards, when it last read the coordinator,
     and a board given back."""
@@ -103,9 +138,10 @@ class LeaseTender:
             try:
                 if lease.phase == LeasePhase.granted:
                     self._retake_if_forgotten(lease)
-                    if not lease.busy and self._granted_due(lease, now):
+                    if not lease.busy and granted_due(
+                            lease, now, self.rt.policy.leaseWarningSeconds):
                         self._apart(lease, self._tend_granted, lease, now)
-                elif lease.phase == LeasePhase.releasing and self._ending_due(lease):
+                elif lease.phase == LeasePhase.releasing and ending_due(lease, self.clock()):
                     self._apart(lease, self._tend_ending, lease)
             except Exception:       # one lease's bug must not stop the others
                 metrics.bug(log, "%s: keeping the lease failed; again next round", lease.key)
@@ -126,44 +162,17 @@ class LeaseTender:
                 self.rt.owner.call(setattr, lease, "busy", False)
         self.rt.launches.submit(run)
 
-    # -- what is due (on the owner's thread) and its writes (on a launch thread) -------------
-    def _extension(self, lease: LeaseState) -> float | None:
-        """The expiry spec.duration asks for, when it is not the one granted (and was not
-        refused at this generation)."""
-        st = lease.status
-        wanted = ts(st.get("grantedAt")) + durations.parse(lease.spec.duration)
-        if wanted != ts(st.get("expiresAt")) and st.get("refusedGeneration") != lease.generation:
-            return wanted
-        return None
-
-    @staticmethod
-    def _reason(lease: LeaseState, now: float, expires: float) -> LeaseReason | None:
-        return LeaseReason.deleted if lease.deleting else \
-            LeaseReason.released if lease.spec.release else \
-            LeaseReason.expired if now >= expires else None
-
-    def _warning_due(self, lease: LeaseState, now: float, expires: float) -> bool:
-        st = lease.status
-        return now >= expires - self.rt.policy.leaseWarningSeconds and \
-            st.get("warnedFor") != st.get("expiresAt")
-
-    def _granted_due(self, lease: LeaseState, now: float) -> bool:
-        expires = ts(lease.status.get("expiresAt"))
-        return self._extension(lease) is not None or \
-            self._reason(lease, now, expires) is not None or \
-            self._warning_due(lease, now, expires)
-
     def _tend_granted(self, lease: LeaseState, now: float) -> None:
         st = lease.status
         expires = ts(st.get("expiresAt"))
-        wanted = self._extension(lease)
+        wanted = extension(lease)
         if wanted is not None:
             expires = self._extend(lease, wanted, expires)
-        reason = self._reason(lease, now, expires)
+        reason = end_reason(lease, now, expires)
         if reason is not None:
             self._end(lease, reason)
             return
-        if self._warning_due(lease, now, expires):
+        if warning_due(lease, now, expires, self.rt.policy.leaseWarningSeconds):
             left = max(0, round(expires - now))
             self.book.write(lease.namespace, lease.name, {"warnedFor": st.get("expiresAt")})
             message = (f"{st.get('place')} is powered off and released in {left} s "
@@ -236,12 +245,6 @@ class LeaseTender:
         except LAUNCH_FAILURES as exc:   # given up after END_GRACE: the place is released anyway
             handle = f"not started ({exc})"
         log.info("%s: %s", req.what(), handle)
-
-    def _ending_due(self, lease: LeaseState) -> bool:
-        """Its end session is to be launched (again, after a restart), or is over its grace;
-        not once it reported (`observe` acts on that)."""
-        return written(LeaseEnd, lease.status, "leaseEnd") is None and \
-            (lease.ending_since is None or self.clock() - lease.ending_since >= END_GRACE)
 
     def _tend_ending(self, lease: LeaseState) -> None:
         if lease.ending_since is None:  # adopted after a restart: end it again

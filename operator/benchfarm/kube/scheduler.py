@@ -6,7 +6,7 @@ A round asks `core.rounds.plan` what it decides (go-aheads, relays, launches, le
 applies the plan to the records at once (`apply`: what is on its way is marked, so the next
 round does not decide it again) and sends the writes to the launch threads: the next round never
 waits for an API round trip. Their answers come back to the owner's inbox. Queue positions,
-queue timeouts and the TTL of finished runs are tended after each round. After a (re)start
+queue timeouts and the TTL of finished runs (`kube.runends`) are tended after each round. After a (re)start
 `recover` reads everything back first; running sessions are adopted, not redone.
 """
 
@@ -16,13 +16,12 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
-from typing import Any, ParamSpec, Protocol
+from typing import Any, Protocol
 
 from .. import cpu
 from ..api.grants import Relay
 from ..api.models import LabPolicySpec
-from ..api.outcomes import FINISHED, Phase, RunFailure
+from ..api.outcomes import Phase
 from ..core import queue as q, rounds, transitions
 from ..kubeapi.client import API_FAILURES, Kube
 from ..store.artifacts import ArtifactStore
@@ -35,14 +34,14 @@ from .lifecycle import InFlight
 from .notifier import Notifier
 from .owner import Owner
 from .ports import LAUNCH_FAILURES
+from .runends import RunEnds
 from .seating import Seats
 from .sessions import Supervisor
-from .state import BoardRecord, Owned, RunIndex, RunState, ts
+from .state import BoardRecord, Owned, RunIndex, RunState
 from .workers import Workers
 from .writes import RunWrites
 
 log = logging.getLogger("benchfarm")
-P = ParamSpec("P")
 
 QUEUE_POSITION_LIMIT = 2     # only the head of the queue: the next two waiting runs
 QUEUE_POSITION_WRITES = 2    # and at most two position writes per run (the write budget of a run)
@@ -104,7 +103,7 @@ class Scheduler:
         self.woken = True
         self.next_at = 0.0           # monotonic: the next iteration, woken or not
         self.due_at = 0.0            # monotonic: the next iteration, as `due` last reckoned it
-        self.ending: set[str] = set()  # runs whose queue-timeout or TTL write is on its way
+        self.ends = RunEnds(rt)
         self.positions: dict[str, int | None] = {}
         self.last_positions_at = 0.0
         self.boards_counted_at = 0.0
@@ -237,12 +236,12 @@ class Scheduler:
             self.boards_counted_at = mono
             boards = list(self.rt.boards.values())      # one C call: whole, whatever adds one
             metrics.observe_boards(Counter(b.state for b in boards), active)
-        self.expire(timeouts, now)
+        self.ends.expire(timeouts, now)
         if positions_due and plan.order is not None:
             self.publish_positions(plan.order)
         self.rt.inventory.health.health_checks()
         self.rt.leases.tend(now)
-        self.ttl(ttl, now)
+        self.ends.ttl(ttl, now)
 
     def apply(self, plan: rounds.RoundPlan[RunState], mono: float) -> list[tuple[RunState, Relay]]:
         """A round's decisions, into the records: what is on its way is marked
@@ -307,33 +306,6 @@ class Scheduler:
             self.rt.wake()
         self.rt.owner.call(failed)
 
-    def expire(self, waiting: list[RunState], now: float) -> None:
-        for r in waiting:
-            limit = r.spec.queueTimeoutSeconds
-            if limit and now - r.created > limit and r.waiting:
-                self.end_apart(r, self.rt.writes.finish, r, Phase.failed, RunFailure.queue_timeout,
-                               f"no matching board became free within {limit} s")
-
-    def end_apart(self, run: RunState, write: Callable[P, None], *args: P.args,
-                  **kwargs: P.kwargs) -> None:
-        """A run's end no round waits for (its queue timeout, its TTL's deletion) on the writer
-        thread, once at a time: however many runs a tenant times out together, the owner makes
-        no API round trip for them. Its record changes when the write comes back (`_wrote`, the
-        watch event); an outage leaves it to the next round."""
-        if run.key in self.ending:
-            return
-        self.ending.add(run.key)
-
-        def end() -> None:
-            try:
-                write(*args, **kwargs)
-            except API_FAILURES as exc:
-                log.warning("%s: its end was not written (%s); again at the next round",
-                            run.key, exc)
-            finally:
-                self.rt.owner.post(self.ending.discard, run.key)
-        self.rt.writer.submit(end)
-
     def publish_positions(self, order: list[q.QueueEntry]) -> None:
         self.last_positions_at = time.monotonic()
         new: dict[str, int | None] = {**q.queue_positions(order, QUEUE_POSITION_LIMIT)}
@@ -355,14 +327,3 @@ class Scheduler:
                                        transitions.queue_position(position))
         except API_FAILURES as exc:  # a position is advice; the next one comes with the queue
             log.warning("%s: could not write its queue position: %s", run.key, exc)
-
-    def ttl(self, runs: list[RunState], now: float) -> None:
-        for r in runs:
-            ttl = r.spec.ttlSecondsAfterFinished
-            done = r.status.get("completionTime")
-            if ttl is None or not done or r.phase not in FINISHED:
-                continue
-            if r.completed_at is None or r.completed_at[0] != done:
-                r.completed_at = (done, ts(done))     # parsed once, not every round
-            if now - r.completed_at[1] >= ttl:
-                self.end_apart(r, self.rt.kube.delete_run, r.namespace, r.name)

@@ -9,7 +9,7 @@ from benchfarm.api.models import BenchmarkRunSpec
 from benchfarm.api.outcomes import Phase, RunFailure
 from benchfarm.errors import Outage, Party
 from benchfarm.kube.owner import Owner
-from benchfarm.kube.scheduler import Scheduler
+from benchfarm.kube.runends import RunEnds
 from benchfarm.kube.state import RunState
 
 
@@ -33,17 +33,17 @@ def state(name, phase="Pending", **spec):
     return RunState("team", name, f"uid-{name}", 1, 0.0, spec, {"phase": phase})
 
 
-def scheduler(finish, delete_run) -> tuple[Scheduler, HeldWriter]:
+def ends(finish, delete_run) -> tuple[RunEnds, HeldWriter]:
     writer = HeldWriter()
     rt = SimpleNamespace(owner=Owner(), writer=writer,
                          writes=SimpleNamespace(finish=finish),
                          kube=SimpleNamespace(delete_run=delete_run))
-    return Scheduler(rt), writer  # type: ignore[arg-type]
+    return RunEnds(rt), writer  # type: ignore[arg-type]
 
 
 def test_queue_timeouts_go_to_the_writer_once_each_until_written():
     finished: list[tuple[str, str, str]] = []
-    sched, writer = scheduler(lambda r, phase, reason, msg: finished.append((r.key, phase, reason)),
+    sched, writer = ends(lambda r, phase, reason, msg: finished.append((r.key, phase, reason)),
                               lambda ns, name: None)
     runs = [state(f"r{i}", queueTimeoutSeconds=60) for i in range(3)]
     sched.expire(runs, now=100.0)
@@ -64,7 +64,7 @@ def test_an_outage_leaves_the_end_to_the_next_round():
         calls.append(name)
         if len(calls) == 1:
             raise Outage("the API server is down", party=Party.api)
-    sched, writer = scheduler(lambda *a: None, delete_run)
+    sched, writer = ends(lambda *a: None, delete_run)
     done = state("done", phase="Succeeded", ttlSecondsAfterFinished=0)
     done.status["completionTime"] = "2026-01-01T00:00:00Z"
     sched.ttl([done], now=2e9)
