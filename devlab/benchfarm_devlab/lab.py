@@ -17,7 +17,7 @@ from .controlplane import start_control_plane, start_minio
 from .env import kubectl, lab_env, operator_env, write_env
 from .places import start_labgrid, start_pdudaemon, stop_host_peers
 from .postgres import start_postgres, stop_postgres
-from .processes import OPERATOR_FIRST, http_ok, running_pid, start_process, stop_process
+from .processes import FIRST_NICE, OPERATOR_FIRST, http_ok, running_pid, start_process, stop_process
 from .sshd import start_sshd, stop_masters
 
 # The lab's LabPolicy: namespace `default` (the examples', the demo's) may boot software from its
@@ -73,7 +73,7 @@ def start_operator() -> None:
         return
     env = {**lab_env(), **operator_env(), **OPERATOR_FIRST}
     start_process("benchfarm-operator", [str(VENV_BIN / "benchfarm"), "operator"], env=env,
-                  ports=[PORTS.operator_liveness, PORTS.operator_metrics], timeout=90,
+                  nice=FIRST_NICE, ports=[PORTS.operator_liveness, PORTS.operator_metrics], timeout=90,
                   ready=lambda: http_ok(env["BENCHFARM_LIVENESS"]))
 
 

@@ -106,8 +106,8 @@ def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callab
     """Start a component unless it already runs; wait until `ready()`; fail with its log.
 
     With `restart_on_change`, a running component started with other arguments (its command line
-    is kept beside its PID file) is restarted with these. With a `nice` below 0 (CONTROL_NICE),
-    it gets the CPU before the rest of the lab (`give_priority`)."""
+    is kept beside its PID file) is restarted with these. With a `nice` below 0 (FIRST_NICE,
+    CONTROL_NICE), it gets the CPU before the rest of the lab (`give_priority`)."""
     log = STATE / "logs" / f"{name}.log"
     pid = running_pid(name)
     argv_file = _pidfile(name).with_suffix(".argv")
@@ -155,8 +155,10 @@ def start_process(name: str, argv: list[str], *, ports: list[int], ready: Callab
     raise LabError(f"{name}: not ready after {timeout:.0f} s; see {log}:\n" + _tail(log))
 
 
-CONTROL_NICE = -10   # the lab's control plane that sessions wait for (labgrid's coordinator)
-# the operator's owner thread asks for the lowest real-time priority (`cpu.first_in_line`):
+FIRST_NICE = -20     # the CPU priority of the operator: every run and every freed board waits
+                     # for its rounds
+CONTROL_NICE = -10   # the rest of the lab's control plane (labgrid's coordinator)
+# the operator's scheduling thread asks for the lowest real-time priority (`cpu.first_in_line`):
 # where the lab may raise priorities it takes a CPU the moment a round is due
 OPERATOR_FIRST = {"BENCHFARM_SCHEDULER_RTPRIO": "1"}
 
@@ -173,10 +175,10 @@ def give_priority(name: str, pid: int, nice: int) -> bool:
     lab says so. Its children that start sessions of their own (the session server, the board
     sessions) get groups of their own at nice 0.
 
-    The coordinator goes first (CONTROL_NICE). The operator needs no nice of its own: its owner
-    thread alone is first in line for a CPU (OPERATOR_FIRST), and a full bench met every goal
-    without the nice -20 it had before the owner thread (the figures: benchmarks/RESULTS.md,
-    "CPU priorities of the operator and the coordinator")."""
+    The operator goes first of all (FIRST_NICE, -20; the coordinator at -10): a thread of it
+    that waits for a CPU with Python's GIL in hand holds up the owner thread's round. It needs
+    about a fifth of a CPU, so going first costs the sessions little (the figures:
+    benchmarks/RESULTS.md, "CPU priorities of the operator and the coordinator")."""
     try:
         with open(f"/proc/{pid}/autogroup", "w") as f:
             f.write(str(nice))

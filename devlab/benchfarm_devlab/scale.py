@@ -25,6 +25,7 @@ from .config import DEVICE_TYPES, PORTS, REPO, STATE, VENV_BIN, LabError, say
 from .env import kubectl, lab_env, operator_env
 from .pki import ensure_labgrid_pki, labgrid_files, labgrid_tls
 from .processes import (
+    FIRST_NICE,
     OPERATOR_FIRST,
     http_ok,
     port_open,
@@ -127,7 +128,7 @@ def start_operator(max_sessions: int, extra_env: dict[str, str] | None = None) -
     env = {**lab_env(), **operator_env(), "BENCHFARM_DEVICE_TYPES": str(device_types()),
            "BENCHFARM_MAX_SESSIONS": str(max_sessions), **OPERATOR_FIRST, **(extra_env or {})}
     start_process("benchfarm-operator", [str(VENV_BIN / "benchfarm"), "operator"], env=env,
-                  ports=[PORTS.operator_liveness, PORTS.operator_metrics], timeout=600,
+                  nice=FIRST_NICE, ports=[PORTS.operator_liveness, PORTS.operator_metrics], timeout=600,
                   ready=lambda: http_ok(env["BENCHFARM_LIVENESS"]))
     pid = running_pid("benchfarm-operator")
     assert pid is not None

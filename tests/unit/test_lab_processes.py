@@ -52,21 +52,21 @@ def test_a_pid_file_without_a_start_time_is_trusted_as_before(state):
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no autogroup here")
 def test_the_component_that_goes_first_gets_a_cpu_before_the_rest_and_only_it(state):
-    """The coordinator's session group (it starts one of its own) at CONTROL_NICE where the lab may
+    """The operator's session group (it starts one of its own) at FIRST_NICE where the lab may
     raise priorities, the other components' left at 0; without the privilege the lab says so and
     starts it all the same."""
     sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
     processes.start_process("first", sleep, ports=[], ready=lambda: True,
-                            nice=processes.CONTROL_NICE)
+                            nice=processes.FIRST_NICE)
     processes.start_process("other", sleep, ports=[], ready=lambda: True)
     try:
         first, other = processes.running_pid("first"), processes.running_pid("other")
         assert first is not None and other is not None
         assert os.getsid(first) == first and os.getsid(other) == other
         privileged = may_raise_priorities()
-        assert group_nice(first) == (processes.CONTROL_NICE if privileged else 0)
+        assert group_nice(first) == (processes.FIRST_NICE if privileged else 0)
         # pytest's own group, if it is in one (not where it runs in the host's first session)
-        assert group_nice(other) == 0 and group_nice(os.getpid()) != processes.CONTROL_NICE
+        assert group_nice(other) == 0 and group_nice(os.getpid()) != processes.FIRST_NICE
     finally:
         processes.stop_process("first")
         processes.stop_process("other")
