@@ -177,8 +177,9 @@ def give_priority(name: str, pid: int, nice: int) -> bool:
 
     The operator goes first of all (FIRST_NICE, -20; the coordinator at -10): a thread of it
     that waits for a CPU with Python's GIL in hand holds up the owner thread's round. It needs
-    about a fifth of a CPU, so going first costs the sessions little (the figures:
-    benchmarks/RESULTS.md, "CPU priorities of the operator and the coordinator")."""
+    about a fifth of a CPU, so going first costs the sessions little. Without it a full bench's
+    rounds waited up to 84 ms for the GIL such a thread held (the figures: benchmarks/RESULTS.md,
+    "The tunings measured with the owner thread")."""
     try:
         with open(f"/proc/{pid}/autogroup", "w") as f:
             f.write(str(nice))

@@ -66,8 +66,8 @@ log = logging.getLogger("benchfarm")
 
 LAUNCH_THREADS = 4           # launches in flight at once (each mostly waits for the API server)
 # seconds a thread may keep the GIL once another asks for it (Python's default: 0.005): a round
-# that waits for the GIL waits up to that long for each thread handed it first (the figures:
-# benchmarks/RESULTS.md, "The GIL and the scheduling round")
+# that waits for the GIL waits up to that long for each thread handed it first; still paying with
+# the owner thread (benchmarks/RESULTS.md, "The tunings measured with the owner thread")
 GIL_SWITCH = 0.001
 
 
