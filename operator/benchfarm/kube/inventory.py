@@ -201,6 +201,7 @@ class Inventory:
         for name in names:
             place = places.get(name)
             if place is None:       # deleted: its Board stays, as before
+                self.reader.created.pop(name, None)
                 continue
             uid = None
             if name not in self.boards:
