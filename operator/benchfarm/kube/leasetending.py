@@ -137,10 +137,10 @@ class LeaseTender:
                 continue
             try:
                 if lease.phase == LeasePhase.granted:
-                    self._retake_if_forgotten(lease)
-                    if not lease.busy and granted_due(
-                            lease, now, self.rt.policy.leaseWarningSeconds):
+                    if granted_due(lease, now, self.rt.policy.leaseWarningSeconds):
                         self._apart(lease, self._tend_granted, lease, now)
+                    else:                # nothing else due: its lock, if the coordinator forgot
+                        self._retake_if_forgotten(lease)
                 elif lease.phase == LeasePhase.releasing and ending_due(lease, self.clock()):
                     self._apart(lease, self._tend_ending, lease)
             except Exception:       # one lease's bug must not stop the others
