@@ -31,13 +31,18 @@ class HeapTender:
         collection of what is not frozen (what the last interval left) and then a freeze of what
         survived (`gc.freeze`: a list splice), so the full collections Python triggers itself
         walk only the objects of the last interval. (Tending at every watch event cost more
-        than it saved; the figures: benchmarks/RESULTS.md.)
+        than it saved.)
 
         A frozen object is still freed when its last reference goes; only cycles among frozen
         objects wait for a real full collection, which runs here only when the process has
         grown by HEAP_GROWTH since the last one (cyclic garbage piling up shows there; the live
         heap growing does too) and at most every COLLECT_EVERY seconds: at a steady heap none
-        lands in a flood at all, and a heap growing fast is not collected back to back."""
+        lands in a flood at all, and a heap growing fast is not collected back to back.
+
+        Still paying with the owner thread: left out of a full `make bench-scale`, 11 of
+        Python's 34 full collections fell inside a round, up to 515 ms each, and the worst
+        round took 449 ms (benchmarks/RESULTS.md, "The tunings measured with the owner
+        thread")."""
         now = time.monotonic()
         if now - self.tended_at < TEND_EVERY:
             return
