@@ -230,6 +230,12 @@ class Settings(BaseModel):
     web_history_source: str = _var("BENCHFARM_WEB_HISTORY_SOURCE", _T, default="")
     """`MODULE:FACTORY` the dashboard's history comes from (`web.historySource`; default the
     results database, else the runs' `metrics.json`)."""
+    web_cookie_secure: Literal["auto", "always", "never"] = _var(
+        "BENCHFARM_WEB_COOKIE_SECURE", _T, default="auto")
+    """Whether the dashboard's session cookie is `Secure` (sent over HTTPS only): `auto` marks it
+    unless the site is plain HTTP on loopback (the embedded lab; behind a TLS-terminating ingress
+    it is marked); `always`; `never` only for a site served in plain HTTP, where tokens cross the
+    network in the clear anyway."""
     control_endpoints: str = _var("BENCHFARM_CONTROL_ENDPOINTS", _T, default="")
     """Extra control endpoints for `benchfarm check --boards` to try from the boards
     (`HOST:PORT[=what]`, comma-separated: a BMC, a switch's management port)."""

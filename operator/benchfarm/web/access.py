@@ -3,22 +3,24 @@
 A person signs in with a bearer token (the Authorization header, or the sign-in form's cookie).
 The API server reviews it (TokenReview) and answers, per namespace, whether that person may
 `get benchmarkruns` there (SubjectAccessReview). The dashboard's own account reads the objects;
-a person is shown only what their own access would let them read. Answers are kept for a short
-while (a page makes many requests), never longer than `TTL`.
+a person is shown only what their own access would let them read. Answers (the TokenReview's and
+the SubjectAccessReviews' together, a token that was refused too) are kept by the token's SHA-256
+for a short while (a page makes many requests), never longer than `TTL`, and for at most
+`REVIEWS` tokens at once (the least recently used goes first).
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
 import time
 from dataclasses import dataclass
 
 from kubernetes import client
 
 from ..api.models import GROUP
+from .sessions import Expiring, digest
 
 TTL = 30.0          # seconds a token's review and its namespaces are trusted before asking again
+REVIEWS = 4096      # tokens whose answers are kept at once
 
 
 @dataclass(frozen=True)
@@ -36,22 +38,22 @@ class Access:
         self.authn = client.AuthenticationV1Api(api)
         self.authz = client.AuthorizationV1Api(api)
         self.core = client.CoreV1Api(api)
-        self._cache: dict[str, tuple[float, Person | None]] = {}
-        self._lock = threading.Lock()
+        # token hash -> (the answer,): a refused token is kept as (None,), a miss is None
+        self._cache: Expiring[str, tuple[Person | None]] = Expiring(REVIEWS, TTL)
+
+    def cached(self, token: str) -> tuple[bool, Person | None]:
+        """Whether the token's answer is kept, and that answer: no API call."""
+        hit = self._cache.get(digest(token), time.monotonic())
+        return (True, hit[0]) if hit is not None else (False, None)
 
     def person(self, token: str) -> Person | None:
         """The person the token belongs to and what they may read; None for a token the API
         server does not accept."""
-        key = hashlib.sha256(token.encode()).hexdigest()
-        now = time.monotonic()
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit and now - hit[0] < TTL:
-                return hit[1]
+        known, found = self.cached(token)
+        if known:
+            return found
         found = self._review(token)
-        with self._lock:
-            self._cache = {k: v for k, v in self._cache.items() if now - v[0] < TTL}
-            self._cache[key] = (now, found)
+        self._cache.put(digest(token), (found,), time.monotonic())
         return found
 
     def _review(self, token: str) -> Person | None:

@@ -1,6 +1,12 @@
 """The dashboard's HTTP server (aiohttp): pages rendered here, artifacts passed through from the
 store, every request signed in (access) and every run checked against the person's namespaces.
 
+A person signs in once (the form's token is reviewed, `access`) and the browser then holds only an
+opaque session id (`sessions`): the token stays in this process's memory, the cookie is HttpOnly,
+SameSite=Lax and `Secure` unless the site is plain HTTP on loopback, and sign-in and sign-out take
+a form from this site's own page only. A client whose tokens keep being refused waits (429) and
+costs the API server no TokenReview meanwhile.
+
 The Kubernetes client and the store client block: their calls run on threads, never on the
 server's event loop. A run of a namespace the person may not read is answered like a run that
 does not exist (404), on every path that names it.
@@ -11,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import mimetypes
 import os
 import time
@@ -33,17 +40,23 @@ from ..store.artifacts import ArtifactStore, StoreConfig, run_prefix
 from . import charts, views
 from .access import Access, Person
 from .history import HistorySource, load_source, visible
+from .sessions import CookieSecure, FailedSignIns, Sessions, client_of, cookie_secure, cross_origin
 
 log = logging.getLogger(__name__)
-COOKIE = "benchfarm_token"
+COOKIE = "benchfarm_session"      # an opaque session id (sessions.Sessions), never the token
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class Dashboard:
     def __init__(self, kube: Kube, store: ArtifactStore, history: HistorySource,
-                 access: Access, namespace: str) -> None:
+                 access: Access, namespace: str, *, cookie_secure: CookieSecure = "auto",
+                 site_url: str = "") -> None:
         self.kube, self.store, self.history, self.access = kube, store, history, access
         self.namespace = namespace          # the operator's (its fairness ConfigMap)
+        self.cookie_secure = cookie_secure  # BENCHFARM_WEB_COOKIE_SECURE
+        self.site_url = site_url            # BENCHFARM_WEB_URL: an origin sign-in also takes
+        self.sessions = Sessions()
+        self.failures = FailedSignIns()
         self.env = jinja2.Environment(loader=jinja2.PackageLoader("benchfarm.web", "templates"),
                                       autoescape=True)
         self.env.filters["when"] = _when
@@ -67,36 +80,91 @@ class Dashboard:
 
     @web.middleware
     async def signed_in(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in ("/signin", "/healthz") or request.path.startswith("/static/"):
+        """A bearer token (the CLI, scripts) or a session's cookie (a browser), else sign-in."""
+        if request.path in ("/signin", "/signout", "/healthz") or \
+                request.path.startswith("/static/"):
             return await handler(request)
         header = request.headers.get("Authorization", "")
-        token = header[7:].strip() if header.lower().startswith("bearer ") else \
-            request.cookies.get(COOKIE, "")
-        person = await asyncio.to_thread(self.access.person, token) if token else None
-        if person is None:
-            if header:
+        if header:
+            token = header[7:].strip() if header.lower().startswith("bearer ") else ""
+            wait, person = await self._review(request, token)
+            if wait:
+                raise web.HTTPTooManyRequests(headers={"Retry-After": str(wait)},
+                                              text=_too_many(wait))
+            if person is None:
                 raise web.HTTPUnauthorized(text="the token was not accepted")
-            raise web.HTTPFound("/signin?" + urlencode({"next": request.path_qs}))
+        else:
+            person = await self._session_person(request)
+            if person is None:
+                raise web.HTTPFound("/signin?" + urlencode({"next": request.path_qs}))
         request["person"] = person
         return await handler(request)
+
+    async def _session_person(self, request: web.Request) -> Person | None:
+        """The person of the request's session: its token reviewed again once its answer is
+        older than `access.TTL`; a session whose token is no longer accepted is closed."""
+        sid = request.cookies.get(COOKIE, "")
+        session = self.sessions.get(sid, time.monotonic())
+        if session is None:
+            return None
+        person = await asyncio.to_thread(self.access.person, session.token)
+        if person is None:
+            self.sessions.close(sid)
+        return person
+
+    async def _review(self, request: web.Request, token: str) -> tuple[int, Person | None]:
+        """(seconds to wait, 0 if none; the token's person or None). A token whose answer is
+        kept costs no review; a client out of attempts gets none, a refused token takes one."""
+        client, now = client_of(request.remote), time.monotonic()
+        known, person = self.access.cached(token) if token else (True, None)
+        if not known:
+            wait = self.failures.wait(client, now)
+            if wait:
+                return math.ceil(wait), None
+            person = await asyncio.to_thread(self.access.person, token)
+        if person is None:
+            self.failures.failed(client, now)
+        return 0, person
+
+    def _refused_origin(self, request: web.Request) -> None:
+        """403 for a form posted from a page elsewhere (sign-in, sign-out)."""
+        why = cross_origin(request.headers.get("Origin"), request.headers.get("Referer"),
+                           request.host, request.secure, self.site_url)
+        if why:
+            log.info("%s from %s refused: %s", request.path, request.remote, why)
+            raise web.HTTPForbidden(text=f"benchfarm web: {why}")
+
+    def _secure(self, request: web.Request) -> bool:
+        sock = request.transport.get_extra_info("sockname") if request.transport else None
+        local = sock[0] if isinstance(sock, tuple) and sock else None
+        return cookie_secure(self.cookie_secure, request.secure, request.host, local)
 
     async def signin_form(self, request: web.Request) -> web.StreamResponse:
         return self.page("signin.html.j2", None, next=views.local_path(request.query.get("next")),
                          error="")
 
     async def signin(self, request: web.Request) -> web.StreamResponse:
+        self._refused_origin(request)
         form = await request.post()
         token, nxt = str(form.get("token", "")).strip(), views.local_path(form.get("next"))
-        person = await asyncio.to_thread(self.access.person, token) if token else None
+        wait, person = await self._review(request, token)
+        if wait:
+            resp = self.page("signin.html.j2", None, next=nxt, status=429, error=_too_many(wait))
+            resp.headers["Retry-After"] = str(wait)
+            return resp
         if person is None:
             return self.page("signin.html.j2", None, next=nxt, status=401,
                              error="Kubernetes did not accept that token.")
+        self.sessions.close(request.cookies.get(COOKIE, ""))    # a new session, never the old id
+        sid = self.sessions.open(token, person.name, time.monotonic())
         resp = web.HTTPSeeOther(nxt)
-        resp.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/",
-                        secure=request.secure)
+        resp.set_cookie(COOKIE, sid, httponly=True, samesite="Lax", path="/",
+                        secure=self._secure(request), max_age=int(self.sessions.lifetime))
         raise resp
 
     async def signout(self, request: web.Request) -> web.StreamResponse:
+        self._refused_origin(request)
+        self.sessions.close(request.cookies.get(COOKIE, ""))
         resp = web.HTTPSeeOther("/signin")
         resp.del_cookie(COOKIE, path="/")
         raise resp
@@ -288,6 +356,11 @@ class Dashboard:
         return app
 
 
+def _too_many(wait: int) -> str:
+    return (f"Too many refused tokens from your address: try again in {wait} s (no token is "
+            "checked meanwhile).")
+
+
 def _scope(person: Person) -> frozenset[str] | None:
     """The namespaces whose series a person is offered: theirs, or every one (None) for a
     cluster-wide grant (a lab admin)."""
@@ -321,6 +394,7 @@ def serve(address: str, port: int, history_source: str | None = None) -> int:
     store = ArtifactStore(StoreConfig.from_env(settings), attempts=2)
     source = load_source(history_source or settings.web_history_source or None, kube, store,
                          database_url=settings.database_url)
-    dashboard = Dashboard(kube, store, source, Access(kube.api), settings.namespace)
+    dashboard = Dashboard(kube, store, source, Access(kube.api), settings.namespace,
+                          cookie_secure=settings.web_cookie_secure, site_url=settings.web_url)
     web.run_app(dashboard.app(), host=address, port=port, print=None, access_log=None)
     return 0
