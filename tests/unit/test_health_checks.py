@@ -90,8 +90,10 @@ def test_a_check_is_launched_as_a_session_and_only_its_own_verdict_counts():
     inv.health.observe_health("vb-0", {"healthCheckEnd": {"check": 8, "verdict": "Failed",
                                                    "reason": "BootFailed", "message": "panic"}})
     assert rec.state == "Quarantined" and "vb-0" not in inv.checking and rec.run is None
-    assert rec.reason == "health check failed: BootFailed: panic"
-    assert [e[0] for e in rt.events] == ["HealthCheckFailed"]
+    # the lab's words for the kind of failure, not the message (a console line)
+    assert rec.reason == "health check failed: BootFailed: a boot failed (a failure marker on " \
+        "its console)"
+    assert [e[0] for e in rt.events] == ["HealthCheckFailed"] and "panic" not in rt.events[0][1]
     inv.health.health_checks()                                  # the cooldown (0 s) is over: check 9
     inv.health.observe_health("vb-0", {"healthCheckEnd": {"check": 9, "verdict": "Passed"}})
     assert rec.state == "Idle" and rec.failures == 0 and rec.reason is None
@@ -196,4 +198,25 @@ def test_the_owner_only_takes_the_board_and_numbers_the_check_its_writes_go_to_a
     fn(*args)
     assert rec.run is None and "vb-0" not in inv.checking and rt.launched == []
     assert rec.state == "Quarantined"
+    inv.statuses.close()
+
+
+def test_a_boards_quarantine_reason_and_events_name_no_tenants_console_line():
+    """A Board is read by every namespace: a board fault a run handed back (its message quoting
+    that run's console) is counted and told in the lab's words for its kind, and a reason no
+    session writes reads as a plain board fault."""
+    from benchfarm.errors import InfraError
+    rt = FakeRuntime()
+    inv = inventory.Inventory(rt)
+    inv.boards["vb-1"] = BoardRecord("vb-1", device_type="qemu-x86", online=True, uid="u-1")
+    line = "Kernel panic - not syncing: team-b's secret build 4f2a"
+    inv.health.board_failed("vb-1", InfraError(f"vb-1: the board went down while a command "
+                                               f"ran: {line}", reason="BoardCrashed"))
+    rec = inv.boards["vb-1"]
+    assert rec.failures == 1 and rec.reason == (
+        "BoardCrashed: the board went down at its shell (a failure marker on its console)")
+    assert inv.health.board_failed("vb-1", InfraError(line, reason=line))
+    assert rec.reason == "BoardFault: a board fault"
+    said = [m for _, m in rt.events] + [e.summary for e in rt.notified] + [rec.reason]
+    assert said and not any("secret" in m or "not syncing" in m for m in said), said
     inv.statuses.close()

@@ -42,13 +42,72 @@ class HandBack(StrEnum):
     lab_fault = "LabFault"       # a PDU, exporter, staging: not the board's; try another
 
 
+class BoardFaultKind(StrEnum):
+    """What a board fault was (`errors.BoardFault.reason`, `status.sessionEnd.reason`), with the
+    lab's own words for it: what a Board's quarantine reason, its events and its health check's
+    verdict say to every namespace. What the board printed (a console line of a run's kernel or
+    suite) stays in that run's own status; a reason no session writes reads as `other`."""
+
+    crashed = "BoardCrashed"            # a failure marker on the console at the shell
+    boot_failed = "BootFailed"          # a failure marker on the console while it booted
+    boot_hung = "BootHung"              # the console fell silent while it booted
+    boot_timeout = "BootTimeout"        # no shell prompt within the device type's boot time
+    serial_silent = "SerialSilent"      # no byte on the console after power-on
+    serial_failed = "SerialFailed"      # the console's connection failed
+    shell_failed = "ShellFailed"        # the shell stopped speaking labgrid's protocol
+    shell_lost = "ShellLost"            # no prompt after a command was interrupted
+    bootloader_failed = "BootloaderFailed"   # no bootloader prompt, or it refused a command
+    wake_failed = "WakeFailed"          # it did not wake from a low-power mode
+    other = "BoardFault"
+
+    @classmethod
+    def of(cls, reason: str) -> BoardFaultKind:
+        try:
+            return cls(reason)
+        except ValueError:
+            return cls.other
+
+    @property
+    def summary(self) -> str:
+        """The lab's words for the fault, naming nothing a board printed."""
+        return _FAULT_SUMMARIES[self]
+
+
+_FAULT_SUMMARIES = {
+    BoardFaultKind.crashed: "the board went down at its shell (a failure marker on its console)",
+    BoardFaultKind.boot_failed: "a boot failed (a failure marker on its console)",
+    BoardFaultKind.boot_hung: "a boot hung (its console fell silent)",
+    BoardFaultKind.boot_timeout: "no shell prompt within the device type's boot time",
+    BoardFaultKind.serial_silent: "its serial console stayed silent after power-on",
+    BoardFaultKind.serial_failed: "its serial console's connection failed",
+    BoardFaultKind.shell_failed: "its shell stopped answering as expected",
+    BoardFaultKind.shell_lost: "its shell did not come back after a command was interrupted",
+    BoardFaultKind.bootloader_failed: "its bootloader did not reach its prompt or refused a "
+                                      "command",
+    BoardFaultKind.wake_failed: "it did not wake from a low-power mode",
+    BoardFaultKind.other: "a board fault",
+}
+
+
+def fault_words(reason: str) -> str:
+    """A board fault's or a failed health check's reason as a Board says it to every namespace:
+    `BootTimeout: no shell prompt within ...` for a board fault's kind, the lab's own code for
+    another (`PowerFailed`, `HealthCheckLost`); never a message, which may quote a console."""
+    kind = BoardFaultKind.of(reason)
+    if kind is not BoardFaultKind.other or not (reason.isascii() and reason.isalnum()) \
+            or len(reason) > 64:
+        return f"{kind}: {kind.summary}"
+    return reason
+
+
 class Reason(StrEnum):
     """Reasons of the `Succeeded` condition that the operator acts on."""
 
     completed = "Completed"
     suites_failed = "SuitesFailed"      # suites failed on a healthy board: the board is fine
-    run_crashed_board = "RunCrashedBoard"   # the run's own suite took the board down, and the
-    #                                         board's own image booted again: the board is fine
+    run_crashed_board = "RunCrashedBoard"   # the run's own suites or software took the board
+    #                                         down twice, and the board's own image booted
+    #                                         each time: the board is fine
     software_boot_failed = "SoftwareBootFailed"   # the run's own software did not boot, and
     #                                               the board's own image did: the board is fine
     cancelled = "Cancelled"

@@ -9,6 +9,11 @@ check, watches its Lease, and acts on the verdict (back in service, or quarantin
 check after the cooldown). A check whose session dies is given up like a failed one; the place it
 held is released here.
 
+A Board is read by every namespace: its reason, its events and its check's verdict name the kind
+of fault in the lab's own words (`api.outcomes.fault_words`), never the message a run's session
+handed back, which may quote a console line of that run's kernel or suite (that stays in the
+run's own status, and in the operator's log).
+
 The inventory (`kube.inventory`) owns the board records and hands them here with the way to
 publish a board's status; what the checks need of the operator is `HealthRuntime` (the registry's
 owner, the API, the coordinator, the policy, the device types, the launcher, its namespace, a
@@ -24,7 +29,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..api.notifications import EventKind
-from ..api.outcomes import HealthCheck, HealthCheckEnd, HealthVerdict
+from ..api.outcomes import HealthCheck, HealthCheckEnd, HealthVerdict, fault_words
 from ..core import notify
 from ..core.conditions import now_iso
 from ..errors import InfraError
@@ -121,7 +126,8 @@ class HealthChecks:
     def _board_failed(self, board: str, exc: InfraError) -> tuple[BoardRecord, bool]:
         rec = self.boards[board]
         rec.failures += 1
-        rec.reason = f"{exc.reason}: {exc}"[:500]
+        rec.reason = fault_words(exc.reason)
+        log.warning("board fault %d on %s: %s: %s", rec.failures, board, exc.reason, exc)
         quarantined = rec.failures >= self.rt.policy.quarantineAfterFailures and \
             rec.quarantined_since is None
         if quarantined:
@@ -205,11 +211,12 @@ class HealthChecks:
             rec.quarantined_since, rec.failures, rec.reason = None, 0, None
         else:
             rec.quarantined_since = time.time()
-            rec.reason = f"health check failed: {end.reason}: {end.message}"[:500]
+            rec.reason = f"health check failed: {fault_words(end.reason)}"
         log.info("health check %d of %s: %s %s", end.check, name, end.verdict, end.message)
         self.sync(name)
+        verdict = "passed" if ok else fault_words(end.reason)
         message = (f"{name} {'booted to its prompt; back in service' if ok else 'still fails'}"
-                   f" (health check {end.check}: {end.reason or end.message})"[:1000])
+                   f" (health check {end.check}: {verdict})")
         rt.launches.submit(rt.kube.event, {"apiVersion": "benchfarm.io/v1alpha1", "kind": "Board",
                                            "metadata": {"name": name}},
                            "Normal" if ok else "Warning",

@@ -24,7 +24,7 @@ import socket
 import time
 
 from ..api.models import GROUP, VERSION
-from ..api.outcomes import HealthCheckEnd, HealthVerdict
+from ..api.outcomes import HealthCheckEnd, HealthVerdict, fault_words
 from ..errors import BoardBusy, InfraError
 from ..kubeapi.client import Kube
 from ..kubeapi.leases import (
@@ -110,7 +110,10 @@ class HealthCheckSession:
             self.session.stop()
 
     def _check(self) -> HealthCheckEnd:
-        """Boot the board's own image to its prompt; the verdict, whatever happened."""
+        """Boot the board's own image to its prompt; the verdict, whatever happened. The
+        verdict is on the Board, which every namespace reads: its message is the lab's words
+        for the kind of failure (`api.outcomes.fault_words`), what the console said is in this
+        session's log."""
         try:
             self._boot()
         except Fenced:
@@ -121,7 +124,7 @@ class HealthCheckSession:
             log.info("health check %d of %s failed: %s: %s", self.check, self.board, code, exc,
                      exc_info=not hasattr(exc, "reason"))     # not one of ours: its traceback
             return HealthCheckEnd(check=self.check, verdict=HealthVerdict.failed,
-                                  reason=str(code), message=f"{exc}"[:500])
+                                  reason=str(code), message=fault_words(str(code)))
         return HealthCheckEnd(check=self.check, verdict=HealthVerdict.passed,
                               message="booted to its prompt")
 
