@@ -138,6 +138,14 @@ class Settings(BaseModel):
     session_lease_seconds: int = _var("BENCHFARM_SESSION_LEASE_SECONDS", _S, default=15, ge=3)
     """How long a session's run Lease lasts without renewal; a session renews it every few
     seconds."""
+    parse_cpu_seconds: float = _var("BENCHFARM_PARSE_CPU_SECONDS", _S, default=30.0, gt=0,
+                                    le=3600)
+    """CPU seconds the parse of one step's output may take (it runs in a child process of the
+    session, limited to this and to `parse_memory_mib`); past it the run fails with
+    ParseOverBudget, and the session went on renewing its Lease meanwhile."""
+    parse_memory_mib: int = _var("BENCHFARM_PARSE_MEMORY_MIB", _S, default=2048, ge=256)
+    """Address space in MiB the parse of one step's output may take (its child process's
+    limit); past it the run fails with ParseOverBudget."""
     warm_idle_seconds: float = _var("BENCHFARM_WARM_IDLE_SECONDS", _S,
                                     default=float(WARM_IDLE_SECONDS), gt=0)
     """A warm session pod given no run within this time exits, and the operator starts

@@ -374,6 +374,13 @@ class NamespacePolicy(Model):
             "such an IPv4 address: mapped, compatible, NAT64, 6to4) is refused unless that "
             "address itself is listed (10.1.2.3, [fd00::5]); listing a name does not list "
             "what it resolves to."))
+    maxMetricsPerRun: int = Field(10000, ge=1, le=1000000, description=(
+        "Metrics a run of the namespace may yield, counted over all its steps and iterations "
+        "(a parse's metrics come from what the board printed: their number is the tenant's "
+        "choice). The step that goes past it fails the run with TooManyMetrics, and none of "
+        "the run's metrics reach its metrics.json, the results history or the exports. The "
+        "default leaves room for every plan of the lab: a cyclictest histogram of a hundred "
+        "rows is about a hundred metrics an iteration."))
     leases: LeasePolicy = Field(default_factory=LeasePolicy, description=(
         "Interactive board leases (BoardLease) of this namespace's people."))
     webhookHosts: list[SoftwareHost] = Field(

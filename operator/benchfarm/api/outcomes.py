@@ -284,6 +284,12 @@ class RunFailure(StrEnum):
     deleted = "Deleted"
     #: the run's own steps outlasted its spec.timeoutSeconds
     run_timeout = "RunTimeout"
+    #: parsing what a step printed took more CPU time (or memory) than the lab allows a parse
+    #: (BENCHFARM_PARSE_CPU_SECONDS): the board's output, not the board, is to blame
+    parse_over_budget = "ParseOverBudget"
+    #: the run's steps yielded more metrics than its LabPolicy allows (maxMetricsPerRun), or a
+    #: metric whose name or labels are longer than any real suite's: none of them is kept
+    too_many_metrics = "TooManyMetrics"
     # the lab's
     #: a service the run needed (store, API, coordinator) stayed down past the run's timeout
     outage_outlasted_run = "OutageOutlastedRun"
@@ -304,7 +310,7 @@ RUN_FAULTS: frozenset[str] = frozenset({
     RunFailure.no_gpu, RunFailure.no_low_power_mode, RunFailure.missing_programs,
     RunFailure.invalid_artifact_prefix, RunFailure.no_matching_board, RunFailure.unknown_suite,
     RunFailure.digest_mismatch, RunFailure.digest_missing, RunFailure.deleted,
-    RunFailure.run_timeout,
+    RunFailure.run_timeout, RunFailure.parse_over_budget, RunFailure.too_many_metrics,
 })
 
 

@@ -21,6 +21,7 @@ from ..api.models import SuiteSpec
 from ..core.results import SuiteRecord
 from ..core.trust import plan_digest
 from ..errors import BenchfarmError, BoardFault, DeployedBootFailed, RunError, SuiteFailure
+from ..suites.base import Metric
 from ..suites.registry import parse
 from .board import OUTPUT_LIMIT, Board, SerialLog
 from .rails import RailMonitor, monitor_for
@@ -138,9 +139,12 @@ class BoardSession:
             prov[key] = (parts[i] if i < len(parts) else "").strip()[:512]
         return prov
 
-    def suite(self, spec: SuiteSpec, iteration: int, warmup: bool) -> tuple[SuiteRecord, str,
-                                                                           dict[str, Any]]:
-        """Run one suite once: the record (metrics or error), its raw output, and evidence."""
+    def suite(self, spec: SuiteSpec, iteration: int, warmup: bool,
+              parse: Callable[[str, str, dict[str, str]], list[Metric]] = parse
+              ) -> tuple[SuiteRecord, str, dict[str, Any]]:
+        """Run one suite once: the record (metrics or error), its raw output, and evidence.
+        `parse`: the suite's parser (the session's runs in a child with a budget,
+        `session.parsing`); a RunError it raises (the output over its budget) ends the run."""
         self.check()
         if spec.suite == "low-power":
             return self._low_power(spec, iteration, warmup)
@@ -159,6 +163,8 @@ class BoardSession:
         else:
             try:
                 record.metrics = parse(spec.suite, r.output, dict(spec.parameters))
+            except RunError:
+                raise
             except BenchfarmError as exc:
                 record.error = exc.message
         return record, r.output, {}

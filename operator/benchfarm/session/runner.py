@@ -49,6 +49,7 @@ from . import reporting
 from .blame import Settled, Verdict, verdict
 from .context import PEER_TAG, Config, RunContext, iperf3_peer
 from .lifeline import Fenced, Lifeline, api_version_of
+from .parsing import BudgetedParse, start_forkserver
 from .status import StatusWriter
 from .steps import StepRunner
 
@@ -64,6 +65,7 @@ class Runner:
         self.identity = f"{socket.gethostname()}/{os.getpid()}"
         self.terminating = threading.Event()
         self.steps: StepRunner | None = None
+        self.policy: LabPolicySpec | None = None
 
     # -- entry --------------------------------------------------------------------------------
     def run(self) -> int:
@@ -161,6 +163,7 @@ class Runner:
     # -- the session --------------------------------------------------------------------------
     def _session(self, body: dict[str, Any], spec: BenchmarkRunSpec) -> None:
         threading.Thread(target=_prewarm, name="prewarm", daemon=True).start()
+        threading.Thread(target=_start_parsing, name="parse-server", daemon=True).start()
         status = body.get("status") or {}
         meta = body["metadata"]
         store = ArtifactStore(StoreConfig.from_env(self.config.settings))
@@ -224,10 +227,12 @@ class Runner:
             log.debug("could not post the event", exc_info=True)
 
     def _lab_policy(self) -> LabPolicySpec:
-        """The lab's one LabPolicy (`default`), read here: never the tenant's word."""
-        body = self.lifeline.wait_out("read the LabPolicy", lambda: self.kube.get_cluster(
-            "labpolicies", "default"))
-        return LabPolicySpec(**(body or {}).get("spec") or {})
+        """The lab's one LabPolicy (`default`), read here once: never the tenant's word."""
+        if self.policy is None:
+            body = self.lifeline.wait_out("read the LabPolicy", lambda: self.kube.get_cluster(
+                "labpolicies", "default"))
+            self.policy = LabPolicySpec(**(body or {}).get("spec") or {})
+        return self.policy
 
     def _device_type(self, name: str) -> DeviceType | None:
         return load_device_types(self.config.device_types).get(name) if name else None
@@ -301,6 +306,11 @@ class Runner:
                             extra={} if started else {"startTime": now_iso()}, force=resumed)
         runner = self.steps = StepRunner(ctx, dtype)
         runner.software = software
+        settings = self.config.settings
+        runner.parse = BudgetedParse(settings.parse_cpu_seconds, settings.parse_memory_mib,
+                                     stopped=lambda: self.lifeline.fenced.is_set() or
+                                     self.lifeline.cancel.is_set())
+        runner.max_metrics = self._lab_policy().for_namespace(ctx.namespace).maxMetricsPerRun
         runner.steps_total, runner.steps_done = len(steps), len(steps) - len(todo)
         serial_log = SerialLog(ctx.spool.append_path(ctx.serial_key()))
         environment = {**self.config.environment, **iperf3_peer(info.tags.get(PEER_TAG, "")),
@@ -451,6 +461,14 @@ def _prewarm() -> None:
         from . import results  # noqa: F401  (scipy through the regression rule)
     except Exception:  # only a head start; the real import reports any problem
         log.debug("prewarm failed", exc_info=True)
+
+
+def _start_parsing() -> None:
+    """Start the parses' forkserver while the board boots (`session.parsing`)."""
+    try:
+        start_forkserver()
+    except Exception:  # only a head start: the first parse starts it and reports a problem
+        log.debug("the parses' forkserver did not start ahead", exc_info=True)
 
 
 def _ts(iso: str) -> float:

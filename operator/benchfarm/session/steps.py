@@ -16,15 +16,17 @@ from collections.abc import Callable
 from typing import Any
 
 from ..api.devicetype import DeviceType
-from ..api.outcomes import Underway
-from ..core import steps as st
+from ..api.models import NamespacePolicy
+from ..api.outcomes import RunFailure, Underway
+from ..core import budgets, steps as st
 from ..core.repeat import decide
 from ..core.stats import seed_format
-from ..errors import BoardFault, DeployedBootFailed
+from ..errors import BoardFault, DeployedBootFailed, RunError
 from ..lab.session import BoardSession, BootResult
 from ..store.software import Fetched, SoftwareCache
 from .blame import Blame
 from .context import RunContext
+from .parsing import BudgetedParse
 
 log = logging.getLogger("benchfarm.session")
 
@@ -40,6 +42,9 @@ class StepRunner:
         self.steps_total = self.steps_done = 0
         self.boot_values: list[float] | None = None
         self.blame = Blame(ctx, self.boot_own)
+        self.parse: BudgetedParse | None = None     # None: parse here (a test's board session)
+        self.max_metrics = NamespacePolicy.model_fields["maxMetricsPerRun"].default
+        self.metrics_used: int | None = None      # the attempt's metrics so far (checkpoints)
 
     # -- before the board ---------------------------------------------------------------------
     @staticmethod
@@ -182,9 +187,24 @@ class StepRunner:
                             f"{ctx.spec.warmupIterations + ctx.iterations()}"
                             f"{' (warm-up)' if step.warmup else ''}, suite {spec.name} ({label})",
                             Underway.running)
-        record, output, evidence = session.suite(spec, step.iteration, step.warmup)
+        if self.metrics_used is None:    # resumed: what the attempt's earlier steps yielded
+            self.metrics_used = sum(len(c["record"]["metrics"]) for c in self.checkpoints()
+                                    if c["kind"] == st.SUITE)
+        limit = max(0, self.max_metrics - self.metrics_used)
+        if self.parse is None:
+            record, output, evidence = session.suite(spec, step.iteration, step.warmup)
+            count = len(record.metrics)
+        else:
+            record, output, evidence = session.suite(spec, step.iteration, step.warmup,
+                                                     functools.partial(self.parse, limit=limit))
+            count = self.parse.count if record.metrics else 0
         key = st.raw_key(ctx.prefix, spec.name, step.iteration, step.side)
         record.artifact = ctx.spool.put(key, output.encode(), "text/plain")
+        problem = budgets.over_budget(spec.name, record.metrics, count=max(count, len(
+            record.metrics)), used=self.metrics_used, cap=self.max_metrics)
+        if problem is not None:
+            raise RunError(problem, reason=RunFailure.too_many_metrics)
+        self.metrics_used += len(record.metrics)
         return {"kind": st.SUITE, "side": step.side, "record": record.as_dict(),
                 "evidence": evidence}
 

@@ -1,0 +1,123 @@
+"""What a run's output may cost: a step's parse runs in a child with a CPU and memory budget
+(`session.parsing`), and a run's metrics are capped in number and size (`core.budgets`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from benchfarm.api.models import LabPolicySpec, NamespacePolicy
+from benchfarm.api.outcomes import Blame, RunFailure, blame
+from benchfarm.core import budgets
+from benchfarm.errors import RunError, SuiteFailure
+from benchfarm.lab.session import Cancelled
+from benchfarm.session.parsing import BudgetedParse
+from benchfarm.suites.base import Metric
+from benchfarm.suites.registry import parse
+
+SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "samples"
+CYCLICTEST = "# /dev/cpu_dma_latency set to 0us\nT: 0 ( 1234) P:99 I:1000 C:   2000 Min:      3 " \
+             "Act:    5 Avg:    4 Max:      17\n"
+
+
+def spin(suite: str, text: str, params: dict[str, str] | None) -> list[Metric]:
+    """A parser that never ends (a pattern that backtracks on what the board printed)."""
+    n = 0
+    while True:
+        n += 1
+
+
+def hog(suite: str, text: str, params: dict[str, str] | None) -> list[Metric]:
+    """A parser that keeps what it reads many times over."""
+    kept = []
+    while True:
+        kept.append(bytearray(64 * 1024 * 1024))
+
+
+def many(suite: str, text: str, params: dict[str, str] | None) -> list[Metric]:
+    return [Metric(f"m{i}", float(i)) for i in range(int(text))]
+
+
+def test_a_parse_in_its_child_gives_what_the_parser_gives():
+    got = BudgetedParse(30, 2048)("cyclictest", CYCLICTEST, {})
+    assert got == parse("cyclictest", CYCLICTEST, {})
+    assert [m.name for m in got][:3] == ["cyclictest-t0-min", "cyclictest-t0-avg",
+                                         "cyclictest-t0-max"]
+
+
+def test_a_parse_error_comes_back_as_the_parsers_own():
+    with pytest.raises(SuiteFailure, match="empty output"):
+        BudgetedParse(30, 2048)("cyclictest", "   \n", {})
+
+
+def test_a_runaway_parse_fails_the_run_past_its_cpu_budget_and_the_session_keeps_running():
+    ticks = []
+    done = threading.Event()
+
+    def renewals() -> None:        # what the session's Lease thread does meanwhile
+        while not done.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.1)
+
+    threading.Thread(target=renewals, daemon=True).start()
+    t = time.monotonic()
+    with pytest.raises(RunError) as err:
+        BudgetedParse(1, 2048, parse=spin)("cyclictest", "000000" + " " * 16000 + "x", {})
+    took = time.monotonic() - t
+    done.set()
+    assert err.value.reason == RunFailure.parse_over_budget
+    assert blame(err.value.reason) == Blame.run
+    assert "1 CPU seconds" in err.value.message
+    assert took < 15
+    assert len(ticks) >= took / 0.1 * 0.5      # the GIL was free: the other thread ran on
+
+
+def test_a_parse_that_takes_more_memory_than_its_budget_fails_the_run():
+    with pytest.raises(RunError) as err:
+        BudgetedParse(30, 1024, parse=hog)("shell", "x", {})
+    assert err.value.reason == RunFailure.parse_over_budget
+    assert "1024 MiB" in err.value.message
+
+
+def test_a_stopped_session_abandons_its_parse_at_once():
+    stop = time.monotonic() + 0.5
+    budgeted = BudgetedParse(60, 2048, stopped=lambda: time.monotonic() > stop, parse=spin)
+    t = time.monotonic()
+    with pytest.raises(Cancelled):
+        budgeted("shell", "x", {})
+    assert time.monotonic() - t < 5
+
+
+def test_what_comes_back_is_bounded_by_the_limit_and_says_how_many_there_were():
+    budgeted = BudgetedParse(30, 2048, parse=many)
+    got = budgeted("shell", "50000", {}, limit=100)
+    assert len(got) == 101 and budgeted.count == 50000
+
+
+def test_the_metric_cap_counts_the_runs_earlier_steps():
+    ms = [Metric("a", 1.0), Metric("b", 2.0)]
+    assert budgets.over_budget("s", ms, count=2, used=8, cap=10) is None
+    problem = budgets.over_budget("s", ms, count=2, used=9, cap=10)
+    assert problem is not None and "maxMetricsPerRun" in problem and "10" in problem
+
+
+def test_a_metric_bigger_than_any_suites_is_refused():
+    long = Metric("x" * (budgets.MAX_NAME + 1), 1.0)
+    problem = budgets.over_budget("s", [long], count=1, used=0, cap=10)
+    assert problem is not None and f"{budgets.MAX_NAME + 1} characters" in problem
+    assert len(problem) < 400                   # the tenant's name is quoted, not copied
+    labelled = Metric("ok", 1.0, labels={f"k{i}": "v" for i in range(budgets.MAX_LABELS + 1)})
+    assert "labels" in (budgets.over_budget("s", [labelled], count=1, used=0, cap=10) or "")
+    assert budgets.oversized(Metric("ok", 1.0, labels={"k": "v" * 300})) is not None
+
+
+def test_the_default_cap_leaves_room_for_the_labs_plans():
+    cap = LabPolicySpec().for_namespace("any").maxMetricsPerRun
+    assert cap == NamespacePolicy(namespace="x").maxMetricsPerRun == 10000
+    hist = SAMPLES / "cyclictest" / "hist100_t2_p99_i1000_l5000.txt"
+    if hist.exists():     # a histogram run of 20 iterations, the biggest of the samples
+        per_iteration = len(parse("cyclictest", hist.read_text(), {}))
+        assert 20 * per_iteration < cap
