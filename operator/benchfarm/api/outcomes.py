@@ -106,8 +106,8 @@ class Reason(StrEnum):
     completed = "Completed"
     suites_failed = "SuitesFailed"      # suites failed on a healthy board: the board is fine
     run_crashed_board = "RunCrashedBoard"   # the run's own suites or software took the board
-    #                                         down twice, and the board's own image booted
-    #                                         each time: the board is fine
+    #                                         down twice, and each time the board's own image
+    #                                         booted again: the board is fine
     software_boot_failed = "SoftwareBootFailed"   # the run's own software did not boot, and
     #                                               the board's own image did: the board is fine
     cancelled = "Cancelled"

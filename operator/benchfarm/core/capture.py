@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections import deque
 
+from ..api.outcomes import BoardFaultKind
 from ..errors import BoardFault
 
 SERIAL_LOG_HAS_THEM = "the serial log has them all"
@@ -163,7 +164,7 @@ class ShellOutput:
             return
         if len(after) > self.AFTER_MARKER:
             raise BoardFault(f"the shell printed labgrid's end marker but no exit code and "
-                             f"prompt after it: {after[:80]!r}", reason="ShellFailed")
+                             f"prompt after it: {after[:80]!r}", reason=BoardFaultKind.shell_failed)
         self._window = after
 
     def text(self) -> str:

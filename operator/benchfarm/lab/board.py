@@ -22,6 +22,7 @@ from labgrid.util import gen_marker
 from pexpect import TIMEOUT as PexpectTimeout
 
 from ..api.devicetype import DeviceType
+from ..api.outcomes import BoardFaultKind
 from ..core.boot import BootTimeline
 from ..core.capture import KERNEL_LINE, HeadTail, ShellOutput, through_kernel_lines
 from ..errors import BoardFault
@@ -186,7 +187,7 @@ class Board:
                 return CommandResult(command, getattr(exc, "output", ""), None,
                                      time.monotonic() - start, timed_out=True)
             raise BoardFault(f"{self.place}: shell failed: {first_line(exc)}",
-                             reason="ShellFailed") from exc
+                             reason=BoardFaultKind.shell_failed) from exc
 
     def _hang_up(self) -> None:
         """Close a network console's socket now. pyserial's `socket://` close then sleeps 0.3 s

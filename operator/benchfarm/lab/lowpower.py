@@ -18,6 +18,7 @@ from typing import Any
 
 from ..api.devicetype import DeviceType
 from ..api.models import SuiteSpec
+from ..api.outcomes import BoardFaultKind
 from ..core import power
 from ..errors import BoardFault, InfraError, SuiteFailure
 from ..suites.base import Metric
@@ -68,7 +69,7 @@ def run_low_power(board: Board, monitor: RailMonitor, dtype: DeviceType, spec: S
             result = board.run(mode.command.format(seconds=int(sleep_s)), timeout=wake_timeout)
         except InfraError as exc:  # the shell never came back
             raise BoardFault(f"{board.place} did not wake from {mode.name} within "
-                             f"{wake_timeout:.0f} s ({exc})", reason="WakeFailed") from exc
+                             f"{wake_timeout:.0f} s ({exc})", reason=BoardFaultKind.wake_failed) from exc
         t_back = time.monotonic()
         if waker is not None:
             waker.cancel()
@@ -76,15 +77,15 @@ def run_low_power(board: Board, monitor: RailMonitor, dtype: DeviceType, spec: S
         sampler.stop()
     if result.timed_out:
         raise BoardFault(f"{board.place} did not wake from {mode.name} within "
-                         f"{wake_timeout:.0f} s", reason="WakeFailed")
+                         f"{wake_timeout:.0f} s", reason=BoardFaultKind.wake_failed)
     try:  # a board can also hang just after it resumed: that is a failed wake too
         alive = board.run("echo benchfarm-awake", timeout=30)
     except InfraError as exc:
         raise BoardFault(f"{board.place} did not wake from {mode.name}: its shell was lost right "
-                         f"after resuming ({exc})", reason="WakeFailed") from exc
+                         f"after resuming ({exc})", reason=BoardFaultKind.wake_failed) from exc
     if alive.timed_out or "benchfarm-awake" not in alive.output:
         raise BoardFault(f"{board.place} did not wake from {mode.name}: no shell after resuming",
-                         reason="WakeFailed")
+                         reason=BoardFaultKind.wake_failed)
     if sampler.error is not None and not sampler.readings:
         raise InfraError(f"rail monitor failed: {sampler.error}", reason="MonitorFailed")
 

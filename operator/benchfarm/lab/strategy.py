@@ -29,6 +29,7 @@ from labgrid.strategy import Strategy, StrategyError
 from pexpect import TIMEOUT as PexpectTimeout
 
 from ..api.devicetype import BootSpec
+from ..api.outcomes import BoardFaultKind
 from ..core.boot import BootTimeline, BootWatcher
 from ..errors import BoardFault, DeployedBootFailed, InfraError
 from .serialport import read_in_chunks
@@ -132,7 +133,8 @@ class BenchfarmStrategy(Strategy):
                              f"driver, and its environment has none", reason="StagingFailed")
         self.software = dict(variables)
 
-    def _fault(self, timeline: BootTimeline, message: str, reason: str) -> BoardFault:
+    def _fault(self, timeline: BootTimeline, message: str, reason: BoardFaultKind
+               ) -> BoardFault:
         """A failed boot, saying whether the bootloader had loaded the run's own software by then
         (`DeployedBootFailed`); whose fault that is, the session decides (`session.blame`)."""
         if self.software and BOOTLOADER_READY in timeline.events:
@@ -186,7 +188,7 @@ class BenchfarmStrategy(Strategy):
                 line = text[start: end if end >= 0 else None].strip()
                 self.status, self._crash_carry = Status.unknown, ""
                 raise BoardFault(f"{self.place}: the board went down while a command ran: "
-                                 f"{line[:300]}", reason="BoardCrashed")
+                                 f"{line[:300]}", reason=BoardFaultKind.crashed)
 
     # -- transitions --------------------------------------------------------------------------
     def _activate(self, driver: Any) -> None:
@@ -280,27 +282,27 @@ class BenchfarmStrategy(Strategy):
                     last = max(timeline.events, key=lambda k: timeline.events[k])
                     raise self._fault(timeline, f"{self.place}: boot hung: console silent for "
                                       f"{silent:.1f} s after {last} (limit "
-                                      f"{watcher.silence_limit():.0f} s)", "BootHung")
+                                      f"{watcher.silence_limit():.0f} s)", BoardFaultKind.boot_hung)
                 try:
                     self.console.read(size=1, max_size=65536, timeout=0.2)
                 except PexpectTimeout:
                     continue
                 except Exception as exc:
                     raise BoardFault(f"{self.place}: serial port failed: {first_line(exc)}",
-                                     reason="SerialFailed") from exc
+                                     reason=BoardFaultKind.serial_failed) from exc
         finally:
             self._watcher = None
         timeline = watcher.finish()
         if watcher.failure is not None:
             raise self._fault(timeline, f"{self.place}: boot failed: {watcher.failure[:300]}",
-                              "BootFailed")
+                              BoardFaultKind.boot_failed)
         if not watcher.done:
             seen = ", ".join(k for k in timeline.events) or "nothing"
             if "first-byte" not in timeline.events:
                 raise BoardFault(f"{self.place}: serial console silent for {timeout:.0f} s after "
-                                 f"power-on", reason="SerialSilent")
+                                 f"power-on", reason=BoardFaultKind.serial_silent)
             raise self._fault(timeline, f"{self.place}: no shell prompt {timeout:.0f} s after "
-                              f"power-on (saw: {seen})", "BootTimeout")
+                              f"power-on (saw: {seen})", BoardFaultKind.boot_timeout)
         self.status = Status.shell
         return timeline
 
@@ -311,10 +313,10 @@ class BenchfarmStrategy(Strategy):
         except Exception as exc:
             if watcher.failure is None and "first-byte" not in watcher.timeline.events:
                 raise BoardFault(f"{self.place}: serial console silent after power-on",
-                                 reason="SerialSilent") from exc
+                                 reason=BoardFaultKind.serial_silent) from exc
             raise BoardFault(f"{self.place}: the bootloader did not reach its prompt or an init "
                              f"command failed: {type(exc).__name__}: {first_line(exc)}",
-                             reason="BootloaderFailed") from exc
+                             reason=BoardFaultKind.bootloader_failed) from exc
         watcher.timeline.events.setdefault(BOOTLOADER_READY,
                                            round(time.monotonic() - power_on, 3))
         for name, value in self.software.items():
@@ -323,7 +325,7 @@ class BenchfarmStrategy(Strategy):
             except Exception as exc:
                 raise BoardFault(f"{self.place}: the bootloader refused `setenv {name}`: "
                                  f"{type(exc).__name__}: {first_line(exc)}",
-                                 reason="BootloaderFailed") from exc
+                                 reason=BoardFaultKind.bootloader_failed) from exc
         self.bootloader.boot("")
 
     # -- the shell ----------------------------------------------------------------------------
@@ -346,4 +348,4 @@ class BenchfarmStrategy(Strategy):
             self.console.expect(self.shell.prompt, timeout=10)
         except Exception as exc:
             raise BoardFault(f"{self.place}: shell did not come back after a timeout: "
-                             f"{first_line(exc)}", reason="ShellLost") from exc
+                             f"{first_line(exc)}", reason=BoardFaultKind.shell_lost) from exc
