@@ -186,7 +186,9 @@ class FakeKube:
     def list_namespaced(self, kind, namespace, labels):
         def match(obj):
             have = obj["metadata"].get("labels") or {}
-            return all((term[1:] not in have) if term.startswith("!") else term in have
+            return all((term[1:] not in have) if term.startswith("!") else
+                       have.get(term.partition("=")[0]) == term.partition("=")[2]
+                       if "=" in term else term in have
                        for term in labels.split(","))
         return [copy.deepcopy(o) for (k, ns, _), o in self.objects.items()
                 if k == kind and ns == namespace and match(o)]
@@ -212,6 +214,21 @@ def test_a_launch_creates_role_binding_account_and_job_and_the_job_owns_the_acco
         labels = objs[key]["metadata"]["labels"]
         assert labels["app.kubernetes.io/managed-by"] == "benchfarm"
         assert labels["benchfarm.io/run-uid"] == UID
+
+
+def test_ending_a_run_session_deletes_its_running_jobs_and_no_other_runs():
+    lj = launcher()
+    lj.launch(req(resume=0))
+    lj.launch(req(resume=1))
+    done = jobs.job_name(req(resume=0))
+    lj.kube.objects[("Job", "benchfarm", done)]["status"] = {"failed": 1}
+    other = Launch("team-b", "x", "other-uid", 1, 0)
+    lj.launch(other)
+    what = lj.end(req(resume=1))
+    left = {k[2] for k in lj.kube.objects if k[0] == "Job"}
+    assert left == {done, jobs.job_name(other)}          # the finished one expires by its TTL
+    assert jobs.job_name(req(resume=1)) in what
+    assert lj.end(req(resume=1)) == "no session Job was running"
 
 
 def test_a_resume_reuses_the_runs_own_grants_untouched():

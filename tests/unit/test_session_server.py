@@ -4,6 +4,7 @@ once it is ready (a cold process before that)."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from benchfarm.kube.launchers import Launch, ProcessLauncher, _alive
@@ -20,7 +21,7 @@ def wait_gone(pid: int, timeout: float = 30.0) -> None:
 def test_a_forked_session_runs_in_its_own_session_with_its_log_and_env(tmp_path, monkeypatch):
     def fake_main(ref: str) -> int:     # what runs in the fork: the real runner needs a cluster
         print(f"{ref} uid={os.environ['BENCHFARM_RUN_UID']} pid={os.getpid()} "
-              f"sid={os.getsid(0)} parent={os.getppid()}", flush=True)
+              f"sid={os.getsid(0)} parent={os.getppid()} group={os.getpgid(0)}", flush=True)
         return 0
     monkeypatch.setattr(runner, "main", fake_main)
     log = tmp_path / "team-a.r1.attempt-1.run-0.log"
@@ -33,6 +34,7 @@ def test_a_forked_session_runs_in_its_own_session_with_its_log_and_env(tmp_path,
     assert fields["uid"] == "u-1" and int(fields["pid"]) == pid
     assert int(fields["sid"]) not in (os.getsid(0), os.getpid())   # not our session
     assert int(fields["parent"]) != os.getpid()                    # nor our child
+    assert int(fields["group"]) == pid             # its group's leader: `end` kills the group
     assert "BENCHFARM_RUN_UID" not in os.environ or os.environ["BENCHFARM_RUN_UID"] != "u-1"
 
 
@@ -97,3 +99,49 @@ print(gc.get_freeze_count(), template.cache_info().currsize)
 """
     frozen, templates = _in_a_child(code)
     assert frozen > 100_000 and templates == 1
+
+
+STUBBORN = """
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)      # a session spinning in C: SIGTERM does nothing
+child = os.fork()
+if child == 0:                                      # its parse's child, in the same group
+    time.sleep(600)
+    os._exit(0)
+open(sys.argv[1] + "." + sys.argv[-1].split("/")[-1], "w").write(str(child))   # argv: run NS/NAME
+time.sleep(600)
+"""
+
+
+def test_ending_a_session_kills_its_whole_process_group_even_if_it_ignores_sigterm(tmp_path):
+    pids = tmp_path / "pids"
+    child_file = tmp_path / "child.stalled"
+    launcher = ProcessLauncher(tmp_path / "logs", pid_dir=pids, server=False,
+                               command=[sys.executable, "-c", STUBBORN, str(tmp_path / "child")])
+    launcher.TERM_GRACE = 0.5
+    session = int(launcher.launch(req("stalled")).split()[1])
+    other = int(launcher.launch(req("other")).split()[1])
+    try:
+        deadline = time.monotonic() + 30
+        while not child_file.exists() or not child_file.read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        grandchild = int(child_file.read_text())
+        assert (pids / f"session-{session}.run").read_text().split()[0] == "uid-stalled"
+        restarted = ProcessLauncher(tmp_path / "logs", pid_dir=pids, server=False)
+        restarted.TERM_GRACE = 0.5        # an operator that did not launch it finds it too
+        what = restarted.end(req("stalled"))
+        assert str(session) in what and "killed after SIGTERM" in what
+        launcher.reap()
+        wait_gone(session, 5)
+        wait_gone(grandchild, 5)
+        assert _alive(other)                              # another run's session is left alone
+        assert not (pids / f"session-{session}.run").exists()
+        assert restarted.end(req("stalled")) == "no session process was running"
+    finally:
+        for pid in (session, other):
+            try:
+                os.killpg(pid, 9)
+            except ProcessLookupError:
+                pass
+        launcher.reap()

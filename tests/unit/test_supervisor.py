@@ -26,8 +26,10 @@ class FakeRuntime:
         self.charged: list[str] = []
         self.released: list[tuple] = []
         rt = self
+        self.ended: list = []
         self.launcher = SimpleNamespace(launch=lambda req: rt.launched.append(req) or "pid 1",
-                                        reap=lambda: None)
+                                        reap=lambda: None,
+                                        end=lambda req: rt.ended.append(req) or "ended")
         self.kube = SimpleNamespace(event=lambda *a: None)
         self.policy = LabPolicySpec(maxBusyRequeues=2)
         self.signing_key = b"k" * 32
@@ -101,6 +103,8 @@ def test_a_dead_session_is_resumed_three_times_then_the_run_fails(sup):
     assert sup.rt.finished == [("default/r", "Failed", "TooManyResumes")]
     assert sup.rt.released == [("vb-x86-0", "benchfarm/run-uid-r")]
     assert sup.rt.charged == []                                    # not the board's fault
+    # each session given up on was ended before the next was launched, the last one too
+    assert [(r.uid, r.resume) for r in sup.rt.ended] == [("uid-r", n) for n in (0, 1, 2, 3)]
 
 
 def test_a_resumed_session_whose_relay_seat_is_its_own_gets_the_plain_go_ahead(sup):

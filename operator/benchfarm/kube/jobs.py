@@ -362,6 +362,21 @@ class JobLauncher:
         self.kube.patch_namespaced("ServiceAccount", self.namespace, account,
                                    {"metadata": {"ownerReferences": owners}})
 
+    def end(self, req: Launch) -> str:
+        """Delete the run's session Jobs that still run (a warm slot's too: it carries the
+        run's labels once marked), their pods with them (`Background` propagation: the kubelet
+        sends SIGTERM, then SIGKILL after the pod's grace period)."""
+        ended = []
+        for job in self.kube.list_namespaced("Job", self.namespace,
+                                             f"benchfarm.io/run-uid={req.uid}"):
+            status = job.get("status") or {}
+            if status.get("succeeded") or status.get("failed"):
+                continue                 # already over; its TTL removes it
+            name = job["metadata"]["name"]
+            self.kube.delete_namespaced("Job", self.namespace, name)
+            ended.append(name)
+        return f"job(s) {', '.join(ended)} deleted" if ended else "no session Job was running"
+
     def reap(self) -> None:
         """Nothing to reap (finished Jobs expire by their TTL); the warm pool is topped up."""
         try:

@@ -5,8 +5,9 @@ The operator never runs a session itself; it asks a launcher to start `benchfarm
 NS/NAME` (or a board's health check, `benchfarm session health BOARD CHECK`) somewhere and from
 then on only watches the run's status (the Board's) and the session's Lease. The embedded lab's
 launcher starts a local process in its own process group and session, so killing the operator
-(even with SIGKILL) kills no session. In a cluster, `kube.jobs` starts each session as
-a Kubernetes Job instead (BENCHFARM_LAUNCHER=job).
+(even with SIGKILL) kills no session; a session the operator gives up on (`end`) is ended with
+its whole process group (its parses' children too), SIGKILL after a short SIGTERM grace. In a
+cluster, `kube.jobs` starts each session as a Kubernetes Job instead (BENCHFARM_LAUNCHER=job).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import logging
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -40,6 +42,7 @@ class ProcessLauncher:
     """
 
     REPLY_TIMEOUT = 10.0     # seconds for the server to report a forked session's pid
+    TERM_GRACE = 3.0         # seconds an ended session has after SIGTERM, before SIGKILL
 
     def __init__(self, log_dir: Path, env: dict[str, str] | None = None,
                  command: list[str] | None = None, pid_dir: Path | None = None,
@@ -51,6 +54,7 @@ class ProcessLauncher:
         self.command = command or [sys.executable, "-m", "benchfarm.cli", "session"]
         self.children: dict[int, subprocess.Popen[bytes]] = {}   # cold sessions and the server
         self.forked: set[int] = set()                     # sessions the server forked
+        self.runs: dict[int, tuple[str, str]] = {}        # pid -> (run uid, process start)
         self.use_server = server
         self.server: subprocess.Popen[bytes] | None = None
         self.server_ready = False
@@ -74,6 +78,8 @@ class ProcessLauncher:
             with logfile.open("ab") as out:
                 pid = self._start([*self.command, *req.argv()], out, env,
                                   stdin=subprocess.DEVNULL).pid
+        if pid and req.kind == SessionKind.run:
+            self._note_run(pid, req.uid)
         self.top_up()
         log.info("launched the session of %s from %s: pid %s, log %s", ref, how,
                  pid or "not reported", logfile)
@@ -177,6 +183,7 @@ class ProcessLauncher:
         path = self.pid_dir / f"session-{pid}.pid"
         if remove:
             path.unlink(missing_ok=True)
+            path.with_suffix(".run").unlink(missing_ok=True)
         else:
             self.pid_dir.mkdir(parents=True, exist_ok=True)
             path.write_text(str(pid))
@@ -190,7 +197,94 @@ class ProcessLauncher:
             if not _alive(pid):
                 self.forked.discard(pid)
                 self._pidfile(pid, remove=True)
+        for pid in list(self.runs):
+            if not _alive(pid):
+                self.runs.pop(pid, None)
         self.top_up()
+
+    # -- ending a session ---------------------------------------------------------------------
+    def _note_run(self, pid: int, uid: str) -> None:
+        """Which run a session process serves, with its start time (a pid the kernel gave to
+        another process since is never signalled); beside its pid file, for a restarted
+        operator."""
+        started = _start_time(pid)
+        if started is None:             # it already ended
+            return
+        self.runs[pid] = (uid, started)
+        if self.pid_dir is not None:
+            (self.pid_dir / f"session-{pid}.run").write_text(f"{uid} {started}\n")
+
+    def _sessions_of(self, uid: str) -> list[int]:
+        """The live session processes of run `uid`: launched by this operator, or named in the
+        pid directory by an earlier one."""
+        known = dict(self.runs)
+        if self.pid_dir is not None:
+            for path in self.pid_dir.glob("session-*.run"):
+                try:
+                    pid = int(path.stem.removeprefix("session-"))
+                    run_uid, started = path.read_text().split()
+                except (OSError, ValueError):
+                    continue
+                if not _alive(pid):
+                    path.unlink(missing_ok=True)
+                    continue
+                known.setdefault(pid, (run_uid, started))
+        return [pid for pid, (run_uid, started) in known.items()
+                if run_uid == uid and _start_time(pid) == started]
+
+    def end(self, req: Launch) -> str:
+        """SIGTERM to the process group of every live session of the run (a session is its
+        group's leader: it calls setsid), SIGKILL to what is left after TERM_GRACE."""
+        groups = {}
+        for pid in self._sessions_of(req.uid):
+            try:
+                group = os.getpgid(pid)
+            except ProcessLookupError:
+                continue
+            if group != os.getpgrp():        # never the operator's own
+                groups[pid] = group
+        if not groups:
+            return "no session process was running"
+        for group in set(groups.values()):
+            _signal_group(group, signal.SIGTERM)
+        deadline = time.monotonic() + self.TERM_GRACE
+        while time.monotonic() < deadline and any(_alive(pid) for pid in groups):
+            time.sleep(0.1)
+            self._poll_children()
+        killed = {group for pid, group in groups.items() if _alive(pid)}
+        for group in killed:
+            _signal_group(group, signal.SIGKILL)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and any(_alive(pid) for pid in groups):
+            time.sleep(0.05)
+            self._poll_children()
+        for pid in groups:
+            self.runs.pop(pid, None)
+            if self.pid_dir is not None:
+                (self.pid_dir / f"session-{pid}.run").unlink(missing_ok=True)
+        how = "killed after SIGTERM" if killed else "stopped on SIGTERM"
+        return f"session process(es) {', '.join(map(str, sorted(groups)))} {how}"
+
+    def _poll_children(self) -> None:
+        for proc in self.children.values():   # a cold session is our child: no zombie left
+            proc.poll()
+
+
+def _signal_group(group: int, sig: int) -> None:
+    try:
+        os.killpg(group, sig)
+    except ProcessLookupError:       # it ended meanwhile
+        pass
+
+
+def _start_time(pid: int) -> str | None:
+    """When the process started (clock ticks since boot, /proc/PID/stat field 22); None: no
+    such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[19].decode()
+    except (OSError, IndexError):
+        return None
 
 
 def _alive(pid: int) -> bool:

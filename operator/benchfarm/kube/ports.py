@@ -80,3 +80,9 @@ class Launcher(Protocol):
 
     def reap(self) -> None:
         """Collect finished runners (no zombies); called from the operator's loop."""
+
+    def end(self, req: Launch) -> str:
+        """End every session of `req`'s run, whatever it is doing (the operator gave up on it:
+        its Lease stopped), before another is launched: a session whose process still runs
+        (stalled, or past its Lease) must never touch the board beside its successor. Returns
+        what was ended, for the log and the run's events; raises one of `LAUNCH_FAILURES`."""

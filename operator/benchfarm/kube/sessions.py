@@ -4,7 +4,8 @@ A run goes Pending → Running in one guarded write (it must still be Pending: a
 first wins), then a launcher starts its runner. From then on the operator only reads: the runner's
 Lease says it is alive; `status.sessionEnd` says how it ended when it hands the run back (a board
 fault, a busy board, a lab fault). A runner whose Lease stops moving is dead: it is launched again
-(a resume: its checkpoints make it go on where it stopped), at most MAX_RESUMES times.
+(a resume: its checkpoints make it go on where it stopped), at most MAX_RESUMES times; whatever
+its process still does, it is ended first (`Launcher.end`: its process group, or its Job).
 After an operator restart nothing is relaunched blindly: live runners are simply adopted.
 
 What the supervisor needs of the operator is `SessionRuntime` (the registry's owner, its run
@@ -214,6 +215,7 @@ class Supervisor:
     def _dead(self, run: RunState) -> None:
         rt = self.rt
         board = run.status.get("board")
+        self._end(run)       # whatever its process still does, it is not left beside another
         if run.spec.cancel or run.deleting:
             self._release(board, run.uid)
             if not run.deleting:
@@ -249,6 +251,19 @@ class Supervisor:
         rt.kube.event(run.ref(), "Warning", "SessionResumed",
                       f"the session stopped renewing its Lease; resumed from its checkpoints "
                       f"({resumes}/{MAX_RESUMES}): {handle}")
+
+    def _end(self, run: RunState) -> None:
+        """End the session given up on: its Lease stopped, but its process may live on (stalled,
+        or cut off from the API server); it is ended before any other is launched."""
+        req = Launch(run.namespace, run.name, run.uid, attempt_of(run.status, 1),
+                     int(run.status.get("resumes") or 0), board=run.status.get("board") or "")
+        try:
+            with self.launching:
+                what = self.rt.launcher.end(req)
+        except LAUNCH_FAILURES as exc:
+            log.warning("%s: could not end its session: %s", run.key, exc)
+            return
+        log.info("%s: the session given up on: %s", run.key, what)
 
     def _ended(self, run: RunState, end: SessionEnd) -> None:
         """A runner handed the run back: charge the board only for a board fault."""

@@ -8,7 +8,8 @@ server: it imports all of it once, then reads one JSON request per line on stdin
 `run NS/NAME` or `health BOARD CHECK`; `log`, `env`) and forks a session for each (a few
 milliseconds), replying with the session's pid on stdout. The session is forked twice and calls
 setsid, so it belongs to neither the server nor the operator: killing either (even with
-SIGKILL) kills no session, as with a cold process.
+SIGKILL) kills no session, as with a cold process; and it leads a process group of its own, as a
+cold process does, so that the operator ends a session it gave up on by its group.
 
 Forking is safe because the server never starts a thread, a grpc channel or an API client: it only
 imports (and asks OpenBLAS for no thread pool); it says when the imports are done (`ready`), so
@@ -76,6 +77,8 @@ def _session(request: dict[str, Any], report: int, server: int) -> None:
         os._exit(0)
     code = 1
     try:
+        os.setpgid(0, 0)     # the leader of its own process group, as a cold session is:
+        #                      the group (its parses' forkserver too) is what `end` kills
         os.close(report)
         fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
