@@ -232,8 +232,7 @@ spec:
             if e.reason == "ChangePoint"]
     event = wait_for(f"the ChangePoint event on {name}", events, timeout=60)[0]
     assert event.type == "Warning" and "regressed -50" in event.message and plan in event.message
-    assert sample("benchfarm_change_points_total", device_type="qemu-x86", plan=plan,
-                  metric=metric) == 1.0
+    assert sample("benchfarm_change_points_total", device_type="qemu-x86", plan=plan) == 1.0
     try:
         (posted,) = wait_for("the ChangePoint at the namespace's webhook",
                              lambda: receiver.bodies(), timeout=60)

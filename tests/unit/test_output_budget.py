@@ -121,3 +121,20 @@ def test_the_default_cap_leaves_room_for_the_labs_plans():
     if hist.exists():     # a histogram run of 20 iterations, the biggest of the samples
         per_iteration = len(parse("cyclictest", hist.read_text(), {}))
         assert 20 * per_iteration < cap
+
+
+def test_no_tenant_chosen_string_becomes_a_prometheus_label():
+    from benchfarm.kube import metrics
+    assert metrics.reason_label(RunFailure.too_many_metrics) == "TooManyMetrics"
+    assert metrics.reason_label("BoardCrashed") == "BoardCrashed"
+    assert metrics.reason_label("a console line the board printed") == metrics.OTHER
+    assert metrics.party_label("board") == "board" and metrics.party_label("mallory") == "lab"
+    from prometheus_client.metrics import MetricWrapperBase
+    lab_defined = {"phase", "reason", "party", "state", "by", "quantile", "device_type", "plan",
+                   "outcome", "record"}    # each from a set the lab defines (a typed enum, its
+    #                                        device types, TestPlans, or the code's own words)
+    labelled = {name: set(m._labelnames) for name, m in vars(metrics).items()
+                if isinstance(m, MetricWrapperBase)}
+    assert labelled["CHANGE_POINTS"] == {"device_type", "plan"}      # no metric name
+    for name, labels in labelled.items():
+        assert labels <= lab_defined, (name, labels - lab_defined)

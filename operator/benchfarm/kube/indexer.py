@@ -221,7 +221,7 @@ class Indexer:
                 log.error("change point of %s's series names %s: no event", row["namespace"],
                           p["run"])
                 continue
-            metrics.CHANGE_POINTS.labels(row["device_type"], row["plan"], row["metric"]).inc()
+            metrics.CHANGE_POINTS.labels(row["device_type"], row["plan"]).inc()
             message = (f"{row['metric']} on {row['device_type']} (plan {row['plan']}) regressed "
                        f"{p['magnitude']:+.2f} % (p {p['pvalue']:.2g}) from this run on: "
                        f"software {p['software'] or '?'}, board {p['board']}")

@@ -4,6 +4,11 @@ helm/benchfarm/files/alerts.yaml).
 
 Served on BENCHFARM_METRICS_PORT (the chart's Service scrapes it) by every operator replica, the
 standbys too (`benchfarm_leader` 0); 0 or unset turns it off.
+
+Every label value comes from a bounded set the lab defines (a phase, a typed reason, a party, a
+board state, a device type, a TestPlan's or a namespace's name): never a string a tenant or its
+board chose (a suite's or a metric's name, a console line, a reason written into a run's status),
+which would make a series per value and grow the operator and Prometheus without bound.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from ..api.outcomes import BoardFaultKind, Reason, Refusal, RunFailure
 from ..errors import Party
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -75,8 +81,9 @@ LEASES_ENDED = Counter("benchfarm_leases_ended_total", "BoardLeases ended, by ho
 INDEXED = Counter("benchfarm_results_indexed_total",
                   "Finished runs written to the results database", registry=REGISTRY)
 CHANGE_POINTS = Counter("benchfarm_change_points_total",
-                        "New regressions found in a metric's history (change points)",
-                        ["device_type", "plan", "metric"], registry=REGISTRY)
+                        "New regressions found in a metric's history (change points), by device "
+                        "type and plan (which metric: the run's event and the dashboard)",
+                        ["device_type", "plan"], registry=REGISTRY)
 NOTIFICATIONS = Counter("benchfarm_notifications_total",
                         "Notification deliveries by what became of them: queued (in the outbox), "
                         "delivered, retried (an attempt failed) and failed (given up)",
@@ -102,6 +109,22 @@ OWNER_INBOX = Gauge("benchfarm_owner_inbox", "Messages waiting in the owner thre
 _rounds: deque[tuple[float, float]] = deque(maxlen=10_000)
 _rounds_lock = threading.Lock()
 _count = [0, 0.0, 0.0]      # rounds seen, longest round since the start, and its most CPU
+
+
+#: the reasons a run's end is counted by: the typed ones (`api.outcomes`)
+_REASONS: frozenset[str] = frozenset({*Reason, *RunFailure, *Refusal, *BoardFaultKind})
+OTHER = "Other"
+
+
+def reason_label(reason: str) -> str:
+    """A run's reason as a label value: one of the typed reasons, else `Other` (a session's
+    word for a lab fault, or whatever someone wrote into a run's status)."""
+    return reason if reason in _REASONS else OTHER
+
+
+def party_label(party: str) -> str:
+    """Whose fault, as a label value: one of `errors.Party` (else `lab`)."""
+    return party if party in set(Party) else Party.lab.value
 
 
 def bug(logger: logging.Logger, message: str, *args: object) -> None:

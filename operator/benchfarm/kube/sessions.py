@@ -289,7 +289,7 @@ class Supervisor:
             rt.writes.retry_elsewhere(run, board, end.reason, end.message, quarantined, Party.board)
         else:  # a lab fault (PDU, exporter): not the board's, but try another one
             party = end.party or Party.lab
-            metrics.INFRA_FAILURES.labels(party).inc()
+            metrics.INFRA_FAILURES.labels(metrics.party_label(party)).inc()
             rt.writes.retry_elsewhere(run, board, end.reason, end.message, False, party)
         rt.inventory.free(board, run.key)
 

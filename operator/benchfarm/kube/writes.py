@@ -63,7 +63,7 @@ class RunWrites:
         self.rt.reindex(run)
 
     def finish(self, run: RunState, phase: Phase, reason: str, message: str) -> None:
-        metrics.FINISHED.labels(phase, reason).inc()
+        metrics.FINISHED.labels(phase, metrics.reason_label(reason)).inc()
         try:
             self.patch(run, transitions.finished(run.status, run.generation, phase, reason,
                                                  message))
