@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import select
+import socket
 import ssl
 import threading
 import time
@@ -63,6 +65,85 @@ class WebhookReceiver:
     def bodies(self) -> list[bytes]:
         with self.lock:
             return [r["body"] for r in self.received]
+
+
+class TricklingReceiver:
+    """A receiver that takes its time: it accepts on 127.0.0.1:PORT (TLS with `context`), reads
+    what comes up to a blank line, then answers `answer` one byte every `every` seconds (an HTTP
+    status line that never ends: a webhook receiver; `220 ` and a greeting: an SMTP server;
+    nothing at all), until the client goes. Each connection is recorded as {"opened", "closed"} (monotonic
+    seconds; closed: when the client was found gone)."""
+
+    def __init__(self, port: int = 0, every: float = 1.0, answer: bytes = b"HTTP/1.1 200 OK",
+                 context: ssl.SSLContext | None = None, read_first: bool = True) -> None:
+        self.port = port
+        self.every = every
+        self.answer = answer
+        self.context = context
+        self.read_first = read_first
+        self.connections: list[dict[str, float | None]] = []
+        self.server: socket.socket | None = None
+        self.stopping = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def start(self) -> TricklingReceiver:
+        self.server = socket.create_server(("127.0.0.1", self.port), reuse_port=False)
+        self.port = self.server.getsockname()[1]
+        self.server.settimeout(0.5)
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def _accept(self) -> None:
+        while not self.stopping.is_set():
+            assert self.server is not None
+            try:
+                conn, _ = self.server.accept()
+            except (TimeoutError, OSError):
+                continue
+            record: dict[str, float | None] = {"opened": time.monotonic(), "closed": None}
+            self.connections.append(record)
+            threading.Thread(target=self._trickle, args=(conn, record), daemon=True).start()
+
+    def _trickle(self, conn: socket.socket, record: dict[str, float | None]) -> None:
+        try:
+            if self.context is not None:
+                conn.settimeout(30)
+                conn = self.context.wrap_socket(conn, server_side=True)
+            if self.read_first:
+                conn.settimeout(30)
+                seen = b""
+                while b"\r\n\r\n" not in seen:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        return
+                    seen += chunk
+            while not self.stopping.is_set():
+                for byte in self.answer or b"\0":
+                    if self.answer:
+                        conn.sendall(bytes([byte]))
+                    # wait `every`, seeing at once when the client goes (end of file)
+                    readable, _, _ = select.select([conn], [], [], self.every)
+                    if readable and not conn.recv(4096):
+                        return
+        except OSError:
+            pass
+        finally:
+            record["closed"] = time.monotonic()
+            conn.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+    def held(self) -> list[float]:
+        """Seconds each finished connection was held open by the client."""
+        return [float(c["closed"]) - float(c["opened"] or 0) for c in list(self.connections)
+                if c["closed"] is not None]
 
 
 def tls_files(folder: Path, ca_file: Path | None = None) -> tuple[Path, Path, Path]:

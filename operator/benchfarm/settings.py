@@ -200,6 +200,11 @@ class Settings(BaseModel):
     notify_give_up_seconds: float = _var("BENCHFARM_NOTIFY_GIVE_UP_SECONDS", _N,
                                          default=86400.0, gt=0)
     """A delivery still failing this long after its event is given up (`Failed`)."""
+    notify_deadline_seconds: float = _var("BENCHFARM_NOTIFY_DEADLINE_SECONDS", _N,
+                                          default=20.0, gt=0, le=600)
+    """One delivery attempt's deadline: connecting, sending and the receiver's answer (or the
+    SMTP server's last) together, however slowly a receiver trickles; past it the attempt
+    failed and is tried again later."""
     webhook_loopback_ports: str = _var("BENCHFARM_WEBHOOK_LOOPBACK_PORTS", _N, default="")
     """Loopback ports webhooks may post to (`8080,27060-27069`), for a lab whose receivers run
     on the operator's own host; none by default. A namespace's `webhookHosts` must still list

@@ -782,3 +782,247 @@ def test_a_webhook_at_the_labs_own_addresses_is_refused(custom, attempt):
             leaked=not refused or bool(queued))
     assert refused, verdicts
     assert queued == []
+
+
+def _notify_policy(entries: list[dict]) -> None:
+    """The lab's LabPolicy with these namespaces' entries too (apply_lab_policy puts it back)."""
+    policy = json.loads(json.dumps(LAB_POLICY))
+    policy["spec"]["namespaces"] += entries
+    apply(yaml.safe_dump(policy))
+
+
+def _slack_hook(name: str, ns: str, port: int, **spec) -> str:
+    return yaml.safe_dump({
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Notification",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"events": ["RunFinished"], **(spec or {"webhook": {
+            "url": f"http://127.0.0.1:{port}/hook", "format": "Slack"}})}})
+
+
+def _ready(custom, name: str, ns: str) -> dict:
+    return wait_for(f"{ns}/{name} judged", lambda: cond(custom.get_namespaced_custom_object(
+        GROUP, VERSION, ns, "notifications", name).get("status") or {}, "Ready") or None,
+        timeout=60)
+
+
+def test_a_receiver_that_trickles_holds_up_no_other_namespace(custom, attempt):
+    """Notifications (issue 53): a tenant's receiver reads the POST and answers a byte every
+    2 s, for ever, behind ten Notifications (more deliveries at once than the operator has
+    delivery threads). Each attempt is cut off at its deadline (20 s, the lab's), one at a
+    time, and another namespace's delivery, due after them all, goes at once."""
+    from tests.receivers import TricklingReceiver, WebhookReceiver
+    slow, quick = unique("misuse-trickle"), unique("misuse-prompt")
+    ports = devlab.PORTS.notify_receivers + 4, devlab.PORTS.notify_receivers + 5
+    trickler = TricklingReceiver(ports[0], every=2.0).start()
+    prompt = WebhookReceiver(ports[1]).start()
+    try:
+        for ns in (slow, quick):
+            _namespace(ns)
+        _notify_policy([{"namespace": slow, "webhookHosts": [f"127.0.0.1:{ports[0]}"]},
+                        {"namespace": quick, "webhookHosts": [f"127.0.0.1:{ports[1]}"]}])
+        apply("---\n".join([_slack_hook(f"drip-{i}", slow, ports[0]) for i in range(10)] +
+                           [_slack_hook("ci", quick, ports[1])]))
+        assert all(_ready(custom, f"drip-{i}", slow)["status"] == "True" for i in range(10))
+        assert _ready(custom, "ci", quick)["status"] == "True"
+        apply(run_yaml("drip", slow, plan="no-such-plan"))          # finishes at once
+        finished(custom, "drip", slow, timeout=60)
+        wait_for("the trickler's first connection", lambda: trickler.connections, timeout=30)
+        time.sleep(2)
+        began = time.monotonic()
+        apply(run_yaml("ci", quick, plan="no-such-plan"))
+        finished(custom, "ci", quick, timeout=60)
+        try:
+            wait_for("the other namespace's delivery", lambda: prompt.received, timeout=30)
+        except AssertionError:
+            pass
+        waited = time.monotonic() - began
+        held = wait_for("the trickler's first attempt to end", lambda: trickler.held(),
+                        timeout=40)
+        overlapping = max(sum(1 for c in trickler.connections if c["opened"] <= t["opened"] and
+                              (c["closed"] or 1e12) > t["opened"] + 0.5)
+                          for t in trickler.connections)
+    finally:
+        trickler.stop()
+        prompt.stop()
+        apply_lab_policy()
+    late = not prompt.received or waited > 10
+    attempt("a receiver that trickles a byte every 2 s (x10)",
+            f"cut at {held[0]:.0f} s, 1 at a time; other ns in {waited:.0f} s",
+            lost=late or held[0] > 24 or overlapping > 1)
+    assert not late, f"the other namespace waited {waited:.1f} s"
+    assert held[0] <= 24 and overlapping == 1, (held, trickler.connections)
+
+
+def test_more_notifications_recipients_and_deliveries_than_the_caps(custom, attempt):
+    """Notifications (issue 53): a namespace whose LabPolicy lets it 2 Notifications, 2
+    recipients, the domain team.example and 1 delivery an hour asks for more: a mail to 3
+    people, a third Notification, two runs' events; another namespace, whose policy lists no
+    domain (the default), mails a domain of its choosing. What is over a cap is Ready=False (or
+    Delivered=False, RateLimited) and nothing of it is queued: the lab's relay mails nobody the
+    lab did not list."""
+    from tests.receivers import WebhookReceiver
+    ns, mailer = unique("misuse-caps"), unique("misuse-mailer")
+    port = devlab.PORTS.notify_receivers + 6
+    receiver = WebhookReceiver(port).start()
+    try:
+        _namespace(ns)
+        _namespace(mailer)              # no entry of its own: the default lists no domain
+        _notify_policy([{"namespace": ns, "webhookHosts": [f"127.0.0.1:{port}"],
+                         "emailDomains": ["team.example"],
+                         "notifications": {"maxNotifications": 2, "maxRecipients": 2,
+                                           "maxDeliveriesPerHour": 1}}])
+        apply("---\n".join([
+            _slack_hook("a-hook", ns, port),
+            _slack_hook("b-many", ns, port, email={"to": [f"{w}@team.example"
+                                                          for w in ("x", "y", "z")]}),
+            _slack_hook("c-third", ns, port, email={"to": ["boss@team.example"]})]))
+        apply(_slack_hook("anywhere", mailer, port, email={"to": ["anyone@elsewhere.example"]}))
+        verdicts = {name: _ready(custom, name, ns)
+                    for name in ("a-hook", "b-many", "c-third")}
+        verdicts["anywhere"] = _ready(custom, "anywhere", mailer)
+        for run in ("one", "two"):
+            apply(run_yaml(run, ns, plan="no-such-plan"))
+            finished(custom, run, ns, timeout=60)
+        limited = wait_for("a-hook rate-limited", lambda: (c := cond(
+            custom.get_namespaced_custom_object(GROUP, VERSION, ns, "notifications",
+                                                "a-hook").get("status") or {},
+            "Delivered")).get("reason") == "RateLimited" and c, timeout=60)
+        time.sleep(3)
+        posts = len(receiver.received)
+    finally:
+        receiver.stop()
+        apply_lab_policy()
+    from sqlalchemy import select
+
+    from benchfarm.history import Database
+    from benchfarm.history.schema import notification_outbox as t
+    with Database.from_env().engine.connect() as conn:
+        queued = conn.execute(select(t.c.namespace, t.c.notification).where(
+            t.c.namespace.in_([ns, mailer]))).all()
+    reasons = {k: v["reason"] for k, v in verdicts.items() if v["status"] == "False"}
+    refused = reasons == {"b-many": "TooManyRecipients", "c-third": "TooManyNotifications",
+                          "anywhere": "EmailDomainForbidden"}
+    attempt("more Notifications/recipients/deliveries than the cap",
+            "Ready=False x2, RateLimited, 1 of 2 events sent" if refused else str(reasons),
+            leaked=not refused or posts != 1 or len(queued) != 1)
+    attempt("e-mail through the lab's relay to a domain not listed",
+            f"Ready=False/{verdicts['anywhere']['reason']}, nothing queued",
+            leaked=verdicts["anywhere"]["reason"] != "EmailDomainForbidden" or
+            any(r[0] == mailer for r in queued))
+    assert refused, verdicts
+    assert posts == 1 and [tuple(r) for r in queued] == [(ns, "a-hook")], (posts, queued)
+    assert "maxDeliveriesPerHour" in limited["message"], limited
+
+
+def _inline_namespace(ns: str) -> None:
+    """The lab's LabPolicy, with inline suites allowed for `ns` (apply_lab_policy puts it back)."""
+    _namespace(ns)
+    policy = json.loads(json.dumps(LAB_POLICY))
+    policy["spec"]["namespaces"].append({"namespace": ns, "allowInlineSuites": True})
+    apply(yaml.safe_dump(policy))
+    time.sleep(2)
+
+
+def _session_pids(ns: str, name: str) -> set[int]:
+    """The pids of every session the run had, from their logs (a forked session says its pid;
+    every session names itself as its Lease's holder, `host/pid`)."""
+    from benchfarm.settings import Settings
+    pids = set()
+    for log in Settings.from_env().session_logs_dir.glob(f"{ns}.{name}.attempt-*.log"):
+        text = log.read_text(errors="replace")
+        pids |= {int(p) for p in re.findall(r"session process (\d+) forked", text)}
+        pids |= {int(p) for p in re.findall(r"session \S+/(\d+) holds the run's Lease", text)}
+    return pids
+
+
+def _left_running(pids: set[int]) -> list[str]:
+    """`ps` lines of processes that are one of `pids` or in one of their process groups (a
+    session leads its group: its parses' forkserver and children are in it)."""
+    out = subprocess.run(["ps", "-eo", "pid=,pgid=,stat=,args="], capture_output=True, text=True,
+                         check=True).stdout
+    return [line.strip() for line in out.splitlines()
+            if len(f := line.split(None, 3)) >= 3 and not f[2].startswith("Z") and
+            (int(f[0]) in pids or int(f[1]) in pids)]
+
+
+def test_board_output_a_parser_backtracks_on_ends_as_the_runs_fault(custom, attempt):
+    """Issue 53: an inline cyclictest step printing 256 KiB of `000000`, 16,000 spaces and `x`
+    (a quadratic pattern took minutes on it) held the session's GIL: its Lease went unrenewed,
+    the operator resumed it four times beside the spinning old ones and failed the run with
+    TooManyResumes. Now the parse runs in a child with a CPU budget (or parses linearly): the
+    run ends as its own fault, in bounded time, no session process of it is left, no board
+    charged. A breach: the run failed as the lab's (a dead session), a board charged, a
+    session process still running after the run ended."""
+    ns = "output-budget"
+    _inline_namespace(ns)
+    name = unique("backtrack")
+    command = ('l="000000$(printf "%16000s" "")x"; i=0; while [ $i -lt 16 ]; do echo "$l"; '
+               'i=$((i + 1)); done')
+    before = boards(custom)
+    try:
+        body = yaml.safe_load(run_yaml(name, ns=ns, plan=None, bootCycles=1, iterations=1))
+        body["spec"]["suites"] = [{"name": "latency", "suite": "cyclictest", "command": command,
+                                   "timeoutSeconds": 120}]
+        t = time.monotonic()
+        apply(yaml.safe_dump(body))
+        st = finished(custom, name, ns=ns, timeout=420)
+        took = time.monotonic() - t
+    finally:
+        apply_lab_policy()
+    from benchfarm.api.outcomes import Blame, blame
+    c = cond(st)
+    pids = _session_pids(ns, name)
+    assert pids, "no session pid found in the run's session logs"
+    deadline = time.monotonic() + 60       # a session ends once its Lease is released
+    while (left := _left_running(pids)) and time.monotonic() < deadline:
+        time.sleep(1)
+    after = boards(custom)
+    own = st["phase"] == "Failed" and blame(c.get("reason", "")) == Blame.run
+    attempt("a cyclictest step prints 256 KiB a parser backtracks on",
+            f"{st['phase']}/{c.get('reason')} in {took:.0f} s, resumes {st.get('resumes', 0)}, "
+            f"{len(left)} process(es) left",
+            lost=not own or bool(left), charged=charged(before, after))
+    assert own, st
+    assert c["reason"] != "TooManyResumes" and not st.get("resumes"), st
+    assert took < 360, took
+    assert not left, left
+    assert charged(before, after) == 0
+
+
+def test_a_step_printing_more_metrics_than_the_cap_keeps_none(custom, attempt):
+    """Issue 53: one inline console-timing step printing 50,000 lines made 100,000 metrics in
+    one metrics.json (the indexer, the exports and the dashboard load it whole; the operator's
+    RSS grew by 150 MiB). Now the run's metrics are capped (LabPolicy maxMetricsPerRun): the
+    step fails the run with TooManyMetrics and none of its metrics reach metrics.json or the
+    results history. A breach: the run Succeeded, a metrics.json, or a row in the history."""
+    ns = "metric-budget"
+    _inline_namespace(ns)
+    name = unique("metricflood")
+    command = 'i=0; while [ $i -lt 50000 ]; do echo "k_$i $i"; i=$((i + 1)); done'
+    try:
+        body = yaml.safe_load(run_yaml(name, ns=ns, plan=None, bootCycles=1, iterations=1))
+        body["spec"]["suites"] = [{"name": "timing", "suite": "console-timing",
+                                   "command": command, "parameters": {"clockMHz": "100"},
+                                   "timeoutSeconds": 300}]
+        apply(yaml.safe_dump(body))
+        st = finished(custom, name, ns=ns, timeout=600)
+    finally:
+        apply_lab_policy()
+    c = cond(st)
+    uid = get(custom, name, ns)["metadata"]["uid"]
+    keys = store().list(f"{ns}/{name}/{uid}/")
+    documents = [k for k in keys if k.endswith(("metrics.json", "report.md"))]
+    series = subprocess.run([str(devlab.VENV_BIN / "benchfarm"), "history", "timing/k_1-cycles",
+                             "-n", ns, "--device-type", "qemu-x86", "--plan", "(inline)",
+                             "--format", "json"], capture_output=True, text=True, env=os.environ)
+    indexed = f"{ns}/{name}" in series.stdout
+    capped = st["phase"] == "Failed" and c.get("reason") == "TooManyMetrics"
+    attempt("a console-timing step prints 50,000 timing lines",
+            f"{st['phase']}/{c.get('reason')}, {len(documents)} result document(s), "
+            f"{'indexed' if indexed else 'nothing indexed'}",
+            lost=not capped or bool(documents) or indexed)
+    assert capped, st
+    assert "maxMetricsPerRun" in c["message"] and "100000 metrics" in c["message"], c
+    assert not documents, documents
+    assert not indexed, series.stdout[-2000:]
+    assert any(k.endswith("raw/timing/iteration-001.txt") for k in keys), keys  # its output

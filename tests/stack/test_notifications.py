@@ -5,7 +5,10 @@ operator verifies: BENCHFARM_SMTP_CA_FILE of the embedded lab).
 
 Team A subscribes to its runs' end and regression (webhook and e-mail), to its leases, and once
 more with a receiver that is down; team B subscribes to everything a tenant may, with a receiver
-of its own, and never gets anything of team A's. Two small runs of an inline plan on qemu-x86 (a
+of its own, and never gets anything of team A's. Then (issue 53) what bounds them: a receiver
+that trickles its answer holds one delivery of its namespace until the attempt's deadline and
+delays no other namespace's; a namespace's Notifications, recipients and deliveries an hour are
+capped by its LabPolicy. Two small runs of an inline plan on qemu-x86 (a
 baseline at 1.000 and a run at 2.000 judged against it: regressed), one lease granted, warned
 and released. Team A also submits its finished runs to a KCIDB endpoint (a receiver with a
 bearer token): each document validates with kcidb-io.
@@ -17,6 +20,7 @@ import email
 import email.policy
 import hashlib
 import hmac
+import itertools
 import json
 import time
 import uuid
@@ -28,9 +32,9 @@ import yaml
 
 import benchfarm_devlab as devlab
 from benchfarm_devlab.lab import LAB_POLICY, apply_lab_policy
-from tests.receivers import SmtpServer, WebhookReceiver, tls_files
+from tests.receivers import SmtpServer, TricklingReceiver, WebhookReceiver, tls_files
 from tests.stack.conftest import apply, wait_for
-from tests.stack.runs import GROUP, VERSION, cond, finished
+from tests.stack.runs import GROUP, VERSION, cond, finished, run_yaml
 
 pytestmark = pytest.mark.stack
 KEYS = {"a": b"team-a-signing-key", "b": b"team-b-signing-key"}
@@ -110,8 +114,10 @@ def teams(kube, operator, custom):
     policy["spec"]["namespaces"] += [
         {"namespace": a, "allowInlineSuites": True,
          "webhookHosts": [f"127.0.0.1:{ports[p]}" for p in ("a", "late", "kcidb")],
+         "emailDomains": ["team-a.example"],
          "leases": {"allowed": True, "maxLeaseSeconds": 600}},
-        {"namespace": b, "allowInlineSuites": True, "webhookHosts": [f"127.0.0.1:{ports['b']}"]}]
+        {"namespace": b, "allowInlineSuites": True, "webhookHosts": [f"127.0.0.1:{ports['b']}"],
+         "emailDomains": ["team-b.example"]}]
     apply(yaml.safe_dump(policy))
     cert, key, _ = tls_files(devlab.STATE / "notify", ca_file=devlab.SMTP_CA_FILE)
     smtp = SmtpServer(devlab.PORTS.smtp, cert, key).start()
@@ -346,3 +352,141 @@ def test_a_receiver_down_for_ten_minutes_gets_its_delivery_once(custom, teams):
     assert body["object"]["name"] == "long-outage" and body["id"] == waiting["id"]
     wait_for("a/late delivered", lambda: _status(custom, "late", a).get("delivered") ==
              delivered + 1, timeout=30)
+
+
+# -- bounded (issue 53) --------------------------------------------------------------------------
+DEADLINE = 20.0        # the lab's BENCHFARM_NOTIFY_DEADLINE_SECONDS (the default)
+SLOW_HOOKS = 10        # the trickling namespace's Notifications: more deliveries at once than
+#                        there are delivery threads (8), which without turns it would all hold
+
+
+def _slack(name: str, ns: str, port: int, **spec) -> dict:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Notification",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"events": ["RunFinished"],
+                     "webhook": {"url": f"http://127.0.0.1:{port}/hook", "format": "Slack"},
+                     **spec}}
+
+
+def _with_policy(custom, entries: list[dict] | None = None, drop: set[str] = frozenset()):
+    """The live LabPolicy with these namespaces' entries added (or those of `drop` taken out):
+    another fixture of this module may have entries of its own in force."""
+    live = custom.get_cluster_custom_object(GROUP, VERSION, "labpolicies", "default")
+    spec = live.get("spec") or {}
+    spec["namespaces"] = [e for e in spec.get("namespaces") or []
+                          if e["namespace"] not in drop] + (entries or [])
+    apply(yaml.safe_dump({"apiVersion": f"{GROUP}/{VERSION}", "kind": "LabPolicy",
+                          "metadata": {"name": "default"}, "spec": spec}))
+
+
+@pytest.fixture(scope="module")
+def bounded(kube, operator, custom):
+    from kubernetes import client
+    tag = uuid.uuid4().hex[:5]
+    ns = {k: f"notify-{k}-{tag}" for k in ("slow", "quick", "capped")}
+    first = devlab.PORTS.notify_receivers
+    ports = {"slow": first + 4, "quick": first + 5, "capped": first + 6}
+    for name in ns.values():
+        client.CoreV1Api(kube).create_namespace({"metadata": {"name": name}})
+    receivers = {"slow": TricklingReceiver(ports["slow"], every=2.0).start(),
+                 "quick": WebhookReceiver(ports["quick"]).start(),
+                 "capped": WebhookReceiver(ports["capped"]).start()}
+    _with_policy(custom, [
+        {"namespace": ns["slow"], "webhookHosts": [f"127.0.0.1:{ports['slow']}"]},
+        {"namespace": ns["quick"], "webhookHosts": [f"127.0.0.1:{ports['quick']}"]},
+        {"namespace": ns["capped"], "webhookHosts": [f"127.0.0.1:{ports['capped']}"],
+         "emailDomains": ["capped.example"],
+         "notifications": {"maxNotifications": 3, "maxRecipients": 2,
+                           "maxDeliveriesPerHour": 1}}])
+    yield {"ns": ns, "receivers": receivers}
+    for r in receivers.values():
+        r.stop()
+    _with_policy(custom, drop=set(ns.values()))
+    for name in ns.values():
+        client.CoreV1Api(kube).delete_namespace(name)
+
+
+def test_a_trickling_receiver_delays_no_other_namespace_and_ends_at_the_deadline(custom,
+                                                                                  bounded):
+    """Namespace slow's receiver answers one byte every 2 s, for ever. Its ten Notifications
+    make ten deliveries of one run at once, more than there are delivery threads: they go one
+    at a time, each cut off at the attempt's deadline; namespace quick's delivery, due after
+    them, goes at once."""
+    ns, rx = bounded["ns"], bounded["receivers"]
+    apply("---\n".join(yaml.safe_dump(_slack(f"hook-{i}", ns["slow"], rx["slow"].port))
+                       for i in range(SLOW_HOOKS)) + "---\n" +
+          yaml.safe_dump(_slack("hook", ns["quick"], rx["quick"].port)))
+    for name, where in [*((f"hook-{i}", ns["slow"]) for i in range(SLOW_HOOKS)),
+                        ("hook", ns["quick"])]:
+        wait_for(f"{where}/{name} Ready", lambda name=name, where=where: cond(
+            _status(custom, name, where), "Ready").get("status") == "True", timeout=60)
+    apply(run_yaml("first", ns["slow"], plan="no-such-plan"))     # fails at once: RunFinished
+    finished(custom, "first", ns["slow"], timeout=60)
+    wait_for("the trickler's first connection", lambda: rx["slow"].connections, timeout=30)
+    time.sleep(2)                        # every slow delivery is due by now
+    began = time.monotonic()
+    apply(run_yaml("second", ns["quick"], plan="no-such-plan"))
+    finished(custom, "second", ns["quick"], timeout=60)
+    wait_for("namespace quick's delivery", lambda: rx["quick"].received, timeout=DEADLINE)
+    waited = time.monotonic() - began
+    assert waited < DEADLINE / 2, f"namespace quick waited {waited:.1f} s behind the trickler"
+    body = json.loads(rx["quick"].received[0]["body"])
+    assert "/second " in body["text"], body
+
+    held = wait_for("the trickler's first delivery to end", lambda: rx["slow"].held(),
+                    timeout=DEADLINE + 15)
+    assert DEADLINE - 1 <= held[0] <= DEADLINE + 4, held        # the client went at the deadline
+    # one delivery of the namespace at a time: no two of its connections overlapped
+    spans = sorted((c["opened"], c["closed"] or time.monotonic())
+                   for c in list(rx["slow"].connections))
+    assert all(b[0] >= a[1] - 0.5 for a, b in itertools.pairwise(spans)), spans
+    failed = wait_for("a slow delivery's error", lambda: [
+        d for i in range(SLOW_HOOKS) for d in _status(custom, f"hook-{i}", ns["slow"]).get(
+            "deliveries") or [] if d.get("error")], timeout=30)
+    assert f"deadline of {DEADLINE:g} s" in failed[0]["error"], failed
+
+
+def test_over_its_caps_a_namespaces_notifications_say_so_and_send_nothing(custom, bounded):
+    """maxNotifications 3, maxRecipients 2, emailDomains [capped.example] and
+    maxDeliveriesPerHour 1: the oldest hook is in force, a mail to three people and one to
+    another domain are not, a fourth Notification is not; of two runs' events one is
+    delivered, the other refused."""
+    ns, rx = bounded["ns"]["capped"], bounded["receivers"]["capped"]
+    to = ["a@capped.example", "b@capped.example", "c@capped.example"]
+    apply("---\n".join(yaml.safe_dump(d) for d in [
+        _slack("n1-hook", ns, rx.port),
+        {**_slack("n2-mail", ns, rx.port), "spec": {"events": ["RunFinished"],
+                                                    "email": {"to": to}}},
+        {**_slack("n3-away", ns, rx.port), "spec": {"events": ["RunFinished"],
+                                                    "email": {"to": ["x@elsewhere.example"]}}},
+        _slack("n4-more", ns, rx.port)]))
+    ready = {name: wait_for(f"{ns}/{name} judged", lambda name=name: cond(
+        _status(custom, name, ns), "Ready") or None, timeout=60)
+        for name in ("n1-hook", "n2-mail", "n3-away", "n4-more")}
+    assert ready["n1-hook"]["status"] == "True", ready
+    assert (ready["n2-mail"]["status"], ready["n2-mail"]["reason"]) == (
+        "False", "TooManyRecipients"), ready
+    assert (ready["n3-away"]["status"], ready["n3-away"]["reason"]) == (
+        "False", "EmailDomainForbidden"), ready
+    assert "elsewhere.example is not on the namespace's emailDomains" in \
+        ready["n3-away"]["message"]
+    assert (ready["n4-more"]["status"], ready["n4-more"]["reason"]) == (
+        "False", "TooManyNotifications"), ready
+
+    for run in ("one", "two"):
+        apply(run_yaml(run, ns, plan="no-such-plan"))
+        finished(custom, run, ns, timeout=60)
+    st = wait_for("n1-hook rate-limited", lambda: cond(
+        s := _status(custom, "n1-hook", ns), "Delivered").get("reason") == "RateLimited" and s,
+        timeout=60)
+    assert "maxDeliveriesPerHour" in cond(st, "Delivered")["message"], st
+    wait_for("the one delivery", lambda: rx.received, timeout=30)
+    time.sleep(3)
+    assert len(rx.received) == 1, rx.received       # the other run's event: not sent
+    from sqlalchemy import select
+
+    from benchfarm.history import Database
+    from benchfarm.history.schema import notification_outbox as t
+    with Database.from_env().engine.connect() as conn:
+        queued = conn.execute(select(t.c.notification).where(t.c.namespace == ns)).all()
+    assert [r[0] for r in queued] == ["n1-hook"], queued       # nothing for the refused ones

@@ -1,6 +1,8 @@
 """Notifications, the pure parts (`core.notify`): events from objects, who is told, what a
-receiver gets, its signature, the retry schedule, where a webhook may point; and one attempt of
-each delivery (`notify.webhook`, `notify.mail`) against real receivers on loopback."""
+receiver gets, its signature, the retry schedule, where a webhook may point and whom an e-mail
+may go to, a namespace's caps and the delivery threads' turns; and one attempt of each delivery
+(`notify.webhook`, `notify.mail`) against real receivers on loopback, a trickling one among
+them, which the attempt's one deadline (`notify.deadline`) ends."""
 
 from __future__ import annotations
 
@@ -9,11 +11,13 @@ import hmac
 import ipaddress
 import json
 import socket
+import ssl
+import time
 
 import pytest
 from pydantic import ValidationError
 
-from benchfarm.api.models import LabPolicySpec
+from benchfarm.api.models import LabPolicySpec, NamespacePolicy
 from benchfarm.api.notifications import (
     Event,
     EventKind,
@@ -26,7 +30,8 @@ from benchfarm.api.notifications import (
 )
 from benchfarm.core import notify as n
 from benchfarm.notify import DeliveryFailed, mail, webhook
-from tests.receivers import SmtpServer, WebhookReceiver, tls_files
+from benchfarm.notify.deadline import Deadline
+from tests.receivers import SmtpServer, TricklingReceiver, WebhookReceiver, tls_files
 
 ADMIN = "benchfarm"
 
@@ -218,11 +223,91 @@ def test_a_notification_that_cannot_be_in_force_says_why():
     assert n.spec_problem(mail_only, ADMIN, reach, False, True)[0] == \
         NotificationReason.email_not_configured
     assert n.spec_problem(mail_only, ADMIN, reach, True, False)[0] == NotificationReason.no_outbox
-    assert n.spec_problem(mail_only, ADMIN, reach, True, True) is None
+    assert n.spec_problem(mail_only, ADMIN, reach, True, True, ("Team-A.example",)) is None
     policy = LabPolicySpec(namespaces=[{"namespace": "team-a",
                                         "webhookHosts": ["hooks.example.com"]}])
     assert policy.for_namespace("team-a").webhookHosts == ["hooks.example.com"]
     assert policy.for_namespace("team-b").webhookHosts == []
+
+
+def test_e_mail_goes_only_to_the_domains_the_lab_listed_for_the_namespace():
+    to = ["ci@team-a.example", "boss@eng.team-a.example"]
+    assert n.email_problem(to, ("team-a.example", "eng.team-a.example")) is None
+    why = n.email_problem(to, ("team-a.example",))
+    assert why is not None and why.startswith("boss@eng.team-a.example: domain eng.team-a")
+    assert "it may mail: team-a.example" in why        # exactly: no subdomains
+    assert "it may mail: none" in n.email_problem(["a@team-a.example"], ())
+    assert n.email_problem(["a@team-a.example.org"], ("team-a.example",)) is not None
+    # the default policy lists none: the lab's relay mails nobody until the lab says whom
+    assert LabPolicySpec().for_namespace("team-a").emailDomains == []
+
+
+def _policy(**limits) -> NamespacePolicy:
+    return NamespacePolicy(namespace="team-a", emailDomains=["team-a.example"],
+                           notifications=limits)
+
+
+def _judge(subs, policy) -> dict[str, tuple]:
+    return n.judge(subs, policy, ADMIN, n.WebhookReach(("hooks.example.com",)), True, True)
+
+
+def test_a_namespace_has_the_oldest_of_its_notifications_in_force_up_to_its_cap():
+    subs = [sub(uid=f"s-{i}", created=f"2026-11-28T12:00:0{i}Z") for i in range(5)]
+    problems = _judge(reversed(subs), _policy(maxNotifications=3))     # in any order
+    assert sorted(problems) == ["s-3", "s-4"]
+    reason, message = problems["s-3"]
+    assert reason == NotificationReason.too_many_notifications
+    assert "has 5 Notifications" in message and "lets 3 be in force" in message
+    # past the cap even a valid one is refused, and a broken one inside it keeps its slot
+    broken = sub(uid="s-0", created="2026-11-28T12:00:00Z",
+                 webhook={"url": "http://10.0.0.9/hook", "signingKey": "k"})
+    problems = _judge([broken, *subs[1:]], _policy(maxNotifications=3))
+    assert problems["s-0"][0] == NotificationReason.webhook_forbidden
+    assert sorted(problems) == ["s-0", "s-3", "s-4"]
+    assert _judge(subs, _policy(maxNotifications=0)).keys() == {s.uid for s in subs}
+    assert _judge(subs, _policy()) == {}                               # 20 by default
+
+
+def test_a_namespaces_recipients_are_counted_distinct_oldest_first_up_to_its_cap():
+    def mailing(i: int, *to: str):
+        return sub(uid=f"m-{i}", created=f"2026-11-28T12:00:0{i}Z", webhook=None,
+                   email={"to": list(to)})
+    subs = [mailing(0, "a@team-a.example", "b@team-a.example"),
+            mailing(1, "B@team-a.example", "c@team-a.example"),      # b again: one more, c
+            mailing(2, "d@team-a.example", "e@team-a.example"),      # 5: over 4
+            mailing(3, "a@team-a.example"),                          # nothing new: in force
+            mailing(4, "x@elsewhere.example")]                       # not a listed domain
+    problems = _judge(subs, _policy(maxRecipients=4))
+    assert sorted(problems) == ["m-2", "m-4"]
+    assert problems["m-2"][0] == NotificationReason.too_many_recipients
+    assert "would be 5" in problems["m-2"][1] and "them be 4" in problems["m-2"][1]
+    assert problems["m-4"][0] == NotificationReason.email_forbidden
+    # a refused one's recipients are not counted: with room for 5, m-2 fits
+    assert sorted(_judge(subs, _policy(maxRecipients=5))) == ["m-4"]
+
+
+def test_namespaces_take_turns_for_the_delivery_threads():
+    assert n.take_turns(["b", "a", "c"], {}, 2) == ["a", "b"]          # never served: by name
+    turns = {"a": 7, "b": 3}
+    assert n.take_turns(["a", "b", "c"], turns, 3) == ["c", "b", "a"]  # longest ago first
+    assert n.take_turns(["a", "b"], turns, 0) == []
+    # a namespace with a backlog, served each time a thread is free, still waits for the others
+    order, turns, turn = [], {}, 0
+    for _ in range(6):
+        (ns,) = n.take_turns(["busy", "x", "y"], turns, 1)
+        turn += 1
+        turns[ns] = turn
+        order.append(ns)
+    assert order == ["busy", "x", "y", "busy", "x", "y"]
+    assert "maxDeliveriesPerHour" in n.rate_limited("team-a", 300, "RunFinished", "team-a/r1")
+
+
+def test_the_deadline_is_read_from_the_environment():
+    assert n.NotifySettings.from_environ({}).deadline_seconds == 20.0
+    assert n.NotifySettings.from_environ(
+        {"BENCHFARM_NOTIFY_DEADLINE_SECONDS": "5"}).deadline_seconds == 5.0
+    with pytest.raises(ValueError, match="BENCHFARM_NOTIFY_DEADLINE_SECONDS"):
+        n.NotifySettings.from_environ({"BENCHFARM_NOTIFY_DEADLINE_SECONDS": "0"})
 
 
 def test_a_kcidb_endpoint_gets_finished_runs_only_and_is_checked_as_a_webhook():
@@ -314,3 +399,53 @@ def test_an_email_goes_over_starttls_with_a_verified_certificate(tmp_path):
         assert len(server.messages) == 1
     finally:
         server.stop()
+
+
+def test_a_receiver_that_trickles_is_cut_off_at_the_attempts_deadline():
+    """A byte every 0.2 s never lets a read time out; the attempt ends at its deadline anyway,
+    and so does one whose receiver accepts and says nothing."""
+    for receiver in (TricklingReceiver(every=0.2).start(),
+                     TricklingReceiver(every=0.2, answer=b"", read_first=True).start()):
+        try:
+            reach = n.WebhookReach((f"127.0.0.1:{receiver.port}",),
+                                   loopback_ports=frozenset({receiver.port}))
+            began = time.monotonic()
+            with pytest.raises(DeliveryFailed, match="deadline of 1.5 s"):
+                webhook.post(receiver.url, b"{}", {}, reach, seconds=1.5)
+            assert 1.4 < time.monotonic() - began < 2.5
+        finally:
+            receiver.stop()
+
+
+def test_an_smtp_server_that_trickles_is_cut_off_at_the_deadline():
+    receiver = TricklingReceiver(every=0.2, answer=b"220 slow.example ESMTP",
+                                 read_first=False).start()
+    try:
+        began = time.monotonic()
+        with pytest.raises(DeliveryFailed, match="deadline of 1.5 s"):
+            mail.send(mail.SmtpSettings(host="127.0.0.1", port=receiver.port), ["a@b.example"],
+                      "s", "t", "d", seconds=1.5)
+        assert 1.4 < time.monotonic() - began < 2.5
+    finally:
+        receiver.stop()
+
+
+def test_a_tls_peer_that_trickles_after_the_handshake_is_cut_off_at_the_deadline(tmp_path):
+    cert, key, ca = tls_files(tmp_path)
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert, key)
+    receiver = TricklingReceiver(every=0.2, context=server, read_first=False).start()
+    try:
+        deadline = Deadline(1.5)
+        sock = deadline.tls(ssl.create_default_context(cafile=str(ca))).wrap_socket(
+            deadline.socket(), server_hostname="127.0.0.1")
+        sock.connect(("127.0.0.1", receiver.port))            # and the handshake
+        got = b""
+        with pytest.raises(TimeoutError):       # the read the deadline ends, or the next one
+            while True:
+                got += sock.recv(1)
+        assert got.startswith(b"HTTP/1.1") and deadline.passed
+        assert deadline.clock() - deadline.at < 0.5
+        sock.close()
+    finally:
+        receiver.stop()

@@ -159,6 +159,7 @@ capabilities: {drop: [ALL]}
 - {name: BENCHFARM_NOTIFY_BACKOFF_SECONDS, value: {{ .backoffSeconds | quote }}}
 - {name: BENCHFARM_NOTIFY_BACKOFF_MAX_SECONDS, value: {{ .backoffMaxSeconds | quote }}}
 - {name: BENCHFARM_NOTIFY_GIVE_UP_SECONDS, value: {{ .giveUpSeconds | quote }}}
+- {name: BENCHFARM_NOTIFY_DEADLINE_SECONDS, value: {{ .deadlineSeconds | quote }}}
 {{- end }}
 {{- end -}}
 

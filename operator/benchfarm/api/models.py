@@ -344,6 +344,28 @@ class LeasePolicy(Model):
         "The longest a lease may last (its spec.duration, extensions included)."))
 
 
+#: a domain as e-mail addresses end (api.notifications.EmailAddress's part after the @)
+EmailDomain = Annotated[str, Field(max_length=253,
+                                   pattern=r"^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$")]
+
+
+class NotificationLimits(Model):
+    """What a namespace's Notifications may ask of the lab's notifier and its mail relay. Over a
+    limit, the Notification says so in its conditions and nothing of it is sent."""
+
+    maxNotifications: int = Field(20, ge=0, le=1000, description=(
+        "Notifications of the namespace in force at once: the oldest this many (by creation); "
+        "a newer one is Ready=False (TooManyNotifications) and delivers nothing."))
+    maxRecipients: int = Field(10, ge=0, le=1000, description=(
+        "Distinct e-mail addresses over all of the namespace's Notifications in force, counted "
+        "oldest Notification first; one that would bring more is Ready=False "
+        "(TooManyRecipients)."))
+    maxDeliveriesPerHour: int = Field(300, ge=0, le=100000, description=(
+        "Deliveries (one per event and target: a webhook POST, an e-mail, a KCIDB submission) "
+        "queued for the namespace in any hour; past it an event's deliveries are not queued "
+        "and the Notification says so (Delivered=False, RateLimited)."))
+
+
 class NamespacePolicy(Model):
     namespace: Name = Field(description=(
         "The namespace this entry applies to (unused in `default`, which applies to every "
@@ -391,6 +413,15 @@ class NamespacePolicy(Model):
             "link-local, multicast or the lab's internal ranges; a private address only when "
             "listed itself) and connects only to the address it checked."))
 
+    emailDomains: list[EmailDomain] = Field(
+        default_factory=list, max_length=64, description=(
+            "Domains this namespace's Notifications may send e-mail to through the lab's SMTP "
+            "server, each exactly (team-a.example lists neither eng.team-a.example nor "
+            "team-a.example.org); none by default. A Notification with a recipient elsewhere "
+            "is not in force (EmailDomainForbidden): the lab's relay mails nobody a tenant "
+            "chose that the lab did not."))
+    notifications: NotificationLimits = Field(default_factory=NotificationLimits, description=(
+        "How many Notifications, e-mail recipients and deliveries the namespace may have."))
 
 LABPOLICY_RULES = [
     {"rule": "self.metadata.name == 'default'",

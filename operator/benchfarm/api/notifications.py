@@ -101,7 +101,10 @@ class Webhook(Model):
 class Email(Model):
     """E-mail through the lab's SMTP server (STARTTLS; the operator's settings)."""
 
-    to: list[EmailAddress] = Field(min_length=1, max_length=16, description="Recipients.")
+    to: list[EmailAddress] = Field(min_length=1, max_length=16, description=(
+        "Recipients, each in a domain on the namespace's LabPolicy emailDomains (none by "
+        "default); the namespace's Notifications have at most notifications.maxRecipients "
+        "distinct ones in force."))
 
 
 class Kcidb(Model):
@@ -152,6 +155,10 @@ class NotificationReason(StrEnum):
     lab_admin_only = "LabAdminOnly"         # Ready=False: board events outside the admin's ns
     email_not_configured = "EmailNotConfigured"   # Ready=False: the lab has no SMTP server
     no_outbox = "OutboxNotConfigured"       # Ready=False: the lab has no database for the outbox
+    email_forbidden = "EmailDomainForbidden"  # Ready=False: a recipient's domain is not listed
+    too_many_notifications = "TooManyNotifications"  # Ready=False: past maxNotifications
+    too_many_recipients = "TooManyRecipients"        # Ready=False: past maxRecipients
+    rate_limited = "RateLimited"            # Delivered=False: past maxDeliveriesPerHour
     delivered = "Delivered"                 # Delivered: the latest attempts all succeeded
     retrying = "Retrying"                   # Delivered=False: a delivery failed, tried again
     gave_up = "GaveUp"                      # Delivered=False: a delivery failed for too long

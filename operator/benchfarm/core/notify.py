@@ -13,7 +13,14 @@ objects it sees and does the I/O (the outbox, HTTP, SMTP).
   its host on the namespace's allow-list (LabPolicy webhookHosts), never a loopback,
   link-local, multicast or internal address, a private one only when listed itself. The lab may
   open loopback ports for receivers of its own (BENCHFARM_WEBHOOK_LOOPBACK_PORTS: the embedded
-  lab's tests); no tenant can.
+  lab's tests); no tenant can. An e-mail recipient's domain is on the namespace's emailDomains.
+- What a namespace may ask of the lab is capped by its LabPolicy (`notifications`): the oldest
+  maxNotifications of its Notifications are in force, their distinct recipients at most
+  maxRecipients, and at most maxDeliveriesPerHour deliveries are queued for it in an hour
+  (`judge`, `rate_limited`). Each namespace's Notifications are judged and matched apart, so an
+  event costs what its own namespace's subscriptions cost.
+- Deliveries take turns by namespace (`take_turns`): one namespace's slow receiver holds one
+  delivery thread at a time, for one delivery's deadline at most.
 """
 
 from __future__ import annotations
@@ -22,12 +29,13 @@ import hashlib
 import hmac
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..api.models import NamespacePolicy
 from ..api.notifications import (
     KCIDB_EVENTS,
     LAB_ADMIN_EVENTS,
@@ -66,6 +74,7 @@ class NotifySettings:
     give_up_seconds: float = 86400.0      # a delivery failing this long after its event: Failed
     keep_seconds: float = 7 * 86400.0     # finished deliveries are kept (and events older than
     #                                       this are not delivered: the outbox no longer knows)
+    deadline_seconds: float = 20.0        # one attempt, connecting, sending and its answer
     loopback_ports: frozenset[int] = frozenset()
     internal: tuple[Network, ...] = ()
 
@@ -84,6 +93,7 @@ class NotifySettings:
         return cls(backoff_seconds=number("BENCHFARM_NOTIFY_BACKOFF_SECONDS", 2.0),
                    backoff_max_seconds=number("BENCHFARM_NOTIFY_BACKOFF_MAX_SECONDS", 300.0),
                    give_up_seconds=number("BENCHFARM_NOTIFY_GIVE_UP_SECONDS", 86400.0),
+                   deadline_seconds=number("BENCHFARM_NOTIFY_DEADLINE_SECONDS", 20.0),
                    loopback_ports=ports(env.get("BENCHFARM_WEBHOOK_LOOPBACK_PORTS", "")),
                    internal=internal_networks(env.get("BENCHFARM_INTERNAL_CIDRS", "")))
 
@@ -168,8 +178,21 @@ class Subscription:
                                  and (event is None or event in KCIDB_EVENTS))) if on]
 
 
+def email_problem(to: Iterable[str], domains: Sequence[str]) -> str | None:
+    """Why the lab's relay may not mail these recipients (a domain not on the namespace's
+    LabPolicy emailDomains, compared exactly and without case), or None."""
+    listed = {d.lower() for d in domains}
+    for address in to:
+        domain = address.rpartition("@")[2].lower()
+        if domain not in listed:
+            return (f"{address}: domain {domain} is not on the namespace's emailDomains "
+                    f"(LabPolicy); it may mail: {', '.join(domains) or 'none'}")
+    return None
+
+
 def spec_problem(sub: Subscription, admin_namespace: str, reach: WebhookReach,
-                 email_configured: bool, outbox: bool) -> tuple[NotificationReason, str] | None:
+                 email_configured: bool, outbox: bool, email_domains: Sequence[str] = ()
+                 ) -> tuple[NotificationReason, str] | None:
     """Why a Notification cannot be in force as written (its Ready condition), or None."""
     if not outbox:
         return (NotificationReason.no_outbox, "the lab keeps no outbox for notifications (no "
@@ -187,7 +210,63 @@ def spec_problem(sub: Subscription, admin_namespace: str, reach: WebhookReach,
         return (NotificationReason.email_not_configured,
                 "the lab has no SMTP server for e-mail (BENCHFARM_SMTP_HOST); ask the lab's "
                 "administrators")
+    if sub.spec.email is not None and (why := email_problem(sub.spec.email.to, email_domains)):
+        return NotificationReason.email_forbidden, f"e-mail to {why}"
     return None
+
+
+def judge(subs: Iterable[Subscription], policy: NamespacePolicy, admin_namespace: str,
+          reach: WebhookReach, email_configured: bool, outbox: bool
+          ) -> dict[str, tuple[NotificationReason, str]]:
+    """Why each of one namespace's Notifications is not in force (uid -> reason, message); those
+    left out are. Oldest first (creation, then name): past the LabPolicy's maxNotifications
+    every one is refused, whatever it says; of the others, each must be in force as written
+    (`spec_problem`) and bring the distinct e-mail recipients of those in force before it to no
+    more than maxRecipients."""
+    limits = policy.notifications
+    ordered = sorted(subs, key=lambda s: (s.created, s.name))
+    problems: dict[str, tuple[NotificationReason, str]] = {}
+    recipients: set[str] = set()
+    for i, sub in enumerate(ordered):
+        if i >= limits.maxNotifications:
+            problems[sub.uid] = (
+                NotificationReason.too_many_notifications,
+                f"namespace {sub.namespace} has {len(ordered)} Notifications and its LabPolicy "
+                f"lets {limits.maxNotifications} be in force (notifications.maxNotifications): "
+                f"the oldest; delete some or ask the lab's administrators")
+            continue
+        problem = spec_problem(sub, admin_namespace, reach, email_configured, outbox,
+                               policy.emailDomains)
+        if problem is not None:
+            problems[sub.uid] = problem
+            continue
+        if sub.spec.email is not None:
+            more = {a.lower() for a in sub.spec.email.to} - recipients
+            if len(recipients) + len(more) > limits.maxRecipients:
+                problems[sub.uid] = (
+                    NotificationReason.too_many_recipients,
+                    f"with this one's, the e-mail recipients of namespace {sub.namespace}'s "
+                    f"Notifications would be {len(recipients) + len(more)}; its LabPolicy lets "
+                    f"them be {limits.maxRecipients} (notifications.maxRecipients)")
+                continue
+            recipients |= more
+    return problems
+
+
+def rate_limited(namespace: str, cap: int, event: str, subject: str) -> str:
+    """The Delivered condition's message when an event's deliveries were not queued: the
+    namespace had as many queued in the hour before as its LabPolicy lets it."""
+    return (f"{event} {subject} was not delivered: namespace {namespace} had {cap} deliveries "
+            f"queued in the hour before, as many as its LabPolicy lets it "
+            f"(notifications.maxDeliveriesPerHour)")
+
+
+def take_turns(namespaces: Iterable[str], turns: Mapping[str, int], free: int) -> list[str]:
+    """Which of the namespaces with a delivery due (none of them with one in flight) go now, at
+    most `free` (the idle delivery threads): those served longest ago first (`turns`: when each
+    was last served, a counter; never: first), then by name. A namespace with a backlog waits
+    its turn behind every other namespace with a delivery due."""
+    return sorted(namespaces, key=lambda ns: (turns.get(ns, -1), ns))[:max(free, 0)]
 
 
 def parse_time(iso: str) -> datetime:

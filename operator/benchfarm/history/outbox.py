@@ -8,7 +8,9 @@ delivery's outcome. A delivery is written before anything is sent and marked del
 after its receiver said so: an operator that dies in between sends it again (at least once, with
 the same id); one that comes back after an API-server or database outage finds every delivery
 not made still here. Rows that are done are kept `keep` seconds (the status shows the latest)
-and then pruned.
+and then pruned. What the notifier's fairness and caps ask of it is one statement each too: the
+longest-due delivery of each namespace without one in flight, and how many a namespace had
+queued since a time.
 
 Any failure to reach the server is an `Outage(party="database")` (as `db.Database`'s).
 """
@@ -38,21 +40,41 @@ class Outbox:
         stmt = insert(t).on_conflict_do_nothing(index_elements=["id"]).returning(t.c.id)
         return self.db._do("enqueue", lambda conn: [r[0] for r in conn.execute(stmt, list(rows))])
 
-    def due(self, now: dt.datetime, limit: int, skip: Sequence[str] = ()) -> list[dict[str, Any]]:
-        """Deliveries to attempt now, the longest due first (not those in `skip`: in flight)."""
-        q = (select(t).where(t.c.delivered.is_(None), t.c.failed.is_(None),
-                             t.c.next_attempt <= now)
-             .order_by(t.c.next_attempt).limit(limit))
-        if skip:
-            q = q.where(t.c.id.not_in(list(skip)))
+    def existing(self, ids: Sequence[str]) -> set[str]:
+        """Which of these deliveries the outbox has (done or not)."""
+        q = select(t.c.id).where(t.c.id.in_(list(ids)))
+        return self.db._do("read", lambda conn: {r[0] for r in conn.execute(q)})
+
+    def queued_since(self, namespace: str, since: dt.datetime) -> int:
+        """Deliveries of the namespace's Notifications queued since `since` (done or not)."""
+        q = select(func.count()).where(t.c.namespace == namespace, t.c.created >= since)
+        return int(self.db._do("read", lambda conn: conn.execute(q).scalar() or 0))
+
+    def due_heads(self, now: dt.datetime, busy: Sequence[str] = ()) -> dict[str, str]:
+        """Each namespace's longest-due delivery to attempt now (namespace -> its id), but for
+        the namespaces in `busy` (one of theirs is in flight)."""
+        q = (select(t.c.namespace, t.c.id)
+             .where(t.c.delivered.is_(None), t.c.failed.is_(None), t.c.next_attempt <= now)
+             .distinct(t.c.namespace).order_by(t.c.namespace, t.c.next_attempt, t.c.id))
+        if busy:
+            q = q.where(t.c.namespace.not_in(list(busy)))
+        return self.db._do("read", lambda conn: {r[0]: r[1] for r in conn.execute(q)})
+
+    def rows(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """These deliveries, those not made yet."""
+        if not ids:
+            return []
+        q = select(t).where(t.c.id.in_(list(ids)), t.c.delivered.is_(None),
+                            t.c.failed.is_(None))
         return self.db._do("read", lambda conn: [dict(r._mapping) for r in conn.execute(q)])
 
-    def next_due(self, skip: Sequence[str] = ()) -> dt.datetime | None:
-        """When the next delivery not in `skip` (in flight) is due."""
+    def next_due(self, busy: Sequence[str] = ()) -> dt.datetime | None:
+        """When the next delivery is due, but for the namespaces in `busy` (one of theirs is in
+        flight: its end wakes the notifier)."""
         q = select(func.min(t.c.next_attempt)).where(t.c.delivered.is_(None),
                                                      t.c.failed.is_(None))
-        if skip:
-            q = q.where(t.c.id.not_in(list(skip)))
+        if busy:
+            q = q.where(t.c.namespace.not_in(list(busy)))
         return self.db._do("read", lambda conn: conn.execute(q).scalar())
 
     def delivered(self, id_: str, now: dt.datetime) -> None:

@@ -98,4 +98,5 @@ notification_outbox = Table(
     Index("notification_outbox_due", "next_attempt",
           postgresql_where=text("delivered IS NULL AND failed IS NULL")),
     Index("notification_outbox_by_notification", "notification_uid", "created"),
+    Index("notification_outbox_by_namespace", "namespace", "created"),    # migration 0004
 )

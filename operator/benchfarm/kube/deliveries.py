@@ -2,7 +2,8 @@
 
 The notifier (`kube.notifier`) decides what is due and records each outcome in the outbox; a
 delivery thread asks a `Sender` to make the attempt, which either returns (delivered) or raises
-`notify.DeliveryFailed` saying why, in words the Notification's status shows its owner. What an
+`notify.DeliveryFailed` saying why, in words the Notification's status shows its owner, by the
+attempt's one deadline (`notify.deadline`, BENCHFARM_NOTIFY_DEADLINE_SECONDS). What an
 attempt needs besides the delivery's own row is read here: the namespace's signing key or token
 (the Secret `benchfarm-notifications`, cached KEY_FRESH seconds and used while the API server is
 away), the hosts the LabPolicy lets its webhooks reach, and for KCIDB the run and its metrics.
@@ -68,13 +69,14 @@ class Sender:
                 token = self.key(sub.namespace, spec.tokenKey).decode(errors="replace")
                 headers["Authorization"] = f"Bearer {token.strip()}"
             webhook.post(spec.url, self.kcidb_document(body.object), headers,
-                         self.reach(sub.namespace))
+                         self.reach(sub.namespace), self.settings.deadline_seconds)
             return
         if target == Target.email:
             if sub.spec.email is None or self.smtp is None:
                 raise DeliveryFailed("the Notification has no e-mail or the lab no SMTP server")
             subject, text = n.email_text(body)
-            mail.send(self.smtp, list(sub.spec.email.to), subject, text, body.id)
+            mail.send(self.smtp, list(sub.spec.email.to), subject, text, body.id,
+                      self.settings.deadline_seconds)
             return
         hook = sub.spec.webhook
         if hook is None:
@@ -86,7 +88,8 @@ class Sender:
         if hook.signingKey:
             headers[SIGNATURE_HEADER] = n.sign(self.key(sub.namespace, hook.signingKey),
                                                stamp, payload)
-        webhook.post(hook.url, payload, headers, self.reach(sub.namespace))
+        webhook.post(hook.url, payload, headers, self.reach(sub.namespace),
+                     self.settings.deadline_seconds)
 
     def kcidb_document(self, ref: ObjectRef) -> bytes:
         """The finished run's KCIDB document, as `benchfarm export kcidb` writes it: read at

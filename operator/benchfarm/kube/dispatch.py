@@ -1,9 +1,18 @@
 """The notifier's outbox work: events in as deliveries, due deliveries out to their attempts.
 
 On the notifier's thread, `step` writes the inbox's events into the outbox (`history.outbox`,
-one delivery per target: the rows the inbox matched), drops a deleted Notification's pending
-deliveries, hands the due deliveries to a few delivery threads and prunes done deliveries. On a
-delivery thread, `kube.deliveries.Sender` makes one attempt and its outcome is recorded here: a
+one delivery per target: the rows the inbox matched; those past the namespace's LabPolicy
+maxDeliveriesPerHour are not written, and their Notifications say so), drops a deleted
+Notification's pending deliveries, hands the due deliveries to the delivery threads and prunes
+done deliveries.
+
+The delivery threads are shared by every namespace, so they are handed out fairly: a namespace
+has at most one delivery in flight, and the namespaces with deliveries due take turns, the one
+served longest ago first (`core.notify.take_turns`). A receiver that is slow or trickles holds
+one thread for one attempt's deadline at most (`notify.deadline`), and its namespace's other
+deliveries wait behind it, not another namespace's.
+
+On a delivery thread, `kube.deliveries.Sender` makes one attempt and its outcome is recorded here: a
 failed attempt is tried again with exponential backoff (`core.notify.backoff`) until it
 succeeds or its event is older than the give-up time; each delivery keeps its id throughout
 (the receiver dedupes on it). An outage of the database leaves the events queued and the
@@ -21,7 +30,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from ..api.notifications import NotificationBody, Target
+from ..api.notifications import NotificationBody, NotificationReason, Target
 from ..core import notify as n
 from ..errors import Outage
 from ..history.outbox import Outbox
@@ -31,8 +40,9 @@ from .deliveries import Sender
 from .workers import Workers
 
 log = logging.getLogger("benchfarm.notify")
-DELIVERY_THREADS = 4        # deliveries in flight at once (each mostly waits for its receiver)
-BATCH = 32                  # due deliveries read at once
+DELIVERY_THREADS = 8        # deliveries in flight at once, one per namespace (each mostly
+#                             waits for its receiver, for one attempt's deadline at most)
+HOUR = timedelta(hours=1)   # maxDeliveriesPerHour's window
 PRUNE_EVERY = 3600.0        # seconds between two prunings of done deliveries
 IDLE = 30.0                 # seconds the thread sleeps with nothing due (new work wakes it)
 
@@ -45,14 +55,17 @@ class Queued(Protocol):
     subs: dict[str, n.Subscription]
     forgotten: list[str]
 
-    def rows(self, subs: list[n.Subscription], kind: str, item: Any, now: datetime
-             ) -> list[dict[str, Any]]: ...
+    def rows(self, kind: str, item: Any, now: datetime) -> list[dict[str, Any]]: ...
+
+    def problem(self, sub: n.Subscription) -> tuple[NotificationReason, str] | None: ...
 
 
 class Marks(Protocol):
     """What the outbox's work asks of the Notifications' statuses (`kube.notification_status`)."""
 
     def mark(self, uid: str) -> None: ...
+
+    def limit(self, uid: str, message: str | None) -> None: ...
 
 
 class Dispatcher:
@@ -67,7 +80,9 @@ class Dispatcher:
         self.sender = sender
         self.settings = settings
         self.clock = clock
-        self.in_flight: set[str] = set()
+        self.in_flight: dict[str, str] = {}                  # delivery id -> its namespace
+        self.turns: dict[str, int] = {}                      # namespace -> when last served
+        self.turn = 0
         self.wake_at = 0.0                                   # monotonic: the next due delivery
         self.pruned_at = 0.0
         self.pool = Workers(max_workers=DELIVERY_THREADS, thread_name_prefix="notify-delivery")
@@ -91,29 +106,62 @@ class Dispatcher:
                 if not self.inbox.items:
                     return
                 kind, item = self.inbox.items[0]
-                subs = list(self.inbox.subs.values())
             now = n.now_utc()
             try:
-                rows = self.inbox.rows(subs, kind, item, now)
+                rows = self.inbox.rows(kind, item, now)
             except Exception:       # an object benchfarm cannot read must not stop the rest
                 metrics.bug(log, "notifications: a %s event passed over", kind)
                 with self.cond:
                     self.inbox.items.popleft()
                 continue
-            new = self.outbox.add(rows)      # an Outage leaves the event queued
+            rows, refused = self._within_rate(rows, now)     # an Outage leaves the event queued
+            new = self.outbox.add(rows)
             with self.cond:
                 self.inbox.items.popleft()
                 for row in rows:
                     if row["id"] in new:
-                        self.statuses.mark(str(row["notification_uid"]))
+                        self.statuses.limit(str(row["notification_uid"]), None)
+                for uid, message in refused.items():
+                    self.statuses.limit(uid, message)
                 if new:
                     self.wake_at = 0.0
             metrics.NOTIFICATIONS.labels("queued").inc(len(new))
+            metrics.NOTIFICATIONS.labels("limited").inc(len(refused))
             for row in rows:
                 if row["id"] in new:
                     log.info("%s/%s: %s %s queued for %s (delivery %s)", row["namespace"],
                              row["notification"], row["event_kind"], row["subject"],
                              row["target"], row["id"])
+
+    def _within_rate(self, rows: list[dict[str, Any]], now: datetime
+                     ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        """The rows to write, and the Notifications whose rows are not written (uid -> why):
+        of the rows not in the outbox yet (seen again after a restart, a delivery is not new),
+        each namespace's as many as its maxDeliveriesPerHour leaves room for in the hour."""
+        assert self.outbox is not None
+        if not rows:
+            return rows, {}
+        known = self.outbox.existing([r["id"] for r in rows])
+        keep = [r for r in rows if r["id"] in known]
+        refused: dict[str, str] = {}
+        room: dict[str, int] = {}
+        for row in rows:
+            if row["id"] in known:
+                continue
+            ns = str(row["namespace"])
+            cap = self.sender.policy().for_namespace(ns).notifications.maxDeliveriesPerHour
+            if ns not in room:
+                room[ns] = cap - self.outbox.queued_since(ns, now - HOUR)
+            if room[ns] > 0:
+                room[ns] -= 1
+                keep.append(row)
+            else:
+                refused[str(row["notification_uid"])] = n.rate_limited(
+                    ns, cap, str(row["event_kind"]), str(row["subject"]))
+                log.info("%s/%s: %s %s not queued for %s: the namespace's "
+                         "maxDeliveriesPerHour (%d) is reached", ns, row["notification"],
+                         row["event_kind"], row["subject"], row["target"], cap)
+        return keep, refused
 
     def _forget(self) -> None:
         assert self.outbox is not None
@@ -130,25 +178,44 @@ class Dispatcher:
                 log.info("a deleted Notification's %d pending deliveries dropped", dropped)
 
     def _dispatch(self) -> None:
-        """Hand the due deliveries to the delivery threads; note when the next is due."""
+        """Hand due deliveries to the idle delivery threads, one per namespace without one in
+        flight, the namespaces in turn; note when the next is due (a delivery that ends wakes
+        the thread at once)."""
         assert self.outbox is not None
         with self.cond:
             if self.clock() < self.wake_at:
                 return
-            skip = list(self.in_flight)
-        rows = self.outbox.due(n.now_utc(), BATCH, skip)
+            free = DELIVERY_THREADS - len(self.in_flight)
+            busy = set(self.in_flight.values())
+            self.wake_at = self.clock() + IDLE
+        if free <= 0:
+            return
+        try:
+            heads = self.outbox.due_heads(n.now_utc(), sorted(busy))
+            going = n.take_turns(heads.keys(), self.turns, free)
+            rows = self.outbox.rows([heads[ns] for ns in going])
+        except Outage:
+            with self.cond:
+                self.wake_at = 0.0              # again once the database is back
+            raise
         for row in rows:
             with self.cond:
-                self.in_flight.add(row["id"])
+                self.in_flight[row["id"]] = row["namespace"]
+                self.turn += 1
+                self.turns[row["namespace"]] = self.turn
             self.pool.submit(self._deliver, row)
-        nxt = None if rows else self.outbox.next_due(skip)   # a delivery ending wakes us
-        with self.cond:
-            if rows:
-                self.wake_at = self.clock() + 0.2   # the rest of a backlog, after these
-            elif nxt is None:
-                self.wake_at = self.clock() + IDLE
-            else:
-                self.wake_at = self.clock() + max(0.0, (nxt - n.now_utc()).total_seconds())
+        if len(going) < len(heads):
+            return              # every thread is busy: the next delivery to end wakes us
+        try:
+            nxt = self.outbox.next_due(sorted(busy | set(going)))
+        except Outage:
+            with self.cond:
+                self.wake_at = 0.0
+            raise
+        if nxt is not None:
+            with self.cond:
+                self.wake_at = min(self.wake_at, self.clock() +
+                                   max(0.0, (nxt - n.now_utc()).total_seconds()))
 
     def _prune(self) -> None:
         assert self.outbox is not None
@@ -170,6 +237,11 @@ class Dispatcher:
                     sub = self.inbox.subs.get(uid)
                 if sub is None:
                     raise DeliveryFailed("its Notification was deleted")
+                problem = self.inbox.problem(sub)
+                if problem is not None:       # the policy changed, or a newer one went first
+                    sub = None
+                    raise DeliveryFailed(f"its Notification is not in force ({problem[0]}: "
+                                         f"{problem[1]})")
                 self.sender.attempt(sub, Target(row["target"]), NotificationBody(**row["body"]))
             except Exception as exc:      # a bug of ours is retried with backoff too, not at once
                 if not isinstance(exc, DeliveryFailed):
@@ -202,7 +274,8 @@ class Dispatcher:
             metrics.bug(log, "delivery %s", id_)
         finally:
             with self.cond:
-                self.in_flight.discard(id_)
+                self.in_flight.pop(id_, None)
                 self.wake_at = 0.0
+                self.cond.notify()
                 if uid in self.inbox.subs:
                     self.statuses.mark(uid)

@@ -7,6 +7,12 @@ campaign's object, whose events are derived here, `core.notify`). Those calls on
 queue under the notifier's condition and return: nobody waits for the database, a receiver or
 a mail server. An event of a namespace where nobody subscribed is not even queued.
 
+The Notifications are kept by namespace, and each namespace's are judged together when they
+change or the LabPolicy does (`core.notify.judge`: which are in force, under the namespace's
+caps); an event is matched against its own namespace's Notifications in force only (a board's,
+against the lab admin's), so what it costs is what that namespace subscribed, whatever the
+others did.
+
 The notifier's thread takes the queue's items in order and asks `rows` for their outbox rows:
 one per event worth keeping, subscription in force that matches it (`core.notify.matches`) and
 target. Its state is the notifier's, under the notifier's one condition (`cond`).
@@ -17,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -27,6 +33,7 @@ from ..api.notifications import Event, NotificationReason, NotificationSpec
 from ..core import notify as n
 
 log = logging.getLogger("benchfarm.notify")
+Problem = tuple[NotificationReason, str]
 
 
 class Marks(Protocol):
@@ -39,7 +46,7 @@ class Marks(Protocol):
 
     def drop(self, uid: str) -> None: ...
 
-    def problem(self, sub: n.Subscription) -> tuple[NotificationReason, str] | None: ...
+    def judge(self, namespace: str, subs: Sequence[n.Subscription]) -> dict[str, Problem]: ...
 
 
 class Inbox:
@@ -51,7 +58,11 @@ class Inbox:
         self.settings = settings
         self.admin_namespace = admin_namespace
         self.subs: dict[str, n.Subscription] = {}          # uid -> subscription
-        self.by_namespace: dict[str, int] = {}              # namespace -> subscriptions
+        self.by_namespace: dict[str, dict[str, n.Subscription]] = {}   # namespace -> uid -> sub
+        # namespace -> (uid -> why not in force, the subscriptions in force): judged again when
+        # the namespace's Notifications changed (`stale`) or the LabPolicy did
+        self.verdicts: dict[str, tuple[dict[str, Problem], list[n.Subscription]]] = {}
+        self.stale: set[str] = set()
         self.items: deque[tuple[str, Any]] = deque()         # ("event", Event) or ("run", body)…
         self.forgotten: list[str] = []                       # deleted Notifications' uids
 
@@ -62,9 +73,9 @@ class Inbox:
         uid = str(meta.get("uid", ""))
         with self.cond:
             old = self.subs.pop(uid, None)
-            if old is not None:
-                self.by_namespace[old.namespace] -= 1
             if event_type == "DELETED" or meta.get("deletionTimestamp"):
+                if old is not None:
+                    self._leave(old)
                 self.forgotten.append(uid)
                 self.statuses.drop(uid)
                 self.cond.notify()
@@ -72,6 +83,8 @@ class Inbox:
             try:
                 spec = NotificationSpec(**(body.get("spec") or {}))
             except ValidationError as exc:     # the CRD's schema refuses what this would
+                if old is not None:
+                    self._leave(old)
                 log.warning("%s/%s: not a Notification benchfarm reads: %s",
                             meta.get("namespace"), meta.get("name"), exc)
                 return
@@ -79,18 +92,59 @@ class Inbox:
                                  str(meta.get("creationTimestamp") or n.now_utc().isoformat()),
                                  int(meta.get("generation") or 1), spec)
             self.subs[uid] = sub
-            self.by_namespace[sub.namespace] = self.by_namespace.get(sub.namespace, 0) + 1
+            self.by_namespace.setdefault(sub.namespace, {})[uid] = sub
+            if old is None or old.generation != sub.generation:
+                self.stale.add(sub.namespace)
             conditions = list((body.get("status") or {}).get("conditions") or [])
             self.statuses.seen(uid, conditions)
             if old is None or old.generation != sub.generation or \
                     not conditions:
                 self.statuses.mark(uid)
 
+    def _leave(self, old: n.Subscription) -> None:
+        """(Under the lock) a Notification went: its namespace is judged again."""
+        mine = self.by_namespace.get(old.namespace, {})
+        mine.pop(old.uid, None)
+        self.stale.add(old.namespace)
+        if not mine:
+            self.by_namespace.pop(old.namespace, None)
+            self.verdicts.pop(old.namespace, None)
+            self.stale.discard(old.namespace)
+
     def policy_changed(self) -> None:
         """The LabPolicy changed: every Notification's Ready condition is judged again."""
         with self.cond:
+            self.stale.update(self.by_namespace)
             for uid in self.subs:
                 self.statuses.mark(uid)
+
+    # -- which are in force (any thread, under the lock) ----------------------------------------
+    def problem(self, sub: n.Subscription) -> Problem | None:
+        """Why this Notification is not in force, or None."""
+        with self.cond:
+            return self._judged(sub.namespace)[0].get(sub.uid)
+
+    def in_force(self, namespace: str) -> list[n.Subscription]:
+        """The namespace's Notifications in force (one's own namespace's cost only)."""
+        with self.cond:
+            return self._judged(namespace)[1]
+
+    def _judged(self, namespace: str) -> tuple[dict[str, Problem], list[n.Subscription]]:
+        """The namespace's verdicts, judged again when stale; a Notification whose verdict
+        changed (another one went, the policy changed) has its status written again."""
+        if namespace not in self.stale and namespace in self.verdicts:
+            return self.verdicts[namespace]
+        mine = self.by_namespace.get(namespace, {})
+        problems = self.statuses.judge(namespace, list(mine.values()))
+        before = self.verdicts.get(namespace, ({}, []))[0]
+        for uid in mine:
+            if problems.get(uid) != before.get(uid):
+                self.statuses.mark(uid)
+        verdict = (problems, [s for uid, s in mine.items() if uid not in problems])
+        self.stale.discard(namespace)
+        if mine:
+            self.verdicts[namespace] = verdict
+        return verdict
 
     def emit(self, event: Event) -> None:
         if self._wanted(event.namespace):
@@ -107,7 +161,7 @@ class Inbox:
 
     def _wanted(self, namespace: str) -> bool:
         """Has anyone subscribed in the event's namespace (a board event: the admin's)?"""
-        return bool(self.by_namespace.get(namespace or self.admin_namespace))
+        return bool(self.by_namespace.get(namespace or self.admin_namespace))   # no lock: a read
 
     def _push(self, item: tuple[str, Any]) -> None:
         with self.cond:
@@ -115,17 +169,15 @@ class Inbox:
             self.cond.notify()
 
     # -- the matching (the notifier's thread) ---------------------------------------------------
-    def rows(self, subs: list[n.Subscription], kind: str, item: Any, now: datetime
-             ) -> list[dict[str, Any]]:
-        """The outbox rows of an item of the queue: one per event, subscription in force and
-        target."""
+    def rows(self, kind: str, item: Any, now: datetime) -> list[dict[str, Any]]:
+        """The outbox rows of an item of the queue: one per event, subscription in force of the
+        event's namespace (a board's: the lab admin's) that matches it, and target."""
         rows: list[dict[str, Any]] = []
         for event in _events(kind, item):
             if not n.worth_keeping(event, now, self.settings):
                 continue
+            subs = self.in_force(event.namespace or self.admin_namespace)
             for sub in n.matches(subs, event, self.admin_namespace):
-                if self.statuses.problem(sub) is not None:
-                    continue
                 for target in sub.targets(event.kind):
                     body = n.body_of(event, sub, target)
                     rows.append({

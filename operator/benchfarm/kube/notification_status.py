@@ -1,10 +1,12 @@
 """A Notification's status, written back: whether it is in force and how its deliveries went.
 
 The notifier (`kube.notifier`) marks a Notification whose status is to be written (it was added
-or changed, the LabPolicy changed, one of its deliveries was queued or made); its thread writes
-the marked ones' statuses: the `Ready` condition (in force, or why not: `core.notify.spec_problem`,
-which the matching of events asks too), the `Delivered` condition, its latest deliveries and
-their counts from the outbox. A Notification's status is written at most every STATUS_EVERY
+or changed, the LabPolicy changed, one of its deliveries was queued or made or refused); its
+thread writes the marked ones' statuses: the `Ready` condition (in force, or why not: its
+namespace's Notifications judged together, `core.notify.judge`, which the matching of events
+asks too), the `Delivered` condition (or, when an event's deliveries were refused over the
+namespace's maxDeliveriesPerHour, `RateLimited` until one is queued again), its latest
+deliveries and their counts from the outbox. A Notification's status is written at most every STATUS_EVERY
 seconds; one whose write met an outage is marked again.
 
 Its state is the notifier's, under the notifier's one condition (`cond`): `mark`, `seen` and
@@ -14,7 +16,7 @@ Its state is the notifier's, under the notifier's one condition (`cond`): `mark`
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..api.notifications import DELIVERIES_SHOWN, NotificationReason
@@ -48,10 +50,15 @@ class Statuses:
         self.conditions: dict[str, list[dict[str, Any]]] = {}   # uid -> as last written
         self.dirty: dict[str, float] = {}                    # uid -> when its status is due
         self.written_at: dict[str, float] = {}
+        self.limited: dict[str, str] = {}                    # uid -> why an event was not sent
 
-    def problem(self, sub: n.Subscription) -> tuple[NotificationReason, str] | None:
-        return n.spec_problem(sub, self.admin_namespace, self.sender.reach(sub.namespace),
-                              self.sender.smtp is not None, self.outbox is not None)
+    def judge(self, namespace: str, subs: Sequence[n.Subscription]
+              ) -> dict[str, tuple[NotificationReason, str]]:
+        """Why each of the namespace's Notifications is not in force (`core.notify.judge`),
+        under the LabPolicy in force and the lab's SMTP server and outbox."""
+        return n.judge(subs, self.sender.policy().for_namespace(namespace), self.admin_namespace,
+                       self.sender.reach(namespace), self.sender.smtp is not None,
+                       self.outbox is not None)
 
     # -- what the notifier marks (under the condition's lock) -----------------------------------
     def mark(self, uid: str) -> None:
@@ -67,10 +74,25 @@ class Statuses:
     def drop(self, uid: str) -> None:
         """(Under the condition's lock) a deleted Notification: no status of it to write."""
         self.dirty.pop(uid, None)
+        self.limited.pop(uid, None)
+        self.written_at.pop(uid, None)
+        self.conditions.pop(uid, None)
+
+    def limit(self, uid: str, message: str | None) -> None:
+        """(Under the condition's lock) an event's deliveries were refused over the namespace's
+        maxDeliveriesPerHour (`message`), or one was queued again (None)."""
+        if message is None:
+            self.limited.pop(uid, None)
+        else:
+            self.limited[uid] = message
+        self.mark(uid)
 
     # -- the writes (the notifier's thread) -----------------------------------------------------
-    def write_due(self, subs: Mapping[str, n.Subscription]) -> None:
-        """The due statuses of the Notifications in force (`subs`, read under the lock)."""
+    def write_due(self, subs: Mapping[str, n.Subscription],
+                  problem: Callable[[n.Subscription], tuple[NotificationReason, str] | None]
+                  ) -> None:
+        """The due statuses of the Notifications (`subs`, read under the lock; `problem`: why
+        one is not in force, `kube.inbox`)."""
         now = self.clock()
         with self.cond:
             due = [uid for uid, at in self.dirty.items() if at <= now]
@@ -81,7 +103,7 @@ class Statuses:
             if sub is None:
                 continue
             try:
-                self._write(sub)
+                self._write(sub, problem(sub))
             except Outage:
                 with self.cond:
                     self.mark(uid)
@@ -89,8 +111,8 @@ class Statuses:
             with self.cond:
                 self.written_at[uid] = self.clock()
 
-    def _write(self, sub: n.Subscription) -> None:
-        problem = self.problem(sub)
+    def _write(self, sub: n.Subscription, problem: tuple[NotificationReason, str] | None
+               ) -> None:
         rows = self.outbox.recent(sub.uid, DELIVERIES_SHOWN) if self.outbox is not None else []
         counts = self.outbox.counts(sub.uid) if self.outbox is not None else {}
         conditions = self.conditions.get(sub.uid, [])
@@ -103,8 +125,11 @@ class Statuses:
                 conditions, "Ready", "True", NotificationReason.accepted,
                 f"{', '.join(sub.spec.events)} of namespace {sub.namespace} go to {targets}",
                 sub.generation)
-        conditions = set_condition(conditions, "Delivered", *n.delivered_condition(rows),
-                                   sub.generation)
+        with self.cond:
+            limited = self.limited.get(sub.uid)
+        delivered = n.delivered_condition(rows) if limited is None else \
+            ("False", NotificationReason.rate_limited, limited)
+        conditions = set_condition(conditions, "Delivered", *delivered, sub.generation)
         status = {"conditions": conditions, "deliveries": [
                       n.delivery(r).model_dump(mode="json") for r in rows],
                   "delivered": counts.get("delivered", 0), "pending": counts.get("pending", 0),

@@ -6,9 +6,11 @@ kopf feeds every Notification to `observe`; the operator's parts hand over what 
 here, `core.notify`). Those calls only append to a queue and return: the scheduler's rounds,
 kopf's handlers and the indexer never wait for the database, a receiver or a mail server.
 
-The notifier's thread matches each event to the subscriptions of its namespace and writes one
+The notifier's thread matches each event to the subscriptions of its namespace in force (the
+namespace's LabPolicy caps how many, their recipients and its deliveries an hour) and writes one
 delivery per target into the outbox (`history.outbox`, in the results database), then hands the
-due deliveries to a few delivery threads, where `kube.deliveries.Sender` makes each attempt: a
+due deliveries to a few delivery threads, one namespace at a time each and the namespaces in
+turn, where `kube.deliveries.Sender` makes each attempt within one deadline: a
 webhook's POST (`notify.webhook`, signed with the namespace's key from the Secret
 `benchfarm-notifications`), an e-mail (`notify.mail`), or a
 finished run's KCIDB document POSTed to a submission endpoint (`report.ci.kcidb`, built at
@@ -166,4 +168,4 @@ class Notifier:
         """The outbox's work (`kube.dispatch`), then the statuses due
         (`kube.notification_status`)."""
         self.dispatcher.step()
-        self.statuses.write_due(self.inbox.subs)
+        self.statuses.write_due(self.inbox.subs, self.inbox.problem)

@@ -2,7 +2,9 @@
 resolves to must be one the namespace's webhooks may reach (`core.notify.WebhookReach`), the
 connection goes to the address checked (no second lookup to rebind), TLS verifies the host's
 name, no proxy is used and no redirect is followed (a receiver that redirects is answered as a
-failure: following it would post the body where no check was made).
+failure: following it would post the body where no check was made). The attempt has one deadline
+(`notify.deadline`): a receiver slow to accept, to read or to answer, however it trickles, has
+the attempt fail when it passes.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from urllib.parse import urlsplit
 from ..core.notify import WebhookReach
 from ..core.software_policy import DEFAULT_PORTS
 from . import DeliveryFailed
+from .deadline import Deadline
 
-TIMEOUT = 10.0          # seconds to connect, and without an answer
+DEADLINE = 20.0         # seconds for the attempt: connecting, sending and the answer together
 
 
 def _addresses(host: str, port: int, reach: WebhookReach) -> list[tuple[int, int, int, Any]]:
@@ -36,40 +39,51 @@ def _addresses(host: str, port: int, reach: WebhookReach) -> list[tuple[int, int
     return out
 
 
-def _connect(host: str, port: int, reach: WebhookReach, timeout: float) -> socket.socket:
+def _connect(host: str, port: int, reach: WebhookReach, deadline: Deadline) -> socket.socket:
     error: OSError | None = None
     for family, kind, proto, address in _addresses(host, port, reach):
-        sock = socket.socket(family, kind, proto)
+        sock = deadline.socket(family, kind, proto)
         try:
-            sock.settimeout(timeout)
             sock.connect(address)
             return sock
         except OSError as exc:
             sock.close()
             error = exc
-    raise DeliveryFailed(f"no connection to {host}:{port}: {error}")
+            if deadline.passed:
+                break
+    raise DeliveryFailed(_late(host, port, deadline) if deadline.passed else
+                         f"no connection to {host}:{port}: {error}")
+
+
+def _late(host: str, port: int, deadline: Deadline) -> str:
+    return (f"{host}:{port} took longer than the attempt's deadline of {deadline.seconds:g} s "
+            "(connecting, sending and the answer together)")
 
 
 def post(url: str, payload: bytes, headers: dict[str, str], reach: WebhookReach,
-         timeout: float = TIMEOUT) -> int:
-    """POST the payload; returns the receiver's 2xx status, else raises DeliveryFailed."""
+         seconds: float = DEADLINE) -> int:
+    """POST the payload within `seconds` in all; returns the receiver's 2xx status, else
+    raises DeliveryFailed."""
+    deadline = Deadline(seconds)
     problem = reach.url_problem(url)
     if problem:
         raise DeliveryFailed(f"the LabPolicy does not let webhooks post there: {problem}")
     parts = urlsplit(url)
     scheme, host = parts.scheme.lower(), parts.hostname or ""
     port = parts.port or DEFAULT_PORTS[scheme]
-    sock = _connect(host, port, reach, timeout)
+    sock = _connect(host, port, reach, deadline)
     conn: http.client.HTTPConnection
     if scheme == "https":
         try:
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+            sock = deadline.tls(ssl.create_default_context()).wrap_socket(
+                sock, server_hostname=host)
         except (OSError, ssl.SSLError) as exc:
             sock.close()
-            raise DeliveryFailed(f"TLS with {host}:{port} failed: {exc}") from exc
-        conn = http.client.HTTPSConnection(host, port, timeout=timeout)
+            raise DeliveryFailed(_late(host, port, deadline) if deadline.passed else
+                                 f"TLS with {host}:{port} failed: {exc}") from exc
+        conn = http.client.HTTPSConnection(host, port)
     else:
-        conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        conn = http.client.HTTPConnection(host, port)
     conn.sock = sock
     path = parts.path or "/"
     if parts.query:
@@ -80,7 +94,8 @@ def post(url: str, payload: bytes, headers: dict[str, str], reach: WebhookReach,
         resp = conn.getresponse()
         resp.read(65536)
     except (OSError, http.client.HTTPException) as exc:
-        raise DeliveryFailed(f"POST to {host}:{port} failed: {exc}") from exc
+        raise DeliveryFailed(_late(host, port, deadline) if deadline.passed else
+                             f"POST to {host}:{port} failed: {exc}") from exc
     finally:
         conn.close()
     if not 200 <= resp.status < 300:
