@@ -41,7 +41,9 @@ Parse = Callable[[str, str, dict[str, str] | None], list[Metric]]
 WALL_FACTOR = 4.0        # the wall-clock bound: this many times the CPU budget, plus WALL_SLACK
 WALL_SLACK = 30.0        # seconds: a forkserver's first start, a host busy with other sessions
 POLL_SECONDS = 0.5       # how often the wait looks at `stopped`
-_PRELOAD = ["benchfarm.suites.registry"]
+# what the forkserver imports once, so that each parse's child has it: this module (`_child`) and
+# the parsers, and the session's main module (a child of a forkserver runs it as `__mp_main__`)
+_PRELOAD = ["benchfarm.session.parsing", "benchfarm.cli"]
 
 
 def _context() -> Any:
