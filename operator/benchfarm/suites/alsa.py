@@ -6,14 +6,12 @@ arecord/aplay prints) and the tables' own layout `"<Hz>","<bits/s>","<cpu %>"`.
 
 from __future__ import annotations
 
-import re
-
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, lines_of, number
 
 SUITE = "alsa"
-_KV = re.compile(r"rate=(\d+)\s+bytes=(\d+)\s+seconds=([\d.]+)(?:\s+cpu=([\d.]+))?")
-_CSV = re.compile(r'^"?(\d+)"?\s*,\s*"?([\d.]+)"?\s*,\s*"?([\d.]+)"?\s*$')
+_KV = Pattern(r"rate=(\d+)\s+bytes=(\d+)\s+seconds=([\d.]+)(?:\s+cpu=([\d.]+))?", "rate=")
+_CSV = Pattern(r'^"?(\d+)"?\s*,\s*"?([\d.]+)"?\s*,\s*"?([\d.]+)"?\s*$', ",")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re2
 
 from ..errors import ParseError
-from .base import Metric, lines_of, number, slug, table_problem
+from .base import Metric, Pattern, count_parameter, lines_of, number, slug, table_problem
 
 SUITE = "console-timing"
 DEFAULT_PATTERN = r"^\s*(?P<name>[A-Za-z][A-Za-z0-9]*_\w+)\s+(?P<cycles>\d+)\b"
@@ -40,7 +40,7 @@ def check(params: dict[str, str]) -> str | None:
     if problem := table_problem(params):
         return problem
     accesses = params.get("accesses", "1")
-    if not accesses.isdigit() or int(accesses) < 1:
+    if count_parameter(accesses) is None:
         return f"accesses {accesses!r} is not a positive number of reads"
     core = params.get("core")
     if core is not None and ("table" not in params or not _CORE.match(core)):
@@ -59,8 +59,9 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     problem = check(params)
     if problem:
         raise ParseError(SUITE, problem)
-    rx = re2.compile(params.get("pattern", DEFAULT_PATTERN))
-    table, accesses = params.get("table"), int(params.get("accesses", "1"))
+    # the default names a kernel call NAME_call: a line without '_' is not handed to RE2
+    rx = Pattern(params["pattern"]) if "pattern" in params else Pattern(DEFAULT_PATTERN, "_")
+    table, accesses = params.get("table"), count_parameter(params.get("accesses", "1")) or 1
     out: list[Metric] = []
     for i, line in enumerate(lines_of(text), 1):
         if m := rx.search(line):

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import re
-
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, lines_of, number
 
 SUITE = "coremark"
+_RATE = Pattern(r"^Iterations/Sec\s*:\s*([\d.]+)", "Iterations/Sec")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     value, validated = None, False
     for i, line in enumerate(lines_of(text), 1):
-        if m := re.match(r"^Iterations/Sec\s*:\s*([\d.]+)", line.strip()):
+        if m := _RATE.match(line.strip()):
             value = number(m.group(1), SUITE, i)
         if "Correct operation validated" in line:
             validated = True

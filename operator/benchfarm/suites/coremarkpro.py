@@ -6,13 +6,11 @@ multi-core figures carry a `-multicore` suffix.
 
 from __future__ import annotations
 
-import re
-
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, lines_of, number
 
 SUITE = "coremark-pro"
-_ROW = re.compile(r"^([A-Za-z][\w.-]*)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+_ROW = Pattern(r"^([A-Za-z][\w.-]*)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:

@@ -7,16 +7,14 @@ line of each thread is its final result.
 
 from __future__ import annotations
 
-import re
-
 from ..errors import ParseError
-from .base import Metric, json_object, lines_of
+from .base import Metric, Pattern, integer, json_object, lines_of
 
 SUITE = "cyclictest"
-_THREAD = re.compile(r"^T:\s*(\d+)\s+\(\s*\d+\)\s+P:\s*\d+\s+I:\s*\d+\s+C:\s*(\d+)\s+"
-                     r"Min:\s*(\d+)\s+Act:\s*(\d+)\s+Avg:\s*(\d+)\s+Max:\s*(\d+)")
-_HIST_SUMMARY = re.compile(r"^#\s*(Min|Avg|Max) Latencies:\s*([\d\s]+)$")
-_HIST_ROW = re.compile(r"^(\d{6})\s+([\d\s]+)$")
+_THREAD = Pattern(r"^T:\s*(\d+)\s+\(\s*\d+\)\s+P:\s*\d+\s+I:\s*\d+\s+C:\s*(\d+)\s+"
+                     r"Min:\s*(\d+)\s+Act:\s*(\d+)\s+Avg:\s*(\d+)\s+Max:\s*(\d+)", "Max:")
+_HIST_SUMMARY = Pattern(r"^#\s*(Min|Avg|Max) Latencies:\s*([\d\s]+)$", "Latencies:")
+_HIST_ROW = Pattern(r"^(\d{6})\s+([\d\s]+)$", " ", "\t")
 Threads = dict[int, tuple[float, float, float]]  # thread -> (min, avg, max) in us
 Histogram = dict[int, list[int]]                 # bucket (us) -> samples per thread
 
@@ -35,12 +33,12 @@ def _from_text(text: str) -> tuple[Threads, Histogram]:
     for line in lines_of(text):
         line = line.strip()
         if m := _THREAD.search(line):
-            t, _count, lo, _act, avg, hi = (int(g) for g in m.groups())
+            t, _count, lo, _act, avg, hi = (integer(g, SUITE) for g in m.groups())
             threads[t] = (lo, avg, hi)
         elif m := _HIST_SUMMARY.match(line):
-            hist_summary[m.group(1)] = [int(x) for x in m.group(2).split()]
+            hist_summary[m.group(1)] = [integer(x, SUITE) for x in m.group(2).split()]
         elif m := _HIST_ROW.match(line):
-            histogram[int(m.group(1))] = [int(x) for x in m.group(2).split()]
+            histogram[int(m.group(1))] = [integer(x, SUITE) for x in m.group(2).split()]
     if not threads and "Max" in hist_summary:
         for t, (lo, avg, hi) in enumerate(zip(hist_summary.get("Min", []),
                                                hist_summary.get("Avg", []), hist_summary["Max"],
@@ -66,7 +64,7 @@ def _from_json(text: str) -> tuple[Threads, Histogram]:
             threads[int(key)] = (lo, avg, hi)
             for bucket, count in result.get("histogram", {}).items():
                 histogram.setdefault(int(bucket), []).append(int(count))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise ParseError(SUITE, f"thread {key!r}: expected numbers min, avg, max and a histogram "
                                     f"of integer buckets, found {str(result)[:120]}") from exc
     return threads, histogram

@@ -9,26 +9,27 @@ out"); direction is `write` unless the plan says `read`.
 
 from __future__ import annotations
 
-import re
+import re2
 
 from ..errors import ParseError
-from .base import Metric, lines_of, number, table_problem
+from .base import Metric, Pattern, integer, lines_of, number, table_problem
 
 SUITE = "dd"
 _SCALE = {"B/s": 1e-6, "kB/s": 1e-3, "KB/s": 1e-3, "MB/s": 1.0, "GB/s": 1e3,
           "KiB/s": 1.024e-3, "MiB/s": 1.048576, "GiB/s": 1073.741824}
-_GNU = re.compile(r"copied,\s*([\d.]+)\s*s,\s*([\d.]+)\s*([kKMG]?i?B/s)")
-_BUSYBOX = re.compile(r"\(([\d.]+)([kKMG]?i?B)\) copied,\s*([\d.]+)\s*seconds,\s*([\d.]+)([kKMG]?i?B/s)")
-_RECORDS = re.compile(r"^(\d+)\+(\d+) records out$")
-_BYTES = re.compile(r"^(\d+) bytes\b")
-_TIME = re.compile(r"^(real|user|sys)\s+(?:(\d+)m)?([\d.]+)s?$")   # time -p, or bash's 0m0.75s
+_GNU = Pattern(r"copied,\s*([\d.]+)\s*s,\s*([\d.]+)\s*([kKMG]?i?B/s)", "copied,")
+_BUSYBOX = Pattern(r"\(([\d.]+)([kKMG]?i?B)\) copied,\s*([\d.]+)\s*seconds,\s*([\d.]+)([kKMG]?i?B/s)", "copied,")
+_RECORDS = Pattern(r"^(\d+)\+(\d+) records out$", "records out")
+_BYTES = Pattern(r"^(\d+) bytes\b", " bytes")
+_BS = re2.compile(r"^\d+[kmg]?$")
+_TIME = Pattern(r"^(real|user|sys)\s+(?:(\d+)m)?([\d.]+)s?$", "real", "user", "sys")   # time -p, or bash's 0m0.75s
 
 
 def check(params: dict[str, str]) -> str | None:
     """What is wrong with the parameters, checked at admission too; None when they are fine."""
     if params.get("direction", "write") not in ("write", "read"):
         return f"direction is {params['direction']!r}; write or read"
-    if not re.fullmatch(r"\d+[kmg]?", params.get("bs", "0")):
+    if not _BS.match(params.get("bs", "0")):
         return f"bs is {params['bs']!r}; bytes, or a number with k, m or g (4k, 1m)"
     return table_problem(params)
 
@@ -62,8 +63,9 @@ def _rate(lines: list[str]) -> float:
 def _block_size(lines: list[str]) -> str:
     records = [m for line in lines if (m := _RECORDS.match(line.strip()))]
     copied = [m for line in lines if (m := _BYTES.match(line.strip()))]
-    if records and copied and records[-1].group(2) == "0" and int(records[-1].group(1)):
-        return str(int(copied[-1].group(1)) // int(records[-1].group(1)))
+    if records and copied and records[-1].group(2) == "0" and \
+            (whole := integer(records[-1].group(1), SUITE)):
+        return str(integer(copied[-1].group(1), SUITE) // whole)
     raise ParseError(SUITE, "cannot tell the buffer size from whole records and bytes copied; "
                             "give it as parameters.bs")
 
@@ -73,7 +75,7 @@ def _cpu_load(lines: list[str]) -> float | None:
     seconds = {}
     for line in lines:
         if m := _TIME.match(line.strip()):
-            seconds[m.group(1)] = 60 * int(m.group(2) or 0) + float(m.group(3))
+            seconds[m.group(1)] = 60 * integer(m.group(2) or "0", SUITE) + number(m.group(3), SUITE)
     if len(seconds) < 3 or not seconds["real"]:
         return None
     return round(100 * (seconds["user"] + seconds["sys"]) / seconds["real"], 2)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, lines_of, number
 
 SUITE = "dhrystone"
 VAX_DHRYSTONES_PER_SECOND = 1757.0
+_RATE = Pattern(r"Dhrystones per Second:\s*([\d.]+)", "Dhrystones per Second:")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
@@ -17,7 +16,7 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     for i, line in enumerate(lines_of(text), 1):
         if "Measured time too small" in line:
             raise ParseError(SUITE, "measured time too small; increase the number of runs", line=i)
-        if m := re.search(r"Dhrystones per Second:\s*([\d.]+)", line):
+        if m := _RATE.search(line):
             per_second = number(m.group(1), SUITE, i)
     if per_second is None:
         raise ParseError(SUITE, "no 'Dhrystones per Second:' line")

@@ -20,18 +20,18 @@ A thread that reports failures or a non-zero result makes the step a suite failu
 
 from __future__ import annotations
 
-import re
+import re2
 
 from ..errors import ParseError
-from .base import Metric, lines_of, number, table_problem
+from .base import Metric, Pattern, count_parameter, integer, lines_of, number, table_problem
 
 SUITE = "dmatest"
 DEFAULT_TABLE = "ddr-to-ddr-block-copy"
-_SIZE = re.compile(r"test_buf_size\s*[:=]\s*(\d+)\s*$")
-_SUMMARY = re.compile(
+_SIZE = Pattern(r"test_buf_size\s*[:=]\s*(\d+)\s*$", "test_buf_size")
+_SUMMARY = Pattern(
     r"dmatest: (?P<thread>\S+): summary (?P<tests>\d+) tests?, (?P<failures>\d+) failures? "
-    r"(?P<iops>[\d.]+) iops (?P<kbs>\d+) KB/s \((?P<ret>-?\d+)\)")
-_CLASS = re.compile(r"^[a-z][a-z0-9]*$")
+    r"(?P<iops>[\d.]+) iops (?P<kbs>\d+) KB/s \((?P<ret>-?\d+)\)", "dmatest: ")
+_CLASS = re2.compile(r"^[a-z][a-z0-9]*$")
 
 
 def check(params: dict[str, str]) -> str | None:
@@ -42,7 +42,7 @@ def check(params: dict[str, str]) -> str | None:
     if not _CLASS.match(cls):
         return f"channelClass {cls!r} is not a channel class's short name (e.g. nc, hc, uhc)"
     size = params.get("bufferSize", "1")
-    if not size.isdigit() or int(size) < 1:
+    if count_parameter(size) is None:
         return f"bufferSize {size!r} is not a number of bytes"
     return None
 
@@ -51,16 +51,16 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     params = params or {}
     if problem := check(params):
         raise ParseError(SUITE, problem)
-    size: int | None = int(params["bufferSize"]) if "bufferSize" in params else None
+    size = count_parameter(params["bufferSize"]) if "bufferSize" in params else None
     by_size: dict[int, list[tuple[float, float]]] = {}     # bytes -> (KiB/s, iops) per thread
     for i, line in enumerate(lines_of(text), 1):
         if m := _SIZE.search(line):
-            size = int(m.group(1))
+            size = integer(m.group(1), SUITE, i)
             continue
         m = _SUMMARY.search(line)
         if not m:
             continue
-        if int(m.group("failures")) or int(m.group("ret")):
+        if integer(m.group("failures"), SUITE, i) or integer(m.group("ret"), SUITE, i):
             raise ParseError(SUITE, f"{m.group('thread')}: {m.group('failures')} of "
                              f"{m.group('tests')} copies failed (result {m.group('ret')})", line=i)
         if size is None:

@@ -7,6 +7,8 @@ only for a job that did one direction."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import ParseError
 from .base import Metric, json_object
 
@@ -15,6 +17,14 @@ SUITE = "fio"
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     data = json_object(text, SUITE, "run fio with --output-format=json")
+    try:
+        return _metrics(data)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise ParseError(SUITE, f"JSON of another shape than fio's ({type(exc).__name__}: "
+                                f"{str(exc)[:120]})") from exc
+
+
+def _metrics(data: dict[str, Any]) -> list[Metric]:
     out: list[Metric] = []
     for job in data.get("jobs", []):
         name = job.get("jobname", "job")

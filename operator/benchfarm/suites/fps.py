@@ -7,16 +7,14 @@ glmark2 prints `[scene] options: FPS: N FrameTime: T ms` and `glmark2 Score: N`.
 
 from __future__ import annotations
 
-import re
-
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, lines_of, number
 
 SUITE = "fps"
-_GLMARK_SCENE = re.compile(r"^\[(\w+)\]\s*(.*?):\s*FPS:\s*([\d.]+)\s+FrameTime:\s*([\d.]+)\s*ms")
-_GLMARK_SCORE = re.compile(r"glmark2 Score:\s*(\d+)")
-_GENERIC = re.compile(r"^(?P<scene>[A-Za-z][\w .:/-]*?)\s*[:=]?\s*(?P<fps>[\d.]+)\s*(?:fps|FPS)\b")
-_FPS_FIRST = re.compile(r"\b(?:fps|FPS)\s*[:=]\s*(?P<fps>[\d.]+)")
+_GLMARK_SCENE = Pattern(r"^\[(\w+)\]\s*(.*?):\s*FPS:\s*([\d.]+)\s+FrameTime:\s*([\d.]+)\s*ms", "FPS:")
+_GLMARK_SCORE = Pattern(r"glmark2 Score:\s*(\d+)", "glmark2 Score:")
+_GENERIC = Pattern(r"^(?P<scene>[A-Za-z][\w .:/-]*?)\s*[:=]?\s*(?P<fps>[\d.]+)\s*(?:fps|FPS)\b", "fps", "FPS")
+_FPS_FIRST = Pattern(r"\b(?:fps|FPS)\s*[:=]\s*(?P<fps>[\d.]+)", "fps", "FPS")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import re
-
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, lines_of, number
 
 SUITE = "hackbench"
+_TIME = Pattern(r"^\s*Time:\s*(\S+)", "Time:")
+_MODE = Pattern(r"^Running in (\w+) mode with (\d+) groups", "Running in ")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     times = []
     mode = None
     for i, line in enumerate(lines_of(text), 1):
-        if m := re.match(r"^\s*Time:\s*(\S+)", line):
+        if m := _TIME.match(line):
             times.append(number(m.group(1), SUITE, i))
-        elif m := re.match(r"^Running in (\w+) mode with (\d+) groups", line):
+        elif m := _MODE.match(line):
             mode = f"{m.group(1)}-g{m.group(2)}"
     if not times:
         raise ParseError(SUITE, "no 'Time:' line")

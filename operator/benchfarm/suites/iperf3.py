@@ -9,25 +9,24 @@ lines, which come last). The UDP figures are the receiver's: JSON end.sum, the t
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ..errors import ParseError
-from .base import Metric, json_object, lines_of, number
+from .base import Metric, Pattern, integer, json_object, lines_of, number
 
 SUITE = "iperf3"
-_SUMMARY = re.compile(
+_SUMMARY = Pattern(
     r"^\[\s*(?:\d+|SUM)\]\s+[\d.]+-[\d.]+\s+sec\s+[\d.]+\s+[KMGT]?Bytes\s+([\d.]+)\s+([KMGT]?)bits/sec"
     r"(?:\s+(\d+))?"                                      # TCP sender: Retr
     r"(?:\s+([\d.]+)\s+ms\s+(\d+)/(\d+)\s+\([^)]*\))?"    # UDP: jitter, lost/total datagrams
-    r"\s+(sender|receiver)$")
+    r"\s+(sender|receiver)$", "bits/sec")
 _TO_MBIT = {"": 1e-6, "K": 1e-3, "M": 1.0, "G": 1e3, "T": 1e6}
-_ERROR = re.compile(r"^iperf3: error - (.+)$")
+_ERROR = Pattern(r"^iperf3: error - (.+)$", "iperf3: error - ")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     """Text output if it has the final sender/receiver lines, else the -J JSON."""
-    summary: dict[str, tuple[int, re.Match[str]]] = {}
+    summary: dict[str, tuple[int, Any]] = {}
     for i, line in enumerate(lines_of(text), 1):
         if m := _SUMMARY.match(line.strip()):
             summary[m.group(7)] = (i, m)
@@ -36,7 +35,7 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     return _from_text(summary) if summary else _from_json(text)
 
 
-def _from_text(summary: dict[str, tuple[int, re.Match[str]]]) -> list[Metric]:
+def _from_text(summary: dict[str, tuple[int, Any]]) -> list[Metric]:
     out: list[Metric] = []
     for role, name in (("sender", "iperf3-sent"), ("receiver", "iperf3-received")):
         if role not in summary:
@@ -45,9 +44,11 @@ def _from_text(summary: dict[str, tuple[int, re.Match[str]]]) -> list[Metric]:
         out.append(Metric(name, round(number(m.group(1), SUITE, i) * _TO_MBIT[m.group(2)], 2),
                           "Mbit/s"))
         if role == "sender" and m.group(3) is not None:
-            out.append(Metric("iperf3-retransmits", int(m.group(3)), "", False))
+            out.append(Metric("iperf3-retransmits", integer(m.group(3), SUITE, i), "", False))
     if "receiver" in summary and (m := summary["receiver"][1]).group(4) is not None:
-        out += _udp(float(m.group(4)), int(m.group(5)), int(m.group(6)))
+        i = summary["receiver"][0]
+        out += _udp(number(m.group(4), SUITE, i), integer(m.group(5), SUITE, i),
+                    integer(m.group(6), SUITE, i))
     return out
 
 
@@ -78,7 +79,7 @@ def _from_json(text: str) -> list[Metric]:
                 out.append(Metric(f"iperf3-{side}-cpu-util", round(cpu[key], 2), "%", False))
     except KeyError as exc:
         raise ParseError(SUITE, f"JSON end section lacks {exc}") from exc
-    except (TypeError, ValueError, AttributeError) as exc:
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise ParseError(SUITE, f"JSON end section of another shape ({exc})") from exc
     if not out:
         raise ParseError(SUITE, "JSON has no end.sum_sent / sum_received")

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, lines_of, number
 
 SUITE = "linpack"
-_ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+[\d.]+%\s+[\d.]+%\s+[\d.]+%\s+([\d.]+)\s*$")
+_ROW = Pattern(r"^\s*(\d+)\s+([\d.]+)\s+[\d.]+%\s+[\d.]+%\s+[\d.]+%\s+([\d.]+)\s*$", "%")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:

@@ -7,56 +7,77 @@ lat_mem_rd's stride comes from its own `"stride=` header.
 
 from __future__ import annotations
 
-import re
+import re2
 
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, lines_of, number
 
 SUITE = "lmbench"
-_ONE_LINERS = [
-    (re.compile(r"^Simple syscall:\s*([\d.]+) microseconds"), "lat_syscall-null", "us"),
-    (re.compile(r"^Simple read:\s*([\d.]+) microseconds"), "lat_syscall-read", "us"),
-    (re.compile(r"^Simple write:\s*([\d.]+) microseconds"), "lat_syscall-write", "us"),
-    (re.compile(r"^Simple stat:\s*([\d.]+) microseconds"), "lat_syscall-stat", "us"),
-    (re.compile(r"^Simple fstat:\s*([\d.]+) microseconds"), "lat_syscall-fstat", "us"),
-    (re.compile(r"^Simple open/close:\s*([\d.]+) microseconds"), "lat_syscall-open", "us"),
-    (re.compile(r"^Pipe latency:\s*([\d.]+) microseconds"), "lat_pipe", "us"),
-    (re.compile(r"^AF_UNIX sock stream latency:\s*([\d.]+) microseconds"), "lat_unix", "us"),
-    (re.compile(r"^Process fork\+exit:\s*([\d.]+) microseconds"), "lat_proc-fork", "us"),
-    (re.compile(r"^Process fork\+execve:\s*([\d.]+) microseconds"), "lat_proc-exec", "us"),
-    (re.compile(r"^Process fork\+/bin/sh -c:\s*([\d.]+) microseconds"), "lat_proc-shell", "us"),
-    (re.compile(r"^Procedure call:\s*([\d.]+) microseconds"), "lat_proc-proccall", "us"),
-    (re.compile(r"^Signal handler installation:\s*([\d.]+) microseconds"), "lat_sig-install", "us"),
-    (re.compile(r"^Signal handler overhead:\s*([\d.]+) microseconds"), "lat_sig-catch", "us"),
-    (re.compile(r"^Protection fault:\s*([\d.]+) microseconds"), "lat_sig-prot", "us"),
-    (re.compile(r"^Pagefaults on \S+:\s*([\d.]+) microseconds"), "lat_pagefault", "us"),
-    (re.compile(r"^Select on \d+ \S+ fd's:\s*([\d.]+) microseconds"), "lat_select", "us"),
-    (re.compile(r"^Semaphore latency:\s*([\d.]+) microseconds"), "lat_sem", "us"),
-    (re.compile(r"^TCP latency using \S+:\s*([\d.]+) microseconds"), "lat_tcp", "us"),
-    (re.compile(r"^TCP/IP connection cost to \S+:\s*([\d.]+) microseconds"), "lat_connect", "us"),
-    (re.compile(r"^Pipe bandwidth:\s*([\d.]+) MB/sec"), "bw_pipe", "MB/s"),
-    (re.compile(r"^AF_UNIX sock stream bandwidth:\s*([\d.]+) MB/sec"), "bw_unix", "MB/s"),
+# (what the line starts with, as a pattern; the metric; its unit): `<what>: <figure> microseconds`
+# or, for bandwidths, `MB/sec`
+_ONE_LINER_LABELS = [
+    (r"Simple syscall", "lat_syscall-null", "us"),
+    (r"Simple read", "lat_syscall-read", "us"),
+    (r"Simple write", "lat_syscall-write", "us"),
+    (r"Simple stat", "lat_syscall-stat", "us"),
+    (r"Simple fstat", "lat_syscall-fstat", "us"),
+    (r"Simple open/close", "lat_syscall-open", "us"),
+    (r"Pipe latency", "lat_pipe", "us"),
+    (r"AF_UNIX sock stream latency", "lat_unix", "us"),
+    (r"Process fork\+exit", "lat_proc-fork", "us"),
+    (r"Process fork\+execve", "lat_proc-exec", "us"),
+    (r"Process fork\+/bin/sh -c", "lat_proc-shell", "us"),
+    (r"Procedure call", "lat_proc-proccall", "us"),
+    (r"Signal handler installation", "lat_sig-install", "us"),
+    (r"Signal handler overhead", "lat_sig-catch", "us"),
+    (r"Protection fault", "lat_sig-prot", "us"),
+    (r"Pagefaults on \S+", "lat_pagefault", "us"),
+    (r"Select on \d+ \S+ fd's", "lat_select", "us"),
+    (r"Semaphore latency", "lat_sem", "us"),
+    (r"TCP latency using \S+", "lat_tcp", "us"),
+    (r"TCP/IP connection cost to \S+", "lat_connect", "us"),
+    (r"Pipe bandwidth", "bw_pipe", "MB/s"),
+    (r"AF_UNIX sock stream bandwidth", "bw_unix", "MB/s"),
 ]
-_LAT_OPS = re.compile(r"^(int64|int|float|double|uint64)\s+(add|mul|div|mod|bit):\s*([\d.]+) nanoseconds")
+_ONE_LINERS = [
+    # a line without the label's literal start (up to its first escape) is not handed to RE2
+    (Pattern(rf"^{label}:\s*([\d.]+) {'MB/sec' if unit == 'MB/s' else 'microseconds'}",
+             label.split("\\")[0]), name, unit)
+    for label, name, unit in _ONE_LINER_LABELS]
+_CTX_SIZE = Pattern(r'^"size=(\d+)k\s+ovr=', '"size=')
+_BARE = Pattern(r"^([\d.]+)\s+([\d.]+)$", " ", "\t")
+_TOKEN = re2.compile(r"-?\d+(?:\.\d+)?")
+_WORD = re2.compile(r"[a-zA-Z#]{3,}")
+_LAT_OPS = Pattern(r"^(int64|int|float|double|uint64)\s+(add|mul|div|mod|bit):\s*([\d.]+) nanoseconds", " nanoseconds")
 
 
 def _size_label(mb: float) -> str:
     """TI's names: the size in MB times 1000, truncated ('sz62k' is 0.0625 MB)."""
     kb = mb * 1000
+    if not abs(kb) < 1e18:
+        raise ParseError(SUITE, f"lat_mem_rd: an array of {mb:g} MB is no size")
     return f"{int(kb)}k" if kb >= 1 else f"{int(round(mb * 1e6))}"
 
 
 def _lat_mem_rd(text: str) -> list[Metric]:
     """Pairs after '"stride=N', whether one per line or flattened onto one line (as in a PDF)."""
     after = text[text.index('"stride=') + len('"stride='):]
-    tokens = re.findall(r"-?\d+(?:\.\d+)?", re.split(r"[a-zA-Z#]{3,}", after, maxsplit=1)[0])
+    tokens = _TOKEN.findall(_WORD.split(after, maxsplit=1)[0])
     if len(tokens) < 3:
         raise ParseError(SUITE, "lat_mem_rd: no size/latency pairs after 'stride='")
     stride, values = tokens[0], tokens[1:]
     if len(values) % 2:
         values = values[:-1]
-    return [Metric(f"lat_mem_rd-stride{stride}-sz{_size_label(float(mb))}", float(ns), "ns", False,
-                   {"size_mb": mb}) for mb, ns in zip(values[::2], values[1::2], strict=False)]
+    return [Metric(f"lat_mem_rd-stride{stride}-sz{_size_label(number(mb, SUITE))}",
+                   number(ns, SUITE), "ns", False, {"size_mb": mb})
+            for mb, ns in zip(values[::2], values[1::2], strict=False)]
+
+
+def _one_liner(line: str, i: int) -> Metric | None:
+    for rx, name, unit in _ONE_LINERS:
+        if m := rx.match(line):
+            return Metric(name, number(m.group(1), SUITE, i), unit, unit == "MB/s")
+    return None
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
@@ -71,22 +92,17 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
         line = raw.strip()
         if not line:
             continue
-        if m := re.match(r'^"size=(\d+)k\s+ovr=', line):
+        if m := _CTX_SIZE.match(line):
             ctx_size = m.group(1)
             continue
-        matched = False
-        for rx, name, unit in _ONE_LINERS:
-            if m := rx.match(line):
-                out.append(Metric(name, number(m.group(1), SUITE, i), unit, unit == "MB/s"))
-                matched = True
-                break
-        if matched:
+        if ("microseconds" in line or "MB/sec" in line) and (one := _one_liner(line, i)):
+            out.append(one)
             continue
         if m := _LAT_OPS.match(line):
             out.append(Metric(f"lat_ops-{m.group(1)}-{m.group(2)}", number(m.group(3), SUITE, i),
                               "ns", False))
             continue
-        if m := re.match(r"^([\d.]+)\s+([\d.]+)$", line):
+        if m := _BARE.match(line):
             bare.append((number(m.group(1), SUITE, i), number(m.group(2), SUITE, i)))
             continue
     tool = params.get("tool")

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, lines_of, number
 
 SUITE = "mbw"
-_AVG = re.compile(r"^AVG\s+Method:\s*(\S+)\s+Elapsed:\s*\S+\s+MiB:\s*\S+\s+Copy:\s*(\S+)\s*MiB/s")
+_AVG = Pattern(r"^AVG\s+Method:\s*(\S+)\s+Elapsed:\s*\S+\s+MiB:\s*\S+\s+Copy:\s*(\S+)\s*MiB/s", "AVG")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:

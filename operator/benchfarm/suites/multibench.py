@@ -6,14 +6,12 @@ Reads the harness's result lines `-- <workload> ... <N> workloads/s` or the summ
 
 from __future__ import annotations
 
-import re
-
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, lines_of, number
 
 SUITE = "multibench"
-_MITH = re.compile(r"^--\s*(?P<name>[\w.+-]+).*?(?P<value>[\d.]+)\s*workloads/s", re.I)
-_ROW = re.compile(r"^(?P<name>\d+[mM]-[\w.+-]+|[a-z][\w.+-]*-[\w.+-]+)\s+(?P<value>[\d.]+)\s*$")
+_MITH = Pattern(r"(?i)^--\s*(?P<name>[\w.+-]+).*?(?P<value>[\d.]+)\s*workloads/s", "--")
+_ROW = Pattern(r"^(?P<name>\d+[mM]-[\w.+-]+|[a-z][\w.+-]*-[\w.+-]+)\s+(?P<value>[\d.]+)\s*$", "-")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:

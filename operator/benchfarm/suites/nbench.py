@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, lines_of, number
 
 SUITE = "nbench"
-_ROW = re.compile(r"^([A-Z][A-Z -]+?)\s*:\s*([\d.e+]+)\s*:\s*[\d.]+\s*:\s*[\d.]+\s*$")
-_INDEX = re.compile(r"^(MEMORY|INTEGER|FLOATING-POINT) INDEX\s*:\s*([\d.]+)")
+_ROW = Pattern(r"^([A-Z][A-Z -]+?)\s*:\s*([\d.e+]+)\s*:\s*[\d.]+\s*:\s*[\d.]+\s*$", ":")
+_INDEX = Pattern(r"^(MEMORY|INTEGER|FLOATING-POINT) INDEX\s*:\s*([\d.]+)", " INDEX")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:

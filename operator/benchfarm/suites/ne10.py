@@ -19,21 +19,19 @@ test_fft_c2c_1d_float32_performance). Rows of other functions' tests are not FFT
 
 from __future__ import annotations
 
-import re
-
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, count_parameter, integer, lines_of, number
 
 SUITE = "ne10"
 TEST_COUNT = 10_000_000
-_START = re.compile(r"^-{10}\s*test_(?P<function>\w+?)_performance start\s*$")
-_ROW = re.compile(r"^\s*(?P<length>\d+)\s+(?P<c>\d+)\s+(?P<neon>\d+)\s+-?[\d.]+%\s+[\d.]+:1\s*$")
+_START = Pattern(r"^-{10}\s*test_(?P<function>\w+?)_performance start\s*$", "_performance start")
+_ROW = Pattern(r"^\s*(?P<length>\d+)\s+(?P<c>\d+)\s+(?P<neon>\d+)\s+-?[\d.]+%\s+[\d.]+:1\s*$", ":1")
 
 
 def check(params: dict[str, str]) -> str | None:
     """What is wrong with the parameters, checked at admission too; None when they are fine."""
     count = params.get("testCount", str(TEST_COUNT))
-    if not count.isdigit() or int(count) < 1:
+    if count_parameter(count) is None:
         return f"testCount {count!r} is not a positive number of transforms"
     return None
 
@@ -42,7 +40,7 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     params = params or {}
     if problem := check(params):
         raise ParseError(SUITE, problem)
-    count = int(params.get("testCount", TEST_COUNT))
+    count = count_parameter(params.get("testCount", str(TEST_COUNT))) or TEST_COUNT
     function: str | None = None
     seen: set[tuple[str, int]] = set()
     out: list[Metric] = []
@@ -53,7 +51,7 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
         m = _ROW.match(line)
         if not m or function is None or "fft" not in function:
             continue
-        length = int(m.group("length"))
+        length = integer(m.group("length"), SUITE, i)
         direction = "inverse" if (function, length) in seen else "forward"
         seen.add((function, length))
         loops = count // length

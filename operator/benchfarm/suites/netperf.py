@@ -9,13 +9,14 @@ keyed by: the datagram plus 46 bytes of UDP, IP and Ethernet headers and FCS (14
 
 from __future__ import annotations
 
-import re
+import re2
 
 from ..errors import ParseError
-from .base import Metric, lines_of, number, table_problem
+from .base import Metric, Pattern, lines_of, number, table_problem
 
 SUITE = "netperf"
-_KV = re.compile(r"^([A-Z][A-Z0-9_]+)=(.*)$")
+_KV = Pattern(r"^([A-Z][A-Z0-9_]+)=(.*)$", "=")
+_FIGURE = re2.compile(r"^-?[\d.]+$")
 _LOWER_BETTER = ("LATENCY", "RT_LATENCY", "P50", "P90", "P99", "STDDEV", "UTIL")
 _UDP_FRAME_OVERHEAD = 8 + 20 + 14 + 4   # UDP, IPv4 and Ethernet headers, frame check sequence
 
@@ -44,7 +45,7 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     out = [Metric(f"{prefix}-throughput", number(kv["THROUGHPUT"][1], SUITE, kv["THROUGHPUT"][0]),
                   {"10^6bits/s": "Mbit/s", "10^9bits/s": "Gbit/s"}.get(unit, unit))]
     for key, (lineno, value) in kv.items():
-        if key in ("THROUGHPUT", "THROUGHPUT_UNITS") or not re.match(r"^-?[\d.]+$", value):
+        if key in ("THROUGHPUT", "THROUGHPUT_UNITS") or not _FIGURE.match(value):
             continue
         if key.endswith(("LATENCY", "UTIL")) or key.startswith(("P50", "P90", "P99", "MEAN")):
             unit = "us" if "LATENCY" in key or key.startswith(("P", "MEAN")) else "%"

@@ -8,20 +8,21 @@ and -mr machine-readable lines ('+H:' sizes, '+F:' bytes/s, '+F2:'/'+F3:'/'+F6:'
 
 from __future__ import annotations
 
-import re
+import re2
 
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, integer, lines_of, number
 
 SUITE = "openssl"
-_HEADER = re.compile(r"^type\s+((?:\d+ bytes\s*)+)$")
-_PKEY = re.compile(r"^(rsa|dsa)\s+(\d+)\s+bits\s+\S+s\s+\S+s\s+([\d.]+)\s+([\d.]+)")
-_EC = re.compile(r"^\s*\d+\s+bits\s+(ecdsa|EdDSA)\s+\((\w+)\)\s+\S+s\s+\S+s\s+([\d.]+)\s+([\d.]+)")
+_HEADER = Pattern(r"^type\s+((?:\d+ bytes\s*)+)$", " bytes")
+_PKEY = Pattern(r"^(rsa|dsa)\s+(\d+)\s+bits\s+\S+s\s+\S+s\s+([\d.]+)\s+([\d.]+)", " bits")
+_EC = Pattern(r"^\s*\d+\s+bits\s+(ecdsa|EdDSA)\s+\((\w+)\)\s+\S+s\s+\S+s\s+([\d.]+)\s+([\d.]+)", " bits")
 # -mr; 'Got: ' marks a -multi child's own report, of which only the sizes are used
-_MR_SIZES = re.compile(r"^(?:Got: )?\+H((?::\d+)+)")
-_MR_CIPHER = re.compile(r"^\+F:\d+:([^:]+)((?::[\d.]+)+)$")
-_MR_PKEY = re.compile(r"^\+F([23]):\d+:(\d+):([\d.]+):([\d.]+)$")
-_MR_EDDSA = re.compile(r"^\+F6:\d+:\d+:(\w+):([\d.]+):([\d.]+)$")
+_MR_SIZES = Pattern(r"^(?:Got: )?\+H((?::\d+)+)", "+H")
+_MR_CIPHER = Pattern(r"^\+F:\d+:([^:]+)((?::[\d.]+)+)$", "+F:")
+_MR_PKEY = Pattern(r"^\+F([23]):\d+:(\d+):([\d.]+):([\d.]+)$", "+F2:", "+F3:")
+_MR_EDDSA = Pattern(r"^\+F6:\d+:\d+:(\w+):([\d.]+):([\d.]+)$", "+F6:")
+_DIGITS = re2.compile(r"\d+")
 _MR_PKEY_NAMES = {"2": "rsa", "3": "dsa"}
 
 
@@ -32,7 +33,7 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     for i, line in enumerate(lines_of(text), 1):
         s = line.strip()
         if m := _HEADER.match(s) or _MR_SIZES.match(s):
-            sizes = [int(x) for x in re.findall(r"\d+", m.group(1))]
+            sizes = [integer(x, SUITE, i) for x in _DIGITS.findall(m.group(1))]
         elif m := _MR_CIPHER.match(s):
             bytes_per_s = [number(v, SUITE, i) for v in m.group(2)[1:].split(":")]
             if not sizes:
@@ -59,7 +60,7 @@ def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
     return out
 
 
-_CELL = re.compile(r"^(\d+(?:\.\d+)?|-?nan)(k?)$")
+_CELL = re2.compile(r"^(\d+(?:\.\d+)?|-?nan)(k?)$")
 
 
 def _table_row(line: str, n_sizes: int) -> tuple[str, list[str]] | None:

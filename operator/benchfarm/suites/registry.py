@@ -38,7 +38,7 @@ def parse(suite: str, text: str, params: dict[str, str] | None = None) -> list[M
     if suite != "shell" and not text.strip():
         raise ParseError(suite, "empty output")
     try:
-        return parser(suite)(text, params or {})
+        return _figures(suite, parser(suite)(text, params or {}))
     except ParseError as exc:
         if exc.suite == suite:
             raise
@@ -47,6 +47,15 @@ def parse(suite: str, text: str, params: dict[str, str] | None = None) -> list[M
         if exc.line is not None:
             message = message.removesuffix(f" (line {exc.line})")
         raise ParseError(suite, message, line=exc.line) from exc
+
+
+def _figures(suite: str, metrics: list[Metric]) -> list[Metric]:
+    """The metrics, each a finite number (a JSON output's 1e999 is inf, its "12" a string)."""
+    for m in metrics:
+        if isinstance(m.value, bool) or not isinstance(m.value, (int, float)) or \
+                not -1e300 < m.value < 1e300:
+            raise ParseError(suite, f"{m.name[:80]}: its value is no finite number")
+    return metrics
 
 
 def check_parameters(suite: str, params: dict[str, str]) -> str | None:

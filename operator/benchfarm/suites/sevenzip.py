@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import re
-
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, lines_of, number
 
 SUITE = "7zip"
-_AVR = re.compile(r"^Avr:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)")
-_TOT = re.compile(r"^Tot:\s+(\d+)\s+(\d+)\s+(\d+)")
+_AVR = Pattern(r"^Avr:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)", "Avr:")
+_TOT = Pattern(r"^Tot:\s+(\d+)\s+(\d+)\s+(\d+)", "Tot:")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:

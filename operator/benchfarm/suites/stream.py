@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, lines_of, number
 
 SUITE = "stream"
-_ROW = re.compile(r"^(Copy|Scale|Add|Triad):\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+")
+_ROW = Pattern(r"^(Copy|Scale|Add|Triad):\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+", ":")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:

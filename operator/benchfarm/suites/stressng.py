@@ -3,14 +3,12 @@ time and over usr+sys time."""
 
 from __future__ import annotations
 
-import re
-
 from ..errors import ParseError
-from .base import Metric, lines_of, number
+from .base import Metric, Pattern, lines_of, number
 
 SUITE = "stress-ng"
-_ROW = re.compile(r"metrc:\s*\[\d+\]\s+([a-z][\w-]*)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+"
-                  r"([\d.]+)\s+([\d.]+)")
+_ROW = Pattern(r"metrc:\s*\[\d+\]\s+([a-z][\w-]*)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+"
+                  r"([\d.]+)\s+([\d.]+)", "metrc:")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
