@@ -28,14 +28,17 @@ class FakeRuntime:
         self.launched, self.events, self.released, self.patches = [], [], [], []
         self.notified = []
         self.on_patch = lambda: None       # what a watch event does meanwhile
-        self.launcher = SimpleNamespace(launch=lambda req: self.launched.append(req) or "pid 1")
+        self.ended = []
+        self.launcher = SimpleNamespace(launch=lambda req: self.launched.append(req) or "pid 1",
+                                        end=lambda req: self.ended.append(req) or "ended")
         # the launch threads, inline: a check's writes and launch, the look at its Lease
         self.launches = SimpleNamespace(submit=lambda fn, *args: fn(*args))
         self.kube = SimpleNamespace(
             patch_board_status=lambda name, st: self.patches.append((name, st)) or
             self.on_patch(),
             event=lambda obj, type_, reason, message: self.events.append((reason, message)),
-            get_cluster=lambda kind, name: {"status": board_status or {}},
+            get_cluster=lambda kind, name: {"metadata": {"uid": "u-0"},
+                                            "status": board_status or {}},
             # no Lease API here: listing the checks' Leases fails as in an outage (nobody is
             # judged dead); the tests below judge with the observer's own clock
             api=None, _call=self._outage)
@@ -119,6 +122,7 @@ def test_a_check_whose_session_holds_no_lease_is_given_up_and_its_place_released
     now[0] += 2
     inv.health.health_checks()
     assert rt.released == [("vb-0", "benchfarm/health-8-vb-0")]
+    assert [(r.kind, r.uid, r.attempt) for r in rt.ended] == [("health", "u-0", 8)]  # ended first
     rec = inv.boards["vb-0"]
     assert rec.state == "Quarantined" and "vb-0" not in inv.checking and rec.run is None
     assert rec.reason.startswith("health check failed: HealthCheckLost")

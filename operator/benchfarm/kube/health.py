@@ -286,6 +286,14 @@ class CheckWatch:
         if end is not None and end.check == check:
             rt.owner.call(self.checks.settle, name, end)
             return
+        board_uid = str((body.get("metadata") or {}).get("uid") or "")
+        if board_uid:       # whatever its process still does, it is not left beside the next
+            try:
+                what = rt.launcher.end(Launch.health_check(name, board_uid, check, rt.namespace,
+                                                           0.0))
+                log.info("health check %d of %s given up on: %s", check, name, what)
+            except LAUNCH_FAILURES as exc:
+                log.warning("could not end health check %d of %s: %s", check, name, exc)
         host, user = health_identity(name, check)
         try:
             if rt.coordinator.release(name, holder=f"{host}/{user}"):

@@ -363,12 +363,14 @@ class JobLauncher:
                                    {"metadata": {"ownerReferences": owners}})
 
     def end(self, req: Launch) -> str:
-        """Delete the run's session Jobs that still run (a warm slot's too: it carries the
+        """Delete the run's (or board's health check's) session Jobs that still run (a warm slot's too: it carries the
         run's labels once marked), their pods with them (`Background` propagation: the kubelet
         sends SIGTERM, then SIGKILL after the pod's grace period)."""
+        label = {SessionKind.run: "benchfarm.io/run-uid", SessionKind.lease_end:
+                 "benchfarm.io/lease-uid", SessionKind.health_check: "benchfarm.io/board-uid"}
         ended = []
         for job in self.kube.list_namespaced("Job", self.namespace,
-                                             f"benchfarm.io/run-uid={req.uid}"):
+                                             f"{label[req.kind]}={req.uid}"):
             status = job.get("status") or {}
             if status.get("succeeded") or status.get("failed"):
                 continue                 # already over; its TTL removes it

@@ -54,7 +54,8 @@ class ProcessLauncher:
         self.command = command or [sys.executable, "-m", "benchfarm.cli", "session"]
         self.children: dict[int, subprocess.Popen[bytes]] = {}   # cold sessions and the server
         self.forked: set[int] = set()                     # sessions the server forked
-        self.runs: dict[int, tuple[str, str]] = {}        # pid -> (run uid, process start)
+        self.runs: dict[int, tuple[str, str]] = {}   # pid -> (its run's, board's or lease's uid,
+        #                                              the process's start time)
         self.use_server = server
         self.server: subprocess.Popen[bytes] | None = None
         self.server_ready = False
@@ -78,7 +79,7 @@ class ProcessLauncher:
             with logfile.open("ab") as out:
                 pid = self._start([*self.command, *req.argv()], out, env,
                                   stdin=subprocess.DEVNULL).pid
-        if pid and req.kind == SessionKind.run:
+        if pid:
             self._note_run(pid, req.uid)
         self.top_up()
         log.info("launched the session of %s from %s: pid %s, log %s", ref, how,
@@ -204,7 +205,7 @@ class ProcessLauncher:
 
     # -- ending a session ---------------------------------------------------------------------
     def _note_run(self, pid: int, uid: str) -> None:
-        """Which run a session process serves, with its start time (a pid the kernel gave to
+        """Which run (or board, or lease) a session process serves, with its start time (a pid the kernel gave to
         another process since is never signalled); beside its pid file, for a restarted
         operator."""
         started = _start_time(pid)
@@ -215,7 +216,7 @@ class ProcessLauncher:
             (self.pid_dir / f"session-{pid}.run").write_text(f"{uid} {started}\n")
 
     def _sessions_of(self, uid: str) -> list[int]:
-        """The live session processes of run `uid`: launched by this operator, or named in the
+        """The live session processes of run (or board, or lease) `uid`: launched by this operator, or named in the
         pid directory by an earlier one."""
         known = dict(self.runs)
         if self.pid_dir is not None:
@@ -233,7 +234,8 @@ class ProcessLauncher:
                 if run_uid == uid and _start_time(pid) == started]
 
     def end(self, req: Launch) -> str:
-        """SIGTERM to the process group of every live session of the run (a session is its
+        """SIGTERM to the process group of every live session of the run (or the board's
+        health check: of `req.uid`; a session is its
         group's leader: it calls setsid), SIGKILL to what is left after TERM_GRACE."""
         groups = {}
         for pid in self._sessions_of(req.uid):
