@@ -7,6 +7,10 @@ runs a shell with it and releases the lease (`spec.release: true`: the board is 
 goes to the next in the queue) when that shell exits. Ctrl-C while waiting gives the place in the
 queue up the same way. Any cluster: a kubeconfig (KUBECONFIG) or in-cluster credentials.
 
+The lease's labgrid user is this host and the kubeconfig's own Kubernetes user name as labgrid
+spells it (`api.labgridusers`; the name from a SelfSubjectReview): the API server refuses a lease
+under any other person's name, or the lab's.
+
 With `--shell` it makes a key pair here and puts the public key in the lease (`spec.publicKey`);
 the operator grants with a certificate for the lease's user that expires with the lease
 (`status.access`). The private key never leaves this process (a 0700 directory of its own while
@@ -17,7 +21,7 @@ plaintext in and connects to the coordinator with that certificate: the shell's 
 from __future__ import annotations
 
 import argparse
-import getpass
+import re
 import shutil
 import socket
 import subprocess
@@ -28,12 +32,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from .api.labgridusers import labgrid_name, user_problem
 from .api.models import GROUP, VERSION, BoardLeaseSpec
 from .api.outcomes import LeasePhase
 from .core import durations
 from .settings import Settings
 
 PLURAL = "boardleases"
+LABGRID_KEYS = "BENCHFARM_LABGRID_"     # BENCHFARM_LABGRID_CA/_CERT/_KEY/_ISSUER_*: a lab's own
 
 
 def add_parser(sub: Any) -> None:
@@ -45,7 +51,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--label", action="append", default=[], help="KEY=VALUE the board must carry")
     p.add_argument("--duration", default="1h", help="how long, e.g. 90m, 2h (default 1h)")
     p.add_argument("--user", default=None,
-                   help="your labgrid user host/user (default: this host and login)")
+                   help="your labgrid user host/name (default: this host and your Kubernetes "
+                        "user name as labgrid spells it; the API server takes no other name)")
     p.add_argument("--priority", type=int, default=100,
                    help="higher first, within the namespace's ceiling (LabPolicy)")
     p.add_argument("-n", "--namespace", default=None, help="default: the kubeconfig's")
@@ -57,6 +64,32 @@ def add_parser(sub: Any) -> None:
 def _namespace(given: str | None) -> str:
     from .kubeapi.client import current_namespace
     return given or current_namespace()
+
+
+def whoami(api: Any) -> str:
+    """The kubeconfig's Kubernetes user name, as the API server sees it (a SelfSubjectReview)."""
+    from kubernetes import client
+    review = client.AuthenticationV1Api(api).create_self_subject_review(
+        client.V1SelfSubjectReview(api_version="authentication.k8s.io/v1",
+                                   kind="SelfSubjectReview"))
+    info = review.status.user_info if review.status else None
+    if info is None or not info.username:
+        raise ValueError("the API server did not say who this kubeconfig is (SelfSubjectReview)")
+    return str(info.username)
+
+
+def default_user(username: str, host: str | None = None) -> str:
+    """This host and the labgrid name of Kubernetes user `username` (what admission wants)."""
+    name = labgrid_name(username)
+    if name is None:
+        raise ValueError(user_problem("x/x", username))
+    return f"{host or socket.gethostname().split('.')[0]}/{name}"
+
+
+def lease_name(user: str) -> str:
+    """A fresh BoardLease name from the user's name (a DNS name: labgrid's `_` and case go)."""
+    stem = re.sub(r"[^a-z0-9]+", "-", user.split("/")[-1].lower()).strip("-")[:40].strip("-")
+    return f"{stem or 'lease'}-{uuid.uuid4().hex[:5]}"
 
 
 def _release(custom: Any, ns: str, name: str) -> None:
@@ -96,22 +129,23 @@ def main(args: argparse.Namespace) -> int:
     from kubernetes import client
 
     from .kubeapi.client import Kube
-    user = args.user or f"{socket.gethostname()}/{getpass.getuser()}"
+    kube = Kube(outage_budget=60.0)
+    custom = kube.custom
     ns = _namespace(args.namespace)
     labels = dict(kv.split("=", 1) for kv in args.label)
     from .lab.labgrid_pki import key_pem, new_key, public_pem
     key = new_key() if args.shell else None      # the lease's certificate is for this key
     try:
+        user = args.user or default_user(whoami(kube.api))
         durations.parse(args.duration)
         spec = BoardLeaseSpec(selector={"deviceType": args.device_type, "board": args.board,
                                         "labels": labels},
                               duration=args.duration, user=user, priority=args.priority,
                               publicKey=public_pem(key) if key else None)
-    except ValueError as exc:
+    except (ValueError, client.ApiException) as exc:
         print(f"benchfarm lease: {exc}", file=sys.stderr)
         return 2
-    name = args.name or f"{user.split('/')[-1].lower()}-{uuid.uuid4().hex[:5]}"
-    custom = Kube(outage_budget=60.0).custom
+    name = args.name or lease_name(user)
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "BoardLease",
             "metadata": {"name": name, "namespace": ns},
             "spec": spec.model_dump(mode="json", exclude_none=True)}
@@ -165,7 +199,10 @@ def main(args: argparse.Namespace) -> int:
                   f"{forwarder.address} (a certificate valid until {access.get('expiresAt')})",
                   file=err)
         settings = Settings.from_env()
-        code = subprocess.call([settings.shell], env={**settings.environ, **env})
+        # the shell is the lease's: the lease's certificate behind its forwarder, none of the
+        # labgrid keys this process may hold (`labgrid-client` would take those instead)
+        own = {k: v for k, v in settings.environ.items() if not k.startswith(LABGRID_KEYS)}
+        code = subprocess.call([settings.shell], env={**own, **env})
     finally:
         if forwarder is not None:
             forwarder.close()

@@ -373,6 +373,9 @@ class NamespacePolicy(Model):
     maxPriority: int = Field(1000, ge=0, le=1000, description=(
         "Highest priority a run or lease of the namespace may ask for; a run asking for more is "
         "refused at admission (PolicyViolation)."))
+    maxTimeoutSeconds: int = Field(7 * 86400, ge=10, le=7 * 86400, description=(
+        "Longest timeoutSeconds a run of the namespace may ask for (it holds its board that "
+        "long at most); a run asking for more is refused at admission (PolicyViolation)."))
     maxBoards: int = Field(1000, ge=0, le=100000, description=(
         "Boards the namespace's runs and leases may hold at once."))
     allowInlineSuites: bool = Field(False, description=(

@@ -239,6 +239,7 @@ class LeaseReason(StrEnum):
     not_allowed = "LeaseNotAllowed"     # the namespace may not lease (LabPolicy leases.allowed)
     too_long = "LeaseTooLong"           # over leases.maxLeaseSeconds
     no_matching_board = "NoMatchingBoard"   # no board of the lab fits its selector
+    user_not_allowed = "UserNotAllowed"  # spec.user is one of the lab's labgrid identities
     powered_off = "PoweredOff"
     power_off_failed = "PowerOffFailed"  # released anyway: the lab's fault, said loudly
     lock_retaken = "LockRetaken"        # the coordinator forgot the lock (a restart): taken back

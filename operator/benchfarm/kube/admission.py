@@ -103,6 +103,10 @@ def resolve_suites(rt: AdmissionRuntime, namespace: str, spec: BenchmarkRunSpec)
     if spec.priority > policy.maxPriority:
         raise RunError(f"priority {spec.priority} is above the highest this namespace may use "
                        f"({policy.maxPriority})", reason="PolicyViolation")
+    if spec.timeoutSeconds > policy.maxTimeoutSeconds:
+        raise RunError(f"timeoutSeconds {spec.timeoutSeconds} is above the longest this namespace "
+                       f"may use ({policy.maxTimeoutSeconds}, LabPolicy maxTimeoutSeconds)",
+                       reason="PolicyViolation")
     if spec.suites is not None:
         if not policy.allowInlineSuites:
             raise RunError("inline suites are not allowed in this namespace (they run arbitrary "

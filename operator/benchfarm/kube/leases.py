@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from ..api.labgridusers import user_problem
 from ..api.models import BoardLeaseSpec
 from ..api.outcomes import LeaseEnd, LeasePhase, LeaseReason
 from ..core import durations, queue as q, trust
@@ -192,11 +193,16 @@ class Leases:
         sel = spec.selector
         fits = not self.rt.inventory_known or bool(self.rt.inventory.kinds_matching(
             q.Selector.of(sel.deviceType, sel.labels, sel.board)))
-        if not allowed.allowed or seconds > allowed.maxLeaseSeconds or not fits:
-            reason = LeaseReason.not_allowed if not allowed.allowed else \
+        # the API server binds the user to its creator and refuses the lab's (`api.crdgen`);
+        # a cluster without that policy still never gets a lab identity allowed on a place
+        lab_user = user_problem(spec.user, None)
+        if lab_user or not allowed.allowed or seconds > allowed.maxLeaseSeconds or not fits:
+            reason = LeaseReason.user_not_allowed if lab_user else \
+                LeaseReason.not_allowed if not allowed.allowed else \
                 LeaseReason.too_long if seconds > allowed.maxLeaseSeconds else \
                 LeaseReason.no_matching_board
             message = {
+                LeaseReason.user_not_allowed: lab_user or "",
                 LeaseReason.not_allowed:
                     f"namespace {ns} may not lease boards (LabPolicy leases.allowed)",
                 LeaseReason.too_long:
