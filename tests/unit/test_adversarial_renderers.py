@@ -5,12 +5,20 @@ markup, in time linear in what it is given."""
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import time
+import xml.etree.ElementTree as ET
 
 import pytest
 
+from benchfarm.core.gate import Decision, Exit
+from benchfarm.core.guide import csv_tables
 from benchfarm.report import html, svg
+from benchfarm.report.ci import Outcome, Step, junit, kcidb, summary
+from benchfarm.report.release import Column, release_guide, release_html, release_md, release_rst
+from benchfarm.report.tables import markdown, rst
 
 EXTREMES = [0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan, 1e308, -1e308,
             1.7976931348623157e308, 5e-324, -5e-324, 2.2250738585072014e-308,
@@ -66,3 +74,59 @@ def test_a_histogram_of_a_million_buckets_is_one_bounded_drawing():
     start = time.perf_counter()
     assert html.cyclictest_plot({"series": series})
     assert time.perf_counter() - start < 20
+
+
+HOSTILE = 'fio "job" | <script>alert(1)</script> [x](http://e) \\| a\nb\r\x1b[0m'
+
+
+def _series(step, name, unit, values):
+    return {"step": step, "name": name, "unit": unit, "higherIsBetter": True, "values": values,
+            "display": f"{sum(values) / len(values):.2f}"}
+
+
+def _hostile_doc():
+    return {"run": {"board": "b-1", "namespace": "t", "name": "r", "uname": HOSTILE},
+            "series": [_series(HOSTILE, HOSTILE, "MB/s", [1.0, 2.0]),
+                       _series("plain", "plain-metric", "s", [3.0])],
+            "records": [{"step": "plain", "suite": "shell", "iteration": 1, "error": HOSTILE}]}
+
+
+def _cells(row: str) -> list[str]:
+    """A Markdown table row's cells, as GitHub splits them: at each `|` not escaped."""
+    return [c.strip() for c in re.split(r"(?<!\\)\|", row.strip().strip("|"))]
+
+
+def test_markdown_tables_hold_tenant_text_in_its_cell():
+    text = markdown(_hostile_doc())
+    assert "<script>" not in text and "&lt;script&gt;" in text and "[x](" not in text
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert rows and all(len(_cells(r)) == len(_cells(rows[0])) or len(_cells(r)) in (2, 3)
+                        for r in rows)
+    failure = next(r for r in rows if r.startswith("| plain | 1 |"))
+    assert len(_cells(failure)) == 3, failure            # step, iteration, the whole error
+    assert not any(line.startswith(("b\r", "b ", "\x1b")) for line in text.splitlines())
+
+
+def test_rst_cells_round_trip_through_the_guide_reader_and_stay_in_their_directive():
+    text = rst(_hostile_doc())
+    assert not any(line.startswith(("b ", "b\r")) for line in text.splitlines()), text
+    (table, *_) = [t for t in csv_tables(text) if any("job" in c for r in t.rows for c in r)]
+    name = HOSTILE.replace("\n", " ").replace("\r", " ").replace("\x1b", " ")
+    assert table.rows[0][0] == f"{name} (MB/s)"
+
+
+def test_release_guide_tables_escape_each_format():
+    guide = release_guide(HOSTILE, [Column("b-1", _hostile_doc()),
+                                    Column("b-2", None, missing=HOSTILE)])
+    md, rst_text, page = release_md(guide), release_rst(guide), release_html(guide)
+    assert "<script>" not in md and "<script>" not in page
+    assert all(not line.startswith(("b\r", "b ")) for line in md.splitlines() + rst_text.splitlines())
+    assert '""job""' in rst_text
+
+
+def test_junit_holds_no_character_xml_cannot():
+    o = Outcome("t", "r", "u", "p", "qemu", "b-1", Decision(Exit.run, HOSTILE + "\x00\ud800"),
+                steps=(Step("s", "fio", 1, 1.0, (HOSTILE + "\x00",)),))
+    ET.fromstring(junit([o]))       # parses: no control character or lone surrogate in it
+    json.loads(json.dumps(kcidb([o]), allow_nan=False))
+    json.dumps(summary(o), allow_nan=False)

@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from ..api.outcomes import Blame, Phase, Verdict
 from ..core.gate import Decision, Exit, decide
 
 ORIGIN = "benchfarm"
+# What XML 1.0 cannot hold even escaped (C0 controls but tab and line breaks, lone surrogates,
+# U+FFFE/U+FFFF): a console line with an escape sequence in a step's error would make the whole
+# JUnit file unreadable to the CI that collects it. Each becomes U+FFFD.
+_NOT_XML = {c: "\ufffd" for c in (*range(0x20), *range(0xD800, 0xE000), 0xFFFE, 0xFFFF)
+            if c not in (0x09, 0x0A, 0x0D)}
 KCIDB_VERSION = {"major": 5, "minor": 3}
 
 
@@ -249,7 +255,8 @@ def junit(outcomes: Sequence[Outcome]) -> bytes:
     for k, n in totals.items():
         root.set(k, str(n))
     ET.indent(root)
-    return cast(bytes, ET.tostring(root, encoding="utf-8", xml_declaration=True))
+    text = ET.tostring(root, encoding="unicode").translate(_NOT_XML)
+    return ("<?xml version='1.0' encoding='utf-8'?>\n" + text).encode()
 
 
 def _software_props(software: Mapping[str, Any]) -> list[tuple[str, Any]]:
@@ -267,10 +274,15 @@ def _software_props(software: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 # -- JSON --------------------------------------------------------------------------------------
 
+def _finite(v: float) -> float | None:
+    """A figure as JSON can hold it: inf and nan are not JSON (json.dumps writes Infinity)."""
+    return v if math.isfinite(v) else None
+
+
 def _figure_json(f: Figure) -> dict[str, Any]:
     return {"step": f.step, "name": f.name, "unit": f.unit, "key": f.key,
-            "higherIsBetter": f.higher_is_better, "values": list(f.values),
-            "mean": f.mean if f.values else None, "display": f.display}
+            "higherIsBetter": f.higher_is_better, "values": [_finite(v) for v in f.values],
+            "mean": _finite(f.mean) if f.values else None, "display": f.display}
 
 
 def summary(o: Outcome) -> dict[str, Any]:
@@ -359,7 +371,7 @@ def kcidb(outcomes: Sequence[Outcome]) -> dict[str, Any]:
                     "exitCode": int(o.decision.code)}
         figures = [f for s in o.steps for f in s.figures] + list(o.boot)
         for f in figures:
-            if not f.values:
+            if not f.values or not math.isfinite(f.mean):    # KCIDB's number is finite
                 continue
             tests.append({**common, "id": f"{base}:{f.key}",
                           "path": ".".join([ORIGIN, _path_part(o.plan)]
@@ -367,7 +379,7 @@ def kcidb(outcomes: Sequence[Outcome]) -> dict[str, Any]:
                                            + [_path_part(f.name)]),
                           "status": _status(o, f.key),
                           "number": {"value": f.mean, "unit": f.unit},
-                          "misc": {**run_misc, "values": list(f.values),
+                          "misc": {**run_misc, "values": [_finite(v) for v in f.values],
                                    "higherIsBetter": f.higher_is_better}})
         for s in o.steps:
             if s.errors:

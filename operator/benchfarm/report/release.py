@@ -23,6 +23,7 @@ from typing import Any
 from ..core.guide_cells import board_of, key_columns
 from ..core.regression import Comparison, RegressionPolicy, Sample, compare
 from ..core.results import samples_by_metric_name
+from .escape import csv_row, line, md, md_row
 from .shapes import Table, shape
 
 MISSING = "n/a"
@@ -118,35 +119,33 @@ def release_guide(release: str, columns: Sequence[Column]) -> ReleaseGuide:
     return guide
 
 
-def _csv(cells: Sequence[str]) -> str:
-    return ",".join('"' + c.replace('"', '""') + '"' for c in cells)
-
-
 def release_rst(guide: ReleaseGuide) -> str:
-    title = f"Performance Guide {guide.release}"
+    title = line(f"Performance Guide {guide.release}")
     out = ["=" * len(title), title, "=" * len(title), ""]
-    out += [f"Boards: {', '.join(guide.columns)}.", ""]
+    out += [line(f"Boards: {', '.join(guide.columns)}."), ""]
     for name, why in guide.missing.items():
-        out += [f".. note:: {name}: missing ({why})", ""]
+        out += [f".. note:: {line(name)}: missing ({line(why)})", ""]
     for section, tables in guide.sections.items():
         out += [section, "-" * len(section), ""]
         for t in tables:
-            sub = f"{t.step}: {t.title}" if t.title and t.step else (t.title or t.step)
-            directive = f".. csv-table:: {t.title}" if t.title else ".. csv-table::"
-            out += [sub, "^" * len(sub), "", directive, f"   :header: {_csv(t.header)}", ""]
-            out += [f"   {_csv(r)}" for r in t.rows] + [""]
+            sub = line(f"{t.step}: {t.title}" if t.title and t.step else (t.title or t.step))
+            directive = f".. csv-table:: {line(t.title)}" if t.title else ".. csv-table::"
+            out += [sub, "^" * len(sub), "", directive, f"   :header: {csv_row(t.header)}", ""]
+            out += [f"   {csv_row(r)}" for r in t.rows] + [""]
     return "\n".join(out)
 
 
 def release_md(guide: ReleaseGuide) -> str:
-    out = [f"# Performance Guide {guide.release}", "", f"Boards: {', '.join(guide.columns)}.", ""]
-    out += [f"> **{name}: missing** ({why})" for name, why in guide.missing.items()]
+    out = [f"# Performance Guide {md(guide.release)}", "",
+           f"Boards: {md(', '.join(guide.columns))}.", ""]
+    out += [f"> **{md(name)}: missing** ({md(why)})" for name, why in guide.missing.items()]
     for section, tables in guide.sections.items():
         out += ["", f"## {section}", ""]
         for t in tables:
-            out += [f"### {t.step}: {t.title}" if t.title and t.step else f"### {t.title or t.step}",
-                    "", "| " + " | ".join(t.header) + " |", "|" + "---|" * len(t.header)]
-            out += ["| " + " | ".join(r) + " |" for r in t.rows]
+            out += [f"### {md(t.step)}: {md(t.title)}" if t.title and t.step
+                    else f"### {md(t.title or t.step)}",
+                    "", md_row(t.header), "|" + "---|" * len(t.header)]
+            out += [md_row(r) for r in t.rows]
     return "\n".join(out) + "\n"
 
 
@@ -254,20 +253,21 @@ def release_changes(previous: Sequence[Column], current: Sequence[Column],
 
 def changes_md(release: str, previous: str, changes: Sequence[ColumnChanges],
                rule: str) -> str:
-    out = [f"# Changes from {previous} to {release}", "", rule, ""]
+    previous, release = md(previous), md(release)
+    out = [f"# Changes from {previous} to {release}", "", md(rule), ""]
     for ch in changes:
-        out += [f"## {ch.column}", ""]
+        out += [f"## {md(ch.column)}", ""]
         if ch.missing:
-            out += [f"Not compared: {ch.missing}.", ""]
+            out += [f"Not compared: {md(ch.missing)}.", ""]
             continue
         if ch.software_changed:
-            out += [f"**The board booted other software**: {ch.software[0]} in {previous}, "
-                    f"{ch.software[1]} in {release}.", ""]
+            out += [f"**The board booted other software**: {md(ch.software[0])} in {previous}, "
+                    f"{md(ch.software[1])} in {release}.", ""]
         elif ch.software[1]:
-            out += [f"Same software in both: {ch.software[1]}.", ""]
+            out += [f"Same software in both: {md(ch.software[1])}.", ""]
         out += [f"| Metric | {previous} | {release} | Change | Verdict |", "|---|---|---|---|---|"]
-        out += [f"| {c.key} | {c.baseline.display} | {c.current.display} | {c.change:+.1%} | "
-                f"{c.verdict} |" for c in ch.comparisons] + [""]
+        out += [md_row((c.key, c.baseline.display, c.current.display, f"{c.change:+.1%}",
+                        c.verdict)) for c in ch.comparisons] + [""]
     return "\n".join(out)
 
 

@@ -20,11 +20,12 @@ A series no shape takes stays in its step's generic "Benchmarks" table.
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import re2
 
 from ..suites.base import slug
 
@@ -46,16 +47,17 @@ class Shaped:
     rest: OrderedDict[str, list[Series]]     # step -> series no shape took
 
 
-_OPENSSL_SIZED = re.compile(r"^openssl-(.+)-(\d+)B$")
-_PER_CORE = re.compile(r"^cyclictest-t(\d+)-(min|avg|max)$")
+# numbers a shape turns into int have at most 18 digits (a longer one stays in the generic table)
+_OPENSSL_SIZED = re2.compile(r"^openssl-(.+)-(\d{1,18})B$")
+_PER_CORE = re2.compile(r"^cyclictest-t(\d{1,18})-(min|avg|max)$")
 _LATENCY_ROWS = (("min", "Minimum (usec)"), ("avg", "Average (usec)"), ("max", "Maximum (usec)"))
-_STORAGE = re.compile(r"^(fio|dd)-(?P<table>.+)-(\d+[kmg]?)-(write|read)-(throughput|cpu-load)$")
+_STORAGE = re2.compile(r"^(fio|dd)-(?P<table>.+)-(\d{1,18}[kmg]?)-(write|read)-(throughput|cpu-load)$")
 _STORAGE_COLUMNS = (("write", "throughput", "Write Throughput (Mbytes/sec)"),
                     ("write", "cpu-load", "Write CPU Load (%)"),
                     ("read", "throughput", "Read Throughput (Mbytes/sec)"),
                     ("read", "cpu-load", "Read CPU Load (%)"))
-_NETPERF = re.compile(
-    r"^netperf-(?P<table>.+?)(?:-(\d{2,}))?-(throughput|local-cpu-util|remote-cpu-util)$")
+_NETPERF = re2.compile(
+    r"^netperf-(?P<table>.+?)(?:-(\d{2,18}))?-(throughput|local-cpu-util|remote-cpu-util)$")
 _NETWORK_COLUMNS = (("throughput", "THROUGHPUT (Mbits/sec)"),
                     ("local-cpu-util", "CPU Load % (LOCAL_CPU_UTIL)"),
                     ("remote-cpu-util", "CPU Load % (REMOTE_CPU_UTIL)"))
@@ -63,14 +65,14 @@ _IPERF3_COLUMNS = (("iperf3-received", "THROUGHPUT (Mbits/sec)"),
                    ("iperf3-local-cpu-util", "CPU Load % (LOCAL_CPU_UTIL)"),
                    ("iperf3-remote-cpu-util", "CPU Load % (REMOTE_CPU_UTIL)"))
 _STORAGE_UNITS = {"throughput": "MB/s", "cpu-load": "%"}
-_NE10 = re.compile(r"^ne10-(?P<table>.+)-(\d+)-(forward|inverse)-(neon|c|neon-speed-up)$")
+_NE10 = re2.compile(r"^ne10-(?P<table>.+)-(\d{1,18})-(forward|inverse)-(neon|c|neon-speed-up)$")
 _NE10_COLUMNS = (("neon", "NEON (us)"), ("c", "C (us)"), ("neon-speed-up", "NEON speed-up (x)"))
 _NE10_UNITS = {"neon": "us", "c": "us", "neon-speed-up": "x"}
-_DMA = re.compile(r"^dmatest-(?P<table>.+)-(\d+(?:\.\d+)?)-([a-z][a-z0-9]*)-(throughput|latency)$")
+_DMA = re2.compile(r"^dmatest-(?P<table>.+)-(\d+(?:\.\d+)?)-([a-z][a-z0-9]*)-(throughput|latency)$")
 _DMA_UNITS = {"throughput": "MiB/s", "latency": "us"}
 _DMA_LABELS = {"throughput": "Channel Bandwidth (MiB/s)", "latency": "Channel Latency (us)"}
 MEMORY_LATENCY = "critical-memory-access-latency"
-_MEMORY = re.compile(rf"^(?P<table>{MEMORY_LATENCY})-(.+)-([a-z0-9_]+)$")
+_MEMORY = re2.compile(rf"^(?P<table>{MEMORY_LATENCY})-(.+)-([a-z0-9_]+)$")
 _NETWORK_UNITS = {"throughput": "Mbit/s", "local-cpu-util": "%", "remote-cpu-util": "%"}
 
 
@@ -151,10 +153,11 @@ def _rails(step: str, series: list[Series], board: str, taken: set[int]) -> list
         mode = total["name"][len("rail-total-"):]
         rows = []
         for s in series:
-            m = re.match(rf"^rail-(.+)-{re.escape(mode)}$", s["name"])
-            if m and m.group(1) != "total":
+            rail = s["name"][len("rail-"):-len(f"-{mode}")] \
+                if s["name"].startswith("rail-") and s["name"].endswith(f"-{mode}") else ""
+            if rail and rail != "total":
                 volts = by_name.get(f"{s['name']}-voltage")
-                rows.append([m.group(1), volts["display"] if volts else "", s["display"]])
+                rows.append([rail, volts["display"] if volts else "", s["display"]])
                 _take(taken, s, *([volts] if volts else []))
         _take(taken, total)
         tables.append(Table(step, f"{mode} Power Performance",
@@ -163,14 +166,13 @@ def _rails(step: str, series: list[Series], board: str, taken: set[int]) -> list
     return tables
 
 
-def _grouped(series: list[Series], pattern: re.Pattern[str], units: Mapping[str, str],
-             key: Callable[[re.Match[str]], Any], taken: set[int]
-             ) -> OrderedDict[Any, list[tuple[re.Match[str], Series]]]:
+def _grouped(series: list[Series], pattern: Any, units: Mapping[str, str],
+             key: Callable[[Any], Any], taken: set[int]) -> OrderedDict[Any, list[tuple[Any, Series]]]:
     """Series whose name matches and whose unit is its measure's (the pattern's last group), by
     key. Left in their step's generic table: a name seen twice (two steps measuring the same; the
     first step's goes to the shape), and a table (the pattern's group `table`) that is no slug,
     such as a fio job named "Rand Read": import-guide would name its cells otherwise."""
-    groups: OrderedDict[Any, list[tuple[re.Match[str], Series]]] = OrderedDict()
+    groups: OrderedDict[Any, list[tuple[Any, Series]]] = OrderedDict()
     seen: set[str] = set()
     for s in series:
         m = pattern.match(s["name"])

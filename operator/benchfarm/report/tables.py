@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.stats import figure
+from .escape import csv_row, line, md, md_row
 from .shapes import Table, shape
 
 
@@ -22,7 +23,7 @@ def markdown(doc: dict[str, Any]) -> str:
         return _ab_markdown(doc)
     run = doc.get("run", {})
     board = run.get("board", "board")
-    lines = [f"# Benchmark report: {run.get('namespace', '')}/{run.get('name', '')}", ""]
+    lines = [f"# Benchmark report: {md(run.get('namespace', ''))}/{md(run.get('name', ''))}", ""]
     software = (doc.get("provenance") or {}).get("software") or {}
     deployed = ", ".join(f"{part} sha256 {f['sha256'][:16]}…" for part, f in software.items()
                          if isinstance(f, dict) and "sha256" in f)
@@ -31,25 +32,25 @@ def markdown(doc: dict[str, Any]) -> str:
              ("Boot cycles", run.get("bootCycles")), ("Kernel", run.get("uname")),
              ("Software", f"{software.get('name', '')}: {deployed}" if deployed else None),
              ("Result", run.get("result"))]
-    lines += [f"- **{k}**: {v}" for k, v in facts if v not in (None, "")]
+    lines += [f"- **{k}**: {md(v)}" for k, v in facts if v not in (None, "")]
     lines.append("")
     shaped = shape(doc)
     if shaped.boot:
         lines += ["## Boot time", ""] + _md_table(shaped.boot)
         lines += _clocks(doc.get("kernelClocks") or [])
         for n, failed in (doc.get("bootRetries") or {}).items():
-            lines += [f"Boot {n} took {len(failed) + 1} power cycles; the failed attempts: "
-                      f"{'; '.join(failed)}", ""]
+            lines += [f"Boot {md(n)} took {len(failed) + 1} power cycles; the failed attempts: "
+                      f"{md('; '.join(failed))}", ""]
     for step, series in shaped.rest.items():
         for table in (t for t in shaped.tables if t.section == step):
-            lines += [f"## {step}: {table.title}", ""] + _md_table(table)
+            lines += [f"## {md(step)}: {md(table.title)}", ""] + _md_table(table)
         if series:
-            lines += [f"## {step}", ""] + _md_table(_generic(step, series, board))
+            lines += [f"## {md(step)}", ""] + _md_table(_generic(step, series, board))
     lines += _repetition(doc.get("repeat"))
     failures = _failures(doc)
     if failures:
         lines += ["## Failed suites", "", "| Step | Iteration | Error |", "|---|---|---|"]
-        lines += [f"| {r['step']} | {r['iteration']} | {r['error']} |" for r in failures]
+        lines += [md_row((r["step"], r["iteration"], r["error"])) for r in failures]
         lines.append("")
     lines.append("Values are mean (min, max) across measured iterations; a plain number when all "
                  "iterations agree.")
@@ -107,8 +108,8 @@ def _repetition(rep: dict[str, Any] | None) -> list[str]:
              "|---|---|---|---|---|---|"]
     for m in rep["metrics"]:
         rel = "n/a" if m["relativeCI95"] is None else f"+-{m['relativeCI95'] * 100:.2f} %"
-        lines.append(f"| {m['metric']} | {m['n']} | {m['mean']:g} | {m['halfWidth95']:g} | {rel} | "
-                     f"{'yes' if m['withinTarget'] else 'no'} |")
+        lines.append(md_row((m["metric"], m["n"], f"{m['mean']:g}", f"{m['halfWidth95']:g}", rel,
+                             "yes" if m["withinTarget"] else "no")))
     return lines + [""]
 
 
@@ -116,17 +117,17 @@ def _ab_markdown(doc: dict[str, Any]) -> str:
     """An A/B run: the verdict's table, then each side's report."""
     run, sides = doc.get("run", {}), doc["sides"]
     ab = run.get("ab") or {}
-    a, b = f"A ({ab.get('a')})", f"B ({ab.get('b')})"
-    lines = [f"# A/B run: {run.get('namespace', '')}/{run.get('name', '')}", "",
-             f"Iterations alternated {a} and {b} on {run.get('board')}; each iteration booted "
-             f"its side.", ""]
+    a, b = md(f"A ({ab.get('a')})"), md(f"B ({ab.get('b')})")
+    lines = [f"# A/B run: {md(run.get('namespace', ''))}/{md(run.get('name', ''))}", "",
+             f"Iterations alternated {a} and {b} on {md(run.get('board'))}; each iteration "
+             f"booted its side.", ""]
     comparison = doc.get("comparison") or {}
     if comparison:
-        lines += [f"## A/B: {b} against {a}", "", comparison.get("rule", ""), "",
+        lines += [f"## A/B: {b} against {a}", "", md(comparison.get("rule", "")), "",
                   f"| Metric | {a} | {b} | Change | Verdict | Evidence |",
                   "|---|---|---|---|---|---|"]
-        lines += [f"| {r['key']} | {r['baseline']} | {r['current']} | {r['change']:+.1%} | "
-                  f"{r['verdict']} | {r['evidence']} |" for r in comparison.get("rows", [])]
+        lines += [md_row((r["key"], r["baseline"], r["current"], f"{r['change']:+.1%}",
+                          r["verdict"], r["evidence"])) for r in comparison.get("rows", [])]
         lines.append("")
     return "\n".join(lines) + "\n" + "\n".join(markdown(d) for d in sides.values())
 
@@ -153,16 +154,15 @@ def _generic(step: str, series: list[dict[str, Any]], board: str) -> Table:
 
 
 def _md_table(table: Table) -> list[str]:
-    return (["| " + " | ".join(table.header) + " |", "|" + "---|" * len(table.header)]
-            + ["| " + " | ".join(r) + " |" for r in table.rows] + [""])
+    return ([md_row(table.header), "|" + "---|" * len(table.header)]
+            + [md_row(r) for r in table.rows] + [""])
 
 
 def _rst_table(section: str, table: Table, titled: bool = True) -> list[str]:
-    def line(cells: list[str]) -> str:
-        return ",".join(f'"{c}"' for c in cells)
-    directive = f".. csv-table:: {table.title}" if titled else ".. csv-table::"
-    return ([section, "^" * len(section), "", directive, f"   :header: {line(table.header)}", ""]
-            + [f"   {line(r)}" for r in table.rows] + [""])
+    section = line(section)
+    directive = f".. csv-table:: {line(table.title)}" if titled else ".. csv-table::"
+    return ([section, "^" * len(section), "", directive, f"   :header: {csv_row(table.header)}",
+             ""] + [f"   {csv_row(r)}" for r in table.rows] + [""])
 
 
 def guide_rst(tables: list[Any]) -> str:
@@ -171,20 +171,21 @@ def guide_rst(tables: list[Any]) -> str:
     out: list[str] = []
     for t in tables:
         column = f"{t.board}: perf" if t.board else "perf"
-        out += [f".. csv-table:: {t.title}", f'    :header: "Benchmarks","{column}"', ""]
+        out += [f".. csv-table:: {line(t.title)}", f"    :header: {csv_row(['Benchmarks', column])}",
+                ""]
         for row in t.rows:
             v = row.value
-            out.append(f'    "{row.name} ({row.unit})","{figure(v.mean, v.min, v.max)}"')
+            out.append(f"    {csv_row([f'{row.name} ({row.unit})', figure(v.mean, v.min, v.max)])}")
         out.append("")
     return "\n".join(out)
 
 
 def comparison_markdown(comparisons: list[Any], rule: str, title: str,
                         columns: tuple[str, str] = ("Baseline", "This run")) -> str:
-    lines = [f"## {title}", "", rule, "",
-             f"| Metric | {columns[0]} | {columns[1]} | Change | Verdict | Evidence |",
+    lines = [f"## {md(title)}", "", md(rule), "",
+             md_row(("Metric", *columns, "Change", "Verdict", "Evidence")),
              "|---|---|---|---|---|---|"]
     for c in comparisons:
-        lines.append(f"| {c.key} | {c.baseline.display} | {c.current.display} | {c.change:+.1%} | "
-                     f"{c.verdict} | {c.evidence} |")
+        lines.append(md_row((c.key, c.baseline.display, c.current.display, f"{c.change:+.1%}",
+                             c.verdict, c.evidence)))
     return "\n".join(lines) + "\n"
