@@ -1026,3 +1026,83 @@ def test_a_step_printing_more_metrics_than_the_cap_keeps_none(custom, attempt):
     assert not documents, documents
     assert not indexed, series.stdout[-2000:]
     assert any(k.endswith("raw/timing/iteration-001.txt") for k in keys), keys  # its output
+
+
+HELLO_PLAN = """
+apiVersion: benchfarm.io/v1alpha1
+kind: TestPlan
+metadata: {name: misuse-hello}
+spec:
+  suites:
+    - {name: hello, suite: shell, command: 'echo bf-hello', timeoutSeconds: 30}
+"""
+
+
+def _init_of(initramfs: bytes) -> str:
+    """The /init script of an initramfs (a board image's: cpio, as the image builder packs it)."""
+    return subprocess.run(["cpio", "-i", "--quiet", "--to-stdout", "init"], input=initramfs,
+                          capture_output=True, check=True).stdout.decode()
+
+
+def _newc(files: dict[str, bytes]) -> bytes:
+    """A cpio archive (newc, what the kernel's initramfs unpacker reads) of plain files."""
+    out = bytearray()
+    for ino, (name, data) in enumerate([*files.items(), ("TRAILER!!!", b"")], start=0x4200):
+        path = name.encode() + b"\0"
+        mode = 0o100755 if data else 0
+        out += b"070701" + "".join(f"{v:08X}" for v in (
+            ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(path), 0)).encode()
+        out += path + b"\0" * (-(110 + len(path)) % 4)
+        out += data + b"\0" * (-len(data) % 4)
+    return bytes(out)
+
+
+def test_tenant_software_that_prints_a_panic_marker_outside_its_suites_charges_no_board(
+        custom, attempt):
+    """Issue 53: a tenant initramfs whose `uname` prints the device type's panic marker made
+    the provenance probe's `uname -a` look like the board crashing (BoardCrashed): the board
+    was charged, the run moved on to the next board, and two such runs quarantined it. Now the
+    board's own image is booted to its prompt after each fault (a health check): it does, so
+    the run fails as its own doing, on its first board. A breach: a board charged, the run
+    moved, or the tenant's line on the Board every namespace reads."""
+    import hashlib
+    tag = unique("team-b-build")
+    said = f"Kernel panic - not syncing: {tag}"
+    own = (devlab.STATE / "tftp" / "vb-a53-0" / "initramfs.cpio").resolve().read_bytes()
+    # the board's own initramfs, and after it an archive (the kernel unpacks one after the
+    # other) with the tenant's /init: the board's own, naming the board with the marker, so
+    # `uname -a` (the provenance probe's) prints it; its prompt names the board as before
+    init = _init_of(own)
+    hostname = 'hostname "$(sed -n \'s/.*benchfarm.board=\\([^ ]*\\).*/\\1/p\' /proc/cmdline)"'
+    prompt = "export PS1='root@\\h:\\w# '"
+    assert hostname in init and prompt in init, init
+    init = init.replace(hostname, f"hostname '{said}'").replace(
+        prompt, "export PS1='root@vb-a53-0:\\w# '")
+    initrd = own + b"\0" * (-len(own) % 4) + _newc({"init": init.encode()})
+    digest = hashlib.sha256(initrd).hexdigest()
+    s = store()
+    s.put(f"default/misuse-builds/{tag}/initrd", initrd)
+    apply_lab_policy()                      # namespace default may boot its own software
+    name = unique("panicprobe")
+    before = boards(custom)
+    apply(HELLO_PLAN)                       # its suites print nothing of the sort
+    apply(run_yaml(name, ns="default", plan="misuse-hello",
+                   selector={"deviceType": "qemu-arm64-a53"}, bootCycles=1, iterations=1,
+                   software={"initrd": {"url": f"s3://{s.config.bucket}/default/misuse-builds/"
+                                               f"{tag}/initrd", "sha256": digest}}))
+    st = finished(custom, name, timeout=900)
+    wait_for("vb-a53-0 idle again", lambda: boards(custom)["vb-a53-0"].get("state") == "Idle",
+             timeout=120)
+    after = boards(custom)
+    c = cond(st)
+    board = after["vb-a53-0"]
+    on_board = [v for v in (board.get("reason"), json.dumps(board.get("healthCheckEnd") or {}))
+                if v and tag in v]
+    attempt("tenant software that prints a panic marker outside its suites",
+            f"{st['phase']}/{c.get('reason')} after {st.get('attempts')} attempt(s)",
+            leaked=bool(on_board), charged=charged(before, after))
+    assert st["phase"] == "Failed" and c["reason"] == "RunCrashedBoard", st
+    assert "provenance probe" in c["message"] and tag in c["message"], c   # the run's own
+    assert st.get("attempts") == 1 and not st.get("avoidBoards"), st      # not moved on
+    assert charged(before, after) == 0 and board.get("state") != "Quarantined", board
+    assert not on_board, board
