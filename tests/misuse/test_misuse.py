@@ -902,10 +902,10 @@ def test_more_notifications_recipients_and_deliveries_than_the_caps(custom, atte
     reasons = {k: v["reason"] for k, v in verdicts.items() if v["status"] == "False"}
     refused = reasons == {"b-many": "TooManyRecipients", "c-third": "TooManyNotifications",
                           "anywhere": "EmailDomainForbidden"}
-    attempt("more Notifications/recipients/deliveries than the cap",
+    attempt("more Notifications/recipients/deliveries than caps",
             "Ready=False x2, RateLimited, 1 of 2 events sent" if refused else str(reasons),
             leaked=not refused or posts != 1 or len(queued) != 1)
-    attempt("e-mail through the lab's relay to a domain not listed",
+    attempt("e-mail via the lab's relay to an unlisted domain",
             f"Ready=False/{verdicts['anywhere']['reason']}, nothing queued",
             leaked=verdicts["anywhere"]["reason"] != "EmailDomainForbidden" or
             any(r[0] == mailer for r in queued))
