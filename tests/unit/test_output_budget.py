@@ -138,3 +138,12 @@ def test_no_tenant_chosen_string_becomes_a_prometheus_label():
     assert labelled["CHANGE_POINTS"] == {"device_type", "plan"}      # no metric name
     for name, labels in labelled.items():
         assert labels <= lab_defined, (name, labels - lab_defined)
+
+
+def broken(suite: str, text: str, params: dict[str, str] | None) -> list[Metric]:
+    raise ZeroDivisionError("a parser's bug")
+
+
+def test_a_parsers_bug_comes_back_as_one_not_as_the_runs_fault():
+    with pytest.raises(RuntimeError, match="ZeroDivisionError: a parser's bug"):
+        BudgetedParse(30, 2048, parse=broken)("shell", "x", {})

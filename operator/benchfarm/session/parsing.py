@@ -76,6 +76,7 @@ def _child(conn: Connection, parse: Parse, suite: str, text: str, params: dict[s
     except RunError as exc:         # an unknown suite
         conn.send(("run", exc.message, exc.reason))
     except Exception as exc:        # a parser's bug: the session reports an internal error
+        log.exception("the %s parser failed", suite)     # its traceback, in the session's log
         conn.send(("bug", f"{type(exc).__name__}: {str(exc)[:300]}"))
     finally:
         conn.close()
