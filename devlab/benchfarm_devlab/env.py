@@ -74,11 +74,27 @@ def write_env() -> Path:
     }
     lines = [f"export {k}='{v}'" for k, v in env.items()]
     helm_dir = CACHE / "bin" / f"helm-{HELM_VERSION}"
-    lines.append(f"export PATH='{VENV_BIN}:{kubectl_dir}:{helm_dir}':\"$PATH\"")
+    admin_bin = admin_labgrid_client()
+    lines.append(f"export PATH='{admin_bin}:{VENV_BIN}:{kubectl_dir}:{helm_dir}':\"$PATH\"")
     path = STATE / "env"
     path.write_text("\n".join(lines) + "\n")
     os.chmod(path, 0o600)
     return path
+
+
+def admin_labgrid_client() -> Path:
+    """`.benchfarm/bin/labgrid-client`, first on the env's PATH: the stock labgrid-client
+    behind a forwarder with the lab admin's certificate (BENCHFARM_LABGRID_*), for the one
+    command (`benchfarm.lab.labgrid_forward`); the coordinator takes only certificates, and
+    labgrid 26's client speaks no TLS. Returns its directory."""
+    d = STATE / "bin"
+    d.mkdir(parents=True, exist_ok=True)
+    script = d / "labgrid-client"
+    script.write_text(f"#!/bin/sh\n# the lab admin's labgrid-client (.benchfarm/env): TLS with the "
+                      f"certificate of BENCHFARM_LABGRID_*\nexec '{VENV_BIN / 'python'}' -m "
+                      f"benchfarm.lab.labgrid_forward '{VENV_BIN / 'labgrid-client'}' \"$@\"\n")
+    script.chmod(0o755)
+    return d
 
 
 def operator_env() -> dict[str, str]:

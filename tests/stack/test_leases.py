@@ -326,6 +326,79 @@ def test_benchfarm_lease_shell_releases_the_board_when_the_shell_exits(custom, l
     assert res.returncode == 1 and "at most 60 s" in res.stderr, res.stderr
 
 
+def test_a_lease_s_user_is_the_person_who_made_it(custom, lab_ns, tmp_path):
+    """As a tenant's person (a ServiceAccount token, no admin rights): a lease under a run's
+    holder name, another person's or the lab's is refused by the API server with a clear
+    message; one under their own name (what `benchfarm lease` fills in) is granted and drives
+    its own board. The API server's CEL spells a name as the CLI does, for every escape."""
+    from benchfarm.api.labgridusers import labgrid_name
+    from tests.stack.tenants import Tenant
+    ns_c = lab_ns[2]
+    mallory = Tenant(ns_c, "mallory", tmp_path / "mallory")
+    assert mallory.labgrid == f"system_cserviceaccount_c{ns_c}_cmallory"
+    for user, words in [(f"benchfarm/run-{uuid.uuid4()}", "is the lab's own labgrid identity"),
+                        (f"Benchfarm/lease-{uuid.uuid4()}", "is the lab's own labgrid identity"),
+                        ("operator/benchfarm", "is the lab's own labgrid identity"),
+                        ("desk/carol", f"<host>/{mallory.labgrid} for Kubernetes user "
+                                       f"{mallory.username}"),
+                        (f"desk/{mallory.labgrid}x", f"<host>/{mallory.labgrid}")]:
+        res = mallory.kubectl("create", "-f", "-", input=lease_yaml("forged", ns_c, "30s",
+                                                                   user=user))
+        assert res.returncode != 0 and words in res.stderr, (user, res.stderr)
+        assert "boardlease-users.benchfarm.io" in res.stderr and "denied" in res.stderr, res.stderr
+    assert mallory.kubectl("get", "boardlease", "forged", "-n", ns_c).returncode != 0
+
+    # the API server's spelling is labgrid_name's: people acted as by the admin (impersonated,
+    # in a group that may lease in ns_c), each escape once
+    apply(yaml.safe_dump_all([
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "lease-people", "namespace": ns_c},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                     "name": "lease-person-mallory"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                       "name": "lease-people"}]}]))
+    for person in ("carol", "alice@example.com", "a_b:c@d/e+f#g=h~i%j", "x.y-Z9"):
+        mine = labgrid_name(person)
+        for user, ok in ((f"desk/{mine}", True), (f"desk/{mine}_", False)):
+            res = devlab.kubectl("create", "--dry-run=server", "-f", "-", f"--as={person}",
+                                 "--as-group=lease-people", capture=True, check=False,
+                                 input=lease_yaml("spelled", ns_c, "30s", user=user))
+            assert (res.returncode == 0) is ok, (person, user, res.stderr)
+
+    # their own name: granted, and their board answers them through their own certificate
+    shell = tmp_path / "shell"
+    shell.write_text(f"#!/bin/sh\n{LABGRID_CLIENT} -p \"$LG_PLACE\" power get > {tmp_path}/power"
+                     f" && env | grep ^LG_ > {tmp_path}/seen\n")
+    shell.chmod(0o755)
+    res = subprocess.run(
+        [str(devlab.VENV_BIN / "benchfarm"), "lease", "--board", "vb-x86-0", "--duration", "40s",
+         "-n", ns_c, "--shell"],
+        env={**mallory.env(), "SHELL": str(shell)}, capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stderr
+    assert f"LG_USERNAME={mallory.labgrid}\n" in (tmp_path / "seen").read_text()
+    assert "power for place vb-x86-0 is" in (tmp_path / "power").read_text()
+    assert f"/{mallory.labgrid})" in res.stderr and "released" in res.stderr, res.stderr
+
+
+def test_the_lab_admins_stock_labgrid_client_works_after_sourcing_the_env(lab):
+    """docs/howto/add-boards.md: `source .benchfarm/env`, then `labgrid-client` as it is. The
+    coordinator takes only certificates; the env's labgrid-client runs the stock one behind a
+    forwarder with the admin's certificate for that one command (nothing listens after)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BENCHFARM_", "LG_"))}
+    script = (f"source {devlab.STATE / 'env'} && command -v labgrid-client && "
+              f"labgrid-client places && labgrid-client -p {BOARD} show")
+    res = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert str(devlab.STATE / "bin" / "labgrid-client") in res.stdout
+    assert BOARD in res.stdout and f"Place '{BOARD}'" in res.stdout, res.stdout
+    # the stock client alone, at the coordinator's own address: no certificate, no way in
+    plain = subprocess.run(["bash", "-c", f"source {devlab.STATE / 'env'} && "
+                            f"{LABGRID_CLIENT} places"], env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert plain.returncode != 0, plain.stdout
+
+
 def test_a_direct_lock_is_reported_when_the_lab_says_so(custom, lab_ns):
     policy = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LabPolicy",
               "metadata": {"name": "default"}, "spec": {"directLocks": "Report"}}

@@ -7,15 +7,27 @@ operator issued for the lease's user, expiring with the lease (`BoardLease.statu
 `labgrid-client -p $LG_PLACE console` and `power` work as before, with the person's certificate:
 the coordinator lets it be the lease's user and nothing else. The bytes are gRPC's HTTP/2 frames
 as they are; only the connection under them is TLS (ALPN h2).
+
+The lab admin's stock client goes the same way: `python -m benchfarm.lab.labgrid_forward
+labgrid-client ...` (what the embedded lab's `.benchfarm/bin/labgrid-client` runs) starts a
+forwarder with the certificate of BENCHFARM_LABGRID_CA/_CERT/_KEY, runs the command with
+LG_COORDINATOR pointed at it, and closes it when the command ends. Nothing listens when no
+command runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import ssl
+import subprocess
+import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+
+from ..settings import Settings
 
 CHUNK = 65536
 
@@ -92,3 +104,30 @@ class Forwarder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def run(command: Sequence[str], settings: Settings) -> int:
+    """`command` with LG_COORDINATOR at a forwarder to the settings' coordinator, with their
+    labgrid certificate (BENCHFARM_LABGRID_CA/_CERT/_KEY); as it is without one (a coordinator
+    that takes plain gRPC, or a lease shell, whose LG_COORDINATOR is its lease's forwarder)."""
+    env = dict(settings.environ)
+    if not (settings.labgrid_ca and settings.labgrid_cert and settings.labgrid_key):
+        return subprocess.call(list(command), env=env)
+    context = client_context(settings.labgrid_ca, settings.labgrid_cert, settings.labgrid_key)
+    with Forwarder(settings.coordinator, context) as forwarder:
+        interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)   # the client's to handle
+        try:
+            return subprocess.call(list(command), env={**env, "LG_COORDINATOR": forwarder.address})
+        finally:
+            signal.signal(signal.SIGINT, interrupt)
+
+
+def main(argv: Sequence[str]) -> int:
+    if not argv:
+        print("usage: python -m benchfarm.lab.labgrid_forward COMMAND [ARG...]", file=sys.stderr)
+        return 2
+    return run(argv, Settings.from_env())
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
