@@ -95,9 +95,12 @@ class ParseError(SuiteFailure):
     """A parser met output it cannot read; names the suite and the line so a person can look."""
 
     reason = "ParseError"
+    MAX_MESSAGE = 500   # the message quotes board output; it goes into the run's status
 
     def __init__(self, suite: str, message: str, *, line: int | None = None) -> None:
         where = f" (line {line})" if line is not None else ""
+        if len(message) > self.MAX_MESSAGE:
+            message = message[:self.MAX_MESSAGE] + "…"
         super().__init__(f"{suite}: {message}{where}")
         self.suite = suite
         self.line = line

@@ -1,0 +1,157 @@
+"""Every parser the registry names, fed what a hostile or broken board prints: near-matches of
+its own patterns megabytes long, extreme figures, control characters. Each parse ends within a
+time budget linear in the text, with metrics of finite values or a ParseError (never another
+exception), and its time grows linearly with the text. A parser added to suites/registry.py is
+covered without a line here, once tests/data/samples or adversarial.SEEDS hold lines of its
+output; the last tests show the checks catch a backtracking pattern.
+
+Deterministic: hypothesis derandomized, without an example database.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from benchfarm.errors import ParseError
+from benchfarm.suites import cyclictest, registry
+from benchfarm.suites.base import Metric, Pattern
+from tests.unit.adversarial import (
+    check_linear,
+    grown,
+    near_matches,
+    pattern_lines,
+    patterns,
+    run_parser,
+    seed_lines,
+)
+
+SUITES = [s for s in registry.names() if s != "shell"]       # shell reads nothing
+PATTERNED = [(s, i) for s in SUITES for i in range(len(patterns(s)))]
+# The budget of one parse: a fixed part and a part per megabyte, many times what the slowest
+# parser takes on the worst text found for it (lmbench, a megabyte of bare number pairs, all of
+# them matches: 2.3 s on two loaded cores; the others under 1 s). A backtracking pattern is past
+# it at once: cyclictest's old histogram row took 3 s on one line of 16,000 spaces.
+BUDGET_SECONDS, BUDGET_PER_MB = 1.0, 8.0
+PATTERN_TEXT = 256 << 10     # the near-matches of one pattern grow to this many characters
+PROPERTY = settings(max_examples=10, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=list(HealthCheck))
+
+
+def budget(text: str) -> float:
+    return BUDGET_SECONDS + BUDGET_PER_MB * len(text) / 1e6
+
+
+def check_result(suite: str, result: object) -> None:
+    if isinstance(result, ParseError):
+        assert result.suite == suite and len(str(result)) < 2000, str(result)[:300]
+        return
+    assert isinstance(result, list) and all(isinstance(m, Metric) for m in result), result
+    assert all(isinstance(m.value, (int, float)) and math.isfinite(m.value) for m in result)
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_every_suite_has_lines_of_its_output_and_every_pattern_one_it_matches(suite):
+    seeds = seed_lines(suite)
+    assert seeds, f"{suite}: no lines of its output in tests/data/samples or adversarial.SEEDS"
+    for rx in (p for p in patterns(suite) if isinstance(p, Pattern)):     # its line patterns
+        assert any(rx.search(s) for s in seeds), (
+            f"{suite}: no seed line matches {rx.pattern!r}; add one to adversarial.SEEDS")
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_parsers_match_with_re2_only(suite):
+    """Python's re backtracks; RE2 is linear whatever the pattern."""
+    module = inspect.getmodule(registry.parser(suite))
+    assert not re.search(r"^import re$|^from re import", inspect.getsource(module), re.M), suite
+    assert all(isinstance(p, Pattern) or type(p).__module__ == "re2" for p in patterns(suite))
+
+
+@pytest.mark.parametrize(("suite", "index"), PATTERNED)
+def test_each_pattern_is_linear_on_its_near_matches(suite, index):
+    rx = patterns(suite)[index]
+    regex = rx.regex if isinstance(rx, Pattern) else rx        # the pattern, not its needle
+    check_linear(lambda lines: [regex.search(line) for line in lines],
+                 pattern_lines(rx, suite), f"{suite} {rx.pattern!r}", largest=PATTERN_TEXT)
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_each_parser_is_linear_and_within_budget_on_megabytes_of_near_matches(suite):
+    growth = check_linear(lambda text: run_parser(suite, text), lambda n: near_matches(suite, n),
+                          suite)
+    assert growth.seconds_4n < BUDGET_SECONDS + BUDGET_PER_MB * growth.size_4n / 1e6, growth
+
+
+EXTREME_NUMBERS = ["inf", "-inf", "nan", "-nan", "NaN", "1e308", "-1e308", "1e999", "5e-324",
+                   "1e-320", "0", "-0", "9" * 400, "1" * 5000, "1.7976931348623157e308",
+                   "10000000000000000", "10000000000000002", "4294967296", "0.0000", "."]
+NOISE = ["\x00", "\x1b[2K", "\x1b[0;31m", "\r", "\u00a0", "\u2028", "\ufeff", "\t", "\v", "é",
+         "\"", "|", "<script>", "{", "}", "[", "]", ":", "=", ",", "%", "--", "+H:", "+F:"]
+
+
+@st.composite
+def hostile_text(draw: st.DrawFn, suite: str) -> str:
+    """Lines made from the parser's seeds and from strings its patterns match, each maybe with
+    a run grown long, its numbers made extreme, noise inserted or its end cut; repeated up to
+    about 256 KiB."""
+    seeds, rxs = seed_lines(suite), patterns(suite)
+    lines = []
+    for _ in range(draw(st.integers(1, 6))):
+        if rxs and draw(st.booleans()):
+            rx = draw(st.sampled_from(rxs))
+            line = draw(st.from_regex(rx.pattern, fullmatch=True))
+        else:
+            line = draw(st.sampled_from(seeds))
+        kind = draw(st.sampled_from(["grow", "numbers", "noise", "cut", "as is"]))
+        if kind == "grow" and (variants := grown(line, draw(st.sampled_from([256, 4096, 65536])))):
+            line = draw(st.sampled_from(variants))
+        elif kind == "numbers":
+            line = re.sub(r"\d+(?:\.\d+)?", draw(st.sampled_from(EXTREME_NUMBERS)), line)
+        elif kind == "noise":
+            at = draw(st.integers(0, len(line)))
+            line = line[:at] + draw(st.sampled_from(NOISE)) * draw(st.integers(1, 2000)) + line[at:]
+        elif kind == "cut":
+            line = line[:draw(st.integers(0, len(line)))]
+        lines.append(line)
+    block = "\n".join(lines) + "\n"
+    return block * draw(st.integers(1, max(1, (256 << 10) // len(block))))
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_hostile_output_gives_metrics_or_a_parse_error_within_budget(suite):
+    @PROPERTY
+    @given(text=hostile_text(suite))
+    def case(text: str) -> None:
+        start = time.perf_counter()
+        result = run_parser(suite, text)
+        elapsed = time.perf_counter() - start
+        check_result(suite, result)
+        assert elapsed < budget(text), f"{suite}: {elapsed:.2f} s on {len(text)} characters"
+    case()
+
+
+# -- the checks catch what they are for ---------------------------------------------------------
+
+OLD_HIST_ROW = re.compile(r"^(\d{6})\s+([\d\s]+)$")   # cyclictest's row before RE2: quadratic
+
+
+def test_the_pattern_check_fails_a_backtracking_pattern():
+    with pytest.raises(AssertionError, match="not linearly"):
+        check_linear(lambda lines: [OLD_HIST_ROW.search(line) for line in lines],
+                     pattern_lines(OLD_HIST_ROW, "cyclictest"), "old histogram row",
+                     largest=PATTERN_TEXT)
+
+
+def test_a_deliberately_quadratic_pattern_added_to_a_parser_makes_its_tests_fail(monkeypatch):
+    """cyclictest with its old histogram row, a Python re pattern: the registry's parser fails
+    the structural, the linearity and the budget checks above, each through its own helper."""
+    monkeypatch.setattr(cyclictest, "_HIST_ROW", OLD_HIST_ROW)
+    with pytest.raises(AssertionError):
+        test_parsers_match_with_re2_only("cyclictest")
+    with pytest.raises(AssertionError, match="not linearly"):
+        test_each_parser_is_linear_and_within_budget_on_megabytes_of_near_matches("cyclictest")
