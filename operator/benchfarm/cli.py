@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="the output to parse; - for standard input")
     p.add_argument("--param", action="append", default=[], help="KEY=VALUE parser parameter")
     rep = sub.add_parser("report", help="print the report of a finished run (any cluster: "
-                                        "KUBECONFIG and BENCHFARM_S3_*)")
+                                        "a kubeconfig)")
     rep.add_argument("run", help="NAMESPACE/NAME")
     rep.add_argument("--format", choices=["md", "rst", "json"], default="md",
                      help="Markdown, reStructuredText (the vendor guides' csv-table layout) or "

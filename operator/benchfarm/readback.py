@@ -1,7 +1,9 @@
 """A finished run read back from any cluster: what `benchfarm report` and `benchfarm compare` print.
 
 The BenchmarkRun comes from the Kubernetes API (in-cluster, or KUBECONFIG / ~/.kube/config), its
-`metrics.json` from the artifact store named by BENCHFARM_S3_*. Nothing here knows the dev lab.
+`metrics.json` from the artifact store with the run's namespace's own credential (the Secret
+`benchfarm-store` the operator issues, read with the same kubeconfig: `store.accounts`): a
+kubeconfig is all it needs. Nothing here knows the dev lab.
 Exit codes: 0 printed, 1 not found or unreachable (the message says which), 3 regressed.
 """
 
@@ -28,12 +30,14 @@ def _split(run: str) -> tuple[str, str]:
 def metrics(run: str) -> dict[str, Any]:
     """The metrics document of a finished run NAMESPACE/NAME (or NAME in `default`)."""
     from .kubeapi.client import Kube
-    from .store.artifacts import ArtifactStore, StoreConfig, run_prefix
+    from .store.accounts import namespace_store
+    from .store.artifacts import run_prefix
     ns, name = _split(run)
-    body = Kube(outage_budget=10).get_run(ns, name)
+    kube = Kube(outage_budget=10)
+    body = kube.get_run(ns, name)
     if body is None:
         raise NotFound(f"run {ns}/{name} not found", reason="RunNotFound")
-    store = ArtifactStore(StoreConfig.from_env(), attempts=2)
+    store = namespace_store(kube.secret_data, ns, attempts=2)
     prefix = run_prefix(ns, name, body["metadata"]["uid"], body["spec"].get("artifactPrefix", ""))
     key = f"{prefix}/metrics.json"
     if store.sha256(key) is None:

@@ -174,6 +174,16 @@ class Settings(BaseModel):
     """The artifact bucket."""
     s3_secure: bool = _var("BENCHFARM_S3_SECURE", _ST, default=False)
     """`true`: speak HTTPS to the store."""
+    s3_public_endpoint: str = _var("BENCHFARM_S3_PUBLIC_ENDPOINT", _O, default="")
+    """The store as tenants' CI and people reach it (`HOST:PORT`, or `https://HOST:PORT` for
+    TLS), written with each namespace's own credential into its Secret `benchfarm-store`;
+    empty: `BENCHFARM_S3_ENDPOINT`."""
+    store_accounts: bool = _var("BENCHFARM_STORE_ACCOUNTS", _O, default=True)
+    """`true`: the operator gives each namespace the LabPolicy names, and each with a
+    BenchmarkRun, a store user of its own limited to `<namespace>/` (the MinIO admin API, with
+    the store credential above) and its keys in the namespace's Secret `benchfarm-store`, what
+    `benchfarm upload`, `submit`, `report` and `export` use. `false` for a store without
+    MinIO's admin API: then no tenant has a store credential."""
 
     # -- notifications --------------------------------------------------------------------------
     smtp_host: str = _var("BENCHFARM_SMTP_HOST", _N, default="")

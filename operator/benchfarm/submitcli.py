@@ -1,4 +1,4 @@
-"""`benchfarm submit` and `benchfarm export kcidb`: a CI pipeline's way into the lab.
+"""`benchfarm upload`, `submit` and `export kcidb`: a CI pipeline's way into the lab.
 
 `submit` creates a BenchmarkRun (from a file, from flags, or both: the flags win), says how it
 goes as its status changes (phase, queue position, progress, conditions), waits for its end,
@@ -8,8 +8,11 @@ software did not boot, a suite failed, its input was refused), 130 interrupted (
 pipeline's SIGTERM cancel the run: `spec.cancel`). `--junit`, `--json` and `--kcidb` write the
 result for the CI's test report, its artifacts and KernelCI (`report.ci`, one model for all
 three). `export kcidb` writes (and with `--submit URL` posts) the KCIDB document of a finished
-run or of a campaign's runs. Any cluster: KUBECONFIG or in-cluster credentials, and the store's
-BENCHFARM_S3_* for the results.
+run or of a campaign's runs. `upload` puts a build into the namespace's own folder of the
+lab's store and prints its s3:// URL and SHA-256, for `--kernel` and `--kernel-sha256`. Any
+cluster, and a kubeconfig (or in-cluster credentials) is all they need: the store is reached with
+the namespace's own credential, which the operator issues into its Secret `benchfarm-store` and
+which reaches `<namespace>/` only (`store.accounts`), never with the lab's.
 """
 
 from __future__ import annotations
@@ -34,6 +37,14 @@ SUBMITTED_LABEL = "benchfarm.io/submitted-by"
 
 
 def add_parsers(sub: Any) -> None:
+    u = sub.add_parser("upload", help="upload a build to the namespace's folder of the lab's "
+                                      "store; print its s3:// URL and SHA-256")
+    u.add_argument("file", help="the file to upload")
+    u.add_argument("--key", required=True, help="where in the namespace's folder (e.g. "
+                   "ci/1234/bzImage): the object is <namespace>/KEY")
+    u.add_argument("-n", "--namespace", help="default: the kubeconfig's current namespace")
+    u.set_defaults(func=upload_main)
+
     p = sub.add_parser("submit", help="run a benchmark for a CI pipeline: apply a BenchmarkRun, "
                                       "follow it, print its report; exit 0 ok, 1 regressed, "
                                       "2 the lab's fault, 3 the run's fault")
@@ -137,11 +148,17 @@ def latest_of_plan(runs: list[dict[str, Any]], spec: dict[str, Any]) -> str | No
     return same[-1]["metadata"]["name"] if same else None
 
 
+def _store(namespace: str) -> Any:
+    """The store as `namespace` may use it: with its own credential, read with the kubeconfig."""
+    from .store.accounts import namespace_store
+    return namespace_store(_kube().secret_data, namespace)
+
+
 def _results(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
     """metrics.json and report.md of a finished run from the store; None when it has none."""
-    from .store.artifacts import ArtifactStore, StoreConfig, run_prefix
+    from .store.artifacts import run_prefix
     meta, spec = body["metadata"], body.get("spec") or {}
-    store = ArtifactStore(StoreConfig.from_env(), attempts=3)
+    store = _store(meta["namespace"])
     prefix = run_prefix(meta["namespace"], meta["name"], meta["uid"],
                         spec.get("artifactPrefix", ""))
     if store.sha256(f"{prefix}/metrics.json") is None:
@@ -331,6 +348,48 @@ def _wait(kube: Any, ns: str, name: str, seen: dict[str, Any], every: float,
 
 class _Gone(Exception):
     pass
+
+
+# -- upload ------------------------------------------------------------------------------------
+
+def upload_key(namespace: str, key: str) -> str:
+    """`<namespace>/<key>`; ValueError for an empty key, an empty, '.' or '..' segment."""
+    parts = key.split("/")
+    if not key or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"--key {key!r}: folders and a name, no empty, '.' or '..' segment "
+                         "and no leading or trailing '/'")
+    return f"{namespace}/{key}"
+
+
+def upload_main(args: argparse.Namespace) -> int:
+    """Exit 0 uploaded (stdout: `URL SHA256`), 1 a bad file or key, 2 the lab's fault."""
+    import hashlib
+
+    from kubernetes import client
+    from kubernetes.config import ConfigException
+
+    from .errors import BenchfarmError
+    from .kubeapi.client import current_namespace
+    ns = args.namespace or current_namespace()
+    path = Path(args.file)
+    try:
+        key = upload_key(ns, args.key)
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        size = path.stat().st_size
+    except (ValueError, OSError) as exc:
+        print(f"benchfarm upload: {exc}", file=sys.stderr)
+        return 1
+    try:
+        url = _store(ns).put_stream(key, lambda: path.open("rb"), length=size,
+                                    sha256=digest.hexdigest())
+    except (BenchfarmError, client.ApiException, ConfigException, OSError) as exc:
+        print(f"benchfarm upload: {getattr(exc, 'message', exc)}", file=sys.stderr)
+        return 2
+    print(f"{url} {digest.hexdigest()}")
+    return 0
 
 
 # -- export ------------------------------------------------------------------------------------

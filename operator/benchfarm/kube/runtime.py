@@ -59,6 +59,7 @@ from .scheduler import POLICY_NAME, Scheduler
 from .seating import Seats
 from .sessions import Supervisor
 from .state import Owned, RunIndex, RunState, ts
+from .storeaccounts import StoreAccounts, from_settings as store_accounts_from
 from .workers import Workers
 from .writes import RunWrites
 
@@ -91,6 +92,7 @@ class Runtime:
         if indexer is not None:
             indexer.notify = self.notify  # its change points, to Notifications
         self.notifier: Notifier | None = None   # Notifications' deliveries, from their outbox
+        self.store_accounts: StoreAccounts | None = None   # each namespace's store credential
         self.signing_key = signing_key    # signs what sessions execute (core.trust)
         self.internal = internal          # the lab's internal ranges: no software from there
         self.coordinator = coordinator
@@ -164,6 +166,7 @@ class Runtime:
         rt.notifier = Notifier(Outbox(db) if db is not None else None, Kube(outage_budget=10.0),
                                notify_settings, SmtpSettings.from_environ(settings.environ),
                                rt.namespace, lambda: rt.policy, store)
+        rt.store_accounts = store_accounts_from(settings, store.config)
         return rt
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -175,6 +178,8 @@ class Runtime:
         self.reachability.start()
         if self.notifier is not None:
             self.notifier.start()
+        if self.store_accounts is not None:
+            self.store_accounts.start()
         t0 = time.monotonic()
         await asyncio.to_thread(self.owner.call, self.scheduler.recover)
         metrics.RECOVERY.set(time.monotonic() - t0)
@@ -192,6 +197,8 @@ class Runtime:
         await asyncio.to_thread(self.reachability.stop)
         if self.notifier is not None:
             await asyncio.to_thread(self.notifier.stop)
+        if self.store_accounts is not None:
+            await asyncio.to_thread(self.store_accounts.stop)
         if self.indexer is not None:
             await asyncio.to_thread(self.indexer.stop)
 
@@ -248,6 +255,8 @@ class Runtime:
             self.indexer.finished(run.namespace, run.name, run.uid, status)
         if self.notifier is not None and run.phase in FINISHED:
             self.notifier.run_seen(body)
+        if self.store_accounts is not None:   # it reads its results back with its own
+            self.store_accounts.want([run.namespace])
         self.wake()
 
     def observe_board(self, body: dict[str, Any]) -> None:
@@ -276,6 +285,8 @@ class Runtime:
             return
         policy = LabPolicySpec() if deleted else LabPolicySpec(**body.get("spec") or {})
         changed, self.policy = policy != self.policy, policy
+        if self.store_accounts is not None:   # a team the lab lets in uploads before its runs
+            self.store_accounts.want(p.namespace for p in policy.namespaces)
         if changed and self.notifier is not None:   # webhookHosts: Ready again
             self.notifier.policy_changed()
         if changed:   # priority ceilings: every waiting entry's place in the queue may move

@@ -317,7 +317,7 @@ class Kube:
             self._call("create configmap", lambda: self.core.create_namespaced_config_map(
                 namespace, body))
 
-    # -- the one Secret the operator reads (api.notifications.SECRET_NAME) -----------------------
+    # -- the Secrets the operator reads by name (notifications' keys, store credentials) -----
     def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None:
         """A Secret's data, decoded; None if there is none. PermissionError where RBAC does not
         let the operator read it (the chart grants `get` on one name only)."""
@@ -338,13 +338,14 @@ class Kube:
                 "service_account"), "Role": (client.RbacAuthorizationV1Api, "role"),
                 "RoleBinding": (client.RbacAuthorizationV1Api, "role_binding"),
                 "ConfigMap": (client.CoreV1Api, "config_map"), "Pod": (client.CoreV1Api, "pod"),
-                "Lease": (client.CoordinationV1Api, "lease")}
+                "Lease": (client.CoordinationV1Api, "lease"),
+                "Secret": (client.CoreV1Api, "secret")}
         api, noun = apis[kind]
         return api(self.api), noun
 
     def create_namespaced(self, kind: str, namespace: str, body: dict[str, Any]) -> bool:
-        """Create a Job, ServiceAccount, Role, RoleBinding, ConfigMap or Lease; False when it
-        already exists."""
+        """Create a Job, ServiceAccount, Role, RoleBinding, ConfigMap, Lease or Secret (a
+        namespace's store credential); False when it already exists."""
         api, noun = self._typed(kind)
         create = getattr(api, f"create_namespaced_{noun}")
         try:
