@@ -207,6 +207,14 @@ def test_benchfarms_accounts_and_people_can_do_what_they_need_and_no_more(chart_
         if col != "operator SA":
             assert _can("get", "secrets", TEAM, COLUMNS[col],
                         name="benchfarm-notifications") == "no", col
+    # each namespace's store credential (kube/storeaccounts.py): the operator writes and reads
+    # the Secret benchfarm-store by that name; the namespace's people read it (their CI's way to
+    # the store with their own token), and no other Secret
+    assert _can("get", "secrets", TEAM, OPERATOR, name="benchfarm-store") == "yes"
+    assert _can("patch", "secrets", TEAM, OPERATOR, name="benchfarm-store") == "yes"
+    assert _can("get", "secrets", TEAM, PEOPLE["user"], name="benchfarm-store") == "yes"
+    assert _can("get", "secrets", TEAM, PEOPLE["user"], name="team-a-db") == "no"
+    assert _can("get", "secrets", TEAM, SESSION, name="benchfarm-store") == "no"
 
 
 def test_the_policies_hold_benchfarms_accounts_to_benchfarms_own_objects(chart_rbac):
@@ -254,6 +262,13 @@ def test_the_policies_hold_benchfarms_accounts_to_benchfarms_own_objects(chart_r
     write(f"create Lease {NS}/benchfarm-run-z (a run's)", "health SA", "create", "-f", "-",
           input=_lease("benchfarm-run-z", NS, **session), allowed=False)
     managed = {"app.kubernetes.io/managed-by": "benchfarm"}
+    for name, labels, allowed in (("benchfarm-store", managed, True),
+                                  ("team-a-db", managed, False), ("benchfarm-store", {}, False)):
+        secret = {"apiVersion": "v1", "kind": "Secret", "stringData": {"k": "v"},
+                  "metadata": {"name": name, "namespace": TEAM, "labels": labels}}
+        kubectl("delete", "secret", "-n", TEAM, name, "--ignore-not-found", check=False)
+        write(f"create Secret {TEAM}/{name}{' (labelled)' if labels else ''}", "operator SA",
+              "create", "-f", "-", input=yaml.safe_dump(secret), allowed=allowed)
     write(f"create Role {TEAM}/tenant-role", "operator SA", "create", "-f", "-",
           input=yaml.safe_dump(_doc("Role", "tenant-role", TEAM, rules=[])), allowed=False)
     binding = _bind("RoleBinding", "benchfarm-session-rbac-x", f"{NAME}-session-policy",
