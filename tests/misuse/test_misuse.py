@@ -1106,3 +1106,48 @@ def test_tenant_software_that_prints_a_panic_marker_outside_its_suites_charges_n
     assert st.get("attempts") == 1 and not st.get("avoidBoards"), st      # not moved on
     assert charged(before, after) == 0 and board.get("state") != "Quarantined", board
     assert not on_board, board
+
+
+def test_a_teams_store_credential_reaches_no_other_namespace_and_not_builds(
+        operator, attempt, tmp_path):  # noqa: F811
+    """Issue 53 item 1: a team holds its kubeconfig, and through it its namespace's own store
+    credential (the Secret benchfarm-store), never the lab's. With it: another namespace's run
+    results and builds, and the lab's `builds/` kernels and their SHA256SUMS (which every
+    namespace with `softwareSources: [builds/]` boots), read or written, answer AccessDenied."""
+    import io
+    import uuid
+
+    from benchfarm.store.artifacts import ArtifactStore, StoreConfig
+    from tests.stack.citenant import CiTenant, denied, let_in
+    tag = uuid.uuid4().hex[:5]
+    team, other = CiTenant(f"misuse-st-{tag}", tmp_path / "a"), CiTenant(
+        f"misuse-sv-{tag}", tmp_path / "b")
+    let_in({"namespace": team.ns}, {"namespace": other.ns})
+    try:
+        lab_store = ArtifactStore(StoreConfig.from_env())
+        bucket = lab_store.config.bucket
+        metrics = f"{other.ns}/run/uid/metrics.json"
+        lab_store.put(metrics, b'{"metrics": []}')
+        s3 = team.store()
+        read = denied(lambda: s3.get_object(bucket, metrics))
+        wrote = denied(lambda: s3.put_object(bucket, metrics, io.BytesIO(b"{}"), 2))
+        listed = denied(lambda: list(s3.list_objects(bucket, prefix=f"{other.ns}/")))
+        attempt("another namespace's objects with a team's store credential",
+                f"read {read}, write {wrote}, list {listed}",
+                leaked="allowed" in (read, listed), lost=wrote == "allowed")
+        assert (read, wrote, listed) == ("AccessDenied",) * 3
+        sums = "builds/qemu-arm64/debian-arm64/SHA256SUMS"
+        before = lab_store.get(sums)
+        kernel = denied(lambda: s3.put_object(bucket, "builds/qemu-arm64/debian-arm64/vmlinuz",
+                                              io.BytesIO(b"evil"), 4))
+        digest = denied(lambda: s3.put_object(bucket, sums, io.BytesIO(b"0" * 64), 64))
+        attempt("a kernel under builds/ from a team", f"kernel {kernel}, SHA256SUMS {digest}",
+                lost=lab_store.get(sums) != before or "allowed" in (kernel, digest))
+        assert (kernel, digest) == ("AccessDenied",) * 2 and lab_store.get(sums) == before
+        res = team.kubectl("get", "secret", "benchfarm-store", "-n", other.ns)
+        attempt("another namespace's store credential with a team's token",
+                "Forbidden" if "Forbidden" in res.stderr else res.stderr[:52],
+                leaked=res.returncode == 0)
+        assert res.returncode != 0 and "Forbidden" in res.stderr
+    finally:
+        apply_lab_policy()

@@ -25,6 +25,13 @@ from tests.stack.runs import GROUP, VERSION, cond, finished
 pytestmark = pytest.mark.stack
 
 BENCHFARM = Path(devlab.VENV_BIN) / "benchfarm"
+
+
+def no_store_keys() -> dict[str, str]:
+    """The lab's environment without the store's keys: `submit`, `upload` and `export` reach the
+    store with the namespace's own credential (its Secret benchfarm-store), never the lab's."""
+    return {k: v for k, v in {**os.environ, **devlab.lab_env()}.items()
+            if not k.startswith("BENCHFARM_S3_")}
 PLANS = """
 apiVersion: benchfarm.io/v1alpha1
 kind: TestPlan
@@ -64,8 +71,7 @@ def submit(tmp_path: Path, tag: str, *args: str, timeout: float = 900):
     res = subprocess.run([str(BENCHFARM), "submit", *args, "--junit", str(out["xml"]),
                           "--json", str(out["json"]), "--kcidb", str(out["kcidb"]),
                           "--poll", "1"],
-                         env={**os.environ, **devlab.lab_env()}, capture_output=True, text=True,
-                         timeout=timeout)
+                         env=no_store_keys(), capture_output=True, text=True, timeout=timeout)
     summary = json.loads(out["json"].read_text()) if out["json"].exists() else {}
     return res, summary, out
 
@@ -87,7 +93,7 @@ def test_a_good_run_exits_0_with_a_junit_case_for_every_step_and_exports_to_kcid
 
     exported = tmp_path / "export.json"
     res = subprocess.run([str(BENCHFARM), "export", "kcidb", summary["run"], "-o",
-                          str(exported)], env={**os.environ, **devlab.lab_env()},
+                          str(exported)], env=no_store_keys(),
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     doc = json.loads(exported.read_text())
@@ -101,16 +107,19 @@ def test_a_good_run_exits_0_with_a_junit_case_for_every_step_and_exports_to_kcid
 def test_a_kernel_that_does_not_boot_exits_3_the_runs_fault(custom, tmp_path):
     """U-Boot loads it and refuses it ("Bad Linux ARM64 Image magic"): the run's fault, one
     attempt, the board not charged (test_software_stack's full variant applies the same run)."""
-    from benchfarm.store.artifacts import ArtifactStore, StoreConfig
     board = custom.get_cluster_custom_object(GROUP, VERSION, "boards", "vb-a53-0")
     failures = board.get("status", {}).get("consecutiveInfraFailures", 0)
-    store = ArtifactStore(StoreConfig.from_env())
-    store.put("default/stacktest-submit/Image", b"not a kernel")
-    url = f"s3://{store.config.bucket}/default/stacktest-submit/Image"
+    (tmp_path / "Image").write_bytes(b"not a kernel")
+    up = subprocess.run([str(BENCHFARM), "upload", str(tmp_path / "Image"), "--key",
+                         "stacktest-submit/Image"], env=no_store_keys(), capture_output=True,
+                        text=True, timeout=120)
+    assert up.returncode == 0, up.stderr
+    url, digest = up.stdout.split()
+    assert url.endswith("/default/stacktest-submit/Image")
+    assert digest == hashlib.sha256(b"not a kernel").hexdigest()
     res, summary, out = submit(
         tmp_path, "broken", "--plan", "stacktest-submit-kernel", "--device-type",
-        "qemu-arm64-a53", "--kernel", url,
-        "--kernel-sha256", hashlib.sha256(b"not a kernel").hexdigest(), "--boot-cycles", "1")
+        "qemu-arm64-a53", "--kernel", url, "--kernel-sha256", digest, "--boot-cycles", "1")
     assert res.returncode == 3, res.stderr
     assert "SoftwareBootFailed" in res.stderr
     assert summary["blame"] == "Run" and summary["reason"] == "SoftwareBootFailed"
