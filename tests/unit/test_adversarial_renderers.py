@@ -12,13 +12,15 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from benchfarm.core.gate import Decision, Exit
 from benchfarm.core.guide import csv_tables
 from benchfarm.report import html, svg
-from benchfarm.report.ci import Outcome, Step, junit, kcidb, summary
+from benchfarm.report.ci import Outcome, Step, junit, kcidb, outcome, summary
 from benchfarm.report.release import Column, release_guide, release_html, release_md, release_rst
 from benchfarm.report.tables import markdown, rst
+from benchfarm.web.charts import history_svg
 
 EXTREMES = [0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan, 1e308, -1e308,
             1.7976931348623157e308, 5e-324, -5e-324, 2.2250738585072014e-308,
@@ -130,3 +132,87 @@ def test_junit_holds_no_character_xml_cannot():
     ET.fromstring(junit([o]))       # parses: no control character or lone surrogate in it
     json.loads(json.dumps(kcidb([o]), allow_nan=False))
     json.dumps(summary(o), allow_nan=False)
+
+
+# -- property-based: any figures, any text ------------------------------------------------------
+
+RENDER = settings(max_examples=25, deadline=None, derandomize=True, database=None,
+                  suppress_health_check=list(HealthCheck))
+RENDER_SECONDS = 5.0    # one document of up to 300 series and 64 KiB strings: ~0.1 s measured
+FLOATS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(EXTREMES))
+TEXT = st.one_of(st.text(max_size=40), st.sampled_from([HOSTILE, "", '"', "|", "\\", "\n"]),
+                 st.integers(1, 65536).map(lambda n: "|<\"\n9"[n % 5] * n))
+# names the report's shapes take apart (report.shapes), with tenant text in their parts
+SHAPED = st.sampled_from([
+    "openssl-{0}-{1}B", "cyclictest-t{1}-max", "fio-{0}-{1}k-read-throughput",
+    "dd-{0}-{1}-write-cpu-load", "netperf-{0}-{1}-throughput", "ne10-{0}-{1}-forward-neon",
+    "dmatest-{0}-{1}-nc-latency", "critical-memory-access-latency-{0}-r5f", "rail-{0}-{1}",
+    "rail-total-{0}", "iperf3-received", "cyclictest-hist-{1}us", "lat_mem_rd-stride64-sz{1}k"])
+DIGITS = st.sampled_from(["1", "64", "9" * 20, "1" * 5000, "0"])
+NAMES = st.one_of(TEXT, st.builds(lambda tpl, part, digits: tpl.format(part, digits),
+                                  SHAPED, TEXT, DIGITS))
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> dict[str, object]:
+    """A metrics document (core.results.metrics_document's shape) with any figures and text."""
+    series = [{"step": draw(st.sampled_from(["a", "b"]) | TEXT), "name": draw(NAMES),
+               "unit": draw(st.sampled_from(["KB/s", "MB/s", "us", "%", "ns", "mW", "x"]) | TEXT),
+               "higherIsBetter": draw(st.booleans()),
+               "values": draw(st.lists(FLOATS, min_size=1, max_size=4)), "display": draw(TEXT)}
+              for _ in range(draw(st.integers(0, 300) if draw(st.booleans()) else st.integers(0, 5)))]
+    boots = draw(st.lists(st.fixed_dictionaries({"kernel": FLOATS, "prompt": FLOATS}), max_size=3))
+    return {"run": {"board": draw(TEXT), "namespace": "t", "name": draw(TEXT), "uname": draw(TEXT),
+                    "plan": draw(TEXT)},
+            "series": series, "bootEvents": boots,
+            "bootSummary": {draw(TEXT): {"display": draw(TEXT)} for _ in range(len(boots))},
+            "records": [{"step": s["step"], "suite": "shell", "iteration": 1, "error": draw(TEXT)}
+                        for s in series[:2]]}
+
+
+def timed(render, *args):
+    start = time.perf_counter()
+    out = render(*args)
+    assert time.perf_counter() - start < RENDER_SECONDS, render
+    return out
+
+
+@RENDER
+@given(lo=FLOATS, hi=FLOATS, count=st.integers(-5, 10_000))
+def test_any_two_floats_give_a_bounded_axis(lo, hi, count):
+    ticks = timed(svg.nice_ticks, lo, hi, count)
+    assert 2 <= len(ticks) <= min(max(count, 1), svg.MAX_COUNT) + 4
+    assert all(math.isfinite(t) for t in ticks)
+    assert all(a < b for a, b in zip(ticks, ticks[1:], strict=False))
+    assert all(len(svg.fmt(t)) < 40 for t in ticks) and len(svg.fmt(lo)) < 40
+
+
+@RENDER
+@given(doc=documents())
+def test_any_document_renders_in_every_format_and_escapes_its_text(doc):
+    for render in (markdown, rst):
+        text = timed(render, doc)
+        assert "<script>" not in text if render is markdown else True
+    assert "<script>" not in timed(html.html, {**doc, "series": [
+        s for s in doc["series"] if not str(s["name"]).startswith(("cyclictest-hist", "lat_mem"))]})
+    plot = timed(html.boot_plot, doc)
+    assert plot is None or (plot.startswith("<svg") and "nan" not in plot.split("<text")[0])
+    guide = timed(release_guide, "r1", [Column("b-1", doc), Column("b-2", None, missing="x")])
+    for render in (release_md, release_rst, release_html):
+        timed(render, guide)
+    body = {"metadata": {"namespace": "t", "name": "r", "uid": "u"},
+            "spec": {"suites": [{"name": s, "suite": "shell"} for s in {x["step"] for x in
+                                                                          doc["series"]}]},
+            "status": {"phase": "Succeeded"}}
+    o = outcome(body, doc, Decision(Exit.ok, "done"))
+    ET.fromstring(timed(junit, [o]))
+    json.dumps(timed(kcidb, [o]), allow_nan=False)
+    json.dumps(timed(summary, o), allow_nan=False)
+
+
+@RENDER
+@given(points=st.lists(st.tuples(FLOATS, st.lists(FLOATS, max_size=3)), min_size=1, max_size=200))
+def test_a_dashboard_history_of_any_figures_is_drawn(points):
+    doc = {"series": [{"run": f"t/r{i}", "time": "2026-01-01T00:00:00Z", "mean": mean,
+                       "samples": samples} for i, (mean, samples) in enumerate(points)]}
+    assert timed(history_svg, doc, "us", lambda r: f"/runs/{r}").startswith("<svg")
