@@ -120,3 +120,27 @@ def test_a_run_asking_for_a_longer_timeout_than_its_namespace_may_is_refused():
     assert admit({"timeoutSeconds": 7 * 86400}, {})["phase"] == "Pending"   # no cap by default
     other = {"namespaces": [{"namespace": "team-b", "maxTimeoutSeconds": 60}]}
     assert admit({"timeoutSeconds": 7201}, other)["phase"] == "Pending"
+
+
+def test_the_operator_refuses_a_lease_under_a_lab_identity_where_no_policy_did():
+    """A cluster without the admission policy (or a lease older than it): the operator never
+    queues a lease for `benchfarm/run-<uid>`; it is Refused with UserNotAllowed, said in an event."""
+    from benchfarm.kube.leases import Leases
+    written, events = [], []
+    rt = SimpleNamespace(
+        policy=LabPolicySpec(namespaces=[{"namespace": "team-a", "leases": {"allowed": True}}]),
+        inventory_known=False, wake=lambda: None,
+        kube=SimpleNamespace(event=lambda ref, kind, reason, message: events.append(reason)))
+    book = SimpleNamespace(write=lambda ns, name, status: written.append(status) or True)
+    manager = SimpleNamespace(rt=rt, book=book)
+
+    def admit(user: str) -> dict:
+        Leases.admit(manager, {"metadata": {"namespace": "team-a", "name": "l", "uid": "u"},
+                               "spec": {"selector": {"board": "vb-x86-1"}, "duration": "1h",
+                                        "user": user}})
+        return written[-1]
+    st = admit(f"benchfarm/run-{'0' * 8}")
+    cond = st["conditions"][0]
+    assert st["phase"] == "Refused" and cond["reason"] == "UserNotAllowed", st
+    assert "the lab's own labgrid identity" in cond["message"] and events[-1] == "UserNotAllowed"
+    assert admit("desk/carol")["phase"] == "Pending"
