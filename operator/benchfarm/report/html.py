@@ -20,7 +20,7 @@ import jinja2
 import re2
 
 from .shapes import shape
-from .svg import fmt, nice_ticks
+from .svg import LIMIT, fmt, nice_ticks
 
 
 def _pyplot() -> Any:
@@ -117,7 +117,7 @@ def cyclictest_plot(doc: dict[str, Any]) -> str | None:
     for s in doc.get("series", []):
         if (m := _HIST_BUCKET.match(s["name"])) and s.get("values"):
             mean = sum(s["values"]) / len(s["values"])
-            if math.isfinite(mean) and mean > 0:
+            if 0 < mean < LIMIT:     # nor nan, nor inf, nor what overflows a log scale
                 buckets[int(m.group(1))] += mean
     if not buckets:
         return None
