@@ -440,8 +440,8 @@ def test_the_sign_in_page_sends_a_person_nowhere_but_this_site(kube, attempt):  
     def sign_in(nxt: str) -> tuple[int, str]:
         form = urllib.parse.urlencode({"token": token, "next": nxt}).encode()
         try:
-            with urllib.request.build_opener(NoRedirect).open(
-                    urllib.request.Request(url + "/signin", data=form), timeout=30) as resp:
+            with urllib.request.build_opener(NoRedirect).open(urllib.request.Request(
+                    url + "/signin", data=form, headers={"Origin": url}), timeout=30) as resp:
                 return resp.status, ""
         except urllib.error.HTTPError as exc:
             return exc.code, exc.headers.get("Location") or ""
@@ -464,6 +464,49 @@ def test_the_sign_in_page_sends_a_person_nowhere_but_this_site(kube, attempt):  
         urllib.request.urlopen(req, timeout=30)
     body = missing.value.read().decode()
     assert missing.value.code == 404 and not _lab_leaks(body), body
+
+
+def test_the_dashboards_sign_in_keeps_tokens_takes_no_foreign_form_and_slows_guessing(
+        kube, attempt):  # noqa: F811
+    """Issue 53: the dashboard's cookie once held the person's Kubernetes token, `POST /signin`
+    took a form from any page (a page elsewhere signed a person in as someone else), and every
+    guessed token cost the API server a TokenReview. A breach: the token in a Set-Cookie, a
+    foreign form answered with a cookie, or a guess reviewed past the limit."""
+    from kubernetes import client
+
+    from benchfarm.web.sessions import BURST
+    from tests.stack.crossns import dashboard
+    from tests.stack.test_web import _person, session_cookie, sign_in_form, token_reviews
+    url = devlab.lab_env()["BENCHFARM_WEB_URL"]
+    token = _person(client.CoreV1Api(kube), client.RbacAuthorizationV1Api(kube), "misuse-web")
+
+    status, headers, _ = sign_in_form(url, token)
+    cookies = headers.get("set-cookie", [])
+    in_cookie = [c for c in cookies if token in c or token[-32:] in c]
+    attempt("read the token back from the dashboard's cookie",
+            f"{status}: the cookie is a {len(session_cookie(headers))}-char. session id",
+            leaked=bool(in_cookie) or not session_cookie(headers))
+    assert status == 303 and session_cookie(headers) and not in_cookie, cookies
+
+    foreign = {origin: sign_in_form(url, token, origin=origin)
+               for origin in ("https://evil.example", "null", None)}
+    taken = {o: a[0] for o, a in foreign.items() if a[0] != 403 or "set-cookie" in a[1]}
+    attempt("sign a person in from another site (login CSRF)",
+            f"403, no cookie, for {len(foreign)} origins (another, null, none)", leaked=bool(taken))
+    assert not taken, taken
+
+    with dashboard() as fresh:       # its own process: the lab's dashboard is not held back
+        first = token_reviews(kube)
+        guesses = [sign_in_form(fresh, f"guess-{i}")[0] for i in range(BURST)]
+        before = token_reviews(kube)
+        over = [sign_in_form(fresh, f"guess-more-{i}") for i in range(20)]
+        reviewed = token_reviews(kube) - before
+    limited = [a for a in over if a[0] == 429 and a[1].get("retry-after")]
+    attempt(f"guess tokens at the sign-in form ({BURST + 20} tries)",
+            f"{before - first:.0f} × 401, then {len(limited)} × 429, {reviewed:.0f} TokenReviews",
+            leaked=len(limited) != 20 or reviewed > 0)
+    assert guesses == [401] * BURST and before - first >= BURST, (guesses, before - first)
+    assert len(limited) == 20 and reviewed == 0, (over, reviewed)
 
 
 def test_a_kernel_command_line_without_a_software_grant_is_refused(custom, attempt):

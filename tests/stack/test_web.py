@@ -2,7 +2,9 @@
 a person uses it: real BenchmarkRuns in two namespaces, a person whose ServiceAccount token
 (TokenRequest) is bound to one of them signs in, reads the lab, the runs, the history chart (its
 points and change-point marker), follows a point to the run, its report and an artifact, and
-finds nothing of the other namespace, on any page or URL. Screenshots under
+finds nothing of the other namespace, on any page or URL. Sign-in keeps no token in the browser
+(the cookie is an opaque session), takes no form from another site's page, and a client guessing
+tokens waits (429) with no TokenReview made for it. Screenshots under
 $BENCHFARM_STATE/screenshots/web-<time>/ (the path is printed).
 
 The history comes from tests/stack/webhistory.py (the runs' own metrics, a declared change point)
@@ -12,12 +14,15 @@ is checked over HTTP.
 
 from __future__ import annotations
 
+import http.server
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -104,6 +109,49 @@ def _http(url: str, token: str | None = None) -> tuple[int, str]:
         return 0, str(exc.reason)
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def sign_in_form(url: str, token: str, nxt: str = "/lab",
+                 origin: str | None = "") -> tuple[int, dict[str, list[str]], str]:
+    """`POST /signin` as the form sends it, from `origin` (default: the site's own; None: no
+    Origin header): (status, the headers by lower-case name, the body or where it sends)."""
+    headers = {} if origin is None else {"Origin": origin or url}
+    req = urllib.request.Request(url + "/signin", headers=headers,
+                                 data=urllib.parse.urlencode({"token": token, "next": nxt}).encode())
+    try:
+        with urllib.request.build_opener(_NoRedirect).open(req, timeout=30) as resp:
+            got, status, body = resp.headers, resp.status, resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        got, status = exc.headers, exc.code
+        body = exc.headers.get("Location") or exc.read().decode(errors="replace")
+    names: dict[str, list[str]] = {}
+    for name, value in got.items():
+        names.setdefault(name.lower(), []).append(value)
+    return status, names, body
+
+
+def session_cookie(headers: dict[str, list[str]]) -> str:
+    """The session id the sign-in's Set-Cookie gives ("" if none)."""
+    for value in headers.get("set-cookie", []):
+        if value.startswith("benchfarm_session="):
+            return value.split(";", 1)[0].split("=", 1)[1].strip('"')
+    return ""
+
+
+def token_reviews(kube) -> float:
+    """TokenReviews the API server has answered so far (its own /metrics, the lab admin's
+    account)."""
+    resp = kube.call_api(*kube.param_serialize("GET", "/metrics", auth_settings=["BearerToken"]),
+                         _request_timeout=30)
+    resp.read()
+    text = resp.data.decode()
+    return sum(float(m.group(1)) for m in re.finditer(
+        r'^apiserver_request_total\{[^}]*resource="tokenreviews"[^}]*\} (\S+)$', text, re.M))
+
+
 @pytest.fixture(scope="module")
 def site(lab, kube, operator):
     from kubernetes import client
@@ -187,6 +235,49 @@ def _sign_in(driver, site, ns: str = NS_A) -> None:
     assert driver.find_element(By.ID, "who").text == f"system:serviceaccount:{ns}:viewer"
 
 
+def test_the_browser_holds_a_session_not_the_token_and_a_page_elsewhere_signs_no_one_in(
+        site, browser):
+    """In Chromium: after sign-in the browser's cookies hold no token (the session cookie is
+    HttpOnly and SameSite=Lax); a page of another origin that posts the sign-in form with
+    another person's token is answered 403, and the person is still themselves."""
+    from selenium.webdriver.common.by import By
+    d = browser
+    _sign_in(d, site)
+    cookies = d.get_cookies()
+    assert cookies and not [c for c in cookies if site["tokens"][NS_A] in str(c["value"])]
+    session = next(c for c in cookies if c["name"] == "benchfarm_session")
+    assert session["httpOnly"] and session["sameSite"] == "Lax"
+    assert d.execute_script("return document.cookie") == ""     # no script reads it
+    form = (f'<form id="f" method="post" action="{site["url"]}/signin">'
+            f'<input name="token" value="{site["tokens"][NS_B]}"><input name="next" '
+            f'value="/runs"></form><script>document.getElementById("f").submit()</script>')
+
+    class Evil(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(form.encode())
+
+        def log_message(self, *args):
+            pass
+    evil = http.server.HTTPServer(("127.0.0.1", 0), Evil)
+    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    try:
+        d.get(f"http://localhost:{evil.server_address[1]}/")
+        wait_for("the refusal", lambda: "this site's own page" in
+                 d.find_element(By.TAG_NAME, "body").text, timeout=30)
+    finally:
+        evil.shutdown()
+        evil.server_close()
+    d.get(site["url"] + "/runs")
+    assert d.find_element(By.ID, "who").text == f"system:serviceaccount:{NS_A}:viewer"
+    d.find_element(By.CSS_SELECTOR, "form.who button, form.who input[type=submit]").click()
+    wait_for("signed out", lambda: "/signin" in d.current_url, timeout=30)
+    d.get(site["url"] + "/runs")
+    assert urllib.parse.urlparse(d.current_url).path == "/signin"
+
+
 def _text(driver, element_id: str) -> str:
     """An element's text read in one script: the page may replace the element between a
     find_element and its .text (seen in CI: "Node with given id does not belong to the document")."""
@@ -209,6 +300,51 @@ def test_the_labs_web_process_takes_kubernetes_tokens_and_shows_one_namespace(si
     status, page = _http(url + "/runs", site["tokens"][NS_A])
     assert status == 200 and site["runs"]["a1"] in page and site["runs"]["b1"] not in page
     assert _http(f"{url}/runs/{site['runs']['b1']}", site["tokens"][NS_A])[0] == 404
+
+
+def test_the_labs_web_process_keeps_the_token_and_gives_the_browser_an_opaque_session(site):
+    """The lab's own dashboard: sign-in's cookie is a session id (HttpOnly, SameSite=Lax, not
+    Secure on plain HTTP on loopback), which opens the person's pages and is no token; sign-out
+    ends it on the server, so the same id opens nothing afterwards."""
+    url, token = devlab.lab_env()["BENCHFARM_WEB_URL"], site["tokens"][NS_A]
+    status, headers, where = sign_in_form(url, token, "/runs")
+    assert (status, where) == (303, "/runs")
+    cookies = headers.get("set-cookie", [])
+    assert cookies and not [c for c in cookies if token in c or token[-40:] in c], cookies
+    sid = session_cookie(headers)
+    assert len(sid) >= 43 and sid not in token
+    flags = [f.strip().lower() for f in cookies[0].split(";")[1:]]
+    assert "httponly" in flags and "samesite=lax" in flags and "secure" not in flags, flags
+
+    def with_session(path: str) -> tuple[int, str]:
+        req = urllib.request.Request(url + path, headers={"Cookie": f"benchfarm_session={sid}"})
+        try:
+            with urllib.request.build_opener(_NoRedirect).open(req, timeout=30) as resp:
+                return resp.status, resp.read().decode(errors="replace")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.headers.get("Location") or ""
+    status, page = with_session("/runs")
+    assert status == 200 and site["runs"]["a1"] in page and site["runs"]["b1"] not in page
+    assert _http(url + "/runs", sid)[0] == 401            # the session id is no bearer token
+    req = urllib.request.Request(url + "/signout", data=b"", headers={
+        "Origin": url, "Cookie": f"benchfarm_session={sid}"})
+    with pytest.raises(urllib.error.HTTPError) as out:
+        urllib.request.build_opener(_NoRedirect).open(req, timeout=30)
+    assert out.value.code == 303
+    status, where = with_session("/runs")
+    assert status == 302 and where.startswith("/signin")
+
+
+def test_a_sign_in_from_another_sites_page_is_refused(site, kube):
+    """`POST /signin` with a good token from a page of another origin (or with neither Origin
+    nor Referer): 403 saying why, no cookie, and no TokenReview made for it."""
+    url, token = site["url"], site["tokens"][NS_B]
+    before = token_reviews(kube)
+    for origin in ("http://evil.example", "null", "http://127.0.0.1:1", None):
+        status, headers, body = sign_in_form(url, token, origin=origin)
+        assert status == 403 and "this site's own page" in body, (origin, status, body)
+        assert "set-cookie" not in headers, origin
+    assert token_reviews(kube) == before
 
 
 def test_a_person_follows_the_history_chart_to_a_run_its_report_and_an_artifact(site, browser):
@@ -345,3 +481,29 @@ def test_the_lab_page_shows_a_board_held_by_a_person_and_each_namespaces_queue(s
         finally:
             for ns, name in queued.items():
                 _delete(custom, ns, name)
+
+
+def test_guessing_tokens_is_slowed_to_a_429_with_no_token_review(site, kube):
+    """Failed sign-ins from one address: the first ones are reviewed (401), then 429 with a
+    Retry-After, for a bad token and a good one alike, and the API server is asked nothing.
+    Last in this module: the site's process holds this address back for a minute after."""
+    from kubernetes import client
+
+    from benchfarm.web.sessions import BURST, REFILL_SECONDS
+    url = site["url"]
+    answers: list[int] = []
+    first = token_reviews(kube)
+    while 429 not in answers and len(answers) <= BURST:
+        answers.append(sign_in_form(url, f"guess-{len(answers)}-{time.time_ns()}")[0])
+    assert answers[-1] == 429 and set(answers[:-1]) == {401}, answers
+    assert token_reviews(kube) >= first + len(answers) - 1       # each 401 was a TokenReview
+    fresh = _person(client.CoreV1Api(kube), client.RbacAuthorizationV1Api(kube), NS_B)
+    before = token_reviews(kube)
+    for token in ("guess-more", fresh):             # a good token never reviewed: none now
+        status, headers, body = sign_in_form(url, token)
+        assert status == 429 and "try again in" in body, (status, body)
+        assert 0 < int(headers["retry-after"][0]) <= REFILL_SECONDS + 1
+        assert "set-cookie" not in headers
+    status = _http(url + "/runs", "guess-by-header")[0]
+    assert status == 429
+    assert token_reviews(kube) == before
