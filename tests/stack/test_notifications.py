@@ -479,14 +479,22 @@ def test_over_its_caps_a_namespaces_notifications_say_so_and_send_nothing(custom
     st = wait_for("n1-hook rate-limited", lambda: cond(
         s := _status(custom, "n1-hook", ns), "Delivered").get("reason") == "RateLimited" and s,
         timeout=60)
+    assert "/two was not delivered" in cond(st, "Delivered")["message"], st
     assert "maxDeliveriesPerHour" in cond(st, "Delivered")["message"], st
     wait_for("the one delivery", lambda: rx.received, timeout=30)
     time.sleep(3)
     assert len(rx.received) == 1, rx.received       # the other run's event: not sent
+    assert "/one " in json.loads(rx.received[0]["body"])["text"], rx.received
+    st = wait_for("n1-hook's counts", lambda: (s := _status(custom, "n1-hook", ns)).get(
+        "refused") == 1 and s.get("delivered") == 1 and s, timeout=30)
+    assert {(d["subject"].split("/")[1], d["state"]) for d in st["deliveries"]} == {
+        ("one", "Delivered"), ("two", "Refused")}, st
     from sqlalchemy import select
 
     from benchfarm.history import Database
     from benchfarm.history.schema import notification_outbox as t
     with Database.from_env().engine.connect() as conn:
-        queued = conn.execute(select(t.c.notification).where(t.c.namespace == ns)).all()
-    assert [r[0] for r in queued] == ["n1-hook"], queued       # nothing for the refused ones
+        queued = conn.execute(select(t.c.notification, t.c.attempts).where(
+            t.c.namespace == ns)).all()
+    # nothing for the Notifications not in force; n1-hook's second never attempted
+    assert sorted(tuple(r) for r in queued) == [("n1-hook", 0), ("n1-hook", 1)], queued

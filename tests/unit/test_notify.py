@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from benchfarm.api.models import LabPolicySpec, NamespacePolicy
 from benchfarm.api.notifications import (
+    DeliveryState,
     Event,
     EventKind,
     NotificationBody,
@@ -343,6 +344,15 @@ def test_the_delivered_condition_says_what_failed_last():
     status, reason, message = n.delivered_condition([ok, failing])
     assert (status, reason) == ("False", NotificationReason.retrying) and "HTTP 503" in message
     assert n.delivered_condition([{**failing, "failed": "t"}])[1] == NotificationReason.gave_up
+    # the newest event's delivery refused over maxDeliveriesPerHour: never attempted, kept done
+    why = n.rate_limited("team-a", 1, "RunFinished", "team-a/r2")
+    refused = {**ok, "id": "d3", "attempts": 0, "delivered": None, "failed": "t",
+               "last_error": why, "created": 2}
+    assert n.delivered_condition([{**ok, "created": 1}, refused]) == (
+        "False", NotificationReason.rate_limited, why)
+    assert n.delivered_condition([{**ok, "created": 3}, refused])[0] == "True"   # newer went
+    assert n.delivery({**refused, "created": None}).state == DeliveryState.refused
+    assert n.delivery({**failing, "failed": "t", "created": None}).state == DeliveryState.failed
 
 
 # -- one attempt, against real receivers on loopback ---------------------------------------------

@@ -158,7 +158,8 @@ class NotificationReason(StrEnum):
     email_forbidden = "EmailDomainForbidden"  # Ready=False: a recipient's domain is not listed
     too_many_notifications = "TooManyNotifications"  # Ready=False: past maxNotifications
     too_many_recipients = "TooManyRecipients"        # Ready=False: past maxRecipients
-    rate_limited = "RateLimited"            # Delivered=False: past maxDeliveriesPerHour
+    rate_limited = "RateLimited"            # Delivered=False: the latest was refused, past
+    #                                         maxDeliveriesPerHour
     delivered = "Delivered"                 # Delivered: the latest attempts all succeeded
     retrying = "Retrying"                   # Delivered=False: a delivery failed, tried again
     gave_up = "GaveUp"                      # Delivered=False: a delivery failed for too long
@@ -169,6 +170,7 @@ class DeliveryState(StrEnum):
     delivered = "Delivered"
     retrying = "Retrying"
     failed = "Failed"      # given up (BENCHFARM_NOTIFY_GIVE_UP_SECONDS after the event)
+    refused = "Refused"    # never attempted: the namespace's maxDeliveriesPerHour was reached
 
 
 class Delivery(Model):
@@ -192,6 +194,7 @@ class NotificationStatus(Model):
     delivered: int = 0
     pending: int = 0
     failed: int = 0
+    refused: int = 0
     observedGeneration: int | None = None
 
 
@@ -206,7 +209,10 @@ def status_schema() -> dict[str, Any]:
                 "Deliveries not made yet: queued, or failed and to be tried again.")},
             "failed": {"type": "integer", "description": (
                 "Deliveries given up (their event older than BENCHFARM_NOTIFY_GIVE_UP_SECONDS), "
-                "of those the outbox keeps.")}}
+                "of those the outbox keeps.")},
+            "refused": {"type": "integer", "description": (
+                "Deliveries never attempted: the namespace had as many queued in the hour "
+                "before as its LabPolicy's notifications.maxDeliveriesPerHour (kept a week).")}}
 
 
 class ObjectRef(BaseModel):

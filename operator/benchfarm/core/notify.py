@@ -458,9 +458,16 @@ def now_utc() -> datetime:
 
 
 # -- the outbox as a Notification's status shows it ----------------------------------------------
+def refused(row: Mapping[str, Any]) -> bool:
+    """A delivery the outbox keeps as refused (over maxDeliveriesPerHour): done, never tried."""
+    return row.get("failed") is not None and not row.get("attempts")
+
+
 def _delivery_state(row: Mapping[str, Any]) -> DeliveryState:
     if row.get("delivered") is not None:
         return DeliveryState.delivered
+    if refused(row):
+        return DeliveryState.refused
     if row.get("failed") is not None:
         return DeliveryState.failed
     return DeliveryState.retrying
@@ -477,7 +484,12 @@ def delivery(row: Mapping[str, Any]) -> Delivery:
 
 def delivered_condition(rows: list[dict[str, Any]]) -> tuple[str, NotificationReason, str]:
     """The Delivered condition from the latest deliveries (newest first): False while the
-    latest attempt of any of them failed, True once the latest all went through."""
+    newest event's was refused (over maxDeliveriesPerHour) or the latest attempt of any of them
+    failed, True once the latest all went through."""
+    newest = max(rows, key=lambda r: (r.get("created") is not None, r.get("created") or 0),
+                 default=None)
+    if newest is not None and refused(newest):
+        return ("False", NotificationReason.rate_limited, str(newest.get("last_error") or ""))
     tried = [r for r in rows if r.get("attempts")]
     if not tried:
         return ("Unknown", NotificationReason.waiting,

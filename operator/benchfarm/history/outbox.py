@@ -10,7 +10,9 @@ the same id); one that comes back after an API-server or database outage finds e
 not made still here. Rows that are done are kept `keep` seconds (the status shows the latest)
 and then pruned. What the notifier's fairness and caps ask of it is one statement each too: the
 longest-due delivery of each namespace without one in flight, and how many a namespace had
-queued since a time.
+queued since a time. A delivery refused over the namespace's maxDeliveriesPerHour is kept as
+done and never attempted (`failed` set, no attempts, its reason in `last_error`, no body): the
+same event seen again after a restart is not queued then.
 
 Any failure to reach the server is an `Outage(party="database")` (as `db.Database`'s).
 """
@@ -33,10 +35,12 @@ class Outbox:
         self.db = db
 
     def add(self, rows: Sequence[dict[str, Any]]) -> list[str]:
-        """Enqueue deliveries (columns of the table; attempts and outcome left out); returns the
-        ids that were new (a delivery already in the outbox is left as it is)."""
+        """Enqueue deliveries (columns of the table; attempts left out, and the outcome but for
+        a refused one's `failed` and `last_error`); returns the ids that were new (a delivery
+        already in the outbox is left as it is)."""
         if not rows:
             return []
+        rows = [{"failed": None, "last_error": "", **r} for r in rows]    # one set of columns
         stmt = insert(t).on_conflict_do_nothing(index_elements=["id"]).returning(t.c.id)
         return self.db._do("enqueue", lambda conn: [r[0] for r in conn.execute(stmt, list(rows))])
 
@@ -46,8 +50,10 @@ class Outbox:
         return self.db._do("read", lambda conn: {r[0] for r in conn.execute(q)})
 
     def queued_since(self, namespace: str, since: dt.datetime) -> int:
-        """Deliveries of the namespace's Notifications queued since `since` (done or not)."""
-        q = select(func.count()).where(t.c.namespace == namespace, t.c.created >= since)
+        """Deliveries of the namespace's Notifications queued since `since` (done or not; those
+        refused, never attempted, are not counted)."""
+        q = select(func.count()).where(t.c.namespace == namespace, t.c.created >= since,
+                                       ~(t.c.failed.is_not(None) & (t.c.attempts == 0)))
         return int(self.db._do("read", lambda conn: conn.execute(q).scalar() or 0))
 
     def due_heads(self, now: dt.datetime, busy: Sequence[str] = ()) -> dict[str, str]:
@@ -102,13 +108,16 @@ class Outbox:
         return self.db._do("read", lambda conn: [dict(r._mapping) for r in conn.execute(q)])
 
     def counts(self, notification_uid: str) -> dict[str, int]:
-        """{delivered, pending, failed} of a Notification's deliveries in the outbox."""
+        """{delivered, pending, failed, refused} of a Notification's deliveries in the outbox."""
         state = func.count().filter
-        q = select(state(t.c.delivered.is_not(None)), state(t.c.failed.is_not(None)),
-                   state(t.c.delivered.is_(None) & t.c.failed.is_(None))
+        q = select(state(t.c.delivered.is_not(None)),
+                   state(t.c.failed.is_not(None) & (t.c.attempts > 0)),
+                   state(t.c.delivered.is_(None) & t.c.failed.is_(None)),
+                   state(t.c.failed.is_not(None) & (t.c.attempts == 0))
                    ).where(t.c.notification_uid == notification_uid)
-        delivered, failed, pending = self.db._do("read", lambda conn: conn.execute(q).one())
-        return {"delivered": delivered, "failed": failed, "pending": pending}
+        delivered, failed, pending, refused = self.db._do("read",
+                                                          lambda conn: conn.execute(q).one())
+        return {"delivered": delivered, "failed": failed, "pending": pending, "refused": refused}
 
     def forget(self, notification_uid: str) -> int:
         """A deleted Notification's deliveries not made yet: none will be."""

@@ -2,7 +2,8 @@
 
 On the notifier's thread, `step` writes the inbox's events into the outbox (`history.outbox`,
 one delivery per target: the rows the inbox matched; those past the namespace's LabPolicy
-maxDeliveriesPerHour are not written, and their Notifications say so), drops a deleted
+maxDeliveriesPerHour are written as refused, never attempted, and their Notifications say so),
+drops a deleted
 Notification's pending deliveries, hands the due deliveries to the delivery threads and prunes
 done deliveries.
 
@@ -65,8 +66,6 @@ class Marks(Protocol):
 
     def mark(self, uid: str) -> None: ...
 
-    def limit(self, uid: str, message: str | None) -> None: ...
-
 
 class Dispatcher:
     def __init__(self, cond: threading.Condition, outbox: Outbox | None, inbox: Queued,
@@ -114,36 +113,33 @@ class Dispatcher:
                 with self.cond:
                     self.inbox.items.popleft()
                 continue
-            rows, refused = self._within_rate(rows, now)     # an Outage leaves the event queued
+            rows = self._within_rate(rows, now)     # an Outage leaves the event queued
             new = self.outbox.add(rows)
             with self.cond:
                 self.inbox.items.popleft()
                 for row in rows:
                     if row["id"] in new:
-                        self.statuses.limit(str(row["notification_uid"]), None)
-                for uid, message in refused.items():
-                    self.statuses.limit(uid, message)
+                        self.statuses.mark(str(row["notification_uid"]))
                 if new:
                     self.wake_at = 0.0
-            metrics.NOTIFICATIONS.labels("queued").inc(len(new))
-            metrics.NOTIFICATIONS.labels("limited").inc(len(refused))
+            refused = [r for r in rows if r["id"] in new and r.get("failed") is not None]
+            metrics.NOTIFICATIONS.labels("queued").inc(len(new) - len(refused))
+            metrics.NOTIFICATIONS.labels("refused").inc(len(refused))
             for row in rows:
                 if row["id"] in new:
                     log.info("%s/%s: %s %s queued for %s (delivery %s)", row["namespace"],
                              row["notification"], row["event_kind"], row["subject"],
                              row["target"], row["id"])
 
-    def _within_rate(self, rows: list[dict[str, Any]], now: datetime
-                     ) -> tuple[list[dict[str, Any]], dict[str, str]]:
-        """The rows to write, and the Notifications whose rows are not written (uid -> why):
-        of the rows not in the outbox yet (seen again after a restart, a delivery is not new),
-        each namespace's as many as its maxDeliveriesPerHour leaves room for in the hour."""
+    def _within_rate(self, rows: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
+        """The rows to write: of those not in the outbox yet (seen again after a restart, a
+        delivery is not new), each namespace's as many as its maxDeliveriesPerHour leaves room
+        for in the hour; the rest as refused (done, never attempted, why in last_error)."""
         assert self.outbox is not None
         if not rows:
-            return rows, {}
+            return rows
         known = self.outbox.existing([r["id"] for r in rows])
         keep = [r for r in rows if r["id"] in known]
-        refused: dict[str, str] = {}
         room: dict[str, int] = {}
         for row in rows:
             if row["id"] in known:
@@ -156,12 +152,12 @@ class Dispatcher:
                 room[ns] -= 1
                 keep.append(row)
             else:
-                refused[str(row["notification_uid"])] = n.rate_limited(
-                    ns, cap, str(row["event_kind"]), str(row["subject"]))
-                log.info("%s/%s: %s %s not queued for %s: the namespace's "
-                         "maxDeliveriesPerHour (%d) is reached", ns, row["notification"],
-                         row["event_kind"], row["subject"], row["target"], cap)
-        return keep, refused
+                keep.append({**row, "body": {}, "failed": now, "last_error": n.rate_limited(
+                    ns, cap, str(row["event_kind"]), str(row["subject"]))})
+                log.info("%s/%s: %s %s refused for %s: the namespace's maxDeliveriesPerHour "
+                         "(%d) is reached", ns, row["notification"], row["event_kind"],
+                         row["subject"], row["target"], cap)
+        return keep
 
     def _forget(self) -> None:
         assert self.outbox is not None

@@ -86,7 +86,8 @@ CHANGE_POINTS = Counter("benchfarm_change_points_total",
                         ["device_type", "plan"], registry=REGISTRY)
 NOTIFICATIONS = Counter("benchfarm_notifications_total",
                         "Notification deliveries by what became of them: queued (in the outbox), "
-                        "delivered, retried (an attempt failed) and failed (given up)",
+                        "delivered, retried (an attempt failed), failed (given up) and refused "
+                        "(over the namespace's maxDeliveriesPerHour)",
                         ["outcome"], registry=REGISTRY)
 RECOVERY = Gauge("benchfarm_recovery_seconds",
                  "Reading the lab back after the operator started (runs, boards, fairness)",

@@ -1,13 +1,13 @@
 """A Notification's status, written back: whether it is in force and how its deliveries went.
 
 The notifier (`kube.notifier`) marks a Notification whose status is to be written (it was added
-or changed, the LabPolicy changed, one of its deliveries was queued or made or refused); its
+or changed, the LabPolicy changed, one of its deliveries was queued, made or refused); its
 thread writes the marked ones' statuses: the `Ready` condition (in force, or why not: its
 namespace's Notifications judged together, `core.notify.judge`, which the matching of events
-asks too), the `Delivered` condition (or, when an event's deliveries were refused over the
-namespace's maxDeliveriesPerHour, `RateLimited` until one is queued again), its latest
-deliveries and their counts from the outbox. A Notification's status is written at most every STATUS_EVERY
-seconds; one whose write met an outage is marked again.
+asks too), the `Delivered` condition (`RateLimited` while its newest event's delivery is one
+refused over the namespace's maxDeliveriesPerHour), its latest deliveries and their counts from
+the outbox. A Notification's status is written at most every STATUS_EVERY seconds; one whose
+write met an outage is marked again.
 
 Its state is the notifier's, under the notifier's one condition (`cond`): `mark`, `seen` and
 `drop` are called with it held, like the notifier's own methods that call them.
@@ -50,7 +50,6 @@ class Statuses:
         self.conditions: dict[str, list[dict[str, Any]]] = {}   # uid -> as last written
         self.dirty: dict[str, float] = {}                    # uid -> when its status is due
         self.written_at: dict[str, float] = {}
-        self.limited: dict[str, str] = {}                    # uid -> why an event was not sent
 
     def judge(self, namespace: str, subs: Sequence[n.Subscription]
               ) -> dict[str, tuple[NotificationReason, str]]:
@@ -74,18 +73,8 @@ class Statuses:
     def drop(self, uid: str) -> None:
         """(Under the condition's lock) a deleted Notification: no status of it to write."""
         self.dirty.pop(uid, None)
-        self.limited.pop(uid, None)
         self.written_at.pop(uid, None)
         self.conditions.pop(uid, None)
-
-    def limit(self, uid: str, message: str | None) -> None:
-        """(Under the condition's lock) an event's deliveries were refused over the namespace's
-        maxDeliveriesPerHour (`message`), or one was queued again (None)."""
-        if message is None:
-            self.limited.pop(uid, None)
-        else:
-            self.limited[uid] = message
-        self.mark(uid)
 
     # -- the writes (the notifier's thread) -----------------------------------------------------
     def write_due(self, subs: Mapping[str, n.Subscription],
@@ -125,15 +114,13 @@ class Statuses:
                 conditions, "Ready", "True", NotificationReason.accepted,
                 f"{', '.join(sub.spec.events)} of namespace {sub.namespace} go to {targets}",
                 sub.generation)
-        with self.cond:
-            limited = self.limited.get(sub.uid)
-        delivered = n.delivered_condition(rows) if limited is None else \
-            ("False", NotificationReason.rate_limited, limited)
-        conditions = set_condition(conditions, "Delivered", *delivered, sub.generation)
+        conditions = set_condition(conditions, "Delivered", *n.delivered_condition(rows),
+                                   sub.generation)
         status = {"conditions": conditions, "deliveries": [
                       n.delivery(r).model_dump(mode="json") for r in rows],
                   "delivered": counts.get("delivered", 0), "pending": counts.get("pending", 0),
-                  "failed": counts.get("failed", 0), "observedGeneration": sub.generation}
+                  "failed": counts.get("failed", 0), "refused": counts.get("refused", 0),
+                  "observedGeneration": sub.generation}
         if self.kube.patch_custom(PLURAL, sub.namespace, sub.name, {"status": status},
                                   status=True):
             self.conditions[sub.uid] = conditions
