@@ -199,16 +199,17 @@ def _size(text: Any) -> int:
 
 
 def _best(parse: Callable[[Any], object], text: Any, repeat: int) -> float:
-    """The least of `repeat` timings, the garbage collector off: its full collections walk
-    every object alive, so a parse's many metrics would make a linear parse look faster than
-    linear in time."""
+    """The least of `repeat` timings in CPU time of this process (the other processes of a
+    loaded machine do not lengthen it, as they do wall time), the garbage collector off: its
+    full collections walk every object alive, so a parse's many metrics would make a linear
+    parse look faster than linear in time."""
     best = math.inf
     gc.disable()
     try:
         for _ in range(repeat):
-            start = time.perf_counter()
+            start = time.process_time()
             parse(text)
-            best = min(best, time.perf_counter() - start)
+            best = min(best, time.process_time() - start)
     finally:
         gc.enable()
     return best

@@ -41,9 +41,9 @@ def assert_axis(ticks: list[float], lo: float, hi: float) -> None:
 def test_a_one_ulp_spread_ends_the_axis_loop():
     """The dashboard hung on two runs printing Time: 10000000000000000 and ...02: the step was
     below the values' float spacing and `t += step` stood still."""
-    start = time.perf_counter()
+    start = time.process_time()
     ticks = svg.nice_ticks(10000000000000000.0, 10000000000000002.0)
-    assert time.perf_counter() - start < 0.1
+    assert time.process_time() - start < 0.1
     assert_axis(ticks, 10000000000000000.0, 10000000000000002.0)
 
 
@@ -73,9 +73,9 @@ def test_a_histogram_of_a_million_buckets_is_one_bounded_drawing():
               for us in range(0, 1_000_000, 50)]
     series += [{"name": "cyclictest-hist-3us", "values": [v]}
                for v in (math.inf, math.nan, 1e308, 5e-324, -1.0)]
-    start = time.perf_counter()
+    start = time.process_time()
     assert html.cyclictest_plot({"series": series})
-    assert time.perf_counter() - start < 20
+    assert time.process_time() - start < 20
 
 
 HOSTILE = 'fio "job" | <script>alert(1)</script> [x](http://e) \\| a\nb\r\x1b[0m'
@@ -171,9 +171,9 @@ def documents(draw: st.DrawFn) -> dict[str, object]:
 
 
 def timed(render, *args):
-    start = time.perf_counter()
+    start = time.process_time()
     out = render(*args)
-    assert time.perf_counter() - start < RENDER_SECONDS, render
+    assert time.process_time() - start < RENDER_SECONDS, render
     return out
 
 
