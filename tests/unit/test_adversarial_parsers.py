@@ -73,6 +73,24 @@ def test_parsers_match_with_re2_only(suite):
     assert all(isinstance(p, Pattern) or type(p).__module__ == "re2" for p in patterns(suite))
 
 
+NEEDLED = [(s, i) for s, i in PATTERNED
+           if isinstance(p := patterns(s)[i], Pattern) and p.needles]
+
+
+@pytest.mark.parametrize(("suite", "index"), NEEDLED)
+def test_a_patterns_needles_are_in_everything_it_matches(suite, index):
+    """A line without any of a Pattern's literals is not handed to RE2: so every match must
+    hold one, or the parser would miss lines it read before."""
+    rx = patterns(suite)[index]
+
+    @PROPERTY
+    @given(text=st.from_regex(rx.pattern))
+    def case(text: str) -> None:
+        if rx.regex.search(text):
+            assert any(n in text for n in rx.needles), (rx.pattern, rx.needles, text)
+    case()
+
+
 @pytest.mark.parametrize(("suite", "index"), PATTERNED)
 def test_each_pattern_is_linear_on_its_near_matches(suite, index):
     rx = patterns(suite)[index]
