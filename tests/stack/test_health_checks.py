@@ -213,6 +213,10 @@ def test_a_failing_health_check_is_a_session_of_its_own_and_the_board_stays_quar
     st = board_status(custom)
     assert st["state"] == "Quarantined" and st["reason"].startswith("health check failed: "), st
     assert end["reason"] and end["reason"] != "HealthCheckLost", end     # the boot's own verdict
+    # every namespace reads the Board: the lab's words for the failure, never a console line
+    from benchfarm.api.outcomes import fault_words
+    assert end["message"] == fault_words(end["reason"]), end
+    assert st["reason"] == f"health check failed: {fault_words(end['reason'])}", st
     # the check ran in a session process, which had the console; the operator never did
     assert watch.sessions_connected, (watch.sessions_seen, watch.port)
     assert watch.operator not in watch.sessions_seen

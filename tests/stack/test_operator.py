@@ -288,6 +288,9 @@ def test_a_board_that_never_boots_is_quarantined_and_the_run_moves_on(custom):
         assert st["board"] == "vb-x86-1" and st["attempts"] == 2 and st["avoidBoards"] == ["vb-x86-0"]
         board = custom.get_cluster_custom_object(GROUP, VERSION, "boards", "vb-x86-0")["status"]
         assert board["state"] == "Quarantined" and "BootFailed" in board["reason"]
+        # every namespace reads the Board: the lab's words for the fault, no console line
+        assert board["reason"].startswith("BootFailed: a boot failed") and \
+            "Kernel panic" not in board["reason"], board
     finally:
         fault(0, "none")
     wait_for("health check returns vb-x86-0 to Idle", lambda: custom.get_cluster_custom_object(
