@@ -151,10 +151,11 @@ def count_parameter(value: str) -> int | None:
 def lines_of(text: str) -> list[str]:
     """The lines a person would read: serial consoles add \\r and VT100 sequences; a guide copied
     from a web page or PDF has no-break and other Unicode spaces, which RE2's `\\s` (ASCII, as
-    its `\\d` and `\\w`) does not match, so they become plain spaces."""
+    its `\\d` and `\\w`) does not match, so they become plain spaces, as do vertical tabs and
+    form feeds: a line holds no space but ' ' and tab (what Pattern's literals may count on)."""
     if "\x1b" in text:
         text = _VT100.sub("", text)
-    if not text.isascii():
+    if not text.isascii() or "\x0b" in text or "\x0c" in text:
         text = text.translate(_SPACES)
     return text.replace("\r", "").split("\n")
 

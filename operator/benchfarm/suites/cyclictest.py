@@ -12,7 +12,7 @@ from .base import Metric, Pattern, integer, json_object, lines_of
 
 SUITE = "cyclictest"
 _THREAD = Pattern(r"^T:\s*(\d+)\s+\(\s*\d+\)\s+P:\s*\d+\s+I:\s*\d+\s+C:\s*(\d+)\s+"
-                     r"Min:\s*(\d+)\s+Act:\s*(\d+)\s+Avg:\s*(\d+)\s+Max:\s*(\d+)", "Max:")
+                  r"Min:\s*(\d+)\s+Act:\s*(\d+)\s+Avg:\s*(\d+)\s+Max:\s*(\d+)", "Max:")
 _HIST_SUMMARY = Pattern(r"^#\s*(Min|Avg|Max) Latencies:\s*([\d\s]+)$", "Latencies:")
 _HIST_ROW = Pattern(r"^(\d{6})\s+([\d\s]+)$", " ", "\t")
 Threads = dict[int, tuple[float, float, float]]  # thread -> (min, avg, max) in us

@@ -15,8 +15,8 @@ from .base import Metric, Pattern, integer, lines_of, number
 
 SUITE = "openssl"
 _HEADER = Pattern(r"^type\s+((?:\d+ bytes\s*)+)$", " bytes")
-_PKEY = Pattern(r"^(rsa|dsa)\s+(\d+)\s+bits\s+\S+s\s+\S+s\s+([\d.]+)\s+([\d.]+)", " bits")
-_EC = Pattern(r"^\s*\d+\s+bits\s+(ecdsa|EdDSA)\s+\((\w+)\)\s+\S+s\s+\S+s\s+([\d.]+)\s+([\d.]+)", " bits")
+_PKEY = Pattern(r"^(rsa|dsa)\s+(\d+)\s+bits\s+\S+s\s+\S+s\s+([\d.]+)\s+([\d.]+)", "bits")
+_EC = Pattern(r"^\s*\d+\s+bits\s+(ecdsa|EdDSA)\s+\((\w+)\)\s+\S+s\s+\S+s\s+([\d.]+)\s+([\d.]+)", "bits")
 # -mr; 'Got: ' marks a -multi child's own report, of which only the sizes are used
 _MR_SIZES = Pattern(r"^(?:Got: )?\+H((?::\d+)+)", "+H")
 _MR_CIPHER = Pattern(r"^\+F:\d+:([^:]+)((?::[\d.]+)+)$", "+F:")

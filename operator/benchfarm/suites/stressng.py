@@ -8,7 +8,7 @@ from .base import Metric, Pattern, lines_of, number
 
 SUITE = "stress-ng"
 _ROW = Pattern(r"metrc:\s*\[\d+\]\s+([a-z][\w-]*)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+"
-                  r"([\d.]+)\s+([\d.]+)", "metrc:")
+               r"([\d.]+)\s+([\d.]+)", "metrc:")
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:
