@@ -1194,3 +1194,68 @@ def test_a_teams_store_credential_reaches_no_other_namespace_and_not_builds(
         assert res.returncode != 0 and "Forbidden" in res.stderr
     finally:
         apply_lab_policy()
+
+
+def test_a_lease_under_someone_elses_labgrid_name_is_refused_at_apply(custom, attempt, tmp_path):
+    """A tenant's person names, as their lease's labgrid user, the holder `labgrid-client
+    places` shows for a live run (`benchfarm/run-<uid>`) or another person's live lease: the
+    API server refuses both (a lease's user is its creator's own name). Their own name is
+    taken."""
+    from tests.stack.tenants import Tenant
+    run = unique("named")
+    apply(run_yaml(run, plan="misuse-quick"))
+    uid = get(custom, run)["metadata"]["uid"]
+    victor = Tenant("default", "misuse-victor", tmp_path / "victor")
+    mallory = Tenant("default", "misuse-mallory", tmp_path / "mallory")
+
+    def lease(who, name, user):
+        return who.kubectl("create", "-f", "-", input=yaml.safe_dump({
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "BoardLease",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"selector": {"deviceType": "qemu-x86"}, "duration": "2m", "user": user}}))
+    own = unique("victor")
+    try:
+        made = lease(victor, own, f"desk/{victor.labgrid}")
+        assert made.returncode == 0, made.stderr          # the way works: a person's own name
+        for tried, user in (("a lease as a live run's holder benchfarm/run-<uid>",
+                             f"benchfarm/run-{uid}"),
+                            ("a lease as another person's live lease's user",
+                             f"desk/{victor.labgrid}")):
+            name = unique("forged")
+            res = lease(mallory, name, user)
+            made = res.returncode == 0
+            if made:
+                custom.delete_namespaced_custom_object(GROUP, VERSION, "default", "boardleases",
+                                                       name)
+            why = ("the lab's own identity" if "the lab's own labgrid identity" in res.stderr
+                   else "not its creator's name" if "its creator's own" in res.stderr
+                   else res.stderr.strip()[-40:])
+            attempt(tried, f"refused by the API server: {why}" if not made
+                    else "granted a lease under that name", leaked=made)
+            assert not made and "boardlease-users.benchfarm.io" in res.stderr, res
+    finally:
+        custom.patch_namespaced_custom_object(GROUP, VERSION, "default", "boardleases", own,
+                                              {"spec": {"release": True}})
+    st = finished(custom, run, timeout=300)
+    assert st["phase"] == "Succeeded", st
+
+
+def test_a_run_asking_for_a_longer_timeout_than_its_namespace_may_is_refused(custom, attempt):
+    """`timeoutSeconds` is the longest a run holds a board: a namespace whose LabPolicy caps it
+    (maxTimeoutSeconds) gets a run asking for 7 days refused at admission, holding nothing."""
+    ns = "misuse-timeout"
+    _namespace(ns)
+    policy = {**LAB_POLICY, "spec": {**LAB_POLICY["spec"], "namespaces": [
+        *LAB_POLICY["spec"]["namespaces"], {"namespace": ns, "maxTimeoutSeconds": 600}]}}
+    apply(yaml.safe_dump(policy))
+    time.sleep(2)               # the operator's view of the LabPolicy (as test_policy waits)
+    try:
+        name = unique("week")
+        apply(run_yaml(name, ns=ns, plan="misuse-quick", timeoutSeconds=7 * 86400))
+        st = finished(custom, name, ns=ns, timeout=60)
+        attempt("a run asking for timeoutSeconds 7 days (cap 600)",
+                f"{st['phase']}/{cond(st).get('reason')}", leaked=st.get("board") is not None)
+        assert st["phase"] == "Failed" and cond(st)["reason"] == "PolicyViolation", st
+        assert "maxTimeoutSeconds" in cond(st)["message"] and not st.get("board"), st
+    finally:
+        apply_lab_policy()
