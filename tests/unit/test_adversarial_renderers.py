@@ -216,3 +216,16 @@ def test_a_dashboard_history_of_any_figures_is_drawn(points):
     doc = {"series": [{"run": f"t/r{i}", "time": "2026-01-01T00:00:00Z", "mean": mean,
                        "samples": samples} for i, (mean, samples) in enumerate(points)]}
     assert timed(history_svg, doc, "us", lambda r: f"/runs/{r}").startswith("<svg")
+
+
+def test_the_reports_plots_are_drawn_and_embedded():
+    """html.py's pyplot helper called itself: every report with a histogram or a lat_mem_rd
+    curve ended in a RecursionError."""
+    series = [{"name": f"lat_mem_rd-stride64-sz{kb}k", "values": [ns]}
+              for kb, ns in ((16, 1.5), (512, 9.0), (8192, 80.0), (9, math.inf))]
+    series += [{"name": "cyclictest-hist-12us", "values": [3.0], "step": "rt", "unit": "samples",
+                "display": "3"}]
+    assert html.lat_mem_rd_plot({"series": series})
+    page = html.html({"run": {"board": "b-1"}, "series": [
+        {**s, "step": "rt", "unit": "samples", "display": "3"} for s in series]})
+    assert page.count("data:image/png;base64,") == 2
