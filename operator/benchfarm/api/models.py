@@ -499,8 +499,12 @@ class BoardLeaseSpec(Model):
     priority: int = Field(100, ge=0, le=1000, description=(
         "Higher first, in the same queue as BenchmarkRuns; capped by the namespace's ceiling."))
     user: LabgridUser = Field(
-        description=("The labgrid user (host/user, i.e. LG_HOSTNAME/LG_USERNAME) the person "
-                     "connects as: benchfarm allows it on the place (labgrid-client allow)."),
+        description=("The labgrid user (host/name, i.e. LG_HOSTNAME/LG_USERNAME) the person "
+                     "connects as: benchfarm allows it on the place (labgrid-client allow). "
+                     "The name is the creator's own Kubernetes user name as labgrid spells it "
+                     "(`_` doubled, `:` as `_c`, `@` as `_a`; `benchfarm lease` fills it in) "
+                     "and the host never the lab's (benchfarm, operator): the API server "
+                     "refuses any other."),
         json_schema_extra=_immutable("user is immutable"))
     release: bool = Field(False, description="Set true to end the lease now (the board is "
                                              "powered off and goes to the next in the queue).")
