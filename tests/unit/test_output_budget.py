@@ -147,3 +147,58 @@ def broken(suite: str, text: str, params: dict[str, str] | None) -> list[Metric]
 def test_a_parsers_bug_comes_back_as_one_not_as_the_runs_fault():
     with pytest.raises(RuntimeError, match="ZeroDivisionError: a parser's bug"):
         BudgetedParse(30, 2048, parse=broken)("shell", "x", {})
+
+
+class _Stat:
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+class _Body:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self) -> bytes:
+        return self.data
+
+    def close(self) -> None:
+        pass
+
+    def release_conn(self) -> None:
+        pass
+
+
+def test_a_document_larger_than_any_session_writes_is_not_read_whole():
+    from minio.error import S3Error
+
+    from benchfarm.store.artifacts import MAX_DOCUMENT_BYTES, ArtifactStore, StoreConfig
+    objects = {"ns/r/u/metrics.json": b'{"run": {"name": "r"}}', "ns/r/u/list.json": b"[1]",
+               "ns/big/u/metrics.json": b"{}"}
+    read = []
+
+    class Client:
+        def stat_object(self, bucket, key):
+            if key not in objects:
+                raise S3Error(None, "NoSuchKey", "no such key", key, "req", "host")
+            return _Stat(MAX_DOCUMENT_BYTES + 1 if "big" in key else len(objects[key]))
+
+        def get_object(self, bucket, key):
+            read.append(key)
+            return _Body(objects[key])
+
+    store = ArtifactStore(StoreConfig("127.0.0.1:1", "a", "b", "bucket"), attempts=1)
+    store.client = Client()
+    assert store.get_document("ns/r/u/metrics.json") == {"run": {"name": "r"}}
+    assert store.get_document("ns/big/u/metrics.json") is None       # a forged 64 MiB one
+    assert store.get_document("ns/r/u/list.json") is None            # no JSON object
+    assert store.get_document("ns/none/u/metrics.json") is None
+    assert "ns/big/u/metrics.json" not in read                        # never downloaded
+
+
+def test_no_lab_policy_lets_a_run_yield_more_than_a_document_the_lab_reads():
+    from pydantic import ValidationError
+
+    from benchfarm.store.artifacts import MAX_DOCUMENT_BYTES
+    with pytest.raises(ValidationError):
+        NamespacePolicy(namespace="x", maxMetricsPerRun=100_001)
+    assert 100_000 * 300 < MAX_DOCUMENT_BYTES         # about 280 bytes a metric in metrics.json

@@ -399,7 +399,7 @@ class NamespacePolicy(Model):
             "such an IPv4 address: mapped, compatible, NAT64, 6to4) is refused unless that "
             "address itself is listed (10.1.2.3, [fd00::5]); listing a name does not list "
             "what it resolves to."))
-    maxMetricsPerRun: int = Field(10000, ge=1, le=1000000, description=(
+    maxMetricsPerRun: int = Field(10000, ge=1, le=100000, description=(
         "Metrics a run of the namespace may yield, counted over all its steps and iterations "
         "(a parse's metrics come from what the board printed: their number is the tenant's "
         "choice). The step that goes past it fails the run with TooManyMetrics, and none of "

@@ -13,7 +13,6 @@ events).
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 from typing import Any, NamedTuple
 
@@ -98,9 +97,9 @@ def index_run(db: Database, store: ArtifactStore, key: str, run: RunKey | None =
         raise NotThisRun(f"{key}: not under a run's <namespace>/<name>/<uid>/")
     if run is not None and where != run:
         raise NotThisRun(f"{key}: not under the run's own {run.namespace}/{run.name}/{run.uid}/")
-    doc = json.loads(store.get(key))
-    if not isinstance(doc, dict):
-        raise NotThisRun(f"{key}: not a metrics document")
+    doc = store.get_document(key)
+    if doc is None:
+        raise NotThisRun(f"{key}: no metrics document (none, too large or not one)")
     why = disagreement(doc, where)
     if why is not None:
         raise NotThisRun(f"{key}: {why}")

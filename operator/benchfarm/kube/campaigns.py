@@ -228,11 +228,7 @@ class Campaigns:
     def _metrics(self, ns: str, run: dict[str, Any]) -> dict[str, Any] | None:
         prefix = run_prefix(ns, run["metadata"]["name"], run["metadata"]["uid"],
                             (run.get("spec") or {}).get("artifactPrefix", ""))
-        key = f"{prefix}/metrics.json"
-        if self.store.sha256(key) is None:
-            return None
-        doc: dict[str, Any] = json.loads(self.store.get(key))
-        return doc
+        return self.store.get_document(f"{prefix}/metrics.json")
 
     def _previous(self, ns: str, name: str, spec: BenchmarkCampaignSpec
                   ) -> list[Column] | str | None:

@@ -107,8 +107,7 @@ class Sender:
         if self.store is not None and prefix and status.get("phase") in (Phase.succeeded,
                                                                         Phase.failed):
             try:
-                if self.store.sha256(f"{prefix}/metrics.json") is not None:
-                    doc = json.loads(self.store.get(f"{prefix}/metrics.json"))
+                doc = self.store.get_document(f"{prefix}/metrics.json")
             except InfraError as exc:
                 raise DeliveryFailed(f"the run's results could not be read from the store "
                                      f"({exc.reason})") from exc

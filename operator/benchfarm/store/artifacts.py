@@ -13,6 +13,8 @@ from __future__ import annotations
 import datetime
 import hashlib
 import io
+import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,8 +30,12 @@ from ..errors import InfraError, Outage, Party
 from ..settings import Settings
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 PART_SIZE = 8 * 1024 * 1024     # a streamed upload's part: what memory holds of it at a time
+# the largest JSON document the lab reads whole (`get_document`): a run's metrics.json at the
+# LabPolicy's highest maxMetricsPerRun (100,000 metrics, about 280 bytes each) is under 30 MB
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -175,6 +181,33 @@ class ArtifactStore:
         return self._retry(f"list {prefix}", lambda: [
             o.object_name for o in self.client.list_objects(self.config.bucket, prefix=prefix,
                                                             recursive=True)])
+
+    def get_document(self, key: str, limit: int = MAX_DOCUMENT_BYTES) -> dict[str, Any] | None:
+        """A JSON object of the store read whole (a run's metrics.json); None when there is none,
+        or when it is larger than `limit` bytes or no JSON object (logged): a session writes no
+        such document, so someone else put it there (a tenant's store credential writes its
+        namespace's folder), and the indexer, the campaigns, KCIDB and the dashboard read it as
+        no results rather than hold it in memory."""
+        try:
+            stat = self._retry(f"stat {key}",
+                               lambda: self.client.stat_object(self.config.bucket, key))
+        except InfraError as exc:
+            if exc.reason == "StoreError" and "NoSuchKey" in str(exc):
+                return None
+            raise
+        if (stat.size or 0) > limit:
+            log.warning("%s: %d bytes, more than the %d of a document the lab reads; not read",
+                        key, stat.size, limit)
+            return None
+        try:
+            doc = json.loads(self.get(key))
+        except ValueError as exc:
+            log.warning("%s: not JSON (%s); not read", key, exc)
+            return None
+        if not isinstance(doc, dict):
+            log.warning("%s: not a JSON object; not read", key)
+            return None
+        return doc
 
     def sha256(self, key: str) -> str | None:
         """The sha256 recorded at upload, or None when there is no such object."""

@@ -16,7 +16,6 @@ and change points of runs they may read (`visible`).
 from __future__ import annotations
 
 import importlib
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -97,9 +96,9 @@ class StoreHistorySource:
         meta, spec, st = run["metadata"], run.get("spec") or {}, run.get("status") or {}
         ns, name = meta["namespace"], meta["name"]
         key = f"{run_prefix(ns, name, meta['uid'], spec.get('artifactPrefix', ''))}/metrics.json"
-        if self.store.sha256(key) is None:
+        doc = self.store.get_document(key)
+        if doc is None:
             return []
-        doc = json.loads(self.store.get(key))
         samples, _ = samples_from_document(doc)
         device_type = (spec.get("selector") or {}).get("deviceType") or \
             (doc.get("run") or {}).get("deviceType") or ""
