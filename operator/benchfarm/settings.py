@@ -259,6 +259,10 @@ class Settings(BaseModel):
     unless the site is plain HTTP on loopback (the embedded lab; behind a TLS-terminating ingress
     it is marked); `always`; `never` only for a site served in plain HTTP, where tokens cross the
     network in the clear anyway."""
+    web_trusted_proxies: str = _var("BENCHFARM_WEB_TRUSTED_PROXIES", _T, default="")
+    """The dashboard's proxies (an ingress; comma-separated CIDRs): a request from one counts its
+    failed sign-ins against the client `X-Forwarded-For` names, not against the proxy (none by
+    default: every request's own peer)."""
     control_endpoints: str = _var("BENCHFARM_CONTROL_ENDPOINTS", _T, default="")
     """Extra control endpoints for `benchfarm check --boards` to try from the boards
     (`HOST:PORT[=what]`, comma-separated: a BMC, a switch's management port)."""

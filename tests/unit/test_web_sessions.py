@@ -13,6 +13,7 @@ from benchfarm.web.sessions import (
     client_of,
     cookie_secure,
     cross_origin,
+    proxies,
 )
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.a-kubernetes-token.sig"
@@ -95,6 +96,22 @@ def test_a_client_is_its_address_or_its_ipv6_64():
         "2001:db8:1:2::/64"
     assert client_of("::ffff:192.0.2.7") == "192.0.2.7"
     assert client_of(None) == "unknown"
+
+
+def test_behind_a_trusted_proxy_the_client_is_the_last_address_it_did_not_add_itself():
+    ingress = proxies("10.42.0.0/16, 192.0.2.1")
+    # the ingress appended 198.51.100.7 (who connected to it); what came before is the client's
+    assert client_of("10.42.3.4", "1.2.3.4, 198.51.100.7", ingress) == "198.51.100.7"
+    assert client_of("10.42.3.4", "1.2.3.4, 198.51.100.7, 192.0.2.1", ingress) == "198.51.100.7"
+    assert client_of("10.42.3.4", "", ingress) == "10.42.3.4"         # no header: the proxy
+    assert client_of("10.42.3.4", "2001:db8::1", ingress) == "2001:db8::/64"
+    # an untrusted peer's header is its own text: ignored
+    assert client_of("203.0.113.9", "198.51.100.7", ingress) == "203.0.113.9"
+    assert client_of("203.0.113.9", "198.51.100.7") == "203.0.113.9"
+    assert len(client_of("10.42.3.4", "x" * 1000, ingress)) <= 64
+    with pytest.raises(ValueError, match="not-a-cidr"):
+        proxies("10.0.0.0/8,not-a-cidr")
+    assert proxies(" ") == ()
 
 
 @pytest.mark.parametrize(("origin", "referer", "host", "tls", "site"), [

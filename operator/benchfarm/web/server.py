@@ -21,7 +21,7 @@ import math
 import mimetypes
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -35,12 +35,21 @@ from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
 from ..errors import BenchfarmError
 from ..kubeapi.client import Kube
 from ..report.svg import fmt
-from ..settings import Settings
+from ..settings import SettingError, Settings
 from ..store.artifacts import ArtifactStore, StoreConfig, run_prefix
 from . import charts, views
 from .access import Access, Person
 from .history import HistorySource, load_source, visible
-from .sessions import CookieSecure, FailedSignIns, Sessions, client_of, cookie_secure, cross_origin
+from .sessions import (
+    CookieSecure,
+    FailedSignIns,
+    Network,
+    Sessions,
+    client_of,
+    cookie_secure,
+    cross_origin,
+    proxies,
+)
 
 log = logging.getLogger(__name__)
 COOKIE = "benchfarm_session"      # an opaque session id (sessions.Sessions), never the token
@@ -50,11 +59,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class Dashboard:
     def __init__(self, kube: Kube, store: ArtifactStore, history: HistorySource,
                  access: Access, namespace: str, *, cookie_secure: CookieSecure = "auto",
-                 site_url: str = "") -> None:
+                 site_url: str = "", trusted_proxies: Sequence[Network] = ()) -> None:
         self.kube, self.store, self.history, self.access = kube, store, history, access
         self.namespace = namespace          # the operator's (its fairness ConfigMap)
         self.cookie_secure = cookie_secure  # BENCHFARM_WEB_COOKIE_SECURE
         self.site_url = site_url            # BENCHFARM_WEB_URL: an origin sign-in also takes
+        self.trusted_proxies = tuple(trusted_proxies)   # BENCHFARM_WEB_TRUSTED_PROXIES
         self.sessions = Sessions()
         self.failures = FailedSignIns()
         self.env = jinja2.Environment(loader=jinja2.PackageLoader("benchfarm.web", "templates"),
@@ -115,7 +125,9 @@ class Dashboard:
     async def _review(self, request: web.Request, token: str) -> tuple[int, Person | None]:
         """(seconds to wait, 0 if none; the token's person or None). A token whose answer is
         kept costs no review; a client out of attempts gets none, a refused token takes one."""
-        client, now = client_of(request.remote), time.monotonic()
+        client = client_of(request.remote, ",".join(request.headers.getall("X-Forwarded-For", [])),
+                           self.trusted_proxies)
+        now = time.monotonic()
         known, person = self.access.cached(token) if token else (True, None)
         if not known:
             wait = self.failures.wait(client, now)
@@ -390,11 +402,17 @@ def _result(value: Any) -> str:
 def serve(address: str, port: int, history_source: str | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = Settings.from_env()
+    try:
+        trusted = proxies(settings.web_trusted_proxies)
+    except ValueError as exc:
+        raise SettingError(f"BENCHFARM_WEB_TRUSTED_PROXIES={settings.web_trusted_proxies!r}: "
+                           f"{exc}") from None
     kube = Kube(outage_budget=10, settings=settings)
     store = ArtifactStore(StoreConfig.from_env(settings), attempts=2)
     source = load_source(history_source or settings.web_history_source or None, kube, store,
                          database_url=settings.database_url)
     dashboard = Dashboard(kube, store, source, Access(kube.api), settings.namespace,
-                          cookie_secure=settings.web_cookie_secure, site_url=settings.web_url)
+                          cookie_secure=settings.web_cookie_secure, site_url=settings.web_url,
+                          trusted_proxies=trusted)
     web.run_app(dashboard.app(), host=address, port=port, print=None, access_log=None)
     return 0

@@ -19,6 +19,7 @@ import ipaddress
 import secrets
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 from urllib.parse import urlsplit
@@ -30,6 +31,7 @@ REFILL_SECONDS = 6.0         # ... then one more every this many seconds (10 a m
 CLIENTS = 4096               # clients whose failures are remembered at once
 
 CookieSecure = Literal["auto", "always", "never"]
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -111,16 +113,46 @@ class Sessions:
         return len(self._table)
 
 
-def client_of(address: str | None) -> str:
-    """The client a failure counts against: its IPv4 address, or its IPv6 /64 (one host often
-    holds a whole /64)."""
+def proxies(text: str) -> tuple[Network, ...]:
+    """BENCHFARM_WEB_TRUSTED_PROXIES: comma-separated CIDRs (or addresses); ValueError names a
+    bad one."""
+    out = []
+    for item in (t.strip() for t in text.split(",")):
+        if item:
+            try:
+                out.append(ipaddress.ip_network(item, strict=False))
+            except ValueError as exc:
+                raise ValueError(f"{item!r} is not a CIDR or an address") from exc
+    return tuple(out)
+
+
+def _address(text: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
-        ip = ipaddress.ip_address(address or "")
+        ip = ipaddress.ip_address((text or "").strip().strip("[]"))
     except ValueError:
-        return address or "unknown"
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def client_of(peer: str | None, forwarded_for: str = "",
+              trusted: Sequence[Network] = ()) -> str:
+    """The client a failure counts against: the peer's IPv4 address, or its IPv6 /64 (one host
+    often holds a whole /64). When the peer is a trusted proxy (an ingress), the client is the
+    last address of `X-Forwarded-For` that is not one: each proxy appends the address that
+    connected to it, so what a client wrote there itself comes before and is passed over."""
+    def ours(ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bool:
+        return ip is not None and any(ip in net for net in trusted)
+    ip, text = _address(peer), peer or "unknown"
+    if ours(ip):
+        for hop in reversed([h.strip() for h in forwarded_for.split(",") if h.strip()]):
+            ip, text = _address(hop), hop[:64]
+            if not ours(ip):
+                break
+    if ip is None:
+        return text
     if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
         return str(ipaddress.ip_network(f"{ip}/64", strict=False))
     return str(ip)
 
