@@ -225,3 +225,18 @@ def test_an_upload_stays_in_the_namespaces_folder():
     for bad in ("", "/abs", "ci/../../builds/bzImage", "ci//x", "ci/", "./x"):
         with pytest.raises(ValueError):
             upload_key("team-a", bad)
+
+
+def test_a_namespace_named_as_a_folder_of_the_labs_gets_no_credential():
+    from benchfarm.api.models import LabPolicySpec, NamespacePolicy
+    acc, kube, admin = _accounts()
+    kube.namespaces |= {"builds", "vendor", "team-c"}
+    acc.tend(["builds"])
+    assert admin.keys == {} and "builds" not in kube.secrets
+    acc.tend(["vendor"])                              # not the lab's yet: issued
+    assert "benchfarm-ns-vendor" in admin.keys
+    acc.policy(LabPolicySpec(namespaces=[NamespacePolicy(
+        namespace="team-c", allowSoftware=True, softwareSources=["vendor/bsp/"])]))
+    assert acc.new == {"team-c"}
+    acc.tend(["vendor", "team-c"])                    # now it is: its user goes
+    assert set(admin.keys) == {"benchfarm-ns-team-c"}

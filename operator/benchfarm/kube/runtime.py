@@ -286,7 +286,7 @@ class Runtime:
         policy = LabPolicySpec() if deleted else LabPolicySpec(**body.get("spec") or {})
         changed, self.policy = policy != self.policy, policy
         if self.store_accounts is not None:   # a team the lab lets in uploads before its runs
-            self.store_accounts.want(p.namespace for p in policy.namespaces)
+            self.store_accounts.policy(policy)
         if changed and self.notifier is not None:   # webhookHosts: Ready again
             self.notifier.policy_changed()
         if changed:   # priority ceilings: every waiting entry's place in the queue may move

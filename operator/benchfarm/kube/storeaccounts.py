@@ -8,7 +8,9 @@ store's admin (root) credential, gives each tenant namespace a MinIO user of its
 namespace, where the namespace's people and CI read them with their own Kubernetes token.
 
 Which namespaces: each the LabPolicy names (a lab admin lists a team there to let it in: it may
-upload before its first run) and each with a BenchmarkRun (it reads its results back). A new
+upload before its first run) and each with a BenchmarkRun (it reads its results back), but never
+one named as a folder of the lab's own (`builds`, and the first folder of every
+`softwareSources` of the LabPolicy): its user would reach the lab's builds. A new
 one is served at once; every RESYNC seconds each is checked again: a Secret deleted (or not the
 operator's: another access key, another store) is issued anew with a new secret key, the old
 one stops working: deleting the Secret rotates the credential. After a start, and for a user
@@ -25,10 +27,12 @@ from dataclasses import replace
 
 from kubernetes.client import ApiException
 
+from ..api.models import LabPolicySpec
 from ..errors import BenchfarmError
 from ..kubeapi.client import Kube
 from ..settings import Settings
 from ..store.accounts import (
+    LAB_FOLDERS,
     MANAGED_BY,
     SECRET,
     StoreAdmin,
@@ -55,6 +59,8 @@ class StoreAccounts:
         self.wanted: set[str] = set()  # namespaces with a credential (both sets: under lock)
         self.new: set[str] = set()     # ... of which not served yet
         self.confirmed: set[str] = set()   # issued (or issued again) since the start: this thread's
+        self.lab_folders = LAB_FOLDERS     # the lab's own top folders: no namespace's (under lock)
+        self.refused: set[str] = set()     # namespaces named as one, said once: this thread's
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="store-accounts", daemon=True)
@@ -67,6 +73,15 @@ class StoreAccounts:
             self.new |= added
         if added:
             self.wake.set()
+
+    def policy(self, policy: LabPolicySpec) -> None:
+        """The LabPolicy changed: the namespaces it names get a credential; the first folders of
+        its softwareSources are the lab's (from any thread; never waits)."""
+        sources = [policy.default, *policy.namespaces]
+        with self.lock:
+            self.lab_folders = LAB_FOLDERS | {s.split("/", 1)[0] for p in sources
+                                              for s in p.softwareSources}
+        self.want(p.namespace for p in policy.namespaces)
 
     def start(self) -> None:
         self.thread.start()
@@ -113,6 +128,16 @@ class StoreAccounts:
         self.confirmed.difference_update(namespaces)
 
     def tend_one(self, ns: str, users: dict[str, str]) -> None:
+        with self.lock:
+            lab_folder = ns in self.lab_folders
+        if lab_folder:     # and one issued before the folder was the lab's goes
+            if user_name(ns) in users:
+                self.admin.remove(ns)
+            if ns not in self.refused:
+                self.refused.add(ns)
+                log.warning("namespace %s gets no store credential: %s/ is the lab's own folder",
+                            ns, ns)
+            return
         data = self.kube.secret_data(ns, SECRET)
         current = _ours(data, ns, self.public)
         if current is None:

@@ -28,6 +28,8 @@ from ..errors import InfraError, Outage, Party
 from .artifacts import ArtifactStore, StoreConfig
 
 SECRET = "benchfarm-store"          # the Secret of a namespace that holds its store credential
+# the lab's own top folders, whatever the LabPolicy says: its published builds (devlab/builds.py)
+LAB_FOLDERS = frozenset({"builds"})
 MANAGED_BY = {"app.kubernetes.io/managed-by": "benchfarm"}
 SECRET_KEY_LENGTH = 40              # MinIO's longest secret key
 # a namespace is a DNS label: nothing in it a policy's StringLike would take for a wildcard
