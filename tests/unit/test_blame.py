@@ -182,3 +182,10 @@ def test_every_board_fault_kind_has_the_labs_words_and_nothing_else_passes():
     assert fault_words("HealthCheckLost") == "HealthCheckLost"
     for tenant in ("Kernel panic - not syncing", "x" * 65, "pänic", "a:b"):
         assert fault_words(tenant) == "BoardFault: a board fault"
+
+
+def test_the_errors_default_board_fault_reasons_are_kinds_of_board_fault():
+    """`errors` sits below `api` and spells its two defaults: they are kinds all the same."""
+    from benchfarm.errors import DeployedBootFailed
+    assert BoardFaultKind.of(BoardFault.reason) is BoardFaultKind.other
+    assert BoardFaultKind.of(DeployedBootFailed.reason) is BoardFaultKind.boot_failed
