@@ -114,11 +114,11 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def sign_in_form(url: str, token: str, nxt: str = "/lab",
-                 origin: str | None = "") -> tuple[int, dict[str, list[str]], str]:
+def sign_in_form(url: str, token: str, nxt: str = "/lab", origin: str | None = "",
+                 headers: dict[str, str] | None = None) -> tuple[int, dict[str, list[str]], str]:
     """`POST /signin` as the form sends it, from `origin` (default: the site's own; None: no
     Origin header): (status, the headers by lower-case name, the body or where it sends)."""
-    headers = {} if origin is None else {"Origin": origin or url}
+    headers = {**(headers or {}), **({} if origin is None else {"Origin": origin or url})}
     req = urllib.request.Request(url + "/signin", headers=headers,
                                  data=urllib.parse.urlencode({"token": token, "next": nxt}).encode())
     try:
@@ -481,6 +481,39 @@ def test_the_lab_page_shows_a_board_held_by_a_person_and_each_namespaces_queue(s
         finally:
             for ns, name in queued.items():
                 _delete(custom, ns, name)
+
+
+def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_limit(lab, kube):
+    """A dashboard told that loopback is its proxy (BENCHFARM_WEB_TRUSTED_PROXIES): guesses
+    forwarded for one client reach 429 for that client, also when it writes another address
+    before its own in X-Forwarded-For; a person forwarded by the same proxy still signs in."""
+    from kubernetes import client
+
+    from benchfarm.web.sessions import BURST
+    token = _person(client.CoreV1Api(kube), client.RbacAuthorizationV1Api(kube), NS_A)
+    port = _free_port()
+    env = {**os.environ, **devlab.lab_env(), "BENCHFARM_WEB_TRUSTED_PROXIES": "127.0.0.0/8",
+           "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])}
+    log = devlab.STATE / "logs" / f"web-proxied-{port}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as out:
+        web = subprocess.Popen([sys.executable, "-m", "benchfarm.cli", "web", "--port", str(port)],
+                               env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for("benchfarm web", lambda: _http(url + "/healthz")[0] == 200, timeout=60)
+        guesser = {"X-Forwarded-For": "198.51.100.7"}
+        answers = [sign_in_form(url, f"guess-{i}-{time.time_ns()}", headers=guesser)[0]
+                   for i in range(BURST + 1)]
+        assert answers == [401] * BURST + [429], answers
+        spoofed = {"X-Forwarded-For": "203.0.113.5, 198.51.100.7"}     # the proxy's is last
+        assert sign_in_form(url, "guess-spoofed", headers=spoofed)[0] == 429
+        status, headers, where = sign_in_form(url, token, "/runs",
+                                              headers={"X-Forwarded-For": "198.51.100.8"})
+        assert (status, where) == (303, "/runs") and session_cookie(headers)
+    finally:
+        web.terminate()
+        web.wait(10)
 
 
 def test_guessing_tokens_is_slowed_to_a_429_with_no_token_review(site, kube):
