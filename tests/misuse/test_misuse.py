@@ -1259,3 +1259,34 @@ def test_a_run_asking_for_a_longer_timeout_than_its_namespace_may_is_refused(cus
         assert "maxTimeoutSeconds" in cond(st)["message"] and not st.get("board"), st
     finally:
         apply_lab_policy()
+
+
+MARKER_PLAN = """
+apiVersion: benchfarm.io/v1alpha1
+kind: TestPlan
+metadata: {name: misuse-marker}
+spec:
+  suites:
+    - {name: say, suite: shell, command: 'echo "Kernel panic - not syncing: said, not done"',
+       timeoutSeconds: 30}
+"""
+
+
+def test_a_suite_that_only_prints_a_panic_marker_charges_no_board(custom, attempt):
+    """A suite on the board's own image prints the device type's panic marker and goes on: the
+    board is health-checked (its own image boots), the step done once more, and the run fails
+    as its own doing on its first board. A breach: a board charged or the run moved."""
+    apply(MARKER_PLAN)
+    name = unique("marker")
+    before = boards(custom)
+    apply(run_yaml(name, plan="misuse-marker", selector={"deviceType": "qemu-x86"},
+                   bootCycles=1, iterations=1))
+    st = finished(custom, name, timeout=600)
+    after = boards(custom)
+    c = cond(st)
+    attempt("a suite that only prints a panic marker",
+            f"{st['phase']}/{c.get('reason')} after {st.get('attempts')} attempt(s)",
+            charged=charged(before, after))
+    assert st["phase"] == "Failed" and c["reason"] == "RunCrashedBoard", st
+    assert st.get("attempts") == 1 and not st.get("avoidBoards"), st
+    assert charged(before, after) == 0, (before, after)
