@@ -135,7 +135,7 @@ class Blame:
         return {key for key, _, software in self.ctx.sides() if software is not None}
 
     def _software(self, side: str) -> str:
-        return next((label or "(its command line)" for key, label, software in self.ctx.sides()
+        return next((label for key, label, software in self.ctx.sides()
                      if key == side and software is not None), "")
 
     def _what(self, step: st.Step) -> str:
