@@ -498,3 +498,9 @@ def test_over_its_caps_a_namespaces_notifications_say_so_and_send_nothing(custom
             t.c.namespace == ns)).all()
     # nothing for the Notifications not in force; n1-hook's second never attempted
     assert sorted(tuple(r) for r in queued) == [("n1-hook", 0), ("n1-hook", 1)], queued
+
+    # an older one deleted: the newest is among the oldest three, and in force
+    custom.delete_namespaced_custom_object(GROUP, VERSION, ns, "notifications", "n1-hook")
+    wait_for("n4-more in force", lambda: cond(_status(custom, "n4-more", ns), "Ready").get(
+        "status") == "True", timeout=60)
+    assert cond(_status(custom, "n3-away", ns), "Ready")["reason"] == "EmailDomainForbidden"

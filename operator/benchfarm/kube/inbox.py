@@ -129,6 +129,14 @@ class Inbox:
         with self.cond:
             return self._judged(namespace)[1]
 
+    def judge_stale(self) -> None:
+        """(The notifier's thread) the namespaces whose Notifications changed, judged again
+        now, not when one of theirs is next asked about: a Notification another one's deletion
+        put in force (or a new older one put out) has its status written."""
+        with self.cond:
+            for namespace in list(self.stale):
+                self._judged(namespace)
+
     def _judged(self, namespace: str) -> tuple[dict[str, Problem], list[n.Subscription]]:
         """The namespace's verdicts, judged again when stale; a Notification whose verdict
         changed (another one went, the policy changed) has its status written again."""

@@ -145,7 +145,7 @@ class Notifier:
                 due = min([self.dispatcher.wake_at, *self.statuses.dirty.values()],
                           default=self.dispatcher.wake_at)
                 if not self.stopping and not self.inbox.items and not self.inbox.forgotten \
-                        and due > now:
+                        and not self.inbox.stale and due > now:
                     self.cond.wait(min(due - now, IDLE))
                 if self.stopping:
                     return
@@ -165,7 +165,8 @@ class Notifier:
                 backoff = min(backoff * 2, MAX_BACKOFF)
 
     def _step(self) -> None:
-        """The outbox's work (`kube.dispatch`), then the statuses due
-        (`kube.notification_status`)."""
+        """The outbox's work (`kube.dispatch`), the namespaces whose Notifications changed
+        judged again (`kube.inbox`), then the statuses due (`kube.notification_status`)."""
         self.dispatcher.step()
+        self.inbox.judge_stale()
         self.statuses.write_due(self.inbox.subs, self.inbox.problem)
