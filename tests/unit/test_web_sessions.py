@@ -68,6 +68,14 @@ def test_sessions_are_bounded_the_least_recently_used_signed_out_first():
     assert len(s) == 2
 
 
+def test_one_user_signing_in_again_and_again_ends_only_their_own_oldest_sessions():
+    s = Sessions(size=20, lifetime=1000, per_user=3)
+    bob = s.open("tb", "bob", 0)
+    mallory = [s.open("tm", "mallory", i) for i in range(50)]
+    assert [s.get(m, 60) is not None for m in mallory[-4:]] == [False, True, True, True]
+    assert s.get(bob, 60) is not None and len(s) == 4
+
+
 def test_failed_sign_ins_a_burst_then_one_per_refill_and_forgotten_when_full():
     f = FailedSignIns(burst=3, refill=10, clients=100)
     for _ in range(3):

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 SESSIONS = 10_000            # sessions kept at once; the least recently used is signed out first
 SESSION_SECONDS = 8 * 3600   # a session's lifetime: a working day, then the person signs in again
+PER_USER = 16                # sessions one user keeps at once (their browsers); a 17th ends the first
 BURST = 10                   # failed sign-ins a client may make in a row ...
 REFILL_SECONDS = 6.0         # ... then one more every this many seconds (10 a minute)
 CLIENTS = 4096               # clients whose failures are remembered at once
@@ -90,16 +91,25 @@ class Session:
 
 
 class Sessions:
-    """Signed-in people by session id (the cookie's value, random, 256 bits)."""
+    """Signed-in people by session id (the cookie's value, random, 256 bits). One user keeps at
+    most `per_user` sessions: signing in again and again with one token cannot push everyone
+    else's sessions out of the table."""
 
-    def __init__(self, size: int = SESSIONS, lifetime: float = SESSION_SECONDS) -> None:
-        self.lifetime = lifetime
+    def __init__(self, size: int = SESSIONS, lifetime: float = SESSION_SECONDS,
+                 per_user: int = PER_USER) -> None:
+        self.lifetime, self.per_user = lifetime, per_user
         self._table: Expiring[str, Session] = Expiring(size, lifetime)
+        self._of: Expiring[str, tuple[str, ...]] = Expiring(size, lifetime)  # user -> their ids
 
     def open(self, token: str, user: str, now: float) -> str:
         """A new session for a reviewed token: its id, for the cookie."""
         sid = secrets.token_urlsafe(32)
-        self._table.put(digest(sid), Session(token, user, now + self.lifetime), now)
+        key = digest(sid)
+        self._table.put(key, Session(token, user, now + self.lifetime), now)
+        theirs = (*(k for k in self._of.get(user, now) or () if k in self._table), key)
+        for old in theirs[:-self.per_user]:
+            self._table.pop(old)
+        self._of.put(user, theirs[-self.per_user:], now)
         return sid
 
     def get(self, sid: str, now: float) -> Session | None:
