@@ -202,3 +202,65 @@ def test_no_lab_policy_lets_a_run_yield_more_than_a_document_the_lab_reads():
     with pytest.raises(ValidationError):
         NamespacePolicy(namespace="x", maxMetricsPerRun=100_001)
     assert 100_000 * 300 < MAX_DOCUMENT_BYTES         # about 280 bytes a metric in metrics.json
+
+
+class _Board:
+    """A board session that prints `n` timing lines per step, parsed by the real parser."""
+
+    def __init__(self, lines: int) -> None:
+        self.lines = lines
+        self.cancelled = threading.Event()
+
+    def suite(self, spec, iteration, warmup, parse=parse):
+        from benchfarm.core.results import SuiteRecord
+        output = "".join(f"k_{i} {i}\n" for i in range(self.lines))
+        record = SuiteRecord(step=spec.name, suite=spec.suite, iteration=iteration,
+                             warmup=warmup, exit_code=0, seconds=0.1)
+        record.metrics = parse(spec.suite, output, dict(spec.parameters))
+        return record, output, {}
+
+
+def _steps(cap: int, lines: int, budgeted: bool):
+    from types import SimpleNamespace
+
+    from benchfarm.api.models import BenchmarkRunSpec, SuiteSpec
+    from benchfarm.session.steps import StepRunner
+    suite = SuiteSpec(name="timing", suite="console-timing", command="timings",
+                      parameters={"clockMHz": "100"})
+    put = []
+    ctx = SimpleNamespace(
+        prefix="ns/r/u", suites=[suite], iterations=lambda: 3,
+        spec=BenchmarkRunSpec(selector={"deviceType": "qemu-x86"}, suites=[suite], iterations=3),
+        spool=SimpleNamespace(put=lambda key, data, ctype: put.append(key) or f"s3://b/{key}"),
+        status=SimpleNamespace(progress=lambda *a, **k: None))
+    runner = StepRunner.__new__(StepRunner)         # the steps' own state, without a board
+    runner.ctx, runner.session = ctx, _Board(lines)
+    runner.steps_done, runner.steps_total = 0, 3
+    runner.parse = BudgetedParse(30, 2048) if budgeted else None
+    runner.max_metrics, runner.metrics_used = cap, None
+    runner.checkpoints = lambda: []
+    return runner, put
+
+
+@pytest.mark.parametrize("budgeted", [False, True])
+def test_the_step_that_goes_past_the_runs_metric_cap_fails_the_run(budgeted):
+    from benchfarm.core import steps as st
+    runner, put = _steps(cap=500, lines=100, budgeted=budgeted)     # 200 metrics a step
+    step = [st.Step(st.SUITE, f"suite-{i}", iteration=i) for i in (1, 2, 3)]
+    assert len(runner.run_step(step[0])["record"]["metrics"]) == 200
+    runner.run_step(step[1])
+    with pytest.raises(RunError) as err:
+        runner.run_step(step[2])                                    # 600 > 500
+    assert err.value.reason == RunFailure.too_many_metrics
+    assert "step timing yielded 200 metrics; with the 400" in err.value.message
+    assert put[-1] == "ns/r/u/raw/timing/iteration-003.txt"        # its output is kept
+
+
+def test_a_resumed_session_counts_the_metrics_its_attempt_checkpointed():
+    from benchfarm.core import steps as st
+    runner, _ = _steps(cap=500, lines=100, budgeted=False)
+    runner.checkpoints = lambda: [{"kind": st.SUITE, "record": {"metrics": [{}] * 400}},
+                                  {"kind": st.BOOT}]
+    with pytest.raises(RunError):
+        runner.run_step(st.Step(st.SUITE, "suite-3", iteration=3))
+    assert runner.metrics_used == 400
