@@ -264,3 +264,21 @@ def test_a_resumed_session_counts_the_metrics_its_attempt_checkpointed():
     with pytest.raises(RunError):
         runner.run_step(st.Step(st.SUITE, "suite-3", iteration=3))
     assert runner.metrics_used == 400
+
+
+def test_an_output_over_its_budget_ends_the_run_a_parse_error_fails_the_suite():
+    from types import SimpleNamespace
+
+    from benchfarm.api.models import SuiteSpec
+    from benchfarm.lab.session import BoardSession
+    printed = SimpleNamespace(output="000000" + " " * 16000 + "x\n", exit_code=0, seconds=1.0,
+                              timed_out=False)
+    board = BoardSession.__new__(BoardSession)        # the board's side only: one command
+    board.cancelled, board.deadline, board.environment = threading.Event(), time.monotonic() + 60, {}
+    board.board = SimpleNamespace(run=lambda cmd, timeout: printed)
+    spec = SuiteSpec(name="latency", suite="cyclictest", command="cyclictest -q")
+    record, output, _ = board.suite(spec, 1, False)          # the parser's own error
+    assert record.error and "cyclictest" in record.error and not record.metrics
+    with pytest.raises(RunError) as err:                     # past its budget: the run's end
+        board.suite(spec, 1, False, BudgetedParse(1, 2048, parse=spin))
+    assert err.value.reason == RunFailure.parse_over_budget
