@@ -114,6 +114,9 @@ class FakeKube:
         assert name == SECRET
         return self.secrets.get(ns)
 
+    def namespace_exists(self, ns):
+        return ns in self.namespaces
+
     def create_namespaced(self, kind, ns, body):
         assert kind == "Secret" and body["metadata"]["name"] == SECRET
         if ns not in self.namespaces:
@@ -133,7 +136,8 @@ class FakeAdmin:
         self.issued: list[str] = []
 
     def users(self):
-        return {u: policy_name(u.removeprefix("benchfarm-ns-")) for u in self.keys}
+        return {u: policy_name(u.removeprefix("benchfarm-ns-")) if u.startswith("benchfarm-ns-")
+                else "" for u in self.keys}
 
     def issue(self, ns, key):
         self.keys[user_name(ns)] = key
@@ -240,3 +244,45 @@ def test_a_namespace_named_as_a_folder_of_the_labs_gets_no_credential():
     assert acc.new == {"team-c"}
     acc.tend(["vendor", "team-c"])                    # now it is: its user goes
     assert set(admin.keys) == {"benchfarm-ns-team-c"}
+
+
+def test_a_user_whose_secret_is_gone_goes_too():
+    acc, kube, admin = _accounts()
+    acc.tend(["team-a", "team-b"])
+    restarted = StoreAccounts(kube, admin, LAB)        # asked for team-b only since its start
+    restarted.want(["team-b"])
+    admin.keys["someone-else"] = "x"                   # not a namespace's: never touched
+    restarted.tend([], strays=True)
+    assert set(admin.keys) == {"benchfarm-ns-team-a", "benchfarm-ns-team-b", "someone-else"}
+    del kube.secrets["team-a"]                          # the namespace went, its Secret too
+    kube.namespaces.discard("team-a")
+    restarted.tend([], strays=True)
+    assert set(admin.keys) == {"benchfarm-ns-team-b", "someone-else"}
+    acc.tend(["team-a"], strays=True)                  # still wanted here: not there, no user
+    assert "benchfarm-ns-team-a" not in admin.keys and "team-a" not in kube.secrets
+    assert admin.issued.count("team-a") == 1           # none issued for a namespace not there
+
+
+def test_a_wanted_namespace_that_went_keeps_no_user():
+    acc, kube, admin = _accounts()
+    acc.tend(["team-a"])
+    del kube.secrets["team-a"]
+    kube.namespaces.discard("team-a")
+    acc.tend(["team-a"])
+    assert admin.keys == {} and admin.issued == ["team-a"]
+
+
+def test_every_namespace_is_checked_each_period_however_often_new_ones_come():
+    import threading
+    acc, kube, admin = _accounts()
+    acc.every = 0.3
+    seen: list[bool] = []
+    acc.tend = lambda due, strays=False: seen.append(strays)
+    acc.start()
+    try:
+        for i in range(12):                           # a new namespace every 0.1 s
+            acc.want([f"ns-{i}"])
+            threading.Event().wait(0.1)
+    finally:
+        acc.stop()
+    assert seen.count(True) >= 2, seen

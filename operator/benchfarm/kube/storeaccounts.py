@@ -14,7 +14,9 @@ one named as a folder of the lab's own (`builds`, and the first folder of every
 one is served at once; every RESYNC seconds each is checked again: a Secret deleted (or not the
 operator's: another access key, another store) is issued anew with a new secret key, the old
 one stops working: deleting the Secret rotates the credential. After a start, and for a user
-the store lost, the Secret's own keys are issued again. Nothing here is on kopf's loop or the
+the store lost, the Secret's own keys are issued again. A namespace's user whose Secret is gone
+(the namespace deleted, or the Secret while the namespace wants none) is removed at the next
+check, so no copy of its key outlives them. Nothing here is on kopf's loop or the
 owner's thread, and no run waits for it.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -37,6 +40,7 @@ from ..store.accounts import (
     SECRET,
     StoreAdmin,
     config_from_secret,
+    namespace_of,
     new_secret_key,
     policy_name,
     secret_data,
@@ -93,22 +97,28 @@ class StoreAccounts:
             self.thread.join(timeout=5)
 
     def _loop(self) -> None:
+        due_all = time.monotonic() + self.every
         while not self.stopping.is_set():
-            everyone = not self.wake.wait(self.every)
+            # new namespaces at once, every one each `every` s however often new ones come
+            self.wake.wait(max(0.0, due_all - time.monotonic()))
             self.wake.clear()
             if self.stopping.is_set():
                 return
+            everyone = time.monotonic() >= due_all
+            if everyone:
+                due_all = time.monotonic() + self.every
             with self.lock:
                 due = set(self.wanted) if everyone else set(self.new)
                 self.new.clear()
             try:
-                self.tend(sorted(due))
+                self.tend(sorted(due), strays=everyone)
             except Exception:      # a bug here must not end the thread: said, tried again
                 metrics.bug(log, "tending store credentials")
 
-    def tend(self, namespaces: list[str]) -> None:
-        """Each namespace's credential checked, issued where it is missing or not in force."""
-        if not namespaces:
+    def tend(self, namespaces: list[str], strays: bool = False) -> None:
+        """Each namespace's credential checked, issued where it is missing or not in force; with
+        `strays`, the store's other namespace users too: removed where their Secret is gone."""
+        if not namespaces and not strays:
             return
         try:
             users = self.admin.users()
@@ -122,6 +132,21 @@ class StoreAccounts:
             except (BenchfarmError, ApiException, ValueError) as exc:
                 log.warning("store credential of namespace %s: %s", ns, _said(exc))
                 self._again([ns])
+        if strays:
+            with self.lock:
+                wanted = set(self.wanted)
+            for stray in {namespace_of(u) for u in users} - wanted - {None}:
+                try:
+                    self.tend_stray(str(stray))
+                except (BenchfarmError, ApiException) as exc:
+                    log.warning("store user of namespace %s: %s", stray, _said(exc))
+
+    def tend_stray(self, ns: str) -> None:
+        """A namespace's user this operator was not asked for (it started since, or the
+        namespace went): kept while its Secret is there, removed when it is not."""
+        if _ours(self.kube.secret_data(ns, SECRET), ns, self.public) is None:
+            self.admin.remove(ns)
+            log.info("store user of namespace %s removed: its Secret %s is gone", ns, SECRET)
 
     def _again(self, namespaces: list[str]) -> None:
         """Tried again at the next check (the set of new ones: not at once, not in a loop)."""
@@ -140,13 +165,18 @@ class StoreAccounts:
             return
         data = self.kube.secret_data(ns, SECRET)
         current = _ours(data, ns, self.public)
+        if current is None and not self.kube.namespace_exists(ns):
+            if user_name(ns) in users:   # it went, its Secret with it: the key goes too
+                self.admin.remove(ns)
+                log.info("store user of namespace %s removed: the namespace is gone", ns)
+            return
         if current is None:
             # the store first: whoever reads the Secret finds a key in force
             key = new_secret_key()
             self.admin.issue(ns, key)
             if not self._write(ns, secret_data(replace(self.public, access_key=user_name(ns),
                                                        secret_key=key))):
-                self.admin.remove(ns)    # a namespace that is not there keeps no user
+                self.admin.remove(ns)    # gone meanwhile: it keeps no user
                 return
             self.confirmed.add(ns)
             log.info("store credential of namespace %s issued", ns)

@@ -388,6 +388,14 @@ class Kube:
             if exc.status != 404:
                 raise
 
+    def namespace_exists(self, name: str) -> bool:
+        """Whether the namespace is there (and not being deleted): a list by name, what the
+        operator's `list namespaces` (kopf's) allows."""
+        found = self._call("list namespaces", lambda: self.core.list_namespace(
+            field_selector=f"metadata.name={name}"))
+        return any(ns.metadata is not None and not ns.metadata.deletion_timestamp
+                   for ns in found.items)
+
     def read_namespaced(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The object as plain JSON (camelCase keys, as in a manifest); None if there is none."""
         api, noun = self._typed(kind)

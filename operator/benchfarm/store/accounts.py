@@ -44,9 +44,18 @@ def _checked(namespace: str) -> str:
     return namespace
 
 
+USER_PREFIX = "benchfarm-ns-"
+
+
 def user_name(namespace: str) -> str:
     """The namespace's MinIO user (its access key)."""
-    return f"benchfarm-ns-{_checked(namespace)}"
+    return f"{USER_PREFIX}{_checked(namespace)}"
+
+
+def namespace_of(user: str) -> str | None:
+    """The namespace whose user this is; None for any other user of the store."""
+    ns = user.removeprefix(USER_PREFIX)
+    return ns if ns != user and _NAMESPACE.fullmatch(ns) else None
 
 
 def policy_name(namespace: str) -> str:
