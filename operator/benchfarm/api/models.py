@@ -362,8 +362,9 @@ class NotificationLimits(Model):
         "(TooManyRecipients)."))
     maxDeliveriesPerHour: int = Field(300, ge=0, le=100000, description=(
         "Deliveries (one per event and target: a webhook POST, an e-mail, a KCIDB submission) "
-        "queued for the namespace in any hour; past it an event's deliveries are not queued "
-        "and the Notification says so (Delivered=False, RateLimited)."))
+        "queued for the namespace in any hour; past it an event's deliveries are refused, "
+        "never attempted (status.deliveries shows them Refused), and the Notification says so "
+        "(Delivered=False, RateLimited)."))
 
 
 class NamespacePolicy(Model):
@@ -415,7 +416,6 @@ class NamespacePolicy(Model):
             "every address the host resolves to as it does a software host's (never loopback, "
             "link-local, multicast or the lab's internal ranges; a private address only when "
             "listed itself) and connects only to the address it checked."))
-
     emailDomains: list[EmailDomain] = Field(
         default_factory=list, max_length=64, description=(
             "Domains this namespace's Notifications may send e-mail to through the lab's SMTP "
@@ -425,6 +425,7 @@ class NamespacePolicy(Model):
             "chose that the lab did not."))
     notifications: NotificationLimits = Field(default_factory=NotificationLimits, description=(
         "How many Notifications, e-mail recipients and deliveries the namespace may have."))
+
 
 LABPOLICY_RULES = [
     {"rule": "self.metadata.name == 'default'",
