@@ -71,6 +71,7 @@ def teams(lab, operator, tmp_path_factory):
         yield team, other, lab_store, victim
     finally:
         apply_lab_policy()
+        devlab.kubectl("delete", "namespace", team.ns, other.ns, "--wait=false", capture=True)
 
 
 def test_the_gitlab_recipe_runs_with_a_kubeconfig_and_nothing_else(teams):
