@@ -49,8 +49,8 @@ CALLS: dict[str, tuple[str, ...]] = {
         "list_namespaced_custom_object", "patch_cluster_custom_object_status",
         "patch_namespaced_custom_object_status"),
     "CoreV1Api": (
-        "create_namespaced_config_map", "create_namespaced_event", "patch_namespaced_config_map",
-        "read_namespaced_config_map", "read_namespaced_secret"),
+        "create_namespaced_config_map", "create_namespaced_event", "list_namespace",
+        "patch_namespaced_config_map", "read_namespaced_config_map", "read_namespaced_secret"),
     "CoordinationV1Api": (
         "create_namespaced_lease", "delete_namespaced_lease", "list_lease_for_all_namespaces",
         "read_namespaced_lease", "replace_namespaced_lease"),
