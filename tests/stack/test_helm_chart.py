@@ -173,10 +173,20 @@ def test_pod_template_meets_restricted_pod_security_and_rbac_is_least_privilege(
     c = dep["spec"]["template"]["spec"]["containers"][0]
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     rules = [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"]]
-    # one Secret name, read only: the namespaces' webhook signing keys (Notifications)
+    # Secrets by name only: the namespaces' webhook signing keys (Notifications), read; each
+    # namespace's store credential, written and read by the operator (its create, which RBAC
+    # cannot limit to a name, held to that name by an admission policy) and read by its people
+    secret = {"apiGroups": [""], "resources": ["secrets"]}
     assert [r for r in rules if "secrets" in r["resources"]] == [
-        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["benchfarm-notifications"],
-         "verbs": ["get"]}]
+        {**secret, "resourceNames": ["benchfarm-notifications"], "verbs": ["get"]},
+        {**secret, "resourceNames": ["benchfarm-store"], "verbs": ["get", "patch"]},
+        {**secret, "verbs": ["create"]},
+        {**secret, "resourceNames": ["benchfarm-store"], "verbs": ["get"]}]
+    held = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"
+            and any("benchfarm-store" in v.get("expression", "")
+                    for v in d["spec"].get("validations", []))]
+    assert held and any(r.get("resources") == ["secrets"]
+                        for r in held[0]["spec"]["matchConstraints"]["resourceRules"]), held
     assert not any("*" in r["verbs"] or "*" in r["resources"] for r in rules)
 
 
