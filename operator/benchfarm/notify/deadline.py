@@ -14,8 +14,11 @@ from __future__ import annotations
 import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+# the module's socket type, by a name the class's own `socket` method does not hide
+Socket = socket.socket
 
 
 class Deadline:
@@ -41,6 +44,23 @@ class Deadline:
         sock = _BoundedSocket(family, kind, proto)
         sock.deadline = self
         return sock
+
+    def connect(self, addresses: Iterable[tuple[int, int, int, Any]]) -> Socket:
+        """The first of `addresses` (family, kind, proto, address) that accepts a connection
+        within the deadline; the last connection's OSError when none does (none tried once the
+        deadline passed), or an OSError saying there was no address."""
+        error: OSError | None = None
+        for family, kind, proto, address in addresses:
+            sock = self.socket(family, kind, proto)
+            try:
+                sock.connect(address)
+                return sock
+            except OSError as exc:
+                sock.close()
+                error = exc
+                if self.passed:
+                    break
+        raise error or OSError("no address to connect to")
 
     def tls(self, context: ssl.SSLContext) -> ssl.SSLContext:
         """`context`, whose TLS sockets (its `wrap_socket`, smtplib's STARTTLS) end by the

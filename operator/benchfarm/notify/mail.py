@@ -53,17 +53,11 @@ class _BoundedSMTP(smtplib.SMTP):
         super().__init__(host, port)          # connects (`_get_socket`)
 
     def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
-        error: OSError | None = None
-        for family, kind, proto, _, address in socket.getaddrinfo(host, port,
-                                                                   type=socket.SOCK_STREAM):
-            sock = self.deadline.socket(family, kind, proto)
-            try:
-                sock.connect(address)
-                return sock
-            except OSError as exc:
-                sock.close()
-                error = exc
-        raise error or OSError(f"{host} resolves to no address")
+        addresses = [(family, kind, proto, address) for family, kind, proto, _, address
+                     in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+        if not addresses:
+            raise OSError(f"{host} resolves to no address")
+        return self.deadline.connect(addresses)
 
 
 def send(settings: SmtpSettings, to: list[str], subject: str, text: str, delivery: str,

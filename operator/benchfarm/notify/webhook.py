@@ -40,19 +40,11 @@ def _addresses(host: str, port: int, reach: WebhookReach) -> list[tuple[int, int
 
 
 def _connect(host: str, port: int, reach: WebhookReach, deadline: Deadline) -> socket.socket:
-    error: OSError | None = None
-    for family, kind, proto, address in _addresses(host, port, reach):
-        sock = deadline.socket(family, kind, proto)
-        try:
-            sock.connect(address)
-            return sock
-        except OSError as exc:
-            sock.close()
-            error = exc
-            if deadline.passed:
-                break
-    raise DeliveryFailed(_late(host, port, deadline) if deadline.passed else
-                         f"no connection to {host}:{port}: {error}")
+    try:
+        return deadline.connect(_addresses(host, port, reach))
+    except OSError as error:
+        raise DeliveryFailed(_late(host, port, deadline) if deadline.passed else
+                             f"no connection to {host}:{port}: {error}") from error
 
 
 def _late(host: str, port: int, deadline: Deadline) -> str:

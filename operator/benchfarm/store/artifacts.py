@@ -188,13 +188,9 @@ class ArtifactStore:
         such document, so someone else put it there (a tenant's store credential writes its
         namespace's folder), and the indexer, the campaigns, KCIDB and the dashboard read it as
         no results rather than hold it in memory."""
-        try:
-            stat = self._retry(f"stat {key}",
-                               lambda: self.client.stat_object(self.config.bucket, key))
-        except InfraError as exc:
-            if exc.reason == "StoreError" and "NoSuchKey" in str(exc):
-                return None
-            raise
+        stat = self._stat(key)
+        if stat is None:
+            return None
         if (stat.size or 0) > limit:
             log.warning("%s: %d bytes, more than the %d of a document the lab reads; not read",
                         key, stat.size, limit)
@@ -209,15 +205,21 @@ class ArtifactStore:
             return None
         return doc
 
-    def sha256(self, key: str) -> str | None:
-        """The sha256 recorded at upload, or None when there is no such object."""
+    def _stat(self, key: str) -> Any | None:
+        """The object's stat (size, metadata), or None when there is no such object."""
         try:
-            stat = self._retry(f"stat {key}",
+            return self._retry(f"stat {key}",
                                lambda: self.client.stat_object(self.config.bucket, key))
         except InfraError as exc:
             if exc.reason == "StoreError" and "NoSuchKey" in str(exc):
                 return None
             raise
+
+    def sha256(self, key: str) -> str | None:
+        """The sha256 recorded at upload, or None when there is no such object."""
+        stat = self._stat(key)
+        if stat is None:
+            return None
         meta = {k.lower(): v for k, v in (stat.metadata or {}).items()}
         return meta.get("x-amz-meta-sha256")
 
