@@ -35,17 +35,22 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-def internal_networks(text: str) -> tuple[Network, ...]:
-    """BENCHFARM_INTERNAL_CIDRS: comma-separated CIDRs (or addresses); ValueError names a bad
-    one."""
+def networks(text: str, setting: str) -> tuple[Network, ...]:
+    """A setting's comma-separated CIDRs (or addresses); ValueError names the setting and the
+    bad one."""
     out = []
     for item in (t.strip() for t in text.split(",")):
         if item:
             try:
                 out.append(ipaddress.ip_network(item, strict=False))
             except ValueError as exc:
-                raise ValueError(f"BENCHFARM_INTERNAL_CIDRS: {item!r} is not a CIDR") from exc
+                raise ValueError(f"{setting}: {item!r} is not a CIDR or an address") from exc
     return tuple(out)
+
+
+def internal_networks(text: str) -> tuple[Network, ...]:
+    """BENCHFARM_INTERNAL_CIDRS: the lab's internal ranges, never a tenant's to reach."""
+    return networks(text, "BENCHFARM_INTERNAL_CIDRS")
 
 
 # IPv6 forms that carry an IPv4 address at their end (RFC 6052 NAT64's well-known prefix, the

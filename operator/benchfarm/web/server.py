@@ -32,6 +32,7 @@ from aiohttp import web
 from kubernetes.client.rest import ApiException
 
 from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
+from ..core.software_policy import Network
 from ..errors import BenchfarmError
 from ..kubeapi.client import Kube
 from ..report.svg import fmt
@@ -43,7 +44,6 @@ from .history import HistorySource, load_source, visible
 from .sessions import (
     CookieSecure,
     FailedSignIns,
-    Network,
     Sessions,
     client_of,
     cookie_secure,

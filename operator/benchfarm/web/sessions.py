@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 from urllib.parse import urlsplit
 
+from ..core.software_policy import Network, networks
+
 SESSIONS = 10_000            # sessions kept at once; the least recently used is signed out first
 SESSION_SECONDS = 8 * 3600   # a session's lifetime: a working day, then the person signs in again
 PER_USER = 16                # sessions one user keeps at once (their browsers); a 17th ends the first
@@ -32,7 +34,6 @@ REFILL_SECONDS = 6.0         # ... then one more every this many seconds (10 a m
 CLIENTS = 4096               # clients whose failures are remembered at once
 
 CookieSecure = Literal["auto", "always", "never"]
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -126,14 +127,7 @@ class Sessions:
 def proxies(text: str) -> tuple[Network, ...]:
     """BENCHFARM_WEB_TRUSTED_PROXIES: comma-separated CIDRs (or addresses); ValueError names a
     bad one."""
-    out = []
-    for item in (t.strip() for t in text.split(",")):
-        if item:
-            try:
-                out.append(ipaddress.ip_network(item, strict=False))
-            except ValueError as exc:
-                raise ValueError(f"{item!r} is not a CIDR or an address") from exc
-    return tuple(out)
+    return networks(text, "BENCHFARM_WEB_TRUSTED_PROXIES")
 
 
 def _address(text: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
