@@ -14,7 +14,7 @@ This package is a developer's and CI's tool, installed beside `benchfarm` from t
 re-exported here.
 """
 
-from .boards import load_inventory
+from .boards import load_inventory, vlab_request
 from .cluster import down as cluster_down, import_image, pod_addresses, up as cluster_up
 from .config import (
     CACHE,
@@ -41,5 +41,5 @@ __all__ = ["LAB_POLICY", "apply_lab_policy", "CACHE", "cluster_down", "cluster_u
            "SMTP_CA_FILE", "STATE", "VENV_BIN", "LabError", "down", "http_ok", "kubectl", "lab_env",
            "labgrid_files", "labgrid_tls", "operator_env",
            "load_inventory", "running_pid", "start_operator", "start_process", "start_web", "status",
-           "stop_process", "up",
+           "stop_process", "up", "vlab_request",
            "write_kubeconfig"]

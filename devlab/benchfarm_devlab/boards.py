@@ -10,8 +10,10 @@ services on the host's loopback or the one-node cluster's bridge address.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -105,6 +107,55 @@ def board_network(index: int) -> dict:
     return {"peers": peers}
 
 
+CONTROL_SOCKET = STATE / "vlab" / "control.sock"
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client's connection to a UNIX socket instead of a TCP port."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        super().__init__("vlab", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(str(self.path))
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def vlab_request(path: str, timeout: float = 30) -> str:
+    """GET `path` (`/fault/<i>/panic`, `/outlet/<i>/`, `/rails/<i>` ...) from the virtual lab's
+    control endpoint, its HTTP on the UNIX socket `STATE/vlab/control.sock` (mode 0600): the
+    lab's own way to its PDU and test hooks, which no board's power port serves and no lease's
+    SSH forward reaches. Its body; LabError when it is not there or answers other than 200."""
+    conn = _UnixHTTPConnection(CONTROL_SOCKET, timeout)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        body = resp.read().decode(errors="replace")
+    except OSError as exc:
+        raise LabError(f"virtual lab control socket {CONTROL_SOCKET}: {exc} (is the lab up?)") \
+            from exc
+    finally:
+        conn.close()
+    if resp.status != 200:
+        raise LabError(f"virtual lab: GET {path} answered {resp.status}: {body.strip()}")
+    return body
+
+
+def _control_ready() -> bool:
+    try:
+        vlab_request("/outlet/0/", timeout=2)
+    except LabError:
+        return False
+    return True
+
+
 def start_virtual_lab(inventory: dict) -> dict:
     boards = inventory["boards"]
     dtypes = {b["deviceType"]: device_type(b["deviceType"]) for b in boards}
@@ -139,6 +190,7 @@ def start_virtual_lab(inventory: dict) -> dict:
         })
     code = (REPO / "exporters/virtual/vlab.py").read_bytes()
     config = {"logdir": str(STATE / "logs"), "pdu_port": PORTS.pdu, "boards": config_boards,
+              "control_socket": str(CONTROL_SOCKET),
               "code": hashlib.sha256(code).hexdigest()[:16]}
     cfg_path = rundir / "vlab.json"
     changed = not cfg_path.exists() or json.loads(cfg_path.read_text()) != config
@@ -148,6 +200,6 @@ def start_virtual_lab(inventory: dict) -> dict:
     cfg_path.write_text(json.dumps(config, indent=2))
     start_process("vlab", [sys.executable, str(REPO / "exporters/virtual/vlab.py"), str(cfg_path)],
                   ports=[PORTS.pdu] + [b["serial_port"] for b in config_boards if "serial_port" in b],
-                  ready=lambda: port_open(PORTS.pdu))
+                  ready=lambda: port_open(PORTS.pdu) and _control_ready())
     config["images"] = {k: str(v) for k, v in images.items()}
     return config

@@ -34,6 +34,10 @@ terminal with a stable path (`pty_link`), the way a USB-UART appears as /dev/tty
 labgrid-exporter exports as a RawSerialPort through ser2net. And /tasmota/<index>/cm?cmnd=Power1 on
 speaks the Tasmota smart-plug dialect that pdudaemon's `sonoff_s20_tasmota` driver drives.
 
+The lab's own way in: the same HTTP on the UNIX socket `control_socket` of CONFIG.json
+(STATE/vlab/control.sock, mode 0600), whatever network namespace the caller is in; the tests'
+hooks go there through `benchfarm_devlab.vlab_request`.
+
 Usage: vlab.py CONFIG.json   (written by `benchfarm lab up`)
 """
 
@@ -356,6 +360,16 @@ class PDU:
     async def start(self) -> None:
         await asyncio.start_server(self._handle, host="127.0.0.1", port=self.port)
 
+    async def serve_control(self, path: Path) -> None:
+        """The same HTTP on a UNIX socket only the lab's own user opens (mode 0600, created so:
+        no moment when it is wider), whatever network namespace the caller is in."""
+        path.unlink(missing_ok=True)
+        umask = os.umask(0o177)
+        try:
+            await asyncio.start_unix_server(self._handle, path=str(path))
+        finally:
+            os.umask(umask)
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             request = await reader.readline()
@@ -463,7 +477,9 @@ async def serve(config: dict) -> None:
         await broker.start()
     pdu = PDU(outlets, config["pdu_port"])
     await pdu.start()
-    log.info("virtual lab ready: %d boards, PDU on port %d", len(brokers), config["pdu_port"])
+    await pdu.serve_control(Path(config["control_socket"]))
+    log.info("virtual lab ready: %d boards, PDU on port %d, control on %s", len(brokers),
+             config["pdu_port"], config["control_socket"])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import time
-import urllib.request
 import uuid
 
 import yaml
@@ -140,20 +139,19 @@ def place_acquired(place):
 def outlet_on(place):
     cfg = json.loads((devlab.STATE / "vlab" / "vlab.json").read_text())
     index = next(b["index"] for b in cfg["boards"] if b["name"] == place)
-    with urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}/outlet/{index}/") as r:
-        return r.read().decode() == "1"
+    return devlab.vlab_request(f"/outlet/{index}/") == "1"
 
 
 
 def fault(index, mode):
-    urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}/fault/{index}/{mode}").read()
+    devlab.vlab_request(f"/fault/{index}/{mode}")
 
 
 
 
 def chaos(index, what):
     """One-shot chaos on a virtual board: disconnect | garbage | hang."""
-    return urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}/chaos/{index}/{what}").read()
+    return devlab.vlab_request(f"/chaos/{index}/{what}")
 
 
 def board_index(place):

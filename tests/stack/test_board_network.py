@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 
@@ -31,8 +30,7 @@ def _vlab_board(name: str) -> dict:
 
 
 def _pdu(path: str) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}{path}", timeout=30) as r:
-        return r.read().decode()
+    return devlab.vlab_request(path)
 
 
 def _qemu_pid(name: str) -> int | None:

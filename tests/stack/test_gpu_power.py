@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import urllib.request
 
 import pytest
 import yaml
@@ -84,7 +83,7 @@ def test_low_power_run_reports_every_rail_and_proves_the_board_slept(custom):
 def _fault(board: str, mode: str) -> None:
     cfg = json.loads((devlab.STATE / "vlab" / "vlab.json").read_text())
     index = next(b["index"] for b in cfg["boards"] if b["name"] == board)
-    urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}/fault/{index}/{mode}").read()
+    devlab.vlab_request(f"/fault/{index}/{mode}")
 
 
 @pytest.mark.full   # make test: a board that wakes (above); a board that hangs (chaos)
@@ -108,7 +107,6 @@ def test_a_board_that_fails_to_wake_is_power_cycled_and_reported(custom):
     assert "did not wake" in cond(st)["message"] and "board fault on vb-x86-1" in cond(st)["message"]
     cfg = json.loads((devlab.STATE / "vlab" / "vlab.json").read_text())
     index = next(b["index"] for b in cfg["boards"] if b["name"] == "vb-x86-1")
-    with urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}/outlet/{index}/") as r:
-        assert r.read().decode() == "0"  # the session powered it off
+    assert devlab.vlab_request(f"/outlet/{index}/") == "0"  # the session powered it off
     board = custom.get_cluster_custom_object("benchfarm.io", "v1alpha1", "boards", "vb-x86-1")
     assert "WakeFailed" in (board["status"].get("reason") or "")

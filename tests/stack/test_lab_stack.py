@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 import pytest
 import yaml
@@ -230,8 +229,7 @@ def test_a_device_types_labgrid_environment_is_a_file_labgrid_client_drives(lab,
 
 
 def _outlet(index: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{devlab.PORTS.pdu}/outlet/{index}/") as r:
-        return r.read().decode()
+    return devlab.vlab_request(f"/outlet/{index}/")
 
 
 def test_serial_port_is_connectable_while_off_and_shows_the_next_boot_from_its_start(lab):
