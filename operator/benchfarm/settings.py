@@ -146,6 +146,15 @@ class Settings(BaseModel):
     parse_memory_mib: int = _var("BENCHFARM_PARSE_MEMORY_MIB", _S, default=2048, ge=256)
     """Address space in MiB the parse of one step's output may take (its child process's
     limit); past it the run fails with ParseOverBudget."""
+    report_cpu_seconds: float = _var("BENCHFARM_REPORT_CPU_SECONDS", _S, default=120.0, gt=0,
+                                     le=3600)
+    """CPU seconds building a run's results and reports from its figures may take (metrics.json,
+    report.md/.rst/.html, the comparison with a baseline: in a child process of the session,
+    limited to this and to `report_memory_mib`; a run's are a second or less); past it the run
+    fails with ReportOverBudget, and the session went on renewing its Lease meanwhile."""
+    report_memory_mib: int = _var("BENCHFARM_REPORT_MEMORY_MIB", _S, default=2048, ge=256)
+    """Address space in MiB building a run's results and reports may take (its child process's
+    limit); past it the run fails with ReportOverBudget."""
     warm_idle_seconds: float = _var("BENCHFARM_WARM_IDLE_SECONDS", _S,
                                     default=float(WARM_IDLE_SECONDS), gt=0)
     """A warm session pod given no run within this time exits, and the operator starts
@@ -263,6 +272,16 @@ class Settings(BaseModel):
     """The dashboard's proxies (an ingress; comma-separated CIDRs): a request from one counts its
     failed sign-ins against the client `X-Forwarded-For` names, not against the proxy (none by
     default: every request's own peer)."""
+    web_render_cpu_seconds: float = _var("BENCHFARM_WEB_RENDER_CPU_SECONDS", _T, default=10.0,
+                                         gt=0, le=300)
+    """CPU seconds the dashboard may spend rendering one page from a tenant's figures (a
+    history's chart, a run's page, a comparison: in a child process, limited to this and to
+    `web_render_memory_mib`); past it the page answers 503 saying so, and every other page
+    goes on answering."""
+    web_render_memory_mib: int = _var("BENCHFARM_WEB_RENDER_MEMORY_MIB", _T, default=1024,
+                                      ge=256)
+    """Address space in MiB rendering one dashboard page may take (its child process's
+    limit); past it the page answers 503."""
     control_endpoints: str = _var("BENCHFARM_CONTROL_ENDPOINTS", _T, default="")
     """Extra control endpoints for `benchfarm check --boards` to try from the boards
     (`HOST:PORT[=what]`, comma-separated: a BMC, a switch's management port)."""

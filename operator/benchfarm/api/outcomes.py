@@ -288,6 +288,9 @@ class RunFailure(StrEnum):
     #: parsing what a step printed took more CPU time (or memory) than the lab allows a parse
     #: (BENCHFARM_PARSE_CPU_SECONDS): the board's output, not the board, is to blame
     parse_over_budget = "ParseOverBudget"
+    #: building the run's results and reports from its figures took more CPU time (or memory)
+    #: than the lab allows (BENCHFARM_REPORT_CPU_SECONDS): the run's figures are to blame
+    report_over_budget = "ReportOverBudget"
     #: the run's steps yielded more metrics than its LabPolicy allows (maxMetricsPerRun), or a
     #: metric whose name or labels are longer than any real suite's: none of them is kept
     too_many_metrics = "TooManyMetrics"
@@ -312,6 +315,7 @@ RUN_FAULTS: frozenset[str] = frozenset({
     RunFailure.invalid_artifact_prefix, RunFailure.no_matching_board, RunFailure.unknown_suite,
     RunFailure.digest_mismatch, RunFailure.digest_missing, RunFailure.deleted,
     RunFailure.run_timeout, RunFailure.parse_over_budget, RunFailure.too_many_metrics,
+    RunFailure.report_over_budget,
 })
 
 

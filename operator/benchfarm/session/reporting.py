@@ -4,22 +4,34 @@ This needs no board: it reads what the steps checkpointed in this attempt, so a 
 after it had released its board (or with no step left) comes straight here and never touches the
 board again. It ends the run (`Succeeded`, or `SuitesFailed`), with the regression verdict
 against a baseline or between the A/B sides.
+
+The documents are built from the tenant's figures in a budgeted child (`benchfarm.budgeted`,
+BENCHFARM_REPORT_CPU_SECONDS and BENCHFARM_REPORT_MEMORY_MIB), as a step's parse is: a renderer
+that runs away on them cannot hold the session's GIL, which goes on renewing its Lease, and past
+the budget the run fails with ReportOverBudget, the run's fault.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .. import budgeted
 from ..api.devicetype import DeviceType
 from ..api.models import LabPolicySpec
 from ..api.outcomes import Phase, Reason, RunFailure
 from ..core.conditions import now_iso
 from ..errors import InfraError, RunError
+from ..lab.session import Cancelled
 from ..store.artifacts import ArtifactStore
 from .context import RunContext
+from .lifeline import Fenced
+from .parsing import PRELOAD
 from .steps import read_checkpoints
+
+if TYPE_CHECKING:       # session.results loads numpy and scipy: on the first report, not before
+    from .results import Collected, Documents
 
 log = logging.getLogger("benchfarm.session")
 
@@ -42,15 +54,12 @@ def complete(ctx: RunContext, dtype: DeviceType) -> None:
                 "labels": ctx.labels, "softwareSets": software_sets(ctx),
                 "finishedAt": now_iso()}
     sides = ctx.sides()
-    if len(sides) == 2:
-        labels = {key: label for key, label, _ in sides}
-        docs = res.build_ab(run_info, dtype, ctx.suites, got, labels, policy=policy)
+    labels = {key: label for key, label, _ in sides} if len(sides) == 2 else None
+    docs = build_documents(ctx, run_info, dtype, got, labels, baseline_doc, policy)
+    if labels is not None:
         got.provenance = {labels[k]: c.provenance for k, c in got.sides.items()}
         got.boots = [b for c in got.sides.values() for b in c.boots]
         got.records = [r for c in got.sides.values() for r in c.records]
-    else:
-        docs = res.build(run_info, dtype, ctx.suites, got, baseline=spec.baseline,
-                         baseline_doc=baseline_doc, policy=policy, repeat=spec.repeat)
     urls = [serial_log(ctx)]
     for name, (data, ctype) in docs.files.items():
         urls.append(ctx.spool.put(f"{ctx.prefix}/{name}", data, ctype))
@@ -73,6 +82,35 @@ def complete(ctx: RunContext, dtype: DeviceType) -> None:
                           f"{ctx.place}", status)
     if docs.regression is not None and docs.regression[0] == "True":
         ctx.status.event("Warning", "Regressed", docs.regression[2])
+
+
+def build_documents(ctx: RunContext, run_info: dict[str, Any], dtype: DeviceType,
+                    got: Collected, labels: dict[str, str] | None,
+                    baseline_doc: dict[str, Any] | None, policy: LabPolicySpec | None
+                    ) -> Documents:
+    """`results.documents` in a child within the session's report budget. Raises
+    RunError(ReportOverBudget) past it, Fenced or Cancelled when the session stopped meanwhile
+    (the child killed)."""
+    from . import results as res
+    settings = ctx.config.settings
+    lifeline = ctx.lifeline
+    try:
+        return budgeted.call(
+            res.documents, run_info, dtype, ctx.suites, got, labels, ctx.spec.baseline,
+            baseline_doc, policy, ctx.spec.repeat, name="report", preload=PRELOAD,
+            budget=budgeted.Budget(settings.report_cpu_seconds, settings.report_memory_mib),
+            stopped=lambda: lifeline.fenced.is_set() or lifeline.cancel.is_set())
+    except budgeted.OverBudget as exc:
+        raise RunError(f"building the run's results and reports from its figures {exc.what}: "
+                       f"the run's figures are to blame (BENCHFARM_REPORT_CPU_SECONDS, "
+                       f"BENCHFARM_REPORT_MEMORY_MIB)",
+                       reason=RunFailure.report_over_budget) from None
+    except budgeted.Abandoned:
+        if lifeline.fenced.is_set():
+            raise Fenced("the session was fenced while it built the run's results") from None
+        raise Cancelled("the session stopped while it built the run's results") from None
+    except budgeted.Failed as exc:     # a bug of benchfarm's: the runner says InternalError
+        raise RuntimeError(f"building the results failed: {exc.detail}") from None
 
 
 def software_sets(ctx: RunContext) -> dict[str, dict[str, Any]]:

@@ -1,7 +1,9 @@
 """A finished session's results, built only from its checkpoints: metrics.json, reports, the verdict.
 
 Because everything comes from the checkpoints (never from a process's memory), a runner that was
-killed and resumed produces the same documents as one that ran straight through.
+killed and resumed produces the same documents as one that ran straight through. The figures are
+the tenant's, so the session builds them in a budgeted child (`documents`, called by
+`session.reporting`): pure, its arguments and its Documents pickled.
 """
 
 from __future__ import annotations
@@ -188,3 +190,15 @@ def build(run_info: dict[str, Any], dtype: DeviceType, suites: list[SuiteSpec], 
              "report.rst": (rst(doc).encode(), "text/x-rst"),
              "report.html": (html(doc).encode(), "text/html")}
     return Documents(doc, results, failed, files, regression)
+
+
+def documents(run_info: dict[str, Any], dtype: DeviceType, suites: list[SuiteSpec],
+              got: Collected, labels: dict[str, str] | None, baseline: str | None,
+              baseline_doc: dict[str, Any] | None, policy: LabPolicySpec | None,
+              repeat: RepeatSpec | None) -> Documents:
+    """The run's documents: an A/B run's (`labels`: each side's label by "a" and "b") or a
+    one-sided run's; what the session's budgeted child runs."""
+    if labels is not None:
+        return build_ab(run_info, dtype, suites, got, labels, policy=policy)
+    return build(run_info, dtype, suites, got, baseline=baseline, baseline_doc=baseline_doc,
+                 policy=policy, repeat=repeat)
