@@ -8,13 +8,18 @@ a form from this site's own page only. A client whose tokens keep being refused 
 costs the API server no TokenReview meanwhile.
 
 The Kubernetes client and the store client block: their calls run on threads, never on the
-server's event loop. A run of a namespace the person may not read is answered like a run that
-does not exist (404), on every path that names it.
+server's event loop. A page drawn from a tenant's figures (a run, a history, a comparison) is
+rendered in a budgeted child (`rendering`, BENCHFARM_WEB_RENDER_CPU_SECONDS): past its budget
+that page answers 503 saying so, and every other page answers meanwhile. A run of a namespace
+the person may not read is answered like a run that does not exist (404), on every path that
+names it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import json
 import logging
 import math
@@ -22,23 +27,21 @@ import mimetypes
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import jinja2
 import urllib3
 from aiohttp import web
 from kubernetes.client.rest import ApiException
 
+from .. import budgeted
 from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
 from ..core.software_policy import Network
 from ..errors import BenchfarmError
 from ..kubeapi.client import Kube
-from ..report.svg import fmt
 from ..settings import SettingError, Settings
 from ..store.artifacts import ArtifactStore, StoreConfig, run_prefix
-from . import charts, views
+from . import rendering, views
 from .access import Access, Person
 from .history import HistorySource, load_source, visible
 from .sessions import (
@@ -54,12 +57,18 @@ from .sessions import (
 log = logging.getLogger(__name__)
 COOKIE = "benchfarm_session"      # an opaque session id (sessions.Sessions), never the token
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+RENDER_BUDGET = budgeted.Budget(10.0, 1024)    # `serve` takes the settings'
+RENDERS = 4     # pages rendered from tenant figures at once (each a child); more wait their turn
+HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+                                      "style-src 'self' 'unsafe-inline'; frame-src 'self'",
+           "Cache-Control": "no-store"}
 
 
 class Dashboard:
     def __init__(self, kube: Kube, store: ArtifactStore, history: HistorySource,
                  access: Access, namespace: str, *, cookie_secure: CookieSecure = "auto",
-                 site_url: str = "", trusted_proxies: Sequence[Network] = ()) -> None:
+                 site_url: str = "", trusted_proxies: Sequence[Network] = (),
+                 render_budget: budgeted.Budget = RENDER_BUDGET) -> None:
         self.kube, self.store, self.history, self.access = kube, store, history, access
         self.namespace = namespace          # the operator's (its fairness ConfigMap)
         self.cookie_secure = cookie_secure  # BENCHFARM_WEB_COOKIE_SECURE
@@ -67,12 +76,10 @@ class Dashboard:
         self.trusted_proxies = tuple(trusted_proxies)   # BENCHFARM_WEB_TRUSTED_PROXIES
         self.sessions = Sessions()
         self.failures = FailedSignIns()
-        self.env = jinja2.Environment(loader=jinja2.PackageLoader("benchfarm.web", "templates"),
-                                      autoescape=True)
-        self.env.filters["when"] = _when
-        self.env.filters["result"] = _result
-        self.env.filters["num"] = fmt
-        self.env.globals["quote"] = quote
+        self.render_budget = render_budget  # BENCHFARM_WEB_RENDER_CPU_SECONDS, _MEMORY_MIB
+        # the threads that wait for the renders' children (the API's and the store's calls
+        # have the loop's own): a page over its budget keeps one of these, never those
+        self.renders = concurrent.futures.ThreadPoolExecutor(RENDERS, "render")
 
     # -- sign-in --------------------------------------------------------------------------------
     @web.middleware
@@ -184,11 +191,25 @@ class Dashboard:
     # -- pages ----------------------------------------------------------------------------------
     def page(self, template: str, person: Person | None, status: int = 200,
              **context: Any) -> web.Response:
-        html = self.env.get_template(template).render(person=person, **context)
-        return web.Response(text=html, content_type="text/html", status=status, headers={
-            "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
-                                       "style-src 'self' 'unsafe-inline'; frame-src 'self'",
-            "Cache-Control": "no-store"})
+        """A page of the lab's own text (no tenant's figures), rendered here."""
+        html = rendering.render(template, {"person": person, **context})
+        return web.Response(text=html, content_type="text/html", status=status, headers=HEADERS)
+
+    async def budgeted_page(self, request: web.Request, fn: Callable[..., str],
+                            *args: Any) -> web.Response:
+        """`fn(*args)` (a `rendering` function) in a child within the render budget; past it,
+        a 503 that says so."""
+        call = functools.partial(budgeted.call, fn, *args, budget=self.render_budget,
+                                 preload=rendering.PRELOAD, name=f"render-{fn.__name__}")
+        try:
+            html = await asyncio.get_running_loop().run_in_executor(self.renders, call)
+        except budgeted.OverBudget as exc:
+            log.warning("%s: rendering %s: %s", request.path_qs, fn.__name__, exc.what)
+            return web.Response(status=503, headers=HEADERS, text=(
+                f"benchfarm web: rendering this page from its runs' figures {exc.what} "
+                f"(BENCHFARM_WEB_RENDER_CPU_SECONDS, BENCHFARM_WEB_RENDER_MEMORY_MIB); the "
+                f"dashboard's other pages answer as usual"))
+        return web.Response(text=html, content_type="text/html", headers=HEADERS)
 
     async def lab(self, request: web.Request) -> web.StreamResponse:
         person: Person = request["person"]
@@ -244,11 +265,11 @@ class Dashboard:
         base = f"/runs/{quote(meta['namespace'])}/{quote(meta['name'])}"
         artifacts = [(k[len(prefix) + 1:], f"{base}/artifacts/{quote(k[len(prefix) + 1:])}")
                      for k in keys]
-        return self.page("run.html.j2", person, run=run, row=views.run_row(run),
-                         st=run.get("status") or {}, events=events, artifacts=artifacts,
-                         report=f"{base}/artifacts/report.html"
-                         if f"{prefix}/report.html" in keys else None,
-                         spec_yaml=json.dumps(run.get("spec") or {}, indent=2))
+        return await self.budgeted_page(request, rendering.render, "run.html.j2", {
+            "person": person, "run": run, "row": views.run_row(run),
+            "st": run.get("status") or {}, "events": events, "artifacts": artifacts,
+            "report": f"{base}/artifacts/report.html" if f"{prefix}/report.html" in keys
+            else None, "spec_yaml": json.dumps(run.get("spec") or {}, indent=2)})
 
     def _events(self, namespace: str, name: str, uid: str) -> list[dict[str, Any]]:
         found = self.kube.core.list_namespaced_event(
@@ -302,12 +323,10 @@ class Dashboard:
         keys = await asyncio.to_thread(self.history.series_keys, _scope(person))
         menus = views.history_menus(keys, person.may_read, request.query)
         want = menus.want
-        svg = ""
         doc: dict[str, Any] = {"series": [], "changePoints": []}
         if menus.known:
             doc = visible(await asyncio.to_thread(self.history.history, *want), person.may_read)
-            unit = want.metric.rsplit("(", 1)[-1].rstrip(")") if "(" in want.metric else ""
-            svg = charts.history_svg(doc, unit, lambda run: "/runs/" + quote(run))
+        unit = want.metric.rsplit("(", 1)[-1].rstrip(")") if "(" in want.metric else ""
         if request.query.get("format") == "json":
             return web.json_response({
                 "namespace": want.namespace, "namespaces": menus.namespaces,
@@ -317,10 +336,9 @@ class Dashboard:
                 "metric": want.metric, "deviceType": want.device_type, "plan": want.plan,
                 "known": menus.known, "series": doc["series"],
                 "changePoints": doc["changePoints"]}, headers={"Cache-Control": "no-store"})
-        softwares = sorted({p["software"] for p in doc["series"] if p.get("software")})
-        return self.page("history.html.j2", person, keys=keys, want=want, svg=svg, doc=doc,
-                         softwares=softwares, choices=menus.choices,
-                         namespaces=menus.namespaces, known=menus.known)
+        return await self.budgeted_page(request, rendering.history_page, {
+            "person": person, "keys": keys, "want": want, "choices": menus.choices,
+            "namespaces": menus.namespaces, "known": menus.known}, doc, unit)
 
     async def compare(self, request: web.Request) -> web.StreamResponse:
         """Every metric of one namespace's device type and plan: the runs of build A against
@@ -332,21 +350,10 @@ class Dashboard:
         keys = [] if not person.may_read(ns) else [
             k for k in await asyncio.to_thread(self.history.series_keys, frozenset({ns}))
             if k.namespace == ns and k.device_type == dtype and k.plan == plan]
-        rows = []
-        for k in keys:
-            doc = visible(await asyncio.to_thread(self.history.history, *k, False),
-                          person.may_read)
-            sa = [s for p in doc["series"] if p.get("software") == a for s in p["samples"]]
-            sb = [s for p in doc["series"] if p.get("software") == b for s in p["samples"]]
-            if sa and sb:
-                ma, mb = sum(sa) / len(sa), sum(sb) / len(sb)
-                rows.append({"metric": k.metric, "a": ma, "amin": min(sa), "amax": max(sa),
-                             "b": mb, "bmin": min(sb), "bmax": max(sb), "runs": (
-                                 sum(p.get("software") == a for p in doc["series"]),
-                                 sum(p.get("software") == b for p in doc["series"])),
-                             "change": (mb - ma) / ma * 100 if ma else None})
-        return self.page("compare.html.j2", person, rows=rows, a=a, b=b, deviceType=dtype,
-                         plan=plan, namespace=ns)
+        docs = [(k.metric, visible(await asyncio.to_thread(self.history.history, *k, False),
+                                   person.may_read)) for k in keys]
+        return await self.budgeted_page(request, rendering.compare_page, {
+            "person": person, "deviceType": dtype, "plan": plan, "namespace": ns}, docs, a, b)
 
     async def index(self, request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound("/lab")
@@ -379,26 +386,6 @@ def _scope(person: Person) -> frozenset[str] | None:
     return None if person.everywhere else person.namespaces
 
 
-def _when(value: Any) -> str:
-    """An ISO time or seconds since the epoch, as UTC to the second."""
-    if value in (None, ""):
-        return ""
-    if isinstance(value, int | float):
-        return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return str(value).replace("T", " ").replace("Z", " UTC").replace("+00:00", " UTC")
-
-
-def _result(value: Any) -> str:
-    """A headline figure of `status.results` as the guides print it: its `display`, and a
-    suite's headline metric with it."""
-    if isinstance(value, dict) and "display" in value:
-        return f"{value.get('phase', '')} {value['display']}".strip()
-    if isinstance(value, dict):
-        return "; ".join(f"{k}: {v.get('headline', '')} {v.get('value', '')}".rstrip()
-                         if isinstance(v, dict) else f"{k}: {v}" for k, v in value.items())
-    return str(value)
-
-
 def serve(address: str, port: int, history_source: str | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = Settings.from_env()
@@ -413,6 +400,9 @@ def serve(address: str, port: int, history_source: str | None = None) -> int:
                          database_url=settings.database_url)
     dashboard = Dashboard(kube, store, source, Access(kube.api), settings.namespace,
                           cookie_secure=settings.web_cookie_secure, site_url=settings.web_url,
-                          trusted_proxies=trusted)
+                          trusted_proxies=trusted, render_budget=budgeted.Budget(
+                              settings.web_render_cpu_seconds, settings.web_render_memory_mib,
+                              wall_seconds=settings.web_render_cpu_seconds * 3 + 10))
+    budgeted.start(rendering.PRELOAD)      # the renders' forkserver, before the first page
     web.run_app(dashboard.app(), host=address, port=port, print=None, access_log=None)
     return 0
