@@ -1,18 +1,28 @@
-"""The lab's services as pods see them: a TCP relay from the pods' host address to 127.0.0.1.
+"""Byte-for-byte relays between two endpoints, for what must cross a boundary the lab draws.
 
 `python -m benchfarm_devlab.relay ADDRESS PORT...` listens on ADDRESS:PORT for each PORT and
-copies every connection to 127.0.0.1:PORT, both ways, byte for byte (TLS, gRPC, raw serial: it
-does not look inside). The lab's own listeners stay where they are (127.0.0.1, nothing to change
-for the light lab, the CI or anyone's kubeconfig); the relay listens only on the address of the
-cluster's bridge (config.HOST_ADDR), so only this machine and its pods can reach it. See
-cluster.py for why a relay and not a DNAT to 127.0.0.1.
+copies every connection to 127.0.0.1:PORT, both ways (TLS, gRPC, SSH, raw serial: it does not
+look inside). That is the one-node cluster's relay (`lab-gateway`): the lab's listeners stay on
+127.0.0.1 and the relay listens only on the address of the cluster's bridge (config.HOST_ADDR),
+so only this machine and its pods reach it. See cluster.py for why a relay and not a DNAT.
+
+`python -m benchfarm_devlab.relay --link LISTEN CONNECT [--link ...]` copies each connection
+accepted on LISTEN to CONNECT, where each is `tcp:HOST:PORT` or `unix:PATH` (a UNIX socket made
+mode 0600 in a directory of its owner's). That is how the lab network (labnet.py) and the host
+meet: a UNIX socket is reached from both network namespaces alike, and only by its owner, so
+the exporter hosts' SSH and the coordinator each cross with one socket and nothing else does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+Opener = Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -30,10 +40,10 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
             writer.close()
 
 
-def _handler(port: int):
+def _handler(connect: Opener):
     async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         try:
-            server_r, server_w = await asyncio.open_connection("127.0.0.1", port)
+            server_r, server_w = await connect()
         except OSError:
             client_w.close()
             return
@@ -43,9 +53,32 @@ def _handler(port: int):
     return handle
 
 
-async def main(address: str, ports: list[int]) -> None:
-    servers = [await asyncio.start_server(_handler(p), address, p, reuse_address=True) for p in ports]
-    print(f"relaying {address}:{{{','.join(map(str, ports))}}} -> 127.0.0.1", flush=True)
+def _opener(endpoint: str) -> Opener:
+    kind, _, where = endpoint.partition(":")
+    if kind == "unix":
+        return lambda: asyncio.open_unix_connection(where)
+    host, _, port = where.rpartition(":")
+    return lambda: asyncio.open_connection(host, int(port))
+
+
+async def _listen(endpoint: str, connect: Opener) -> asyncio.Server:
+    kind, _, where = endpoint.partition(":")
+    if kind == "unix":
+        Path(where).unlink(missing_ok=True)
+        old = os.umask(0o177)     # the socket is its owner's only
+        try:
+            return await asyncio.start_unix_server(_handler(connect), path=where)
+        finally:
+            os.umask(old)
+    if kind != "tcp":
+        raise SystemExit(f"relay: endpoint {endpoint!r} is neither tcp:HOST:PORT nor unix:PATH")
+    host, _, port = where.rpartition(":")
+    return await asyncio.start_server(_handler(connect), host, int(port), reuse_address=True)
+
+
+async def main(links: list[tuple[str, str]]) -> None:
+    servers = [await _listen(listen, _opener(connect)) for listen, connect in links]
+    print("relaying " + ", ".join(f"{a} -> {b}" for a, b in links), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -55,5 +88,19 @@ async def main(address: str, ports: list[int]) -> None:
         s.close()
 
 
+def parse(argv: list[str]) -> list[tuple[str, str]]:
+    """The links of either command line (see the module's docstring)."""
+    if argv and argv[0] == "--link":
+        links = []
+        while argv:
+            if argv[0] != "--link" or len(argv) < 3:
+                raise SystemExit("usage: relay --link LISTEN CONNECT [--link LISTEN CONNECT ...]")
+            links.append((argv[1], argv[2]))
+            argv = argv[3:]
+        return links
+    address, ports = argv[0], argv[1:]
+    return [(f"tcp:{address}:{p}", f"tcp:127.0.0.1:{p}") for p in ports]
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], [int(p) for p in sys.argv[2:]]))
+    asyncio.run(main(parse(sys.argv[1:])))
