@@ -14,13 +14,17 @@ import inspect
 import math
 import re
 import time
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from benchfarm.core import guide, guide_cells
+from benchfarm.core.guide import read_guide
 from benchfarm.errors import ParseError
 from benchfarm.suites import cyclictest, registry
 from benchfarm.suites.base import Metric, Pattern
+from tests.conftest import guide as guide_file
 from tests.unit.adversarial import (
     check_linear,
     grown,
@@ -177,3 +181,98 @@ def test_a_deliberately_quadratic_pattern_added_to_a_parser_makes_its_tests_fail
         test_parsers_match_with_re2_only("cyclictest")
     with pytest.raises(AssertionError, match="not linearly"):
         test_each_parser_is_linear_and_within_budget_on_megabytes_of_near_matches("cyclictest")
+
+
+# -- the guide reader: a vendor's file, or a tenant's, read cell by cell -------------------------
+
+GUIDE_MODULES = [guide, guide_cells]
+# a line of each kind the reader looks at, as TI's guides write them, and what is around it
+TABLE = ".. csv-table:: {}\n"
+GUIDE_PIECES = {
+    "value cell": (TABLE.format("LMBench") + '    :header: "Benchmarks","am62xx_sk-fs: perf"\n\n',
+                   '    "bw_mem-bcopy-1mb (MB/s)","4929.85 (min 1941.75, max 7917.94)"', ""),
+    "header cell": (TABLE.format("Ethernet"), '    :header: "Command Used","am62xx_sk-fs: '
+                    'THROUGHPUT (Mbits/sec)","am62xx_sk-fs: CPU Load % (LOCAL_CPU_UTIL)"',
+                    '\n    "iperf3 -c x","900","45"\n'),
+    "buffer size": (TABLE.format("EMMC EXT4 FIO 1G") + '    :header: "Buffer size (bytes)",'
+                    '"am62xx_sk-fs: Write EXT4 Throughput (Mbytes/sec)"\n\n',
+                    '    "102400 bytes","34 %"', ""),
+    "caption": ("", "Table: **Dhrystone** (in DMIPS)", TABLE.format("") + '    :header: "a","b"'
+                '\n\n    "x","1"\n'),
+    "section": ("Storage Benchmarks\n", "==================", TABLE.format("") +
+                '    :header: "a","b"\n\n    "x","1"\n'),
+}
+GUIDE_TEXT = guide_file("ti_am62ax_linux_performance_guide.rst")
+
+
+def guide_near_matches(piece: str) -> Callable[[int], str]:
+    """The piece's line with each of its runs grown to n characters (with and without a stray
+    character after it, or cut after it), each in its own place: a row in its csv-table, a
+    header after its directive, a caption or underline after a title line."""
+    before, line, after = GUIDE_PIECES[piece]
+    return lambda n: "".join(f"{before}{g}\n{after}\n" for g in grown(line, n))
+
+
+def test_the_guide_reader_matches_with_re2_only():
+    for module in GUIDE_MODULES:
+        assert not re.search(r"^import re$|^from re import", inspect.getsource(module), re.M)
+        compiled = [v for v in vars(module).values() if hasattr(v, "pattern")
+                    and hasattr(v, "search")]
+        assert compiled and all(type(p).__module__ == "re2" for p in compiled), module
+
+
+@pytest.mark.parametrize("piece", GUIDE_PIECES)
+def test_the_guide_reader_is_linear_on_near_matches(piece):
+    text_of = guide_near_matches(piece)
+    assert read_guide(text_of(8)).tables, piece
+    growth = check_linear(read_guide, text_of, f"read_guide ({piece})", largest=PATTERN_TEXT)
+    assert growth.seconds_4n < budget("x" * growth.size_4n), growth
+
+
+@st.composite
+def hostile_guide(draw: st.DrawFn) -> str:
+    """A real guide's lines, some grown long, their numbers made extreme, noise inserted or
+    their end cut; repeated up to about 256 KiB."""
+    lines = GUIDE_TEXT.splitlines()
+    start = draw(st.integers(0, len(lines) - 40))
+    chosen = lines[start:start + 40]
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(chosen) - 1))
+        line, kind = chosen[at], draw(st.sampled_from(["grow", "numbers", "noise", "cut"]))
+        if kind == "grow" and (variants := grown(line, draw(st.sampled_from([256, 4096, 65536])))):
+            line = draw(st.sampled_from(variants))
+        elif kind == "numbers":
+            line = re.sub(r"\d+(?:\.\d+)?", draw(st.sampled_from(EXTREME_NUMBERS)), line)
+        elif kind == "noise":
+            cut = draw(st.integers(0, len(line)))
+            line = line[:cut] + draw(st.sampled_from(NOISE)) * draw(st.integers(1, 2000)) + line[cut:]
+        else:
+            line = line[:draw(st.integers(0, len(line)))]
+        chosen[at] = line
+    block = "\n".join(chosen) + "\n"
+    return block * draw(st.integers(1, max(1, (256 << 10) // len(block))))
+
+
+def test_a_hostile_guide_reads_within_budget_to_finite_values_and_bounded_problems():
+    @PROPERTY
+    @given(text=hostile_guide())
+    def case(text: str) -> None:
+        start = time.process_time()
+        read = read_guide(text)
+        elapsed = time.process_time() - start
+        assert elapsed < budget(text), f"read_guide: {elapsed:.2f} s on {len(text)} characters"
+        values = [r.value for t in read.tables for r in t.rows]
+        assert all(math.isfinite(x) for v in values for x in (v.mean, v.min, v.max))
+        assert all(len(p) < 2000 for p in read.problems), max(read.problems, key=len)[:300]
+    case()
+
+
+def test_a_quadratic_pattern_in_the_guide_reader_makes_its_tests_fail(monkeypatch):
+    """guide_cells' header pattern as it was in Python's re (two runs of \\w over the same
+    characters: quadratic on a header cell of digits without its colon)."""
+    monkeypatch.setattr(guide_cells, "_BOARD",
+                        re.compile(r"^\s*([A-Za-z0-9][\w.-]*[\d_-][\w.-]*)\s*:\s*(.*)$"))
+    with pytest.raises(AssertionError):
+        test_the_guide_reader_matches_with_re2_only()
+    with pytest.raises(AssertionError, match="not linearly"):
+        test_the_guide_reader_is_linear_on_near_matches("header cell")

@@ -23,15 +23,25 @@ slugged (`uboot-emmc-raw-2000000-write-throughput`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import re2
+
 from ..suites.base import normalize_unit, slug
 
-_BOARD = re.compile(r"^\s*([A-Za-z0-9][\w.-]*[\d_-][\w.-]*)\s*:\s*(.*)$")
-_PAREN = re.compile(r"\(([^()]*)\)")
-_NAME_UNIT = re.compile(r"^(.*?)\s*\(([^()]*)\)\s*$")
+# RE2 (linear whatever the text: a guide is any vendor's, or a tenant's, file)
+_BOARD = re2.compile(r"^\s*([A-Za-z0-9][\w.-]*[\d_-][\w.-]*)\s*:\s*(.*)$")
+_PAREN = re2.compile(r"\(([^()]*)\)")
+_NAME_UNIT = re2.compile(r"^(.*?)\s*\(([^()]*)\)\s*$")
+_UNIT = re2.compile(r"[A-Za-zµμ%/\\]{1,12}")
+_PERCENT = re2.compile(r"(?i)cpu (load|usage)")
+_SIZE = re2.compile(r"(?i)(buffer )?size\b")
+_POWER = re2.compile(r"(?i)power performance")
+_CPU_LOAD = re2.compile(r"(?i)cpu load")
+_MULTI = re2.compile(r"(two|multi)\s*core")
+_CORE = re2.compile(r"cpu\s*(\d+)")
+_PHASE = re2.compile(r"[a-z][a-z0-9_-]*")
 _EMPTY = {"", "n/a", "na", "-"}
 
 
@@ -63,11 +73,11 @@ def label_unit(label: str) -> tuple[str, str]:
     'CPU Load % (LOCAL_CPU_UTIL)' -> %, 'Rail voltage(V)' -> V."""
     unit = ""
     for candidate in reversed(_PAREN.findall(label)):
-        if "_" not in candidate and re.fullmatch(r"[A-Za-zµμ%/\\]{1,12}", candidate.strip()):
+        if "_" not in candidate and _UNIT.fullmatch(candidate.strip()):
             unit = normalize_unit(candidate)
             break
-    bare = re.sub(r"\s+", " ", _PAREN.sub(" ", label).replace("%", " ")).strip()
-    if not unit and ("%" in label or re.search(r"cpu (load|usage)", label, re.I)):
+    bare = " ".join(_PAREN.sub(" ", label).replace("%", " ").split())
+    if not unit and ("%" in label or _PERCENT.search(label)):
         unit = "%"
     if not unit and bare.lower() == "fps":
         unit = "FPS"
@@ -78,15 +88,15 @@ def key_columns(header: Sequence[str]) -> int:
     boards = [i for i, h in enumerate(header) if board_of(h)[0]]
     if boards:
         return max(boards[0], 1)
-    return 2 if len(header) > 2 and re.match(r"(buffer )?size\b", header[1], re.I) else 1
+    return 2 if len(header) > 2 and _SIZE.match(header[1]) else 1
 
 
 def _mode(title: str) -> str:
-    text = re.sub(r"power performance", "", title, flags=re.I).replace("DeepSleep", "Deep Sleep")
+    text = _POWER.sub("", title).replace("DeepSleep", "Deep Sleep")
     return slug(text)
 
 
-_STORAGE = re.compile(r"^(write|read)\b.*\b(throughput|cpu load)$", re.I)
+_STORAGE = re2.compile(r"(?i)^(write|read)\b.*\b(throughput|cpu load)$")
 
 
 def _suite_table(title: str, suites: tuple[str, ...], default: str) -> tuple[str, str]:
@@ -104,7 +114,7 @@ def _network(suite: str, label: str) -> str:
     bare, _ = label_unit(label)
     if bare.lower() == "throughput":
         return "received" if suite == "iperf3" else "throughput"
-    if re.match(r"cpu load", bare, re.I):
+    if _CPU_LOAD.match(bare):
         return "remote-cpu-util" if "REMOTE" in label.upper() else "local-cpu-util"
     return slug(bare)
 
@@ -122,7 +132,7 @@ def _name(title: str, header: Sequence[str], row: Sequence[str], nkeys: int, lab
     bare, unit = label_unit(label)
     if bare.lower() in ("perf", "") and nkeys == 1:
         name, unit = split_name(key)
-        multi = re.search(r"(two|multi)\s*core", t) and not name.endswith("-multicore")
+        multi = _MULTI.search(t) and not name.endswith("-multicore")
         return (f"{name}-multicore" if multi else name), unit
     if head0 == "rail name":
         rail = "total" if key.lower() == "total" else key
@@ -131,13 +141,13 @@ def _name(title: str, header: Sequence[str], row: Sequence[str], nkeys: int, lab
     if head0 == "low power mode":
         return f"resume-latency-{_mode(key)}", unit
     if head0 == "latencies":
-        core = re.fullmatch(r"cpu\s*(\d+)", bare.lower())
+        core = _CORE.fullmatch(bare.lower())
         if "per-core" in label.lower():
             return None
         return (f"cyclictest-t{core.group(1)}-{_stat(key)}" if core
                 else f"cyclictest-{_stat(key)}"), split_name(key)[1]
     if "boot time" in t or head0 == "boot configuration":
-        if re.fullmatch(r"[a-z][a-z0-9_-]*", key):
+        if _PHASE.fullmatch(key):
             return key, "s"
         return ("kernel-to-prompt" if row_index == 0 else f"boot-{slug(key)}"), "s"
     if head0.startswith("buffer size") and (io := _STORAGE.match(bare)):
@@ -157,15 +167,20 @@ def _name(title: str, header: Sequence[str], row: Sequence[str], nkeys: int, lab
         kind = "cpu" if unit == "%" else "throughput"
         return f"alsa-{t.split()[1]}-{slug(key)}hz-{kind}", unit
     if t == "openssl performance" and nkeys == 2:
-        return f"openssl-{slug(key)}-{re.sub(r'[^0-9]', '', row[1])}B", unit
+        return f"openssl-{slug(key)}-{''.join(c for c in row[1] if c in '0123456789')}B", unit
     if t == "openssl cpu load":
         return f"openssl-{slug(key)}-cpu", unit
-    keys = [slug(re.sub(r"\s*bytes$", "", row[k].strip())) for k in range(nkeys)
+    keys = [slug(_bytes_off(row[k].strip())) for k in range(nkeys)
             if k < len(row) and header[k].strip().lower() != "command used"]
     head = "-".join([slug(title)] + keys)
     seen = set(head.split("-"))
     tail = [w for w in slug(bare).split("-") if w not in seen]
     return "-".join([head] + tail), unit
+
+
+def _bytes_off(label: str) -> str:
+    """A buffer size without its word `bytes` at the end ('4096 bytes' -> '4096')."""
+    return label[:-len("bytes")].rstrip() if label.endswith("bytes") else label
 
 
 def value_cells(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]
