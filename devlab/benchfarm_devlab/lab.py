@@ -18,6 +18,7 @@ from .env import kubectl, lab_env, operator_env, write_env
 from .places import start_labgrid, start_pdudaemon, stop_host_peers
 from .postgres import start_postgres, stop_postgres
 from .processes import FIRST_NICE, OPERATOR_FIRST, http_ok, running_pid, start_process, stop_process
+from .sshauth import write_config as write_lease_auth
 from .sshd import start_sshd, stop_masters
 
 # The lab's LabPolicy: namespace `default` (the examples', the demo's) may boot software from its
@@ -104,6 +105,7 @@ def up() -> Path:
     say(f"virtual boards ready: {len(config['boards'])} ({time.monotonic() - phase:.1f} s)")
     phase = time.monotonic()
     start_pdudaemon(config)
+    write_lease_auth()     # who else the sshd lets in: the leases' certificates (sshauth.py)
     start_sshd(["127.0.0.1", "localhost", HOST_ADDR])
     start_labgrid(config, inventory)
     stop_host_peers()

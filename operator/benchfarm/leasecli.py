@@ -16,6 +16,11 @@ the operator grants with a certificate for the lease's user that expires with th
 (`status.access`). The private key never leaves this process (a 0700 directory of its own while
 the shell runs). A loopback forwarder (`lab.labgrid_forward`) takes the stock `labgrid-client`'s
 plaintext in and connects to the coordinator with that certificate: the shell's LG_COORDINATOR.
+The lease's OpenSSH certificate for the same key (`status.access.ssh`) is how labgrid reaches the
+place's console and power, through the exporter hosts' SSH: the directory also holds the key in
+OpenSSH's form, the certificate, the hosts' known_hosts and an ssh_config for them
+(`lab.lease_ssh.client_config`), and the shell's `labgrid-client` is labgrid's own client with
+that ssh_config (`labgrid_forward --stock-client`, first on the shell's PATH).
 """
 
 from __future__ import annotations
@@ -125,6 +130,30 @@ def _forward(access: dict[str, Any], key: bytes, private: Path) -> Any:
     return Forwarder(access["coordinator"], ctx)
 
 
+def _ssh(ssh: dict[str, Any], key: Any, private: Path) -> tuple[Path, Path]:
+    """The lease's way through the exporter hosts' SSH (`status.access.ssh`) written into
+    `private`: (its ssh_config, the directory of the shell's `labgrid-client`, which takes it)."""
+    from .api.models import LeaseSshAccess
+    from .lab.labgrid_pki import openssh_private, write_private
+    from .lab.lease_ssh import client_config
+    access = LeaseSshAccess.model_validate(ssh)
+    files: dict[str, bytes | str] = {"id_lease": openssh_private(key),
+                                     "id_lease-cert.pub": access.certificate + "\n",
+                                     "known_hosts": access.knownHosts}
+    for file, data in files.items():
+        write_private(private / file, data)
+    write_private(private / "ssh_config", client_config(
+        access.hosts, key=private / "id_lease", certificate=private / "id_lease-cert.pub",
+        known_hosts=private / "known_hosts"))
+    bin_dir = private / "bin"
+    bin_dir.mkdir(mode=0o700)
+    client = bin_dir / "labgrid-client"
+    client.write_text(f"#!/bin/sh\n# labgrid's client with this lease's ssh_config\nexec "
+                      f"'{sys.executable}' -m benchfarm.lab.labgrid_forward --stock-client \"$@\"\n")
+    client.chmod(0o700)
+    return private / "ssh_config", bin_dir
+
+
 def main(args: argparse.Namespace) -> int:
     from kubernetes import client
 
@@ -202,6 +231,11 @@ def main(args: argparse.Namespace) -> int:
         # the shell is the lease's: the lease's certificate behind its forwarder, none of the
         # labgrid keys this process may hold (`labgrid-client` would take those instead)
         own = {k: v for k, v in settings.environ.items() if not k.startswith(LABGRID_KEYS)}
+        if access.get("ssh") and key is not None:
+            config, bin_dir = _ssh(access["ssh"], key, private)
+            own.update(BENCHFARM_SSH_CONFIG=str(config), PATH=f"{bin_dir}:{own.get('PATH', '')}")
+            print(f"benchfarm lease: labgrid-client reaches {st['place']}'s console and power "
+                  "through the exporter hosts' SSH with the lease's own certificate", file=err)
         code = subprocess.call([settings.shell], env={**own, **env})
     finally:
         if forwarder is not None:

@@ -26,6 +26,7 @@ from .models import (
     BoardLeaseSpec,
     BoardSpec,
     LabPolicySpec,
+    LeaseAccess,
     LeasePolicy,
     TestPlanSpec,
 )
@@ -222,7 +223,11 @@ def all_crds() -> dict[str, dict[str, Any]]:
                          "a run's timeout)."),
                      "queuePosition": _described({"type": "integer", "format": "int64"},
                                                  "While pending: the lease's place in the lab's "
-                                                 "queue.")}),
+                                                 "queue."),
+                     "access": _described(schema_of(LeaseAccess),
+                                          "While granted, where spec.publicKey was given: the "
+                                          "lease's certificates (labgrid's coordinator, the "
+                                          "exporter hosts' SSH) and where they lead.")}),
             [{"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
              {"name": "Position", "type": "integer", "jsonPath": ".status.queuePosition"},
              {"name": "Estimated Start", "type": "string", "jsonPath": ".status.estimatedStart"},

@@ -517,6 +517,50 @@ class BoardLeaseSpec(Model):
         json_schema_extra=_immutable("publicKey is immutable"))
 
 
+#: a host name or address as an ssh_config line takes it (no space, no quote)
+SshHostName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9._:%\[\]-]+$")]
+
+
+class LeaseSshHost(Model):
+    """One exporter host as a lease's holder reaches its SSH."""
+
+    name: SshHostName = Field(description="The exporter host as labgrid names it (a resource's "
+                                          "extra.proxy): the ssh_config's Host.")
+    hostName: SshHostName = Field(description="The address its SSH is reached at.")
+    port: int = Field(22, ge=1, le=65535, description="Its SSH port.")
+    user: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z_][a-z0-9_-]*$")] = Field(
+        "root", description="The user to log in as (the certificate decides what it may do).")
+
+
+class LeaseSshAccess(Model):
+    """The exporter hosts' SSH for a lease: an OpenSSH user certificate for the lease's public
+    key that lets it forward to its own place's console and power only, until the lease ends."""
+
+    certificate: Annotated[str, Field(max_length=8192)] = Field(description=(
+        "The OpenSSH user certificate (one `...-cert-v01@openssh.com` line), signed by the lab's "
+        "labgrid issuer as the SSH user CA: principal `place:<place>`, key id `<namespace>/<name> "
+        "<uid>`, valid until the lease expires, port forwarding only."))
+    principal: Annotated[str, Field(max_length=256)] = Field(description=(
+        "The certificate's principal (`place:<place>`)."))
+    hosts: list[LeaseSshHost] = Field(default_factory=list, max_length=64, description=(
+        "The exporter hosts and where their SSH is."))
+    knownHosts: Annotated[str, Field(max_length=65536)] = Field("", description=(
+        "known_hosts lines pinning those hosts' keys."))
+
+
+class LeaseAccess(Model):
+    """`status.access` of a granted BoardLease whose spec.publicKey the operator signed."""
+
+    coordinator: str = Field(description="The labgrid coordinator's address (mutual TLS).")
+    certificate: str = Field(description=(
+        "An X.509 client certificate for the lease's user (labgrid role person), expiring with "
+        "the lease."))
+    ca: str = Field("", description="The CA that vouches for the coordinator (PEM).")
+    expiresAt: str = Field(description="When the certificates expire (the lease's end).")
+    ssh: LeaseSshAccess | None = Field(None, description=(
+        "The exporter hosts' SSH, through which labgrid reaches the place's console and power."))
+
+
 BOARDLEASE_SPEC_RULES = [
     {"rule": "has(self.selector.deviceType) || has(self.selector.board)",
      "message": "selector needs deviceType or board"},

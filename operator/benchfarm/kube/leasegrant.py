@@ -7,13 +7,16 @@ and `status.commands` in one guarded write (the lease must still be Pending). Wh
 holds the lab's labgrid issuer and the lease carries the person's public key (`spec.publicKey`),
 that write also carries `status.access` (`access`): a certificate that lets its holder be the
 lease's user to the coordinator, and only until the lease expires
-(`lab.labgrid_pki.person_access`); an extension issues a new one. `hold` takes the place again
+(`lab.labgrid_pki.person_access`), and an OpenSSH certificate for the same key that lets it
+forward to that place's console and power through the exporter hosts' SSH, which the operator's
+ssh_config names (`lab.lease_ssh`); an extension issues new ones. `hold` takes the place again
 after a coordinator restart; `release` lets it go under the lease's identity.
 """
 
 from __future__ import annotations
 
 import logging
+import subprocess
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -27,7 +30,8 @@ from ..errors import BoardBusy, InfraError
 from ..kubeapi.client import PreconditionFailed
 from ..lab.coordinator import Coordinator, lease_identity
 from ..lab.labgrid_compat import ENV_CA
-from ..lab.labgrid_pki import issuer_from_env, person_access
+from ..lab.labgrid_pki import issuer_from_env, person_access, ssh_key_id
+from ..lab.lease_ssh import exporter_hosts
 from ..settings import Settings
 from . import metrics
 from .leasebook import PLURAL, LeaseBook, iso
@@ -84,14 +88,25 @@ class LeaseGranter:
         certificates (people reach it through `benchfarm lease --shell`'s forwarder)."""
         return None if self.issuer is not None else self.address
 
-    def access(self, lease: LeaseState, expires: float) -> dict[str, str] | None:
-        """`status.access` for the lease's person until `expires`, or None (no issuer, no public
-        key, or a key that is no key: said in an event)."""
+    def access(self, lease: LeaseState, expires: float, place: str | None = None
+               ) -> dict[str, Any] | None:
+        """`status.access` for the lease's person until `expires` on `place` (default: the
+        lease's), or None (no issuer, no public key, or a key that is no key: said in an
+        event)."""
         if self.issuer is None or not lease.spec.publicKey:
             return None
         try:
+            hosts, known = exporter_hosts(self.rt.settings.ssh_config)
+        except (OSError, subprocess.SubprocessError) as exc:   # the lab's own ssh_config
+            log.warning("%s: the exporter hosts of %s: %s", lease.key, self.rt.settings.ssh_config,
+                        exc)
+            hosts, known = [], ""
+        try:
             return person_access(self.issuer, self.coordinator_ca, self.address, lease.spec.user,
-                                 lease.spec.publicKey, datetime.fromtimestamp(expires, UTC))
+                                 lease.spec.publicKey, datetime.fromtimestamp(expires, UTC),
+                                 place=place or str(lease.status.get("place") or ""),
+                                 key_id=ssh_key_id(lease.namespace, lease.name, lease.uid),
+                                 ssh_hosts=hosts, known_hosts=known)
         except ValueError as exc:
             self.rt.kube.event(lease.ref(), "Warning", "PublicKeyRefused",
                                f"spec.publicKey: {exc}; no certificate was issued")
@@ -119,7 +134,7 @@ class LeaseGranter:
                   "queuePosition": None,
                   "estimatedStart": None, "commands": commands(board, lease.spec.user,
                                                                self.shown_address),
-                  "access": self.access(lease, now + seconds),
+                  "access": self.access(lease, now + seconds, board),
                   "conditions": set_condition(
                       lease.status.get("conditions"), "Granted", "True", LeaseReason.granted,
                       f"{board} is {lease.spec.user}'s until {iso(now + seconds)}",

@@ -13,6 +13,13 @@ labgrid-client ...` (what the embedded lab's `.benchfarm/bin/labgrid-client` run
 forwarder with the certificate of BENCHFARM_LABGRID_CA/_CERT/_KEY, runs the command with
 LG_COORDINATOR pointed at it, and closes it when the command ends. Nothing listens when no
 command runs.
+
+labgrid's client reaches a place's console and power through the SSH of the exporter host each
+resource names (`extra.proxy`), and has no variable for an ssh_config. So a command named
+`labgrid-client` runs as labgrid's own client in a Python of ours (`--stock-client`) with the
+ssh_config of BENCHFARM_SSH_CONFIG given to every ssh it starts (`labgrid_compat.use_ssh_config`):
+the lab's for the lab admin, the lease's key and certificate for a lease shell (whose
+`labgrid-client` is `python -m benchfarm.lab.labgrid_forward --stock-client`).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from pathlib import Path
 from ..settings import Settings
 
 CHUNK = 65536
+STOCK_CLIENT = "labgrid-client"      # a command of this name is labgrid's own client
 
 
 def client_context(ca: str | Path, cert: str | Path, key: str | Path) -> ssl.SSLContext:
@@ -106,26 +114,56 @@ class Forwarder:
         self.close()
 
 
+def client_command(command: Sequence[str]) -> list[str]:
+    """`command`, where it is labgrid's client (named `labgrid-client`), as that client run by
+    this module with the settings' ssh_config (`stock_client`)."""
+    if command and Path(command[0]).name == STOCK_CLIENT:
+        return [sys.executable, "-m", "benchfarm.lab.labgrid_forward", "--stock-client",
+                *command[1:]]
+    return list(command)
+
+
+def stock_client(argv: Sequence[str], settings: Settings) -> int:
+    """labgrid's own `labgrid-client ARGV`, here, every ssh it starts given the settings'
+    ssh_config (none: ssh's defaults)."""
+    from labgrid.remote.client import main as labgrid_client
+
+    from .labgrid_compat import use_ssh_config
+    use_ssh_config(settings.ssh_config)
+    sys.argv = [STOCK_CLIENT, *argv]
+    try:
+        labgrid_client()
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
+
+
 def run(command: Sequence[str], settings: Settings) -> int:
     """`command` with LG_COORDINATOR at a forwarder to the settings' coordinator, with their
     labgrid certificate (BENCHFARM_LABGRID_CA/_CERT/_KEY); as it is without one (a coordinator
-    that takes plain gRPC, or a lease shell, whose LG_COORDINATOR is its lease's forwarder)."""
+    that takes plain gRPC, or a lease shell, whose LG_COORDINATOR is its lease's forwarder).
+    labgrid's client gets the settings' ssh_config (`client_command`)."""
     env = dict(settings.environ)
+    argv = client_command(command)
     if not (settings.labgrid_ca and settings.labgrid_cert and settings.labgrid_key):
-        return subprocess.call(list(command), env=env)
+        return subprocess.call(argv, env=env)
     context = client_context(settings.labgrid_ca, settings.labgrid_cert, settings.labgrid_key)
     with Forwarder(settings.coordinator, context) as forwarder:
         interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)   # the client's to handle
         try:
-            return subprocess.call(list(command), env={**env, "LG_COORDINATOR": forwarder.address})
+            return subprocess.call(argv, env={**env, "LG_COORDINATOR": forwarder.address})
         finally:
             signal.signal(signal.SIGINT, interrupt)
 
 
 def main(argv: Sequence[str]) -> int:
     if not argv:
-        print("usage: python -m benchfarm.lab.labgrid_forward COMMAND [ARG...]", file=sys.stderr)
+        print("usage: python -m benchfarm.lab.labgrid_forward COMMAND [ARG...]\n"
+              "       python -m benchfarm.lab.labgrid_forward --stock-client [ARG...]",
+              file=sys.stderr)
         return 2
+    if argv[0] == "--stock-client":
+        return stock_client(argv[1:], Settings.from_env())
     return run(argv, Settings.from_env())
 
 

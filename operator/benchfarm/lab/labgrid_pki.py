@@ -11,6 +11,12 @@ with a key derived from the signing key only the operator and its sessions hold 
 so they can travel in the session's environment — a local process's, a Job's pod spec, a warm
 slot's grant ConfigMap — and whoever may read a Job or a ConfigMap of the operator's namespace
 but not its Secrets learns nothing from them.
+
+A lease's person also gets an OpenSSH user certificate for the same public key (`ssh_certificate`):
+the exporter hosts' SSH lets it forward to its own place's console and power only (principal
+`place:<name>`, `ssh_principal`). The labgrid issuer's key signs it too: it is the one authority
+that vouches for a lease's holder, and the two signatures cannot be mistaken for one another
+(an SSH certificate's signed blob starts with its type string, an X.509 one is DER).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidTag
@@ -29,8 +36,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from cryptography.hazmat.primitives.serialization import SSHCertificateBuilder, SSHCertificateType
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from ..api.models import LeaseAccess, LeaseSshAccess, LeaseSshHost
 from ..core.labgrid_identity import grant_uri
 
 # the public keys a certificate is issued for: a session's (EC) or a person's (EC or RSA)
@@ -184,15 +193,92 @@ def issuer_from_env(environ: Mapping[str, str]) -> Issuer | None:
     return Issuer.load(cert, key) if cert and key else None
 
 
+# -- OpenSSH: a lease's way through the exporter hosts' SSH ------------------------------------
+#: the principal a lease's SSH certificate carries for its place (what the exporter hosts' sshd
+#: grants forwards for: `benchfarm_devlab.sshauth`)
+SSH_PLACE_PRINCIPAL = "place:"
+#: what a lease's SSH certificate runs on the exporter host whatever is asked: labgrid's
+#: keepalive runs `ssh HOST cat`; nothing else is for a lease to run there
+SSH_FORCED_COMMAND = "/bin/cat"
+
+
+def ssh_principal(place: str) -> str:
+    return f"{SSH_PLACE_PRINCIPAL}{place}"
+
+
+def ssh_place(principal: str) -> str | None:
+    """The place a principal names (`ssh_principal`'s inverse), None for another principal."""
+    prefix, _, place = principal.partition(SSH_PLACE_PRINCIPAL)
+    return place if not prefix and place else None
+
+
+def ssh_key_id(namespace: str, name: str, uid: str) -> str:
+    """The key id of a lease's SSH certificate: its namespace/name (what sshd logs) and its uid
+    (a lease made again under the same name is another lease)."""
+    return f"{namespace}/{name} {uid}"
+
+
+def ssh_lease_uid(key_id: str) -> str | None:
+    """The lease uid of `ssh_key_id`'s key id, None if it is not one."""
+    name, sep, uid = key_id.rpartition(" ")
+    return uid if sep and name.count("/") == 1 and uid else None
+
+
+def openssh_private(key: ec.EllipticCurvePrivateKey) -> bytes:
+    """A private key in OpenSSH's own format (what `ssh -i` reads)."""
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                             serialization.NoEncryption())
+
+
+def ssh_public(key: PublicKey, comment: str = "") -> str:
+    """A public key as one OpenSSH line (`TrustedUserCAKeys`, `authorized_keys`)."""
+    line = key.public_bytes(serialization.Encoding.OpenSSH,
+                            serialization.PublicFormat.OpenSSH).decode()
+    return f"{line} {comment}".strip()
+
+
+def ssh_ca_public(issuer: Issuer) -> str:
+    """The issuer's key as the SSH user CA the exporter hosts trust (`TrustedUserCAKeys`)."""
+    return ssh_public(issuer.key.public_key(), "benchfarm-lease-ca")
+
+
+def ssh_certificate(issuer: Issuer, public_key: PublicKey, *, key_id: str, place: str,
+                    not_after: dt.datetime) -> str:
+    """An OpenSSH user certificate (one `...-cert-v01@openssh.com` line) for `public_key`:
+    principal `place:<place>`, valid from a little before now until `not_after` (never after
+    the issuer), forced command `SSH_FORCED_COMMAND` and no extension but port forwarding (no
+    pty, agent, X11 or user rc). ValueError if that window is already over."""
+    now = _now()
+    end = min(not_after, issuer.cert.not_valid_after_utc)
+    if end <= now:
+        raise ValueError(f"the certificate would end at {end:%Y-%m-%dT%H:%M:%SZ}, before now")
+    cert = (SSHCertificateBuilder().public_key(public_key).type(SSHCertificateType.USER)
+            .serial(int.from_bytes(os.urandom(8), "big")).key_id(key_id.encode())
+            .valid_principals([ssh_principal(place).encode()])
+            .valid_after(int((now - BACKDATE).timestamp())).valid_before(int(end.timestamp()))
+            .add_critical_option(b"force-command", SSH_FORCED_COMMAND.encode())
+            .add_extension(b"permit-port-forwarding", b"")
+            .sign(issuer.key))
+    return cert.public_bytes().decode()
+
+
 def person_access(issuer: Issuer, coordinator_ca: str, coordinator: str, user: str,
-                  public_key: str, expires: dt.datetime) -> dict[str, str]:
-    """A BoardLease's `status.access`: a certificate for the lease's user (role person: it may
-    be that user and read, never take or free a place) that expires with the lease, the CA that
-    vouches for the coordinator, and where the coordinator is. ValueError for a bad key."""
-    cert = issuer.issue(load_public(public_key), common_name=user, grants=[("person", user)],
-                        not_after=expires)
-    return {"coordinator": coordinator, "certificate": cert, "ca": coordinator_ca,
-            "expiresAt": expiry(cert).strftime("%Y-%m-%dT%H:%M:%SZ")}
+                  public_key: str, expires: dt.datetime, *, place: str = "", key_id: str = "",
+                  ssh_hosts: Sequence[LeaseSshHost] = (), known_hosts: str = "") -> dict[str, Any]:
+    """A BoardLease's `status.access` (`api.models.LeaseAccess`): a certificate for the lease's
+    user (role person: it may be that user and read, never take or free a place) that expires
+    with the lease, the CA that vouches for the coordinator, and where the coordinator is; with
+    a `place`, also an OpenSSH certificate for the same key (`ssh_certificate`, key id `key_id`)
+    and the exporter hosts it is for. ValueError for a bad key."""
+    key = load_public(public_key)
+    cert = issuer.issue(key, common_name=user, grants=[("person", user)], not_after=expires)
+    ssh = LeaseSshAccess(
+        certificate=ssh_certificate(issuer, key, key_id=key_id, place=place, not_after=expires),
+        principal=ssh_principal(place), hosts=list(ssh_hosts), knownHosts=known_hosts,
+    ) if place else None
+    return LeaseAccess(coordinator=coordinator, certificate=cert, ca=coordinator_ca,
+                       expiresAt=expiry(cert).strftime("%Y-%m-%dT%H:%M:%SZ"), ssh=ssh,
+                       ).model_dump(mode="json", exclude_none=True)
 
 
 def _seal_key(signing_key: bytes) -> AESGCM:
