@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from benchfarm.core.boot import BootWatcher, timeline_from_chunks
 from benchfarm.core.results import SuiteRecord, series, summary
@@ -257,3 +261,33 @@ def test_device_types_state_their_silence_limits():
     assert BootSpec(silenceSeconds=12, silenceAfterSeconds={"init": 30}).silenceAfterSeconds == {"init": 30}
     with pytest.raises(ValueError):
         BootSpec(silenceSeconds=0)
+
+
+EXTREMES = [1e308, -1e308, 1.7976931348623157e308, -1.7976931348623157e308, 5e-324, 0.0, 1.0]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.one_of(st.floats(allow_nan=False, allow_infinity=False),
+                          st.sampled_from(EXTREMES)), min_size=1, max_size=40))
+def test_summarize_any_finite_figures_near_the_floats_limit_too(values):
+    """No sum overflows: the mean and median lie between min and max, finite; the spread is
+    never negative or NaN (inf only where the true one is past the largest float); the figure
+    is written."""
+    s = summarize(values)
+    assert s.n == len(values) and (s.min, s.max) == (min(values), max(values))
+    for x in (s.mean, s.median):
+        assert math.isfinite(x) and s.min <= x <= s.max, (x, s)
+    exact = sum(Fraction(v) for v in values) / len(values)
+    error = abs(Fraction(s.mean) - exact)
+    assert error <= Fraction(max(map(abs, values))) / 10**12 + Fraction(1, 10**300), s
+    assert s.stddev >= 0 and not math.isnan(s.stddev)
+    assert seed_format(values)
+
+
+def test_summarize_huge_equal_values_and_non_finite_ones():
+    assert summarize([1e308, 1e308]).mean == 1e308                       # fsum overflowed
+    assert summarize([1e308, 1.5e308]).median == 1.25e308                # (a + b) / 2 did
+    assert summarize([-1.7976931348623157e308, 1.7976931348623157e308]).stddev == math.inf
+    s = summarize([math.inf, 1.0])
+    assert s.mean == math.inf and math.isnan(s.stddev)
+    assert math.isnan(summarize([math.inf, -math.inf]).mean)

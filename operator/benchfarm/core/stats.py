@@ -26,13 +26,46 @@ class Summary:
         return asdict(self)
 
 
+HUGE = 2.0 ** 1000      # above this a sum of two values, or a middle of two, may overflow
+SCALE = 2.0 ** 512      # what such values are divided by: their sums and squares stay finite
+
+
 def summarize(values: Sequence[float]) -> Summary:
+    """n, mean, median, min, max and sample standard deviation. Figures near the float's limit
+    (1e308: a board prints what it likes) are summarised scaled by a power of two, exactly, so
+    no sum overflows: the mean and median, between min and max, are always finite; a spread
+    wider than the largest float is inf. An infinity or NaN among the values (no parser yields
+    one) gives IEEE arithmetic's mean and a NaN spread, never an exception."""
     if not values:
         raise ValueError("no values to summarise")
     vals = [float(v) for v in values]
+    n = len(vals)
+    if not all(map(math.isfinite, vals)):
+        return Summary(n=n, mean=sum(vals) / n, median=statistics.median(vals), min=min(vals),
+                       max=max(vals), stddev=math.nan if n > 1 else 0.0)
+    lo, hi = min(vals), max(vals)
+    scale = SCALE if max(-lo, hi) > HUGE else 1.0
+    scaled = [v / scale for v in vals]     # exact but for values below 2^-562: nil beside 2^1000
     return Summary(
-        n=len(vals), mean=statistics.fmean(vals), median=statistics.median(vals),
-        min=min(vals), max=max(vals), stddev=statistics.stdev(vals) if len(vals) > 1 else 0.0)
+        n=n, mean=_between(statistics.fmean(scaled) * scale, lo, hi), median=_median(vals),
+        min=lo, max=hi, stddev=statistics.stdev(scaled) * scale if n > 1 else 0.0)
+
+
+def _between(value: float, lo: float, hi: float) -> float:
+    """A mean as computed, held where the true one is (rounding may put it an ulp outside)."""
+    return min(max(value, lo), hi)
+
+
+def _median(vals: list[float]) -> float:
+    """The middle value, or the midpoint of the middle two without their sum (which overflows
+    near 1e308)."""
+    ordered = sorted(vals)
+    half = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[half]
+    a, b = ordered[half - 1], ordered[half]
+    mid = (a + b) / 2 if (a < 0) != (b < 0) else a + (b - a) / 2
+    return _between(mid, a, b)
 
 
 SIGNIFICANT = 3        # figures kept of a value below 0.1 (0.00308, not 0.00)
