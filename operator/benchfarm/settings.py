@@ -155,6 +155,14 @@ class Settings(BaseModel):
     report_memory_mib: int = _var("BENCHFARM_REPORT_MEMORY_MIB", _S, default=2048, ge=256)
     """Address space in MiB building a run's results and reports may take (its child process's
     limit); past it the run fails with ReportOverBudget."""
+    guide_cpu_seconds: float = _var("BENCHFARM_GUIDE_CPU_SECONDS", _O, default=120.0, gt=0,
+                                    le=3600)
+    """CPU seconds the operator may spend rendering a campaign's guide and its changes from its
+    columns' figures (in a child process, limited to this and to `guide_memory_mib`, while the
+    operator goes on scheduling); past it the campaign fails with GuideOverBudget."""
+    guide_memory_mib: int = _var("BENCHFARM_GUIDE_MEMORY_MIB", _O, default=2048, ge=256)
+    """Address space in MiB rendering a campaign's guide may take (its child process's limit);
+    past it the campaign fails with GuideOverBudget."""
     warm_idle_seconds: float = _var("BENCHFARM_WARM_IDLE_SECONDS", _S,
                                     default=float(WARM_IDLE_SECONDS), gt=0)
     """A warm session pod given no run within this time exits, and the operator starts

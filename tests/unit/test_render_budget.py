@@ -6,6 +6,7 @@ renderer at its CPU or memory budget, a run's reports past the session's budget 
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from types import SimpleNamespace
@@ -224,3 +225,112 @@ def test_a_page_past_its_render_budget_answers_503_and_another_page_answers_mean
 
 def _pages_run() -> dict[str, tuple[int, float, str]]:
     return asyncio.run(_pages())
+
+
+# -- the operator's renderings ---------------------------------------------------------------------
+def memory_latency(cores: int, metrics: int = 10_000) -> dict:
+    """A run at the metric cap whose figures shape into one table as wide as they are many (a
+    column per "core": the name's last part is the tenant's)."""
+    got = res.Collected()
+    record = SuiteRecord(step="s", suite="console-timing", iteration=1, warmup=False,
+                         exit_code=0, seconds=1.0, metrics=[
+                             Metric(f"critical-memory-access-latency-t{j // cores}-c{j % cores}",
+                                    float(j), "ns", False) for j in range(metrics)])
+    got.add({"kind": st.SUITE, "record": record.as_dict()})
+    return res.build(RUN, DTYPE, [SuiteSpec(name="s", suite="console-timing", command="true")],
+                     got).doc
+
+
+class CampaignKube:
+    def __init__(self) -> None:
+        self.patches, self.events = [], []
+
+    def patch_custom(self, plural, ns, name, body, status=False):
+        self.patches.append(body)
+
+    def event(self, body, kind, reason, message):
+        self.events.append((reason, message))
+
+
+class CampaignStore:
+    def __init__(self, doc: dict) -> None:
+        self.doc, self.put_keys = doc, []
+
+    def get_document(self, key):
+        return self.doc
+
+    def put(self, key, data, ctype):
+        self.put_keys.append(key)
+        return f"s3://lab/{key}"
+
+
+def _publish(doc: dict, cpu: float) -> tuple[CampaignKube, CampaignStore]:
+    from benchfarm.api.campaigns import BenchmarkCampaignSpec, ColumnPhase
+    from benchfarm.core.regression import RegressionPolicy
+    from benchfarm.kube.campaigns import Campaigns
+    kube, store = CampaignKube(), CampaignStore(doc)
+    campaigns = Campaigns(kube, store, RegressionPolicy, lambda: [],
+                          budget=budgeted.Budget(cpu, 2048))
+    try:
+        columns = [SimpleNamespace(name=f"board-{i}", run=f"r{i}", phase=ColumnPhase.succeeded,
+                                   reason="", message="") for i in range(4)]
+        runs = [{"metadata": {"name": f"r{i}", "uid": f"u{i}"}, "spec": {}} for i in range(4)]
+        body = {"metadata": {"namespace": "ns", "name": "c", "uid": "cu", "generation": 1}}
+        spec = BenchmarkCampaignSpec(release="r1", plan="p", columns=[
+            {"name": f"board-{i}", "selector": {"deviceType": "t"}} for i in range(4)])
+        campaigns._publish(body, spec, SimpleNamespace(columns=columns), runs, {}, {})
+    finally:
+        campaigns.stop()
+    return kube, store
+
+
+def test_a_campaigns_guide_past_its_budget_fails_the_campaign_saying_why():
+    from benchfarm.api.campaigns import CampaignReason
+    kube, store = _publish(memory_latency(cores=10_000), cpu=1)
+    (status,) = [p["status"] for p in kube.patches]
+    condition = next(c for c in status["conditions"] if c["type"] == "Succeeded")
+    assert (status["phase"], condition["reason"]) == ("Failed", CampaignReason.guide_over_budget)
+    assert "took more than the 1 CPU seconds" in condition["message"]
+    assert store.put_keys == []                  # no guide published half-made
+
+
+def test_a_campaigns_guide_within_its_budget_is_published():
+    from benchfarm.api.campaigns import CampaignReason
+    kube, store = _publish(memory_latency(cores=4, metrics=40), cpu=30)
+    (status,) = [p["status"] for p in kube.patches]
+    condition = next(c for c in status["conditions"] if c["type"] == "Succeeded")
+    assert condition["reason"] == CampaignReason.published
+    assert sorted(k.rsplit("/", 1)[1] for k in store.put_keys) == ["guide.html", "guide.md",
+                                                                     "guide.rst"]
+
+
+def test_a_deliverys_kcidb_and_junit_documents_are_linear_in_a_runs_metrics():
+    """What a KCIDB or JUnit delivery renders (kube.deliveries, report.ci) of a run at the metric
+    cap: a small fraction of a second, growing with the metrics' count, not its square."""
+    from benchfarm.report.ci import decided_outcome, junit, kcidb
+    body = {"metadata": {"namespace": "ns", "name": "r", "uid": "u"},
+            "spec": {"plan": "p", "selector": {"deviceType": "t"}},
+            "status": {"phase": "Succeeded", "board": "b"}}
+
+    def cost(doc: dict) -> float:
+        """The least CPU time of three renderings (the collector left out: a full collection
+        of what earlier tests left would be counted against whichever it fell into)."""
+        times = []
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(3):
+                t = time.process_time()
+                outcome = decided_outcome(body, doc)
+                kcidb([outcome])
+                junit([outcome])
+                times.append(time.process_time() - t)
+        finally:
+            gc.enable()
+        return min(times)
+
+    small, full = memory_latency(cores=10_000, metrics=2_500), memory_latency(cores=10_000)
+    assert len(full["records"][0]["metrics"]) == 10_000
+    at_cap = cost(full)
+    assert at_cap < 2.0
+    assert at_cap < 10 * max(cost(small), 0.005)     # 4x the metrics: 4x the time, not 16x

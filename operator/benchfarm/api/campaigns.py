@@ -93,6 +93,9 @@ class CampaignReason(StrEnum):
     cancelled = "Cancelled"
     previous_not_found = "PreviousNotFound"
     store_unavailable = "StoreUnavailable"
+    #: rendering the guide (or the changes) from the columns' figures took more CPU time or
+    #: memory than the lab allows (BENCHFARM_GUIDE_CPU_SECONDS): the runs' figures are to blame
+    guide_over_budget = "GuideOverBudget"
 
 
 class ColumnStatus(Model):

@@ -11,6 +11,10 @@ When every column has ended, the guide (report.release: guide.rst, guide.md, gui
 the store under the campaign's own prefix, `<namespace>/<campaign>/<uid>/`, and, when a previous
 release is named, changes.md and changes.html with a `Regressed` condition naming the worst
 regressions. An outage of the API server or the store is waited out; the campaign is tried again.
+The guide and the changes are rendered from the tenant's figures in a budgeted child
+(`benchfarm.budgeted`, BENCHFARM_GUIDE_CPU_SECONDS): a guide of wide tables took the operator
+seconds of CPU, holding the GIL its scheduling needs; past the budget the campaign fails with
+GuideOverBudget.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
+from .. import budgeted
 from ..api.campaigns import (
     ATTEMPT_LABEL,
     AVOID_ANNOTATION,
@@ -45,6 +50,7 @@ from ..errors import InfraError
 from ..kubeapi.client import Kube
 from ..report.release import (
     Column,
+    ColumnChanges,
     changes_html,
     changes_md,
     release_changes,
@@ -53,18 +59,42 @@ from ..report.release import (
     release_md,
     release_rst,
 )
+from ..settings import Settings
 from ..store.artifacts import ArtifactStore, run_prefix
 from . import metrics
 
 log = logging.getLogger(__name__)
 PLURAL = "benchmarkcampaigns"
 RETRY_SECONDS = 5.0
+# what the renders' forkserver imports once: this module (its renderers) and the operator's main
+PRELOAD = ("benchfarm.kube.campaigns", "benchfarm.cli")
+
+
+def guide_documents(release: str, columns: list[Column]) -> dict[str, str]:
+    """The guide as RST, Markdown and HTML: what the budgeted child renders."""
+    guide = release_guide(release, columns)
+    return {"rst": release_rst(guide), "md": release_md(guide), "html": release_html(guide)}
+
+
+def changes_documents(release: str, previous_name: str, previous: list[Column],
+                      columns: list[Column], policy: RegressionPolicy
+                      ) -> tuple[list[ColumnChanges], str, str]:
+    """The changes from the previous release, and them as Markdown and HTML: the same child's."""
+    changes = release_changes(previous, columns, policy)
+    rule = policy.describe()
+    return (changes, changes_md(release, previous_name, changes, rule),
+            changes_html(release, previous_name, changes, rule))
 
 
 class Campaigns:
     def __init__(self, kube: Kube, store: ArtifactStore, policy: Callable[[], RegressionPolicy],
-                 boards: Callable[[], Sequence[BoardView]]) -> None:
+                 boards: Callable[[], Sequence[BoardView]], *,
+                 budget: budgeted.Budget | None = None) -> None:
         self.kube, self.store, self.policy, self.boards = kube, store, policy, boards
+        if budget is None:
+            settings = Settings.from_env()
+            budget = budgeted.Budget(settings.guide_cpu_seconds, settings.guide_memory_mib)
+        self.budget = budget      # BENCHFARM_GUIDE_CPU_SECONDS, BENCHFARM_GUIDE_MEMORY_MIB
         self._dirty: OrderedDict[str, None] = OrderedDict()
         self._cond = threading.Condition()
         self._stopping = False
@@ -188,19 +218,29 @@ class Campaigns:
                              f"{c.name}: {c.missing}" for c in columns), fields)
             return
         prefix = run_prefix(ns, name, meta["uid"])
-        guide = release_guide(spec.release, columns)
-        fields["guide"] = {
-            fmt: self.store.put(f"{prefix}/guide.{fmt}", render(guide).encode(), ctype)
-            for fmt, render, ctype in (("rst", release_rst, "text/x-rst; charset=utf-8"),
-                                       ("md", release_md, "text/markdown; charset=utf-8"),
-                                       ("html", release_html, "text/html; charset=utf-8"))}
-        conditions = status.get("conditions")
         previous = self._previous(ns, name, spec)
+        try:
+            texts = self._render(guide_documents, spec.release, columns)
+            changes = self._render(changes_documents, spec.release,
+                                   spec.previous or spec.previousRelease or "", previous, columns,
+                                   self.policy()) if isinstance(previous, list) else None
+        except budgeted.OverBudget as exc:
+            self._finish(body, status, Phase.failed, CampaignReason.guide_over_budget,
+                         f"rendering the guide from its columns' figures {exc.what}: the runs' "
+                         f"figures are to blame (BENCHFARM_GUIDE_CPU_SECONDS, "
+                         f"BENCHFARM_GUIDE_MEMORY_MIB)", fields)
+            return
+        fields["guide"] = {
+            fmt: self.store.put(f"{prefix}/guide.{fmt}", texts[fmt].encode(), ctype)
+            for fmt, ctype in (("rst", "text/x-rst; charset=utf-8"),
+                               ("md", "text/markdown; charset=utf-8"),
+                               ("html", "text/html; charset=utf-8"))}
+        conditions = status.get("conditions")
         if isinstance(previous, str):
             conditions = set_condition(conditions, "Regressed", "Unknown",
                                        CampaignReason.previous_not_found, previous, meta.get("generation"))
-        elif previous is not None:
-            conditions = self._changes(body, spec, columns, previous, prefix, fields, conditions)
+        elif changes is not None:
+            conditions = self._changes(body, spec, changes, prefix, fields, conditions)
         missing = [c for c in columns if c.doc is None]
         fields["conditions"] = conditions
         if missing:
@@ -255,19 +295,26 @@ class Campaigns:
             out.append(Column(c["name"], doc, "" if doc else c.get("reason") or "no results"))
         return out
 
-    def _changes(self, body: dict[str, Any], spec: BenchmarkCampaignSpec, columns: list[Column],
-                 previous: list[Column], prefix: str, fields: dict[str, Any],
+    def _render(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` in a child within the guide's budget (raises budgeted.OverBudget)."""
+        try:
+            return budgeted.call(fn, *args, budget=self.budget, preload=PRELOAD,
+                                 name=f"campaign-{fn.__name__}")
+        except budgeted.Failed as exc:      # a bug of benchfarm's: logged as one
+            raise RuntimeError(f"{fn.__name__} failed: {exc.detail}") from None
+
+    def _changes(self, body: dict[str, Any], spec: BenchmarkCampaignSpec,
+                 rendered: tuple[list[ColumnChanges], str, str], prefix: str,
+                 fields: dict[str, Any],
                  conditions: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
         prev_name = spec.previous or spec.previousRelease or ""
-        policy = self.policy()
-        changes = release_changes(previous, columns, policy)
-        rule = policy.describe()
+        changes, text_md, text_html = rendered
         fields["previous"] = prev_name
         fields["changes"] = {
-            "md": self.store.put(f"{prefix}/changes.md", changes_md(
-                spec.release, prev_name, changes, rule).encode(), "text/markdown; charset=utf-8"),
-            "html": self.store.put(f"{prefix}/changes.html", changes_html(
-                spec.release, prev_name, changes, rule).encode(), "text/html; charset=utf-8")}
+            "md": self.store.put(f"{prefix}/changes.md", text_md.encode(),
+                                 "text/markdown; charset=utf-8"),
+            "html": self.store.put(f"{prefix}/changes.html", text_html.encode(),
+                                   "text/html; charset=utf-8")}
         worst = [(ch.column, c) for ch in changes for c in ch.comparisons if c.verdict == "regressed"]
         worst.sort(key=lambda wc: -wc[1].worse_by)
         generation = body["metadata"].get("generation")
