@@ -16,8 +16,10 @@ and change points of runs they may read (`visible`).
 from __future__ import annotations
 
 import importlib
+import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -31,6 +33,12 @@ __all__ = ["DatabaseHistorySource", "HistorySource", "SeriesKey", "StoreHistoryS
            "load_source", "visible"]
 
 LIST_TTL = 5.0      # seconds the store source's view of the finished runs is reused
+# what the store source holds of the runs' documents: the newest runs' points up to these
+MAX_RUNS = 5000
+MAX_BYTES = 64 * 1024 * 1024
+log = logging.getLogger("benchfarm.web")
+
+Points = list[tuple[SeriesKey, dict[str, Any]]]
 
 
 class HistorySource(Protocol):
@@ -58,33 +66,57 @@ def visible(doc: dict[str, Any], may_read: Callable[[str], bool]) -> dict[str, A
 
 class StoreHistorySource:
     """Series from the finished runs' metrics.json (each document read once per run uid, the
-    list of runs at most every LIST_TTL seconds)."""
+    list of runs at most every LIST_TTL seconds). It holds the points of the newest runs only,
+    at most MAX_RUNS of them and MAX_BYTES (estimated, `points_bytes`): a run's figures are
+    the tenant's (up to maxMetricsPerRun of them), and the runs of a lab without the results
+    database are many; older runs are left out of the charts (said in the log), as is one run
+    whose points alone would take a quarter of MAX_BYTES, and a deleted run's points go with
+    it."""
 
-    def __init__(self, kube: Kube, store: ArtifactStore) -> None:
+    def __init__(self, kube: Kube, store: ArtifactStore, max_runs: int = MAX_RUNS,
+                 max_bytes: int = MAX_BYTES) -> None:
         self.kube, self.store = kube, store
-        self._docs: dict[str, list[tuple[SeriesKey, dict[str, Any]]]] = {}
-        self._listed: tuple[float, list[tuple[SeriesKey, dict[str, Any]]]] = (-LIST_TTL, [])
+        self.max_runs, self.max_bytes = max_runs, max_bytes
+        # run uid -> (its points, their estimated bytes); only the runs of the last listing
+        self._docs: OrderedDict[str, tuple[Points, int]] = OrderedDict()
+        self._listed: tuple[float, Points] = (-LIST_TTL, [])
         self._lock = threading.Lock()
 
-    def _points(self) -> list[tuple[SeriesKey, dict[str, Any]]]:
+    def _points(self) -> Points:
         now = time.monotonic()
         with self._lock:
             if now - self._listed[0] < LIST_TTL:    # a page asks for several series at once
                 return self._listed[1]
-        out = []
-        for run in self.kube.list_runs():
-            meta, st = run["metadata"], run.get("status") or {}
-            if st.get("phase") != Phase.succeeded:
-                continue
-            uid = meta["uid"]
+        runs = [r for r in self.kube.list_runs()
+                if (r.get("status") or {}).get("phase") == Phase.succeeded]
+        runs.sort(key=lambda r: (r["status"].get("completionTime") or "",
+                                 r["metadata"]["uid"]), reverse=True)     # newest first
+        kept: OrderedDict[str, tuple[Points, int]] = OrderedDict()
+        total, left_out = 0, 0
+        for run in runs:
+            uid = run["metadata"]["uid"]
             with self._lock:
                 known = self._docs.get(uid)
             if known is None:
-                known = self._read(run)
-                with self._lock:
-                    self._docs[uid] = known
-            out += known
+                points = self._read(run)
+                size = points_bytes(points)
+                if size > self.max_bytes // 4:      # one run would crowd out the rest
+                    log.warning("history from the store: run %s/%s left out: its points take "
+                                "%d MiB", run["metadata"]["namespace"], run["metadata"]["name"],
+                                size >> 20)
+                    points, size = [], 0
+                known = (points, size)
+            if len(kept) >= self.max_runs or total + known[1] > self.max_bytes:
+                left_out = len(runs) - len(kept)
+                break
+            kept[uid] = known
+            total += known[1]
+        if left_out:
+            log.warning("history from the store: the %d newest runs' points (%d MiB) are shown, "
+                        "%d older runs are left out", len(kept), total >> 20, left_out)
+        out = [point for points, _ in kept.values() for point in points]
         with self._lock:
+            self._docs = kept
             self._listed = (now, out)
         return out
 
@@ -92,7 +124,7 @@ class StoreHistorySource:
         """The build a run booted: its software set's name ("" for the board's own image)."""
         return str(((run.get("spec") or {}).get("software") or {}).get("name") or "")
 
-    def _read(self, run: dict[str, Any]) -> list[tuple[SeriesKey, dict[str, Any]]]:
+    def _read(self, run: dict[str, Any]) -> Points:
         meta, spec, st = run["metadata"], run.get("spec") or {}, run.get("status") or {}
         ns, name = meta["namespace"], meta["name"]
         key = f"{run_prefix(ns, name, meta['uid'], spec.get('artifactPrefix', ''))}/metrics.json"
@@ -123,6 +155,13 @@ class StoreHistorySource:
         series = sorted((p for k, p in self._points() if k == want),
                         key=lambda p: (p["time"] or "", p["run"]))
         return {"series": series, "changePoints": []}
+
+
+def points_bytes(points: Points) -> int:
+    """About what a run's points take in memory: a fixed part per point and its strings, and
+    each sample (a float in a list)."""
+    return sum(400 + len(key.metric) + len(p["run"]) + len(p["software"]) + len(p["board"])
+               + 32 * len(p["samples"]) for key, p in points)
 
 
 class DatabaseHistorySource:
