@@ -9,7 +9,8 @@ JUnit and JSON files are the pipeline's. Three things differ from the page, for 
 lab: the board (the lab's arm64 board boots tenant kernels, its x86 one does not), the plan (one
 quick step) and one iteration instead of five; the build job's artifact is the lab's own arm64
 kernel build. Then that credential, tried on everything else: another namespace's objects and
-the lab's `builds/` answer AccessDenied, and deleting the Secret rotates it.
+the lab's `builds/` answer AccessDenied, deleting the Secret rotates it, and a deleted
+namespace's key is refused within seconds.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import io
 import json
 import re
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -50,6 +52,10 @@ def gitlab_job(name: str) -> dict:
     return yaml.safe_load(block.group(1))[name]
 
 
+def team_entries(team: CiTenant, other: CiTenant) -> list[dict]:
+    return [{"namespace": team.ns, "allowSoftware": True}, {"namespace": other.ns}]
+
+
 @pytest.fixture(scope="module")
 def teams(lab, operator, tmp_path_factory):
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
@@ -60,7 +66,7 @@ def teams(lab, operator, tmp_path_factory):
     tag = uuid.uuid4().hex[:5]
     team = CiTenant(f"ci-team-{tag}", tmp_path_factory.mktemp("team"))
     other = CiTenant(f"ci-other-{tag}", tmp_path_factory.mktemp("other"))
-    let_in({"namespace": team.ns, "allowSoftware": True}, {"namespace": other.ns})
+    let_in(*team_entries(team, other))
     lab_store = ArtifactStore(StoreConfig.from_env())
     # what another team has in the store: a run's results and its own build
     victim = {f"{other.ns}/run-1/uid-1/metrics.json": b'{"metrics": []}',
@@ -155,3 +161,28 @@ def test_deleting_the_secret_rotates_the_credential(teams):
     assert wait_for("the new key in force", lambda: denied(lambda: team.store().put_object(
         bucket, key, io.BytesIO(b"y"), 1)) == "allowed", timeout=30, every=1)
     assert denied(lambda: old.stat_object(bucket, key)) != "allowed"
+
+
+def test_a_deleted_namespaces_key_is_refused_within_seconds(teams, tmp_path):
+    """The operator sees the namespace being deleted (its watch of namespaces) and removes its
+    store user then, not at its next check of every namespace (a minute), though the Secret
+    outlives the namespace's deletion by seconds. What is asked is a PUT: the store's answer to
+    a HEAD (stat_object) has no body, so the client calls any 403 AccessDenied, and an old test
+    that waited for InvalidAccessKeyId there waited 240 s for an answer that cannot come."""
+    team, other, lab_store, _ = teams
+    bucket = lab_store.config.bucket
+    gone = CiTenant(f"ci-gone-{uuid.uuid4().hex[:5]}", tmp_path)
+    let_in(*team_entries(team, other), {"namespace": gone.ns})
+    s3 = gone.store()
+    key = f"{gone.ns}/x"
+
+    def put() -> str:
+        return denied(lambda: s3.put_object(bucket, key, io.BytesIO(b"x"), 1))
+    assert put() == "allowed"
+    start = time.monotonic()
+    devlab.kubectl("delete", "namespace", gone.ns, "--wait=false", capture=True)
+    wait_for("the deleted namespace's key refused", lambda: put() == "InvalidAccessKeyId",
+             timeout=20, every=0.25)
+    took = time.monotonic() - start
+    assert denied(lambda: s3.stat_object(bucket, key)) == "AccessDenied"
+    print(f"\nthe deleted namespace's key refused {took:.1f} s after the delete")

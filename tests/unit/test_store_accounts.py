@@ -286,3 +286,30 @@ def test_every_namespace_is_checked_each_period_however_often_new_ones_come():
     finally:
         acc.stop()
     assert seen.count(True) >= 2, seen
+
+
+def test_a_namespace_being_deleted_loses_its_user_at_once_and_gets_none_again():
+    """Its Secret may outlive the namespace's deletion by seconds: the key still goes when the
+    namespace is seen going, and no check issues it again from that Secret."""
+    acc, kube, admin = _accounts()
+    acc.want(["team-a", "team-b"])
+    acc.tend(["team-a", "team-b"])
+    kube.namespaces.discard("team-a")          # being deleted: its Secret is still there
+    acc.gone("team-a")
+    assert acc.wake.is_set() and "team-a" not in acc.wanted and acc.going == {"team-a"}
+    acc.forget(sorted(acc.going))
+    assert set(admin.keys) == {"benchfarm-ns-team-b"}
+    acc.want(["team-a"])                       # a run of the namespace seen as it is deleted
+    acc.tend(["team-a", "team-b"], strays=True)
+    assert set(admin.keys) == {"benchfarm-ns-team-b"} and admin.issued == ["team-a", "team-b"]
+    acc.forget(["team-a"])                     # already gone: nothing to do
+    assert set(admin.keys) == {"benchfarm-ns-team-b"}
+
+
+def test_a_stray_user_of_a_namespace_being_deleted_goes_though_its_secret_is_there():
+    acc, kube, admin = _accounts()
+    acc.tend(["team-a"])
+    restarted = StoreAccounts(kube, admin, LAB)      # not asked for team-a since its start
+    kube.namespaces.discard("team-a")
+    restarted.tend([], strays=True)
+    assert admin.keys == {}

@@ -170,6 +170,15 @@ def policy_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
         rt.owner.post(rt.observe_policy, dict(body), deleted=event.get("type") == "DELETED")
 
 
+@kopf.on.event("", "v1", "namespaces")
+def namespace_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """A namespace being deleted loses its store credential at once (not at the next check)."""
+    rt = _runtime(memo)
+    if rt is not None and rt.store_accounts is not None and (
+            event.get("type") == "DELETED" or body["metadata"].get("deletionTimestamp")):
+        rt.store_accounts.gone(body["metadata"]["name"])
+
+
 @kopf.on.event(GROUP, VERSION, "boardleases")
 def lease_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     rt = _runtime(memo)

@@ -15,8 +15,9 @@ one is served at once; every RESYNC seconds each is checked again: a Secret dele
 operator's: another access key, another store) is issued anew with a new secret key, the old
 one stops working: deleting the Secret rotates the credential. After a start, and for a user
 the store lost, the Secret's own keys are issued again. A namespace's user whose Secret is gone
-(the namespace deleted, or the Secret while the namespace wants none) is removed at the next
-check, so no copy of its key outlives them. Nothing here is on kopf's loop or the
+(the Secret while the namespace wants none) is removed at the next check, so no copy of its
+key outlives it; a namespace being deleted loses its user at once (`gone`, from the operator's
+watch of namespaces), and none is issued for it again. Nothing here is on kopf's loop or the
 owner's thread, and no run waits for it.
 """
 
@@ -62,6 +63,7 @@ class StoreAccounts:
         self.lock = threading.Lock()
         self.wanted: set[str] = set()  # namespaces with a credential (both sets: under lock)
         self.new: set[str] = set()     # ... of which not served yet
+        self.going: set[str] = set()   # namespaces being deleted, their user not removed yet
         self.confirmed: set[str] = set()   # issued (or issued again) since the start: this thread's
         self.lab_folders = LAB_FOLDERS     # the lab's own top folders: no namespace's (under lock)
         self.refused: set[str] = set()     # namespaces named as one, said once: this thread's
@@ -77,6 +79,16 @@ class StoreAccounts:
             self.new |= added
         if added:
             self.wake.set()
+
+    def gone(self, namespace: str) -> None:
+        """The namespace is being deleted (or is gone): its user is removed at once and it
+        gets no credential (from any thread; never waits). A run in a namespace of that name
+        made later asks for one again."""
+        with self.lock:
+            self.wanted.discard(namespace)
+            self.new.discard(namespace)
+            self.going.add(namespace)
+        self.wake.set()
 
     def policy(self, policy: LabPolicySpec) -> None:
         """The LabPolicy changed: the namespaces it names get a credential; the first folders of
@@ -110,7 +122,9 @@ class StoreAccounts:
             with self.lock:
                 due = set(self.wanted) if everyone else set(self.new)
                 self.new.clear()
+                going, self.going = self.going, set()
             try:
+                self.forget(sorted(going))
                 self.tend(sorted(due), strays=everyone)
             except Exception:      # a bug here must not end the thread: said, tried again
                 metrics.bug(log, "tending store credentials")
@@ -141,10 +155,31 @@ class StoreAccounts:
                 except (BenchfarmError, ApiException) as exc:
                     log.warning("store user of namespace %s: %s", stray, _said(exc))
 
+    def forget(self, namespaces: list[str]) -> None:
+        """The users of these namespaces, deleted or being deleted, removed (one the store does
+        not answer for is tried again at the next check of everyone, as a stray)."""
+        if not namespaces:
+            return
+        try:
+            users = self.admin.users()
+        except BenchfarmError as exc:
+            log.warning("store users of deleted namespaces not removed yet: %s", exc)
+            return
+        for ns in namespaces:
+            self.confirmed.discard(ns)
+            if user_name(ns) not in users:
+                continue
+            try:
+                self.admin.remove(ns)
+                log.info("store user of namespace %s removed: the namespace is being deleted", ns)
+            except BenchfarmError as exc:
+                log.warning("store user of namespace %s: %s", ns, exc)
+
     def tend_stray(self, ns: str) -> None:
         """A namespace's user this operator was not asked for (it started since, or the
         namespace went): kept while its Secret is there, removed when it is not."""
-        if _ours(self.kube.secret_data(ns, SECRET), ns, self.public) is None:
+        if _ours(self.kube.secret_data(ns, SECRET), ns, self.public) is None or \
+                not self.kube.namespace_exists(ns):
             self.admin.remove(ns)
             log.info("store user of namespace %s removed: its Secret %s is gone", ns, SECRET)
 
@@ -165,8 +200,12 @@ class StoreAccounts:
             return
         data = self.kube.secret_data(ns, SECRET)
         current = _ours(data, ns, self.public)
-        if current is None and not self.kube.namespace_exists(ns):
-            if user_name(ns) in users:   # it went, its Secret with it: the key goes too
+        if current is not None and ns in self.confirmed and \
+                users.get(user_name(ns)) == policy_name(ns):
+            return                       # in force
+        if not self.kube.namespace_exists(ns):
+            # being deleted (its Secret may still be there) or gone: its key goes, none issued
+            if user_name(ns) in users:
                 self.admin.remove(ns)
                 log.info("store user of namespace %s removed: the namespace is gone", ns)
             return
@@ -180,7 +219,7 @@ class StoreAccounts:
                 return
             self.confirmed.add(ns)
             log.info("store credential of namespace %s issued", ns)
-        elif ns not in self.confirmed or users.get(user_name(ns)) != policy_name(ns):
+        else:
             self.admin.issue(ns, current.secret_key)
             self.confirmed.add(ns)
             log.info("store credential of namespace %s in force again", ns)
