@@ -76,6 +76,15 @@ def guide_documents(release: str, columns: list[Column]) -> dict[str, str]:
     return {"rst": release_rst(guide), "md": release_md(guide), "html": release_html(guide)}
 
 
+def _rendered(budget: budgeted.Budget, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` in a child within the guide's budget (raises budgeted.OverBudget)."""
+    try:
+        return budgeted.call(fn, *args, budget=budget, preload=PRELOAD,
+                             name=f"campaign-{fn.__name__}")
+    except budgeted.Failed as exc:      # a bug of benchfarm's: logged as one
+        raise RuntimeError(f"{fn.__name__} failed: {exc.detail}") from None
+
+
 def changes_documents(release: str, previous_name: str, previous: list[Column],
                       columns: list[Column], policy: RegressionPolicy
                       ) -> tuple[list[ColumnChanges], str, str]:
@@ -220,10 +229,10 @@ class Campaigns:
         prefix = run_prefix(ns, name, meta["uid"])
         previous = self._previous(ns, name, spec)
         try:
-            texts = self._render(guide_documents, spec.release, columns)
-            changes = self._render(changes_documents, spec.release,
-                                   spec.previous or spec.previousRelease or "", previous, columns,
-                                   self.policy()) if isinstance(previous, list) else None
+            texts = _rendered(self.budget, guide_documents, spec.release, columns)
+            changes = _rendered(self.budget, changes_documents, spec.release,
+                                spec.previous or spec.previousRelease or "", previous, columns,
+                                self.policy()) if isinstance(previous, list) else None
         except budgeted.OverBudget as exc:
             self._finish(body, status, Phase.failed, CampaignReason.guide_over_budget,
                          f"rendering the guide from its columns' figures {exc.what}: the runs' "
@@ -294,14 +303,6 @@ class Campaigns:
             doc = self._metrics(ns, run) if run and c.get("phase") == ColumnPhase.succeeded else None
             out.append(Column(c["name"], doc, "" if doc else c.get("reason") or "no results"))
         return out
-
-    def _render(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """`fn(*args)` in a child within the guide's budget (raises budgeted.OverBudget)."""
-        try:
-            return budgeted.call(fn, *args, budget=self.budget, preload=PRELOAD,
-                                 name=f"campaign-{fn.__name__}")
-        except budgeted.Failed as exc:      # a bug of benchfarm's: logged as one
-            raise RuntimeError(f"{fn.__name__} failed: {exc.detail}") from None
 
     def _changes(self, body: dict[str, Any], spec: BenchmarkCampaignSpec,
                  rendered: tuple[list[ColumnChanges], str, str], prefix: str,
