@@ -20,13 +20,15 @@ from tests.stack.runs import cond, finished, run_yaml, session_pids, status, uni
 
 pytestmark = pytest.mark.stack
 
+# the step lasts long enough to freeze its session in it (the test sees it start within a
+# second) and no longer: the resumed session does it again whole
 STALL_PLAN = """
 apiVersion: benchfarm.io/v1alpha1
 kind: TestPlan
 metadata: {name: stacktest-stall}
 spec:
   suites:
-    - {name: sleep, suite: shell, command: sleep 40, timeoutSeconds: 120}
+    - {name: sleep, suite: shell, command: sleep 15, timeoutSeconds: 120}
 """
 
 
