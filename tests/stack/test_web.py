@@ -261,7 +261,10 @@ def test_the_browser_holds_a_session_not_the_token_and_a_page_elsewhere_signs_no
 
         def log_message(self, *args):
             pass
-    evil = http.server.HTTPServer(("127.0.0.1", 0), Evil)
+    # a thread per connection: Chromium opens a spare connection it sends nothing on, and a
+    # server of one thread waits on it for a minute before it reads the page's own request
+    evil = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Evil)
+    evil.daemon_threads = True
     threading.Thread(target=evil.serve_forever, daemon=True).start()
     try:
         d.get(f"http://localhost:{evil.server_address[1]}/")
