@@ -87,3 +87,9 @@ def result(value: Any) -> str:
         return "; ".join(f"{k}: {v.get('headline', '')} {v.get('value', '')}".rstrip()
                          if isinstance(v, dict) else f"{k}: {v}" for k, v in value.items())
     return str(value)
+
+
+# The templates compiled where this module is imported: in the dashboard's forkserver too, so
+# each render's child starts with them compiled.
+for _name in ("run.html.j2", "history.html.j2", "compare.html.j2"):
+    environment().get_template(_name)
