@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from .config import DEVICE_TYPES, INVENTORY, PORTS, REPO, STATE, LabError, say
-from .processes import port_open, running_pid, start_process, stop_process
+from .processes import running_pid, start_process, stop_process
 
 
 def load_inventory() -> dict:
@@ -96,6 +96,18 @@ def board_peer_port(index: int) -> int:
     """The iperf3 peer of virtual board `index`: each bench has its own network peer, so boards
     measured at once (a campaign's columns) do not find one shared server busy."""
     return PORTS.iperf3 + 1 + index
+
+
+def board_power_port(index: int) -> int:
+    """Virtual board `index`'s own power switch (vlab.py): its outlet, rails, QMP state and
+    Tasmota plug, and nothing of another board's."""
+    return PORTS.outlet_base + index
+
+
+def board_pdudaemon_port(index: int) -> int:
+    """The pdudaemon of virtual board `index` when it is wired through pdudaemon (places.py):
+    one per board, driving only that board's plug."""
+    return PORTS.pdudaemon_base + index
 
 
 def board_network(index: int) -> dict:
@@ -180,6 +192,7 @@ def start_virtual_lab(inventory: dict) -> dict:
             "device_type": board["deviceType"], "labels": board.get("labels", {}),
             "cpus": board.get("cpus", 2), "rails": dtype.get("rails", []),
             "console": console, "power": board.get("power", "simplerest"),
+            "power_port": board_power_port(index),
             "sigrok": board.get("sigrok"),
             **({"pty_link": str(bdir / "ttyBF0")} if console == "ser2net" else
                {"serial_port": PORTS.serial_base + index}),
@@ -189,7 +202,7 @@ def start_virtual_lab(inventory: dict) -> dict:
             "network": board_network(index),
         })
     code = (REPO / "exporters/virtual/vlab.py").read_bytes()
-    config = {"logdir": str(STATE / "logs"), "pdu_port": PORTS.pdu, "boards": config_boards,
+    config = {"logdir": str(STATE / "logs"), "boards": config_boards,
               "control_socket": str(CONTROL_SOCKET),
               "code": hashlib.sha256(code).hexdigest()[:16]}
     cfg_path = rundir / "vlab.json"
@@ -199,7 +212,8 @@ def start_virtual_lab(inventory: dict) -> dict:
         stop_process("vlab")
     cfg_path.write_text(json.dumps(config, indent=2))
     start_process("vlab", [sys.executable, str(REPO / "exporters/virtual/vlab.py"), str(cfg_path)],
-                  ports=[PORTS.pdu] + [b["serial_port"] for b in config_boards if "serial_port" in b],
-                  ready=lambda: port_open(PORTS.pdu) and _control_ready())
+                  ports=[b["power_port"] for b in config_boards]
+                  + [b["serial_port"] for b in config_boards if "serial_port" in b],
+                  ready=_control_ready)
     config["images"] = {k: str(v) for k, v in images.items()}
     return config

@@ -54,6 +54,10 @@ class Ports:
     standby_liveness: int = PORT_BASE + 85   # a second operator replica in the chaos tests
     standby_metrics: int = PORT_BASE + 86
     serial_base: int = PORT_BASE + 100
+    # each board's own power switch (vlab.py: its outlet, rails, QMP state and Tasmota plug, no
+    # other board's) and, for a board on pdudaemon, its own pdudaemon (places.py), + board index
+    outlet_base: int = PORT_BASE + 500
+    pdudaemon_base: int = PORT_BASE + 600
     # the simulated boards of the scale benchmark (scale.py): a PDU and up to 1,000 serial ports
     sim_pdu: int = PORT_BASE + 87
     web: int = PORT_BASE + 88                # benchfarm web, the dashboard (BENCHFARM_WEB_URL)

@@ -121,7 +121,7 @@ def up() -> Path:
 
 COMPONENTS_DOWN_ORDER = ["benchfarm-web", "benchfarm-operator*", "session-*", "kube-scheduler", "kubelet", "kube-proxy",
                          "containerd", "lab-gateway", "iperf3*", "labgrid-exporter-*", "labgrid-coordinator",
-                         "sshd", "pdudaemon",
+                         "sshd", "pdudaemon*",
                          "vlab", "postgres", "minio", "kube-controller-manager", "kube-apiserver", "etcd"]
 
 

@@ -15,7 +15,7 @@ import yaml
 
 from benchfarm.lab.coordinator import Coordinator
 
-from .boards import board_peer_port, load_inventory
+from .boards import board_pdudaemon_port, board_peer_port, load_inventory
 from .config import BRIDGE, HOST_ADDR, PORTS, STATE, VENV_BIN, LabError, say
 from .pki import ensure_labgrid_pki, labgrid_files, labgrid_tls
 from .processes import CONTROL_NICE, port_open, running_pid, start_process, stop_process
@@ -52,12 +52,13 @@ def exporter_config(config: dict, exporter: str, host: str = "127.0.0.1") -> dic
             group["NetworkSerialPort"] = {"host": host, "port": b["serial_port"],
                                           "speed": 115200, "protocol": "raw"}
         if b["power"] == "pdudaemon":
-            group["PDUDaemonPort"] = {"host": f"{host}:{PORTS.pdudaemon}", "pdu": plug(b),
-                                      "index": 1}
-        else:
+            # the board's own pdudaemon, which drives its plug only (start_pdudaemon)
+            group["PDUDaemonPort"] = {"host": f"{host}:{board_pdudaemon_port(b['index'])}",
+                                      "pdu": plug(b), "index": 1}
+        else:       # the board's own power port of the virtual PDU (vlab.py)
             group["NetworkPowerPort"] = {
                 "model": "simplerest", "index": b["index"],
-                "host": f"http://{host}:{PORTS.pdu}/outlet/{{index}}/{{value}}"}
+                "host": f"http://{host}:{b['power_port']}/outlet/{{index}}/{{value}}"}
         if b.get("tftp_dir"):  # its bootloader's files: staged here by runs over SSH (sshd.py)
             group["TFTPProvider"] = {"internal": b["tftp_dir"] + "/", "external": ""}
         if b.get("sigrok"):  # published as it is: labgrid has no export for a non-USB sigrok
@@ -74,31 +75,42 @@ def _published(group: dict) -> set[str]:
 
 
 def plug(board: dict) -> str:
-    """The address of a board's smart plug: pdudaemon names a PDU by the host it talks to."""
-    return f"127.0.0.1:{PORTS.pdu}/tasmota/{board['index']}"
+    """The address of a board's smart plug (its own power port of the virtual PDU): pdudaemon
+    names a PDU by the host it talks to."""
+    return f"127.0.0.1:{board['power_port']}/tasmota/{board['index']}"
 
 
 def start_pdudaemon(config: dict) -> None:
-    """pdudaemon in front of the virtual PDU for the boards wired through it: one Tasmota smart
-    plug per board, as pdudaemon drives them in a real lab."""
+    """One pdudaemon per board wired through it, in front of that board's own Tasmota smart plug
+    (the virtual PDU's Tasmota dialect on the board's power port), on the board's own port
+    (boards.board_pdudaemon_port): what reaches a board's pdudaemon drives that plug and no
+    other, as a lease's forward to it must. (One pdudaemon for all plugs would take any plug's
+    name in its request.)"""
     boards = [b for b in config["boards"] if b["power"] == "pdudaemon"]
+    wanted = {f"pdudaemon-{b['name']}" for b in boards}
+    # the lab's one pdudaemon for every plug, before each board had its own; and boards gone
+    for pid in sorted((STATE / "pids").glob("pdudaemon*.pid")):
+        if pid.stem not in wanted and stop_process(pid.stem):
+            say(f"stopped {pid.stem}: each board on pdudaemon has its own")
     if not boards:
         return
     if shutil.which("pdudaemon") is None:
         raise LabError("pdudaemon is not installed (Debian package pdudaemon; `make deps`)")
-    conf = STATE / "pdudaemon" / "pdudaemon.conf"
-    conf.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({
-        "daemon": {"hostname": "127.0.0.1", "port": PORTS.pdudaemon, "logging_level": "INFO",
-                   "listener": "http"},
-        "pdus": {plug(b): {"driver": "sonoff_s20_tasmota"} for b in boards},
-    }, indent=2)
-    if conf.exists() and conf.read_text() != text and running_pid("pdudaemon"):
-        stop_process("pdudaemon")
-    conf.write_text(text)
-    start_process("pdudaemon", [shutil.which("pdudaemon"), "--conf", str(conf),
-                                "--logfile", str(STATE / "logs" / "pdudaemon-requests.log")],
-                  ports=[PORTS.pdudaemon], ready=lambda: port_open(PORTS.pdudaemon))
+    for b in boards:
+        name, port = f"pdudaemon-{b['name']}", board_pdudaemon_port(b["index"])
+        conf = STATE / "pdudaemon" / f"{b['name']}.conf"
+        conf.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({
+            "daemon": {"hostname": "127.0.0.1", "port": port, "logging_level": "INFO",
+                       "listener": "http"},
+            "pdus": {plug(b): {"driver": "sonoff_s20_tasmota"}},
+        }, indent=2)
+        if conf.exists() and conf.read_text() != text and running_pid(name):
+            stop_process(name)
+        conf.write_text(text)
+        argv = [shutil.which("pdudaemon"), "--conf", str(conf),
+                "--logfile", str(STATE / "logs" / f"{name}-requests.log")]
+        start_process(name, argv, ports=[port], ready=lambda port=port: port_open(port))
 
 
 def start_labgrid(config: dict, inventory: dict) -> None:

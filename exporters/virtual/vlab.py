@@ -6,37 +6,43 @@ first byte; a real PDU outlet starts and cuts the board. QEMU alone does neither
 dies with it), so this process owns, per board, a TCP port for clients and a UNIX socket that QEMU
 connects to, and serves an HTTP PDU in the `simplerest` dialect that labgrid's NetworkPowerPort
 drives: GET /outlet/<index>/1 powers on (starts a fresh QEMU), /0 powers off (kills the QEMU
-process and waits for it), /outlet/<index>/ answers "1" or "0". For tests, /fault/<index>/panic
-makes that board's next boots die in the kernel (as a bricked board would), panic-once only its
-next boot (as a board that fails a boot now and then), /fault/<index>/no-wake
-makes it never come back from a suspend; /fault/<index>/none heals it. One-shot chaos for the
-resilience tests: /chaos/<index>/disconnect drops every serial client (a USB-UART unplugged and
-replugged), /chaos/<index>/garbage sends line noise to them, /chaos/<index>/hang freezes the board
-(SIGSTOP on its QEMU; the next power-off kills it). /rails/<index> serves the board's rail readings
-(JSON) from its power model, and /qmp/<index> its QMP run state and SUSPEND/WAKEUP events.
+process and waits for it), /outlet/<index>/ answers "1" or "0". /rails/<index> serves the
+board's rail readings (JSON) from its power model, /qmp/<index> its QMP run state and
+SUSPEND/WAKEUP events, and /tasmota/<index>/cm?cmnd=Power1 on speaks the Tasmota smart-plug
+dialect that pdudaemon's `sonoff_s20_tasmota` driver drives.
+
+Who reaches what: each board's power is its own TCP port (`power_port` in CONFIG.json), serving
+only that board's /outlet/<index>/, /rails/<index>, /qmp/<index> and /tasmota/<index>/cm (anything
+else, another board's index included, is 404), as each board of a real lab has its own outlet or
+plug. A lease's SSH forward to its board's power reaches that board and nothing else. Every route
+of every board, and the test hooks below, are served on the lab's control socket only: HTTP on
+the UNIX socket `control_socket` (STATE/vlab/control.sock, mode 0600: the lab's own user),
+reached from any network namespace by `benchfarm_devlab.vlab_request`.
+
+The test hooks (control socket only): /fault/<index>/panic makes that board's next boots die in
+the kernel (as a bricked board would), panic-once only its next boot (as a board that fails a
+boot now and then), /fault/<index>/no-wake makes it never come back from a suspend;
+/fault/<index>/none heals it. One-shot chaos for the resilience tests: /chaos/<index>/disconnect
+drops every serial client (a USB-UART unplugged and replugged), /chaos/<index>/garbage sends line
+noise to them, /chaos/<index>/hang freezes the board (SIGSTOP on its QEMU; the next power-off
+kills it). /network/<index>/open makes that board's next boots share the network vlab runs in
+(isolation off, as a misconfigured lab would be), /network/<index>/isolated puts it back.
 
 The board network: QEMU's user network (slirp) forwards a board's 10.0.2.2 to the loopback of
-the network namespace QEMU runs in, which on the host is every lab service (the PDU, the
-coordinator, the API server, the store, the database, other boards' consoles). So each QEMU with
-a `network` section starts in a network namespace of its own (`unshare --net`, and
+the network namespace QEMU runs in, which is where the lab's services listen (the power ports,
+the consoles, and on the host the coordinator, the API server, the store, the database). So each
+QEMU with a `network` section starts in a network namespace of its own (`unshare --net`, and
 `--map-root-user` when not root), whose loopback holds only the board's legitimate peers: an
 `iperf3 -s` on each port of `network.peers`, tied to QEMU (they are its children, killed by the
 kernel when it exits: `setpriv --pdeathsig KILL`; and the PDU kills QEMU's process group at
 power-off and whenever QEMU ends on its own: `end_group`). The QEMU process is still the one
 the PDU started (the wrapper `exec`s it), so power-off, the chaos hooks and the power model see
 the real QEMU PID. TFTP (slirp's `tftp=`), the serial and QMP sockets (UNIX sockets) are
-untouched by the namespace. Test hook:
-/network/<index>/open makes that board's next boots share the host's network (isolation off, as a
-misconfigured lab would be), /network/<index>/isolated puts it back.
+untouched by the namespace.
 
-Two real-lab shapes: a board with `console: pty` has no TCP port here; its console is a pseudo
+A real-lab shape: a board with `console: ser2net` has no TCP port here; its console is a pseudo
 terminal with a stable path (`pty_link`), the way a USB-UART appears as /dev/ttyUSB0, which
-labgrid-exporter exports as a RawSerialPort through ser2net. And /tasmota/<index>/cm?cmnd=Power1 on
-speaks the Tasmota smart-plug dialect that pdudaemon's `sonoff_s20_tasmota` driver drives.
-
-The lab's own way in: the same HTTP on the UNIX socket `control_socket` of CONFIG.json
-(STATE/vlab/control.sock, mode 0600), whatever network namespace the caller is in; the tests'
-hooks go there through `benchfarm_devlab.vlab_request`.
+labgrid-exporter exports as a RawSerialPort through ser2net.
 
 Usage: vlab.py CONFIG.json   (written by `benchfarm lab up`)
 """
@@ -352,31 +358,49 @@ class Outlet:
             self.proc = None
 
 
+# what a board's own power port serves, each for that board's index only
+BOARD_ROUTES = ("outlet", "rails", "qmp", "tasmota")
+
+
 class PDU:
-    def __init__(self, outlets: list[Outlet], port: int) -> None:
+    """The PDU's HTTP: every route on the control socket, a board's own routes on its port."""
+
+    def __init__(self, outlets: list[Outlet]) -> None:
         self.outlets = outlets
-        self.port = port
 
-    async def start(self) -> None:
-        await asyncio.start_server(self._handle, host="127.0.0.1", port=self.port)
+    async def serve_board(self, index: int, port: int) -> asyncio.Server:
+        """Board `index`'s power port: its outlet, rails, QMP state and plug, nothing of another
+        board's and no test hook (a lease that reaches its board's power reaches only this)."""
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await self._handle(reader, writer, only=index)
+        return await asyncio.start_server(handle, host="127.0.0.1", port=port)
 
-    async def serve_control(self, path: Path) -> None:
-        """The same HTTP on a UNIX socket only the lab's own user opens (mode 0600, created so:
-        no moment when it is wider), whatever network namespace the caller is in."""
+    async def serve_control(self, path: Path) -> asyncio.Server:
+        """Every route, the test hooks included, on a UNIX socket only the lab's own user opens
+        (mode 0600, created so: no moment when it is wider), whatever network namespace the
+        caller is in."""
         path.unlink(missing_ok=True)
         umask = os.umask(0o177)
         try:
-            await asyncio.start_unix_server(self._handle, path=str(path))
+            return await asyncio.start_unix_server(self._handle, path=str(path))
         finally:
             os.umask(umask)
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      only: int | None = None) -> None:
         try:
             request = await reader.readline()
             while (await reader.readline()) not in (b"\r\n", b"\n", b""):
                 pass
             parts = request.decode("latin-1").split()
-            status, body = await self._route(parts[1] if len(parts) > 1 else "/")
+            target = parts[1] if len(parts) > 1 else "/"
+            route = [p for p in target.partition("?")[0].split("/") if p]
+            if only is not None and (len(route) < 2 or route[0] not in BOARD_ROUTES
+                                     or route[1] != str(only)):
+                status, body = "404 Not Found", (f"this port serves /outlet/{only}/, /rails/{only}, "
+                                                 f"/qmp/{only} and /tasmota/{only}/cm only\n")
+            else:
+                status, body = await self._route(target)
         except Exception as exc:  # a broken request must not take the PDU down
             status, body = "500 Internal Server Error", f"{exc}\n"
         payload = body.encode()
@@ -475,11 +499,12 @@ async def serve(config: dict) -> None:
         outlet.broker = broker
     for broker in brokers:
         await broker.start()
-    pdu = PDU(outlets, config["pdu_port"])
-    await pdu.start()
+    pdu = PDU(outlets)
+    for index, board in enumerate(config["boards"]):
+        await pdu.serve_board(index, board["power_port"])
     await pdu.serve_control(Path(config["control_socket"]))
-    log.info("virtual lab ready: %d boards, PDU on port %d, control on %s", len(brokers),
-             config["pdu_port"], config["control_socket"])
+    log.info("virtual lab ready: %d boards, control on %s", len(brokers),
+             config["control_socket"])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

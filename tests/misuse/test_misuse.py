@@ -348,13 +348,16 @@ def test_a_board_reaches_none_of_the_labs_control_endpoints(custom, attempt):
     peer, tried the same way, does (the probe works)."""
     ns = "probe-net"
     _namespace(ns)
-    ports = {"PDU": devlab.PORTS.pdu, "coordinator": devlab.PORTS.coordinator,
+    boards = devlab.load_inventory()["boards"]
+    ports = {"coordinator": devlab.PORTS.coordinator,
              "API server": devlab.PORTS.apiserver, "MinIO": devlab.PORTS.minio,
              "PostgreSQL": devlab.PORTS.postgres, "dashboard": devlab.PORTS.web,
              "liveness": devlab.PORTS.operator_liveness, "metrics": devlab.PORTS.operator_metrics,
-             "sshd": devlab.PORTS.sshd, "pdudaemon": devlab.PORTS.pdudaemon,
-             **{f"console {i}": devlab.PORTS.serial_base + i
-                for i in range(len(devlab.load_inventory()["boards"]))}}
+             "sshd": devlab.PORTS.sshd,
+             **{f"pdudaemon {i}": devlab.PORTS.pdudaemon_base + i
+                for i, b in enumerate(boards) if b.get("power") == "pdudaemon"},
+             **{f"power {i}": devlab.PORTS.outlet_base + i for i in range(len(boards))},
+             **{f"console {i}": devlab.PORTS.serial_base + i for i in range(len(boards))}}
     targets = " ".join(f"10.0.2.2:{p}" for p in ports.values())
     command = (f'o=; for t in {targets}; do nc -w 2 "${{t%:*}}" "${{t#*:}}" -e true '
                '</dev/null >/dev/null 2>&1 && o="$o $t"; done; echo "answered:${o:- none}"; '

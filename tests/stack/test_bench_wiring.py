@@ -16,7 +16,7 @@ import pytest
 import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import Coordinator
 from tests.stack.conftest import apply, wait_for
-from tests.stack.runs import cond, finished, outlet_on, run_yaml, unique
+from tests.stack.runs import board_index, cond, finished, outlet_on, run_yaml, unique
 from tests.stack.test_operator import custom  # noqa: F401
 
 pytestmark = pytest.mark.stack
@@ -42,12 +42,15 @@ def test_the_bench_place_is_a_ser2net_console_and_a_pdudaemon_port(lab):
     port = resources["NetworkSerialPort"]["port"]
     tty = os.path.realpath(devlab.STATE / "boards" / PLACE / "ttyBF0")   # the pty under /dev/pts
     assert port and tty in ser2net and str(port) in ser2net, (resources, ser2net)
-    assert resources["PDUDaemonPort"]["host"] == f"127.0.0.1:{devlab.PORTS.pdudaemon}"
-    assert resources["PDUDaemonPort"]["pdu"].startswith(f"127.0.0.1:{devlab.PORTS.pdu}/tasmota/")
+    # the board's own pdudaemon, in front of its own plug on its own power port
+    index = board_index(PLACE)
+    assert resources["PDUDaemonPort"]["host"] == f"127.0.0.1:{devlab.PORTS.pdudaemon_base + index}"
+    assert resources["PDUDaemonPort"]["pdu"] == \
+        f"127.0.0.1:{devlab.PORTS.outlet_base + index}/tasmota/{index}"
 
 
 def test_a_run_on_the_bench_board_succeeds_through_ser2net_and_pdudaemon(custom):  # noqa: F811
-    log = devlab.STATE / "logs" / "pdudaemon-requests.log"
+    log = devlab.STATE / "logs" / f"pdudaemon-{PLACE}-requests.log"
     before = log.stat().st_size if log.exists() else 0
     name = unique("bench")
     apply(run_yaml(name, plan="demo", selector={"board": PLACE}, bootCycles=2))

@@ -175,9 +175,11 @@ def test_with_isolation_off_check_boards_reports_every_endpoint_it_reached(lab):
         env["LG_COORDINATOR"]: "labgrid coordinator",
         env["BENCHFARM_S3_ENDPOINT"]: "artifact store",
         f"127.0.0.1:{devlab.PORTS.postgres}": "results database",
-        f"127.0.0.1:{devlab.PORTS.pdu}": "power switch of vb-x86-0",
+        f"127.0.0.1:{devlab.PORTS.outlet_base + index}": "power switch of vb-x86-0",
+        f"127.0.0.1:{devlab.PORTS.outlet_base + 1}": "power switch of vb-x86-1",
         f"127.0.0.1:{devlab.PORTS.serial_base + 1}": "console of vb-x86-1",
-        f"127.0.0.1:{devlab.PORTS.pdudaemon}": "pdudaemon of vb-bench-0",
+        f"127.0.0.1:{devlab.PORTS.pdudaemon_base + _vlab_board('vb-bench-0')['index']}":
+            "pdudaemon of vb-bench-0",
         f"127.0.0.1:{devlab.PORTS.sshd}": "SSH of exporter host",
     }
     for endpoint, what in expected.items():
