@@ -22,9 +22,10 @@ import jinja2
 from ..report.svg import fmt
 from . import charts
 
-# what the dashboard's forkserver imports once: these renderers (jinja2, the charts) and the
-# dashboard's main module
-PRELOAD = ("benchfarm.web.rendering", "benchfarm.cli")
+# what the dashboard's forkserver imports once: these renderers (jinja2, the charts), the
+# server with the types its pages' arguments hold (access.Person imports the Kubernetes client:
+# 0.4 s a page when each child imported it) and the dashboard's main module
+PRELOAD = ("benchfarm.web.rendering", "benchfarm.web.server", "benchfarm.cli")
 
 
 @functools.cache
