@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import pytest
 from labgrid import Target
+from labgrid.driver.exception import ExecutionError
+from labgrid.resource import NetworkPowerPort
+from labgrid.util import proxy
 
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.core import power
 from benchfarm.errors import InfraError
-from benchfarm.lab.rails import HwmonRailMonitor, SigrokRailMonitor, VirtualRailMonitor
+from benchfarm.lab.rails import HwmonRailMonitor, SigrokRailMonitor, VirtualRailMonitor, monitor_for
 from benchfarm.report.shapes import Table, shape
 from benchfarm.report.tables import rst
 
@@ -43,10 +46,50 @@ def test_hwmon_monitor_reads_power_or_voltage_times_current(tmp_path):
         HwmonRailMonitor(tmp_path, {"x": "hwmon9"}).read()
 
 
-def test_virtual_monitor_sits_beside_the_pdu():
+def _power_port(name: str, **extra) -> NetworkPowerPort:
+    port = NetworkPowerPort(Target(name), name=None, model="simplerest", index="2",
+                            host="http://127.0.0.1:21502/outlet/{index}/{value}")
+    if extra:
+        port.extra = extra       # as labgrid's RemotePlace sets what the exporter published
+    return port
+
+
+def test_virtual_monitor_sits_on_the_boards_power_switch():
+    assert VirtualRailMonitor.for_power_port(_power_port("p-direct")).url == \
+        "http://127.0.0.1:21502/rails/2"
+
+
+def test_virtual_monitor_goes_through_the_exporter_hosts_ssh_like_labgrids_drivers(monkeypatch):
+    """An `--isolated` exporter's power switch is read through a forward over its host's SSH,
+    asked of labgrid's sshmanager as its NetworkPowerDriver asks it (SSH itself faked here)."""
+    asked = []
+    monkeypatch.setattr(proxy.sshmanager, "request_forward",
+                        lambda host, dest, port: asked.append((host, dest, port)) or 40123)
     mon = VirtualRailMonitor.for_power_port(
-        {"host": "http://127.0.0.1:21080/outlet/{index}/{value}", "index": 2})
-    assert mon.url == "http://127.0.0.1:21080/rails/2"
+        _power_port("p-proxied", proxy="vhost0", proxy_required=True))
+    assert asked == [("vhost0", "127.0.0.1", 21502)]
+    assert mon.url == "http://localhost:40123/rails/2"
+
+    def refused(host, dest, port):
+        raise ExecutionError("ssh: connect to host vhost0 port 22: Connection refused")
+    monkeypatch.setattr(proxy.sshmanager, "request_forward", refused)
+    with pytest.raises(InfraError, match="no way there") as exc:
+        VirtualRailMonitor.for_power_port(_power_port("p-refused", proxy="vhost0",
+                                                      proxy_required=True))
+    assert exc.value.reason == "MonitorFailed"
+
+
+def test_the_virtual_monitor_needs_the_places_power_switch():
+    dtype = DeviceType(name="t", console={"prompt": "# "}, boot={},
+                       powerMonitor={"backend": "virtual"}, rails=[{"name": "vdd", "voltage": 1}])
+    with pytest.raises(InfraError, match="needs the place's one NetworkPowerPort") as exc:
+        monitor_for(dtype, {"PDUDaemonPort": {}}, Target("p-none"))
+    assert exc.value.reason == "NoMonitor"
+    target = Target("p-one")
+    NetworkPowerPort(target, name=None, model="simplerest", index="2",
+                     host="http://127.0.0.1:21502/outlet/{index}/{value}")
+    assert monitor_for(dtype, {"NetworkPowerPort": {}}, target).url == \
+        "http://127.0.0.1:21502/rails/2"
 
 
 def test_sense_samples_give_nominal_volts_and_milliwatts():

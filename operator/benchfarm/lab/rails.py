@@ -1,7 +1,8 @@
 """Rail monitors: one interface, a backend per kind of instrument.
 
-- `virtual`: the virtual lab's monitor, next to its PDU, serving readings from the board's power
-  model (which follows the real QEMU state over QMP);
+- `virtual`: the virtual lab's monitor, on the board's own power switch, serving readings from
+  the board's power model (which follows the real QEMU state over QMP), reached as labgrid's
+  power driver reaches that switch: through the exporter host's SSH when the exporter says so;
 - `hwmon`: INA2xx (or any hwmon power/voltage sensor) read through sysfs on the monitor host;
 - `sigrok`: an instrument sigrok drives (a DAQ or scope on the rails' current-sense outputs),
   measured through labgrid's SigrokDriver; `SigrokRailMonitor` says what labgrid allows.
@@ -15,6 +16,7 @@ import shutil
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -38,11 +40,25 @@ class VirtualRailMonitor:
         self.last: dict[str, Any] = {}
 
     @classmethod
-    def for_power_port(cls, power_port: dict[str, Any]) -> VirtualRailMonitor:
-        """The monitor sits beside the virtual PDU: /outlet/<i>/<v> -> /rails/<i>."""
-        host = str(power_port["host"])
-        base = host.split("/outlet/")[0]
-        return cls(f"{base}/rails/{power_port['index']}")
+    def for_power_port(cls, power_port: Any) -> VirtualRailMonitor:
+        """The monitor sits on the board's virtual power switch, a labgrid `NetworkPowerPort`
+        (`http://host:port/outlet/<i>/<v>`): /rails/<i> there. Its host and port resolved as
+        labgrid's NetworkPowerDriver resolves them (`proxymanager.get_host_and_port`): an
+        `--isolated` exporter's resource (`extra.proxy_required`) through a forward over that
+        exporter host's SSH, else directly."""
+        from labgrid.driver.exception import ExecutionError
+        from labgrid.util.proxy import proxymanager
+        url = urllib.parse.urlsplit(str(power_port.host))
+        if not url.hostname:
+            raise InfraError(f"power switch {power_port.host!r}: no host to read rails from",
+                             reason="NoMonitor")
+        try:
+            host, port = proxymanager.get_host_and_port(
+                power_port, force_port=url.port or (443 if url.scheme == "https" else 80))
+        except (ExecutionError, OSError) as exc:     # the exporter host's SSH did not forward
+            raise InfraError(f"rail monitor beside {power_port.host}: no way there: "
+                             f"{type(exc).__name__}: {exc}", reason="MonitorFailed") from exc
+        return cls(f"{url.scheme}://{host}:{port}/rails/{power_port.index}")
 
     def _get(self, url: str) -> dict[str, Any]:
         try:
@@ -200,11 +216,20 @@ class SigrokRailMonitor:
 
 def monitor_for(device_type: DeviceType, resources: dict[str, dict[str, Any]],
                 target: Any = None) -> RailMonitor:
+    """`resources`: the place's, as the coordinator lists them; `target`: the board's labgrid
+    target (its resources carry what the exporter says about reaching them)."""
     cfg = device_type.powerMonitor
     if cfg is None or not device_type.rails:
         raise InfraError(f"device type {device_type.name} has no rail monitor", reason="NoMonitor")
     if cfg.backend == "virtual":
-        return VirtualRailMonitor.for_power_port(resources["NetworkPowerPort"])
+        from labgrid.resource import NetworkPowerPort
+        ports = [r for r in (target.resources if target is not None else [])
+                 if isinstance(r, NetworkPowerPort)]
+        if len(ports) != 1:
+            raise InfraError(f"device type {device_type.name}: the virtual rail monitor needs the "
+                             f"place's one NetworkPowerPort (has {', '.join(resources) or 'nothing'})",
+                             reason="NoMonitor")
+        return VirtualRailMonitor.for_power_port(ports[0])
     if cfg.backend == "hwmon":
         return HwmonRailMonitor(Path(cfg.root), {r.name: r.channel for r in device_type.rails})
     if cfg.backend == "sigrok":
