@@ -155,7 +155,8 @@ def write_config() -> tuple[str, ...]:
     CA_KEYS.write_text(ssh_ca_public(Issuer.load(d / "ca.crt", d / "ca.key")) + "\n")
     COMMAND.write_text(f"#!/bin/sh\n# the exporter hosts' sshd asks this which places a lease's "
                        f"certificate may reach (benchfarm_devlab.sshauth)\nBENCHFARM_STATE='{STATE}' "
-                       f"exec '{VENV_BIN / 'python'}' -m benchfarm_devlab.sshauth \"$@\"\n")
+                       f"exec '{VENV_BIN / 'python'}' -c 'import sys; from benchfarm_devlab."
+                       f"sshauth import main; sys.exit(main(sys.argv[1:]))' \"$@\"\n")
     COMMAND.chmod(0o755)
     lines = (f"TrustedUserCAKeys {CA_KEYS}",
              f"AuthorizedPrincipalsCommand {COMMAND} %t %k",

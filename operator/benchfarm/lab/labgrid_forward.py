@@ -93,7 +93,11 @@ class Forwarder:
                 with contextlib.suppress(Exception):
                     dst.close()
 
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        try:
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        except asyncio.CancelledError:     # closed under the client: the connection goes quietly
+            for w in (writer, up_writer):
+                w.close()
 
     def close(self) -> None:
         async def _close() -> None:
