@@ -1293,3 +1293,24 @@ def test_a_suite_that_only_prints_a_panic_marker_charges_no_board(custom, attemp
     assert st["phase"] == "Failed" and c["reason"] == "RunCrashedBoard", st
     assert st.get("attempts") == 1 and not st.get("avoidBoards"), st
     assert charged(before, after) == 0, (before, after)
+
+
+def test_a_lease_s_ssh_certificate_reaches_only_its_own_place(custom, attempt, tmp_path):
+    """A person in `benchfarm lease --shell` forwards, with the lease's own SSH certificate, to
+    another board's console and power through the exporter hosts' sshd, then, the lease
+    released, to their own board's again. A breach: any of them opened."""
+    from benchfarm_devlab.sshauth import forwards
+    from tests.stack.leaseshell import LeaseShell, http_get, resources_of
+    own, other = forwards(resources_of("vb-x86-0")), forwards(resources_of("vb-x86-1"))
+    person = LeaseShell(tmp_path / "eve", "default", "vb-x86-0", name=unique("ssh"))
+    try:
+        opened = [f"{h}:{p}" for h, p in other if p not in own and person.forward(h, p, http_get())[0]]
+    finally:
+        person.finish()
+    attempt("ssh -W with a lease's cert to another board's console/power",
+            f"refused by the sshd: {', '.join(opened) or 'none of'} {len(other)} opened",
+            leaked=bool(opened))
+    after = [f"{h}:{p}" for h, p in own if person.forward(h, p)[0]]
+    attempt("a released lease's SSH cert, to its own board again",
+            f"Permission denied: {', '.join(after) or 'none'} opened", leaked=bool(after))
+    assert not opened and not after, (opened, after)
