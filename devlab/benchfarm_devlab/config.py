@@ -43,6 +43,8 @@ class Ports:
     minio_console: int = PORT_BASE + 901
     postgres: int = PORT_BASE + 432             # the results database (postgres.py)
     coordinator: int = PORT_BASE + 408
+    # the one PDU port and the one pdudaemon of labs before each board had its own (outlet_base,
+    # pdudaemon_base): nothing listens there now; the misuse tests check that nothing answers
     pdu: int = PORT_BASE + 80
     pdudaemon: int = PORT_BASE + 90
     iperf3: int = PORT_BASE + 201
