@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing
-import os
 import resource
 import signal
 import time
@@ -31,6 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
+
+from .settings import adopt
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,7 @@ def _child(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...],
     """In the child: the limits first, then the call; one message back."""
     # one thread for numpy's BLAS, loaded by the call if at all: a thread pool the size of the
     # host (stacks and buffers reserved for each) would count against RLIMIT_AS on a big node
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
-        os.environ[var] = "1"
+    adopt({"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
     cpu = max(1, math.ceil(budget.cpu_seconds))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))    # SIGXCPU, then SIGKILL
     memory = budget.memory_mib * 1024 * 1024
