@@ -1314,3 +1314,32 @@ def test_a_lease_s_ssh_certificate_reaches_only_its_own_place(custom, attempt, t
     attempt("a released lease's SSH cert, to its own board again",
             f"Permission denied: {', '.join(after) or 'none'} opened", leaked=bool(after))
     assert not opened and not after, (opened, after)
+
+
+def test_a_lease_s_power_forward_drives_its_own_board_only(custom, attempt, tmp_path):
+    """A person in `benchfarm lease --shell` asks their own board's power switch, through the
+    forward their lease's certificate allows, for another board's outlet and rails and for the
+    lab's test hooks (a fault, isolation off, line noise on the console: each harmless if it
+    went through). A breach: any of them answered; their own outlet answers (the probe works)."""
+    from tests.stack.leaseshell import LeaseShell, resources_of
+    board = "vb-x86-0"
+    switch = resources_of(board)["NetworkPowerPort"]
+    url = urllib.parse.urlsplit(switch["host"])
+    own, other = int(switch["index"]), int(resources_of("vb-x86-1")["NetworkPowerPort"]["index"])
+    asks = [f"/outlet/{other}/", f"/rails/{other}", f"/fault/{other}/none",
+            f"/network/{own}/isolated", f"/chaos/{own}/garbage"]
+    person = LeaseShell(tmp_path / "mallory", "default", board, name=unique("pwr"))
+    try:
+        def status_line(path: str) -> str:
+            _, said = person.forward(url.hostname, url.port,
+                                     f"GET {path} HTTP/1.0\r\nHost: x\r\n\r\n".encode())
+            return said.split("\r\n", 1)[0]
+        mine = status_line(f"/outlet/{own}/")
+        answered = [path for path in asks if " 404 " not in status_line(path)]
+    finally:
+        person.finish()
+    attempt("through its own board's power forward, another board's outlet or the lab's hooks",
+            f"{len(asks) - len(answered)} of {len(asks)} answered 404; own outlet: {mine[9:15]}",
+            leaked=bool(answered))
+    assert " 200 " in mine, mine
+    assert answered == [], answered
