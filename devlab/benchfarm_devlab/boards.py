@@ -2,9 +2,11 @@
 virtual lab process (exporters/virtual/vlab.py: serial brokers that stay connectable while a
 board is off, and the PDU that powers QEMU on and off).
 
-Each board's network is its own: the PDU starts its QEMU in a network namespace of its own,
-where slirp's 10.0.2.2 reaches only the board's peers (`board_network`), never the lab's
-services on the host's loopback or the one-node cluster's bridge address.
+The virtual lab runs in the lab network (labnet.py), the exporter hosts' network, where its
+consoles and power ports listen. Each board's network is its own: the PDU starts its QEMU in a
+network namespace of its own, where slirp's 10.0.2.2 reaches only the board's peers
+(`board_network`), never the lab network's consoles and power ports, the lab's services on the
+host's loopback or the one-node cluster's bridge address.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from . import labnet
 from .config import DEVICE_TYPES, INVENTORY, PORTS, REPO, STATE, LabError, say
 from .processes import running_pid, start_process, stop_process
 
@@ -211,9 +214,12 @@ def start_virtual_lab(inventory: dict) -> dict:
         say("virtual lab: inventory, images or code changed; restarting it")
         stop_process("vlab")
     cfg_path.write_text(json.dumps(config, indent=2))
-    start_process("vlab", [sys.executable, str(REPO / "exporters/virtual/vlab.py"), str(cfg_path)],
-                  ports=[b["power_port"] for b in config_boards]
-                  + [b["serial_port"] for b in config_boards if "serial_port" in b],
+    # in the lab network (labnet.py): its consoles and power ports are on that network's
+    # loopback, reached only through the exporter hosts' SSH; its control socket from here
+    labnet.ensure()
+    start_process("vlab", labnet.inside([sys.executable, str(REPO / "exporters/virtual/vlab.py"),
+                                         str(cfg_path)]),
+                  ports=[], restart_on_change=True,
                   ready=_control_ready)
     config["images"] = {k: str(v) for k, v in images.items()}
     return config

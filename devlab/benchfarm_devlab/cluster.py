@@ -29,8 +29,8 @@ the host, their packets never leave it, and nothing outside reaches the pods):
 - the API server: pods call the `kubernetes` Service (`config.SERVICE_IP`:443, in the serving
   certificate with HOST_ADDR); the API server runs with `--endpoint-reconciler-type=none`, so
   cluster-up writes its EndpointSlice by hand: HOST_ADDR:<apiserver port>; kube-proxy DNATs to it.
-- the lab's services (labgrid coordinator, MinIO, the virtual boards' serial servers, the PDU,
-  pdudaemon, the exporter hosts' sshd and the API server) keep listening on 127.0.0.1; a relay
+- the lab's services (labgrid coordinator, MinIO, the API server, and the gate of the lab
+  network, the exporter hosts' SSH: labnet.py) keep listening on 127.0.0.1; a relay
   (`relay.py`, component `lab-gateway`) listens on HOST_ADDR at the same port numbers and copies
   each connection to 127.0.0.1. So a pod uses `HOST_ADDR:<port>` where a local process uses `127.0.0.1:<port>`
   (`pod_addresses()`). Why a relay and not a DNAT to 127.0.0.1 (with route_localnet on the
@@ -39,16 +39,13 @@ the host, their packets never leave it, and nothing outside reaches the pods):
   anyway; moving the API server (or all listeners) to HOST_ADDR would change every kubeconfig and
   make `lab up` need root and a network interface. One small relay serves every port alike, adds
   no rule that opens 127.0.0.1 to pods, and goes away with the cluster.
-- serial ports and power switches: a labgrid exporter advertises a resource's host and port to
-  clients as it has them (the virtual boards' `NetworkSerialPort`s and power ports as configured
-  in places.exporter_config; a `RawSerialPort`, the bench board's pty, through the ser2net the
-  exporter starts on a free port on all addresses, under the exporter's `--hostname`). A pod
-  told `127.0.0.1` would call its own loopback, so while the cluster is up the exporters
-  advertise HOST_ADDR instead (places.advertised_host; cluster-up and cluster-down restart the
-  exporters whose address changed). Local sessions reach HOST_ADDR as well: it is an address
-  of this machine.
+- serial ports and power switches are in the lab network (labnet.py), not on the host: the
+  exporters run `--isolated` and every labgrid client, a pod's too, forwards through the
+  exporter host's SSH. A pod's ssh_config (sshd.pod_files) leads the exporter hosts' names to
+  HOST_ADDR:<sshd port>, the relay to the gate; the exporters publish the same resources
+  whether the cluster runs or not.
 - left as it is: a pod reaches, on HOST_ADDR, whatever on the host listens on all addresses
-  (ser2net does; nothing of the lab's own); and a Service whose endpoints are pods (not needed so
+  (nothing of the lab's own); and a Service whose endpoints are pods (not needed so
   far: the operator's pods only call out) needs forwarding between pods on the bridge, i.e.
   ip_forward=1 with a FORWARD rule that accepts bridge-to-bridge traffic only.
 
@@ -108,7 +105,6 @@ from .config import (
 from .controlplane import start_controller_manager
 from .env import kubectl
 from .pki import client_cert, write_kubeconfig
-from .places import readvertise
 from .processes import http_ok, pids_where, port_open, running_pid, start_process, stop_process
 
 NODE = f"benchfarm-{PORT_BASE}"
@@ -282,20 +278,13 @@ def pod_addresses() -> dict[str, str]:
     return {"apiserver": f"{HOST_ADDR}:{PORTS.apiserver}",
             "coordinator": f"{HOST_ADDR}:{PORTS.coordinator}",
             "minio": f"{HOST_ADDR}:{PORTS.minio}",
-            "pdu": f"{HOST_ADDR}:{PORTS.pdu}",
-            "pdudaemon": f"{HOST_ADDR}:{PORTS.pdudaemon}",
             "sshd": f"{HOST_ADDR}:{PORTS.sshd}"}
 
 
 def _relayed_ports() -> list[int]:
-    ports = [PORTS.apiserver, PORTS.coordinator, PORTS.minio, PORTS.pdu, PORTS.pdudaemon,
-             PORTS.sshd]     # sessions stage software on the exporter hosts over SSH (sshd.py)
-    try:
-        vlab = json.loads((STATE / "vlab" / "vlab.json").read_text())
-        ports += [b["serial_port"] for b in vlab["boards"] if "serial_port" in b]
-    except (OSError, ValueError, KeyError):
-        pass
-    return ports
+    # the exporter hosts' SSH: the way to every console and power switch (labnet.py), and
+    # where sessions stage software (sshd.py)
+    return [PORTS.apiserver, PORTS.coordinator, PORTS.minio, PORTS.sshd]
 
 
 def _start_gateway() -> None:
@@ -675,8 +664,7 @@ def up() -> dict[str, float]:
     took("local images built")
     _network_up()
     _start_gateway()
-    readvertise()
-    took(f"bridge {BRIDGE} ({HOST_ADDR}), relay ready, exporters advertise {HOST_ADDR}")
+    took(f"bridge {BRIDGE} ({HOST_ADDR}), relay ready")
     _start_containerd(pause_ref)
     took("containerd ready")
     for archive, ref in ((pause_archive, pause_ref), (probe_archive, probe_ref)):
@@ -764,7 +752,7 @@ def _shim_sockets(ids: list[str]) -> list[Path]:
 
 def down(*, lab_stays: bool = True) -> None:
     """Remove everything `up` created, by name; a no-op when there is no cluster. With
-    `lab_stays` (not when `lab down` calls it), the exporters go back to 127.0.0.1 and the
+    `lab_stays` (not when `lab down` calls it), the
     controller-manager to the light lab's controllers."""
     if not CLUSTER_DIR.exists() and not Path(f"/sys/class/net/{BRIDGE}").exists():
         return
@@ -798,8 +786,6 @@ def down(*, lab_stays: bool = True) -> None:
         except ProcessLookupError:
             pass
     stop_process("lab-gateway")
-    if lab_stays:     # the lab goes on: its exporters advertise 127.0.0.1 again
-        readvertise()
     if api_up:
         kubectl("delete", "node", NODE, "--ignore-not-found", "--wait=false", check=False, capture=True)
         kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=false", input=CLUSTER_OBJECTS,

@@ -22,7 +22,6 @@ import labgrid.remote.exporter as lg_exporter
 
 from benchfarm.lab.labgrid_compat import TlsSettings, secure_exporters
 
-
 _CLONE_NEWUTS = 0x04000000
 
 

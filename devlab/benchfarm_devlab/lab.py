@@ -1,6 +1,8 @@
 """The lab as a whole: `up` starts every stopped part in order, `down` stops them in reverse,
 `status` lists them; the operator and the dashboard are started like any other component, with
-the same commands a cluster's Deployments run.
+the same commands a cluster's Deployments run. The boards' hardware (the virtual lab, pdudaemon,
+the exporters, the exporter hosts' sshd) runs in the lab network (labnet.py), the rest on the
+host.
 """
 
 from __future__ import annotations
@@ -9,10 +11,11 @@ import json
 import time
 from pathlib import Path
 
+from . import labnet
 from .binaries import binaries
 from .boards import load_inventory, start_virtual_lab
 from .builds import publish
-from .config import HOST_ADDR, PORTS, REPO, STATE, VENV_BIN, say
+from .config import PORTS, REPO, STATE, VENV_BIN, say
 from .controlplane import start_control_plane, start_minio
 from .env import kubectl, lab_env, operator_env, write_env
 from .places import start_labgrid, start_pdudaemon, stop_host_peers
@@ -104,9 +107,11 @@ def up() -> Path:
     config = start_virtual_lab(inventory)
     say(f"virtual boards ready: {len(config['boards'])} ({time.monotonic() - phase:.1f} s)")
     phase = time.monotonic()
+    labnet.start_inner_relay()     # the lab network and its side of the crossings (labnet.py)
     start_pdudaemon(config)
     write_lease_auth()     # who else the sshd lets in: the leases' certificates (sshauth.py)
-    start_sshd(["127.0.0.1", "localhost", HOST_ADDR])
+    start_sshd([exp["name"] for exp in inventory["exporters"]])
+    labnet.start_gate()            # the host's side: its only way to the boards' hardware
     start_labgrid(config, inventory)
     stop_host_peers()
     say(f"labgrid coordinator, exporters and places ready ({time.monotonic() - phase:.1f} s)")
@@ -121,7 +126,7 @@ def up() -> Path:
 
 COMPONENTS_DOWN_ORDER = ["benchfarm-web", "benchfarm-operator*", "session-*", "kube-scheduler", "kubelet", "kube-proxy",
                          "containerd", "lab-gateway", "iperf3*", "labgrid-exporter-*", "labgrid-coordinator",
-                         "sshd", "pdudaemon*",
+                         "labnet-gate", "sshd", "pdudaemon*", "labnet-inner",
                          "vlab", "postgres", "minio", "kube-controller-manager", "kube-apiserver", "etcd"]
 
 
@@ -145,6 +150,8 @@ def down() -> None:
             say(f"stopped {name}")
     if stopped := stop_masters():
         say(f"stopped {stopped} ssh connection(s) labgrid kept open to the exporters")
+    if labnet.remove():
+        say(f"removed the lab network {labnet.NETNS}")
 
 
 def status() -> dict[str, int | None]:

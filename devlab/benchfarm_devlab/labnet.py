@@ -9,8 +9,9 @@ is one machine, so this module makes that network a namespace, `bf<PORT_BASE>-la
 its loopback. Inside it run the virtual lab (its consoles and power ports; each board's QEMU in a
 network namespace of its own below it, boards.board_network), pdudaemon, both labgrid exporters
 (each in a UTS namespace of its own, named as its exporter host, `vhost0`, `vhost1`:
-benchfarm_devlab.exporter; the ser2net they start for a tty console listens in here as well) and the exporter hosts' sshd (sshd.py).
-Its ports are its own port space: nothing of it listens on the host.
+benchfarm_devlab.exporter; the ser2net they start for a tty console listens in here as well)
+and the exporter hosts' sshd (sshd.py). Its ports are its own port space: nothing of it listens
+on the host.
 
 Two crossings, each a relay (relay.py) through a UNIX socket under `STATE/labnet` (mode 0700,
 the lab's user's only):
@@ -47,6 +48,11 @@ DIR = STATE / "labnet"
 SSHD_SOCKET = DIR / "sshd.sock"
 COORDINATOR_SOCKET = DIR / "coordinator.sock"
 _CLONE_NEWNET = 0x40000000
+# An address of each family beside the loopback ones, on the loopback too (documentation ranges,
+# routed nowhere): with only 127.0.0.1 and ::1, glibc's getaddrinfo(AI_ADDRCONFIG) finds no
+# address of either family, and the ser2net an exporter starts for a tty console refuses its
+# listening port ("Unable to find a valid name on the name server").
+ADDRESSES = ("198.51.100.1/32", "2001:db8::1/128")
 
 T = TypeVar("T")
 
@@ -67,9 +73,10 @@ def ensure() -> None:
         res = _ip("netns", "add", NETNS)
         if res.returncode != 0:
             raise LabError(f"the lab network: ip netns add {NETNS}: {res.stderr.strip()}")
-    res = _ip("-n", NETNS, "link", "set", "lo", "up")
-    if res.returncode != 0:
-        raise LabError(f"the lab network {NETNS}: its loopback: {res.stderr.strip()}")
+    for args in (("link", "set", "lo", "up"), *(("addr", "replace", a, "dev", "lo") for a in ADDRESSES)):
+        res = _ip("-n", NETNS, *args)
+        if res.returncode != 0:
+            raise LabError(f"the lab network {NETNS}: ip {' '.join(args)}: {res.stderr.strip()}")
     DIR.mkdir(parents=True, exist_ok=True)
     DIR.chmod(0o700)
 
@@ -112,11 +119,23 @@ def port_open_inside(port: int) -> bool:
         return False
 
 
-def _ssh_banner() -> bool:
-    """The host side of the crossing leads to the sshd: an SSH banner on 127.0.0.1:PORTS.sshd."""
+def ssh_answers(port: int) -> bool:
+    """An SSH server on 127.0.0.1:`port` (of the network this thread is in): its banner read,
+    an identification of ours sent back before closing (a probe that says nothing is an error
+    in the sshd's log)."""
     try:
-        with socket.create_connection(("127.0.0.1", PORTS.sshd), timeout=2) as s:
-            return s.recv(8).startswith(b"SSH-")
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            ok = s.recv(8).startswith(b"SSH-")
+            s.sendall(b"SSH-2.0-benchfarm-ready-probe\r\n")
+            return ok
+    except OSError:
+        return False
+
+
+def ssh_answers_inside(port: int) -> bool:
+    """`ssh_answers` in the lab network."""
+    try:
+        return run_inside(lambda: ssh_answers(port))
     except OSError:
         return False
 
@@ -138,7 +157,7 @@ def start_gate() -> None:
             "--link", f"tcp:127.0.0.1:{PORTS.sshd}", f"unix:{SSHD_SOCKET}",
             "--link", f"unix:{COORDINATOR_SOCKET}", f"tcp:127.0.0.1:{PORTS.coordinator}"]
     start_process("labnet-gate", argv, ports=[PORTS.sshd], restart_on_change=True, timeout=20,
-                  ready=lambda: COORDINATOR_SOCKET.exists() and _ssh_banner())
+                  ready=lambda: COORDINATOR_SOCKET.exists() and ssh_answers(PORTS.sshd))
 
 
 def remove() -> bool:

@@ -1,7 +1,10 @@
 """labgrid as a real lab runs it: the coordinator, one exporter per exporter host of the
-inventory, pdudaemon where boards are switched through it, tagged places. The iperf3 peers that
-network suites measure against live in each board's own network namespace (boards.py,
-vlab.py), not on the host, where a board could reach nothing else of the lab.
+inventory, pdudaemon where boards are switched through it, tagged places. The exporters and
+pdudaemon run in the lab network (labnet.py), beside the boards' consoles and power switches:
+each exporter `--isolated` under its exporter host's name, so labgrid's clients reach every
+resource through that host's SSH (sshd.py), and none of it listens on the host. The iperf3 peers
+that network suites measure against live in each board's own network namespace (boards.py,
+vlab.py), where a board could reach nothing else of the lab.
 """
 
 from __future__ import annotations
@@ -9,36 +12,27 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from pathlib import Path
 
 import yaml
 
 from benchfarm.lab.coordinator import Coordinator
 
-from .boards import board_pdudaemon_port, board_peer_port, load_inventory
-from .config import BRIDGE, HOST_ADDR, PORTS, STATE, VENV_BIN, LabError, say
+from . import labnet
+from .boards import board_pdudaemon_port, board_peer_port
+from .config import PORTS, STATE, VENV_BIN, LabError, say
 from .pki import ensure_labgrid_pki, labgrid_files, labgrid_tls
-from .processes import CONTROL_NICE, port_open, running_pid, start_process, stop_process
+from .processes import CONTROL_NICE, running_pid, start_process, stop_process
+
+# Where the exporters publish their resources: the exporter host's own loopback (in the lab
+# network), which every client reaches through that host's SSH, be it a local session or a pod.
+RESOURCE_HOST = "127.0.0.1"
 
 
-def serving_pods() -> bool:
-    """Pods can reach the lab: the one-node cluster's bridge is there and its relay runs
-    (cluster.py); the exporters then advertise HOST_ADDR."""
-    return Path(f"/sys/class/net/{BRIDGE}").exists() and running_pid("lab-gateway") is not None
-
-
-def advertised_host() -> str:
-    """The address the exporters give clients for the boards' serial ports and power switches:
-    127.0.0.1, or while the one-node cluster runs, its bridge address, which this machine's
-    processes and the cluster's pods both reach (see cluster.py)."""
-    return HOST_ADDR if serving_pods() else "127.0.0.1"
-
-
-def exporter_config(config: dict, exporter: str, host: str = "127.0.0.1") -> dict:
+def exporter_config(config: dict, exporter: str, host: str = RESOURCE_HOST) -> dict:
     """labgrid-exporter's YAML for one exporter host: each board's console and power, as the
     inventory says they are wired (a serial server or a tty through ser2net; the PDU's REST
-    outlets or pdudaemon), and the sigrok instrument on its rails where it has one; clients
-    reach them at `host`."""
+    outlets or pdudaemon), and the sigrok instrument on its rails where it has one; at `host`
+    on the exporter host (clients forward to it through its SSH)."""
     groups = {}
     for b in config["boards"]:
         if b["exporter"] != exporter:
@@ -110,7 +104,9 @@ def start_pdudaemon(config: dict) -> None:
         conf.write_text(text)
         argv = [shutil.which("pdudaemon"), "--conf", str(conf),
                 "--logfile", str(STATE / "logs" / f"{name}-requests.log")]
-        start_process(name, argv, ports=[port], ready=lambda port=port: port_open(port))
+        # in the lab network, beside the PDU it drives (labnet.py)
+        start_process(name, labnet.inside(argv), ports=[], restart_on_change=True,
+                      ready=lambda port=port: labnet.port_open_inside(port))
 
 
 def start_labgrid(config: dict, inventory: dict) -> None:
@@ -127,7 +123,7 @@ def start_labgrid(config: dict, inventory: dict) -> None:
         nice=CONTROL_NICE, env=labgrid_files("coordinator"))
     coordinator = Coordinator(f"127.0.0.1:{PORTS.coordinator}", user="lab-admin", host="benchfarm-lab",
                               tls=labgrid_tls("lab-admin"))
-    host = advertised_host()
+    host = RESOURCE_HOST
     try:
         for exp in inventory["exporters"]:
             name = exp["name"]
@@ -147,13 +143,16 @@ def start_labgrid(config: dict, inventory: dict) -> None:
                     return expected <= set(coordinator.resources().get(name, []))
                 except Exception:
                     return False
-            # labgrid's exporter, with this exporter's certificate (`benchfarm_devlab.exporter`)
-            start_process(f"labgrid-exporter-{name}", [
+            # labgrid's exporter, with this exporter's certificate (`benchfarm_devlab.exporter`),
+            # in the lab network as the exporter host `name`, `--isolated`: every resource it
+            # publishes says "through `name`'s SSH"; it reaches the coordinator through the lab
+            # network's relay (labnet.py)
+            start_process(f"labgrid-exporter-{name}", labnet.inside([
                 str(VENV_BIN / "python"), "-m", "benchfarm_devlab.exporter",
                 "--coordinator", f"127.0.0.1:{PORTS.coordinator}",
-                "--name", name, "--hostname", host, str(cfg),
-            ], ports=[], ready=exporter_ready, timeout=60, restart_on_change=True,
-                env=labgrid_files(f"exporter-{name}"))
+                "--name", name, "--hostname", host, "--isolated", str(cfg),
+            ]), ports=[], ready=exporter_ready, timeout=60, restart_on_change=True,
+                env={**labgrid_files(f"exporter-{name}"), "BENCHFARM_EXPORTER_HOST": name})
         for b in config["boards"]:
             tags = {"device_type": b["device_type"], **{k: str(v) for k, v in b["labels"].items()}}
             if shutil.which("iperf3"):     # its own network peer, in its namespace (boards.board_network)
@@ -180,14 +179,6 @@ def coordinator_speaks_tls() -> bool:
             return tls.selected_alpn_protocol() == "h2"
     except (OSError, ssl.SSLError):
         return False
-
-
-def readvertise() -> None:
-    """Restart the exporters whose advertised address changed (the cluster came up or went)."""
-    if running_pid("labgrid-coordinator") is None:
-        return
-    config = json.loads((STATE / "vlab" / "vlab.json").read_text())
-    start_labgrid(config, load_inventory())
 
 
 def stop_host_peers() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import time
 import urllib.error
@@ -22,6 +23,7 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
+from benchfarm_devlab import labnet
 from benchfarm_devlab.lab import LAB_POLICY, apply_lab_policy
 from tests.conftest import FULL
 from tests.stack.conftest import apply, kube, lab, operator, wait_for  # noqa: F401 (fixtures)
@@ -393,6 +395,57 @@ def test_a_board_reaches_none_of_the_labs_control_endpoints(custom, attempt):
     assert st["phase"] == "Succeeded", st
 
 
+def _lab_network_listening() -> set[int]:
+    """The TCP ports listening in the lab network (labnet.py), as its exporter hosts see them."""
+    out = subprocess.run(["ip", "netns", "exec", labnet.NETNS, "ss", "-Hltn"], capture_output=True,
+                         text=True, check=True).stdout
+    return {int(line.split()[3].rsplit(":", 1)[1]) for line in out.splitlines()}
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def test_a_local_process_reaches_no_boards_console_or_power(lab, attempt, tmp_path):  # noqa: F811
+    """A process on the lab's host connects straight to every port the boards' consoles and
+    power switches had on the host's loopback before the lab network (the serial servers, the
+    PDU, pdudaemon), and to every port listening in the lab network now (the same, each
+    board's own power port, ser2net): none answers on the host. Of the lab network only two
+    doors cross: the exporter hosts' SSH, which lets no one in without the lab's key or a
+    lease's certificate (tried with a key of its own), and the coordinator (mutual TLS)."""
+    boards = devlab.load_inventory()["boards"]
+    former = {devlab.PORTS.pdu, devlab.PORTS.pdudaemon,
+              *(devlab.PORTS.serial_base + i for i in range(len(boards)))}
+    crossing = {devlab.PORTS.sshd, devlab.PORTS.coordinator}
+    inside = _lab_network_listening() - crossing
+    # the probe proves something: the boards' consoles listen there, and answer there
+    consoles = {b["serial_port"] for b in json.loads(
+        (devlab.STATE / "vlab" / "vlab.json").read_text())["boards"] if "serial_port" in b}
+    assert consoles and consoles <= inside, (consoles, inside)
+    assert labnet.run_inside(lambda: all(_answers(p) for p in consoles))
+    answered = sorted(p for p in (former | inside) - crossing if _answers(p))
+    key = tmp_path / "id"
+    with socket.socket() as free:       # a local port for the forward it asks for
+        free.bind(("127.0.0.1", 0))
+        local = free.getsockname()[1]
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    ssh = subprocess.run(["ssh", "-F", "/dev/null", "-i", str(key), "-o", "IdentitiesOnly=yes",
+                          "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                          "-o", "UserKnownHostsFile=/dev/null", "-p", str(devlab.PORTS.sshd),
+                          "-L", f"127.0.0.1:{local}:127.0.0.1:{min(consoles)}", "root@127.0.0.1",
+                          "true"],
+                         capture_output=True, text=True, timeout=30)
+    attempt("a local process connects straight to a board's console or power",
+            f"{len(former | inside)} ports: {len(answered)} answered; own-key SSH exit "
+            f"{ssh.returncode}", leaked=bool(answered) or ssh.returncode == 0)
+    assert answered == [], answered
+    assert ssh.returncode != 0 and "Permission denied" in ssh.stderr, ssh
+
+
 # -- issue 40: the doors beside the Kubernetes API ----------------------------------------------
 def _lab_leaks(text: str) -> list[str]:
     """What of the lab's insides a tenant-visible text shows: a loopback service address, a
@@ -687,7 +740,8 @@ def test_a_forged_labgrid_identity_drives_nothing(custom, attempt, tmp_path):
         # 1. the plain client, the run's own holder name, the coordinator's own address
         env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHFARM_LABGRID")}
         plain = subprocess.run(
-            [str(devlab.VENV_BIN / "labgrid-client"), "-p", run_board, "power", "off"],
+            [str(devlab.VENV_BIN / "python"), "-m", "benchfarm.lab.labgrid_forward", "--stock-client",
+             "-p", run_board, "power", "off"],
             env={**env, "LG_HOSTNAME": "benchfarm", "LG_USERNAME": f"run-{uid}"},
             capture_output=True, text=True, timeout=60)
         drove = plain.returncode == 0 or not outlet_on(run_board)

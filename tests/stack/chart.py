@@ -52,6 +52,9 @@ def lab_values(tmp_path: Path, **extra: Any) -> Path:
         "metrics": {"port": devlab.PORTS.chart_metrics},
         "labPolicy": {"create": False},
         "sessions": {"launcher": "process"},
+        # the exporter hosts' SSH: the only way to the boards' consoles and power (the exporters
+        # are --isolated in the lab network) and where software is staged
+        "ssh": {"existingSecret": "benchfarm-ssh"},
         **extra,
     }
     path = tmp_path / "lab-values.yaml"
@@ -70,13 +73,17 @@ def create_restricted_namespace(namespace: str) -> str:
 
 def minio_secret(namespace: str) -> None:
     """The store's keys, the operator's labgrid certificate (the coordinator takes nothing
-    else) and the labgrid CA that issues sessions' certificates, as the Secrets `lab_values`
-    names."""
+    else), the labgrid CA that issues sessions' certificates and the exporter hosts' SSH, as the
+    Secrets `lab_values` names. The SSH Secret is the lab's own ssh_config (its key and
+    known_hosts at their paths on this machine, where the tests run the pods' containers as
+    local processes), not the one-node cluster's (`sshd.pod_files`)."""
     from benchfarm_devlab.democluster import labgrid_issuer_secret, labgrid_secret
     kubectl("apply", "-f", "-", input=json.dumps(labgrid_secret(namespace, "benchfarm-labgrid")))
     kubectl("apply", "-f", "-",
             input=json.dumps(labgrid_issuer_secret(namespace, "benchfarm-labgrid-issuer")))
     env = devlab.lab_env()
+    kubectl("create", "secret", "generic", "benchfarm-ssh", "-n", namespace,
+            f"--from-file=config={env['BENCHFARM_SSH_CONFIG']}", check=False)
     kubectl("create", "secret", "generic", "benchfarm-minio", "-n", namespace,
             f"--from-literal=accessKey={env['BENCHFARM_S3_ACCESS_KEY']}",
             f"--from-literal=secretKey={env['BENCHFARM_S3_SECRET_KEY']}", check=False)

@@ -107,11 +107,14 @@ class Person:
         return self.forwarder.address
 
     def labgrid_client(self, user, *args, place=None, timeout=30):
-        """The stock labgrid-client through the person's forwarder, claiming `user`."""
+        """The stock labgrid-client through the person's forwarder, claiming `user`; its ssh (to
+        the exporter hosts, which the boards' consoles and power are behind) with the lab's
+        ssh_config (BENCHFARM_SSH_CONFIG): what is tried here is the coordinator's identity."""
         host, _, name = user.partition("/")
         env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHFARM_LABGRID")}
         env.update(LG_COORDINATOR=self.forwarder.address, LG_HOSTNAME=host, LG_USERNAME=name)
-        return subprocess.run([str(devlab.VENV_BIN / "labgrid-client"),
+        return subprocess.run([str(devlab.VENV_BIN / "python"), "-m", "benchfarm.lab.labgrid_forward",
+                               "--stock-client",
                                *(["-p", place] if place else []), *args],
                               env=env, capture_output=True, text=True, timeout=timeout)
 

@@ -196,11 +196,10 @@ def test_restricted_pod_calls_the_api_through_the_kubernetes_service(namespace):
 
 
 def test_pod_reaches_the_lab_addresses(namespace):
+    """Every relayed address; the boards' consoles and power switches are not among them: pods
+    reach those through the exporter hosts' SSH (addrs["sshd"]), as every labgrid client does."""
     addrs = devlab.pod_addresses()
-    vlab = json.loads((devlab.STATE / "vlab" / "vlab.json").read_text())
-    serial = next(b["serial_port"] for b in vlab["boards"] if "serial_port" in b)
-    wanted = [addrs["coordinator"], addrs["minio"], addrs["apiserver"],
-              addrs["sshd"], f"{cluster.HOST_ADDR}:{serial}"]
+    wanted = [addrs["coordinator"], addrs["minio"], addrs["apiserver"], addrs["sshd"]]
     logs, took = run_pod("tcp-probe", ["tcp", *wanted])
     print(f"\ntcp-probe pod applied -> Succeeded in {took:.1f} s")
     for addr in wanted:

@@ -19,6 +19,7 @@ from benchfarm.core.capture import KERNEL_TEXT_LINES
 from benchfarm.lab.board import Board
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.devicetypes import load_device_types
+from benchfarm_devlab import labnet
 from tests.stack.conftest import wait_for
 
 pytestmark = pytest.mark.stack
@@ -205,7 +206,9 @@ def test_a_device_types_labgrid_environment_is_a_file_labgrid_client_drives(lab,
     forwarder = lab_forwarder()     # labgrid's client speaks no TLS: the lab admin's certificate
     env = {**os.environ, "LG_COORDINATOR": forwarder.address, "LG_PLACE": place,
            "LG_USERNAME": "pytest", "LG_HOSTNAME": "labgrid-client"}
-    cli = [os.path.join(os.path.dirname(sys.executable), "labgrid-client"),
+    # labgrid's own client, every ssh it starts given the lab's ssh_config (BENCHFARM_SSH_CONFIG:
+    # the exporters are --isolated, each resource reached through its exporter host's SSH)
+    cli = [sys.executable, "-m", "benchfarm.lab.labgrid_forward", "--stock-client",
            "-c", str(devlab.DEVICE_TYPES / f"{dtype}.labgrid.yaml")]
 
     def client(*args: str) -> str:
@@ -243,7 +246,9 @@ def test_serial_port_is_connectable_while_off_and_shows_the_next_boot_from_its_s
                       c.session())
         board.power_off()
         assert _outlet(b["index"]) == "0"
-        sock = socket.create_connection(("127.0.0.1", b["serial_port"]), timeout=5)
+        # the serial server as its exporter host sees it: in the lab network (labnet.py)
+        sock = labnet.run_inside(
+            lambda: socket.create_connection(("127.0.0.1", b["serial_port"]), timeout=5))
         time.sleep(0.5)
         sock.settimeout(0.2)
         with pytest.raises(socket.timeout):

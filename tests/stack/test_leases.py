@@ -45,6 +45,10 @@ pytestmark = pytest.mark.stack
 
 BOARD = "vb-x86-1"
 LABGRID_CLIENT = str(devlab.VENV_BIN / "labgrid-client")    # the venv's: make test does not put it on PATH
+# labgrid's own client as a person runs it (a lease shell's `labgrid-client`): every ssh it
+# starts, to the exporter hosts the boards' consoles and power are behind, with BENCHFARM_SSH_CONFIG
+STOCK_CLIENT = [str(devlab.VENV_BIN / "python"), "-m", "benchfarm.lab.labgrid_forward",
+                "--stock-client"]
 PLAN = """
 apiVersion: benchfarm.io/v1alpha1
 kind: TestPlan
@@ -175,16 +179,16 @@ def test_a_lease_is_granted_in_fair_queue_order_driven_and_ended_on_time(custom,
         env = {**env, **granted["commands"]["env"], "LG_COORDINATOR": person_key.connect(access)}
         assert env["LG_HOSTNAME"] == "desk" and env["LG_USERNAME"] == "carol"
         uid = lease(custom, "hold", ns_c)["metadata"]["uid"]
-        show = subprocess.run([LABGRID_CLIENT, "-p", BOARD, "show"], env=env,
+        show = subprocess.run([*STOCK_CLIENT, "-p", BOARD, "show"], env=env,
                               capture_output=True, text=True, timeout=30).stdout
         assert f"acquired: benchfarm/lease-{uid}" in show and "allowed: desk/carol" in show, show
 
         # the person: the console open (microcom under a pty), then a power cycle
-        console = pexpect.spawn(LABGRID_CLIENT, ["-p", BOARD, "console"], env=env,
+        console = pexpect.spawn(STOCK_CLIENT[0], [*STOCK_CLIENT[1:], "-p", BOARD, "console"], env=env,
                                 timeout=40, encoding="utf-8", codec_errors="replace")
         try:
             console.expect("connected to")
-            cycle = subprocess.run([LABGRID_CLIENT, "-p", BOARD, "power", "cycle"], env=env,
+            cycle = subprocess.run([*STOCK_CLIENT, "-p", BOARD, "power", "cycle"], env=env,
                                    capture_output=True, text=True, timeout=30)
             assert cycle.returncode == 0, cycle.stderr
             console.expect(r"Linux version|login:")     # the board boots on the person's console
@@ -192,7 +196,7 @@ def test_a_lease_is_granted_in_fair_queue_order_driven_and_ended_on_time(custom,
             console.close(force=True)
         # someone else, not allowed on the place, may not drive it: not even with the person's
         # certificate, which is desk/carol's and no one else's
-        other = subprocess.run([LABGRID_CLIENT, "-p", BOARD, "power", "off"],
+        other = subprocess.run([*STOCK_CLIENT, "-p", BOARD, "power", "off"],
                                env={**env, "LG_USERNAME": "mallory"}, capture_output=True,
                                text=True, timeout=30)
         assert other.returncode != 0 and outlet_on(BOARD), other
@@ -300,8 +304,8 @@ def test_benchfarm_lease_shell_releases_the_board_when_the_shell_exits(custom, l
     ns_c = lab_ns[2]
     seen = tmp_path / "seen"
     shell = tmp_path / "shell"
-    shell.write_text(f"#!/bin/sh\n{LABGRID_CLIENT} -p \"$LG_PLACE\" power on && "
-                     f"{LABGRID_CLIENT} -p \"$LG_PLACE\" power get > {tmp_path}/power && "
+    shell.write_text("#!/bin/sh\nlabgrid-client -p \"$LG_PLACE\" power on && "   # the shell's own
+                     f"labgrid-client -p \"$LG_PLACE\" power get > {tmp_path}/power && "
                      f"env | grep ^LG_ > {seen}\n")
     shell.chmod(0o755)
     res = subprocess.run(
@@ -367,7 +371,7 @@ def test_a_lease_s_user_is_the_person_who_made_it(custom, lab_ns, tmp_path):
 
     # their own name: granted, and their board answers them through their own certificate
     shell = tmp_path / "shell"
-    shell.write_text(f"#!/bin/sh\n{LABGRID_CLIENT} -p \"$LG_PLACE\" power get > {tmp_path}/power"
+    shell.write_text(f"#!/bin/sh\nlabgrid-client -p \"$LG_PLACE\" power get > {tmp_path}/power"
                      f" && env | grep ^LG_ > {tmp_path}/seen\n")
     shell.chmod(0o755)
     res = subprocess.run(
