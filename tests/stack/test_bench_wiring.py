@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import urllib.error
+import urllib.request
 
 import pytest
 
 import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import Coordinator
+from benchfarm_devlab import labnet
 from tests.stack.conftest import apply, wait_for
 from tests.stack.runs import board_index, cond, finished, outlet_on, run_yaml, unique
 from tests.stack.test_operator import custom  # noqa: F401
@@ -47,6 +50,49 @@ def test_the_bench_place_is_a_ser2net_console_and_a_pdudaemon_port(lab):
     assert resources["PDUDaemonPort"]["host"] == f"127.0.0.1:{devlab.PORTS.pdudaemon_base + index}"
     assert resources["PDUDaemonPort"]["pdu"] == \
         f"127.0.0.1:{devlab.PORTS.outlet_base + index}/tasmota/{index}"
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_each_boards_power_switch_and_pdudaemon_drive_that_board_only(lab):
+    """From the exporter hosts' network (where a lease's SSH forward lands), every place's power
+    switch as the coordinator publishes it answers for its own board and refuses another
+    board's outlet and the lab's test hooks; the bench board's pdudaemon refuses any plug but
+    its own (and drives its own: the run below)."""
+    c = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="wiring")
+    try:
+        places = {name: p.resources for name, p in c.places().items()}
+    finally:
+        c.close()
+    switches = {name: r["NetworkPowerPort"] for name, r in places.items()
+                if "NetworkPowerPort" in r}
+    daemon = places[PLACE]["PDUDaemonPort"]
+    other = next(iter(switches.values()))
+
+    def probe() -> dict[str, tuple[int, str]]:
+        out = {}
+        for name, port in switches.items():
+            own, there = int(port["index"]), port["host"].split("/outlet/")[0]
+            out[f"{name} own"] = _get(f"{there}/outlet/{own}/")
+            out[f"{name} other"] = _get(f"{there}/outlet/{(own + 1) % len(places)}/")
+            out[f"{name} hook"] = _get(f"{there}/fault/{own}/none")
+        plug = f"127.0.0.1:{other['host'].split('/')[2].split(':')[1]}/tasmota/{other['index']}"
+        out["pdudaemon other plug"] = _get(f"http://{daemon['host']}/power/control/on?"
+                                           f"hostname={plug}&port=1")
+        return out
+
+    got = labnet.run_inside(probe)
+    assert len({p["host"] for p in switches.values()}) == len(switches), switches  # one each
+    for name in switches:
+        assert got[f"{name} own"][0] == 200 and got[f"{name} own"][1] in ("0", "1"), got
+        assert got[f"{name} other"][0] == 404 and got[f"{name} hook"][0] == 404, got
+    assert got["pdudaemon other plug"] == (500, "Invalid request\n"), got
 
 
 def test_a_run_on_the_bench_board_succeeds_through_ser2net_and_pdudaemon(custom):  # noqa: F811
