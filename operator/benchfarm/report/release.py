@@ -88,7 +88,8 @@ def _tables(doc: dict[str, Any], column: str) -> list[tuple[str, Table]]:
 def release_guide(release: str, columns: Sequence[Column]) -> ReleaseGuide:
     """Every table any column has, with a column per board in the campaign's order."""
     names = [c.name for c in columns]
-    # (section, step, title) -> key header, value labels, rows by key, cells by (column, label)
+    # (section, step, title) -> key header, value labels (a dict as an ordered set: a list's `in`
+    # made a table as wide as a run's metric budget quadratic), rows by key, cells by (column, label)
     merged: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
     for col in columns:
         if col.doc is None:
@@ -96,11 +97,9 @@ def release_guide(release: str, columns: Sequence[Column]) -> ReleaseGuide:
         for section, table in _tables(col.doc, col.name):
             nkeys = key_columns(table.header)
             entry = merged.setdefault((section, table.section, table.title), {
-                "keys": table.header[:nkeys], "labels": [], "rows": OrderedDict()})
+                "keys": table.header[:nkeys], "labels": {}, "rows": OrderedDict()})
             labels = [board_of(h)[1] for h in table.header[nkeys:]]
-            for label in labels:
-                if label not in entry["labels"]:
-                    entry["labels"].append(label)
+            entry["labels"].update(dict.fromkeys(labels))
             for row in table.rows:
                 cells = entry["rows"].setdefault(tuple(row[:nkeys]), {})
                 for label, text in zip(labels, row[nkeys:], strict=False):
