@@ -14,15 +14,21 @@ the lab's labgrid issuer as the SSH user CA (`TrustedUserCAKeys`), and a princip
   console and power as the coordinator publishes them (ser2net's port is whatever the exporter
   picked), a forced `cat` (labgrid's keepalive), and no remote or UNIX-socket forwarding.
 
-The lab's own key (`authorized_keys`, sessions and the lab admin) stays unrestricted. A
-connection made while the lease held keeps its forwards until it closes: sshd checks at login.
+The lab's own key (`authorized_keys`, sessions and the lab admin) stays unrestricted. sshd
+decides at login; a connection made while the lease held is ended within seconds of the place
+being released (`watch`, a process per lease login that asks the coordinator again).
 The command runs as root (`AuthorizedPrincipalsCommandUser`): it reads the lab admin's labgrid
 certificate, which only root reads here, to ask the coordinator.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,6 +43,8 @@ COMMAND = AUTH_DIR / "lease-principals"
 PDUDAEMON_PORT = 16421
 # how long the principals command waits for the coordinator (sshd's LoginGraceTime is longer)
 COORDINATOR_TIMEOUT = 15.0
+# how often a lease's login looks whether its place is still held for the lease (`watch`)
+WATCH_SECONDS = 3.0
 
 
 def _host_port(host: str, default: int | None) -> tuple[str, int] | None:
@@ -123,24 +131,72 @@ def _certificate(key_type: str, blob: str) -> Any:
     return cert
 
 
-def principals(key_type: str, blob: str) -> list[str]:
-    """The principals command: the lines for the certificate sshd passes (%t %k), asking the
-    coordinator, as the lab admin, who holds the places it names."""
+def principals(key_type: str, blob: str) -> tuple[list[str], str | None, list[str]]:
+    """The principals command: (the lines for the certificate sshd passes (%t %k), the lease
+    uid its key id names, the places they grant), asking the coordinator, as the lab admin, who
+    holds the places it names."""
+    from benchfarm.lab.labgrid_pki import ssh_lease_uid, ssh_place
+    cert = _certificate(key_type, blob)
+    names = [p.decode() for p in cert.valid_principals]
+    key_id = cert.key_id.decode()
+    acquired = {n: (p.acquired, p.resources) for n, p in _places().items()}
+    granted = [str(ssh_place(n)) for n in names if lease_lines(key_id, [n], acquired)]
+    return lease_lines(key_id, names, acquired), ssh_lease_uid(key_id), granted
+
+
+def _places() -> dict[str, Any]:
     from benchfarm.lab.coordinator import Coordinator
     from benchfarm.lab.labgrid_compat import TlsSettings
 
     from .env import lab_env
-    cert = _certificate(key_type, blob)
-    names = [p.decode() for p in cert.valid_principals]
     env = lab_env()
     coordinator = Coordinator(env["LG_COORDINATOR"], user="lab-admin", host="benchfarm-sshd",
                               timeout=COORDINATOR_TIMEOUT, tls=TlsSettings.from_env(env))
     try:
-        places = coordinator.places()
+        return coordinator.places()
     finally:
         coordinator.close()
-    acquired = {n: (p.acquired, p.resources) for n, p in places.items()}
-    return lease_lines(cert.key_id.decode(), names, acquired)
+
+
+def held(uid: str, places: Iterable[str], now: Mapping[str, Any]) -> bool:
+    """Whether any of `places` is still held for lease `uid` (`now`: place -> PlaceInfo)."""
+    from benchfarm.lab.coordinator import lease_uid_of
+    return any(lease_uid_of(now[p].acquired) == uid for p in places if p in now)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def watch(uid: str, sshd: int, places: Sequence[str]) -> None:
+    """Until login `sshd` (the connection's privileged sshd process, the principals command's
+    parent) ends: once none of `places` is held for the lease any more, end it (SIGTERM), so a
+    connection made while the lease held does not outlive it. A coordinator that does not
+    answer is asked again at the next look."""
+    while _alive(sshd):
+        time.sleep(WATCH_SECONDS)
+        try:
+            now = _places()
+        except Exception:     # noqa: BLE001 -- an outage: the login stays until it is known
+            continue
+        if not held(uid, places, now):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(sshd, signal.SIGTERM)
+            return
+
+
+def _start_watch(uid: str, places: Sequence[str]) -> None:
+    """`watch` this login in a process of its own, detached from sshd's pipes (sshd reads
+    the command's output to its end)."""
+    subprocess.Popen([sys.executable, "-c", "import sys; from benchfarm_devlab.sshauth import "
+                      "watch; watch(sys.argv[1], int(sys.argv[2]), sys.argv[3:])",
+                      uid, str(os.getppid()), *places],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 def write_config() -> tuple[str, ...]:
@@ -176,10 +232,12 @@ def main(argv: Sequence[str]) -> int:
               file=sys.stderr)
         return 2
     try:
-        lines = principals(argv[0], argv[1])
+        lines, uid, places = principals(argv[0], argv[1])
     except Exception as exc:     # noqa: BLE001 -- sshd only sees the output: none is no entry
         print(f"benchfarm lease principals: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    if lines and uid:
+        _start_watch(uid, places)
     print("\n".join(lines))
     return 0
 

@@ -112,6 +112,12 @@ class LeaseShell:
             return not running and p.returncode == 0 and bool(out), said
         return running and b"open failed" not in err and b"denied" not in err, said
 
+    def hold_open(self, host: str, port: int) -> subprocess.Popen[bytes]:
+        """An `ssh -W host:port` forward left open (its stdin kept open)."""
+        return subprocess.Popen(["ssh", "-F", str(self.d / "ssh_config"), "-W", f"{host}:{port}",
+                                 self.host], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+
     def finish(self) -> str:
         """Let the shell exit; benchfarm lease releases the lease. Its stderr."""
         (self.d / "done").touch()

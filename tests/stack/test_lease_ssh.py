@@ -7,6 +7,8 @@ nothing; once the lease is released the same certificate, not yet expired, gets 
 
 from __future__ import annotations
 
+import subprocess
+import time
 import uuid
 from datetime import UTC, datetime
 
@@ -85,6 +87,11 @@ def test_a_lease_reaches_its_own_places_console_and_power_through_ssh_and_nothin
         listen = person.ssh("-o", "ExitOnForwardFailure=yes", "-N", "-R", "127.0.0.1:0:127.0.0.1:1",
                             person.host)
         assert listen.returncode != 0, listen
+        # a connection made while the lease holds, left open (to the power switch, which keeps
+        # an idle connection: the board's power going off ends nothing): it ends with the lease
+        kept = person.hold_open(*power)
+        time.sleep(6)
+        assert kept.poll() is None, kept.communicate()
     finally:
         err = person.finish()
     assert "released" in err, err
@@ -97,3 +104,9 @@ def test_a_lease_reaches_its_own_places_console_and_power_through_ssh_and_nothin
     for host, port in own:
         opened, said = person.forward(host, port)
         assert not opened and "Permission denied" in said, (host, port, said)
+    # the connection opened during the lease was ended once its place was released
+    try:
+        kept.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        kept.kill()
+        raise AssertionError("a connection made during the lease outlived it") from None

@@ -153,6 +153,17 @@ def test_a_certificate_counts_only_while_its_place_is_held_for_its_lease() -> No
                                {"vb-x86-1": (holder, {"SigrokDevice": {"driver": "demo"}})}) == []
 
 
+def test_a_login_is_watched_until_its_place_is_no_longer_held_for_its_lease() -> None:
+    from benchfarm.lab.coordinator import PlaceInfo
+    holder = "/".join(lease_identity(UID))
+    now = {"vb-x86-1": PlaceInfo("vb-x86-1", acquired=holder),
+           "vb-x86-0": PlaceInfo("vb-x86-0", acquired="/".join(lease_identity("other")))}
+    assert sshauth.held(UID, ["vb-x86-1"], now)
+    assert not sshauth.held(UID, ["vb-x86-0"], now)
+    assert not sshauth.held(UID, ["vb-x86-1"], {"vb-x86-1": PlaceInfo("vb-x86-1")})
+    assert not sshauth.held(UID, ["vb-gone"], now)
+
+
 def test_the_principals_command_refuses_what_is_no_certificate(capsys: pytest.CaptureFixture[str]
                                                                 ) -> None:
     key = pki.ssh_public(pki.new_key().public_key()).split()
