@@ -18,6 +18,7 @@ from .builds import publish
 from .config import PORTS, REPO, STATE, VENV_BIN, say
 from .controlplane import start_control_plane, start_minio
 from .env import kubectl, lab_env, operator_env, write_env
+from .pki import ensure_labgrid_pki
 from .places import start_labgrid, start_pdudaemon, stop_host_peers
 from .postgres import start_postgres, stop_postgres
 from .processes import FIRST_NICE, OPERATOR_FIRST, http_ok, running_pid, start_process, stop_process
@@ -109,6 +110,8 @@ def up() -> Path:
     phase = time.monotonic()
     labnet.start_inner_relay()     # the lab network and its side of the crossings (labnet.py)
     start_pdudaemon(config)
+    # the labgrid CA first (made once): the sshd trusts its key for the leases' certificates
+    ensure_labgrid_pki([exp["name"] for exp in inventory["exporters"]])
     write_lease_auth()     # who else the sshd lets in: the leases' certificates (sshauth.py)
     start_sshd([exp["name"] for exp in inventory["exporters"]])
     labnet.start_gate()            # the host's side: its only way to the boards' hardware
