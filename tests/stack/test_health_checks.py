@@ -22,6 +22,7 @@ import yaml
 
 import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import Coordinator
+from benchfarm_devlab.processes import pids_where
 from tests.stack.conftest import apply, wait_for
 from tests.stack.runs import GROUP, VERSION, fault, finished, pids_logging_to, run_yaml, unique
 
@@ -42,9 +43,8 @@ def console_port() -> int:
         c.close()
 
 
-def connected_to(pid: int, port: int) -> bool:
-    """Whether process `pid` has an established TCP connection to 127.0.0.1:`port` (its sockets
-    by inode, /proc/<pid>/fd, matched against its network namespace's table)."""
+def _sockets(pid: int) -> set[str]:
+    """The inodes of process `pid`'s sockets (/proc/<pid>/fd)."""
     inodes = set()
     try:
         for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -54,18 +54,56 @@ def connected_to(pid: int, port: int) -> bool:
                 continue
             if target.startswith("socket:["):
                 inodes.add(target[8:-1])
-        lines = []
-        for table in ("tcp", "tcp6"):
-            with open(f"/proc/{pid}/net/{table}") as f:
-                lines += f.read().splitlines()[1:]
     except OSError:
-        return False
-    for line in lines:
-        fields = line.split()
-        remote_port = int(fields[2].rsplit(":", 1)[1], 16)
-        if fields[3] == "01" and remote_port == port and fields[9] in inodes:
-            return True
-    return False
+        pass
+    return inodes
+
+
+def _tcp(pid: int) -> list[list[str]]:
+    """The TCP table of process `pid`'s network namespace, one row of fields per socket."""
+    rows = []
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                rows += [line.split() for line in f.read().splitlines()[1:]]
+        except OSError:
+            pass
+    return rows
+
+
+def _port(address: str) -> int:
+    return int(address.rsplit(":", 1)[1], 16)
+
+
+def connected_to(pid: int, ports: set[int]) -> bool:
+    """Whether process `pid` has an established TCP connection to one of `ports` on its network
+    namespace's loopback (its sockets by inode, matched against its namespace's table)."""
+    inodes = _sockets(pid)
+    return bool(inodes) and any(f[3] == "01" and _port(f[2]) in ports and f[9] in inodes
+                                for f in _tcp(pid))
+
+
+def ssh_forward_ports() -> set[int]:
+    """The local ports this machine's ssh clients listen on: labgrid's forwards through the
+    exporter hosts' SSH, the only way from the host to a board's console (devlab.labnet)."""
+    ports = set()
+    for pid in pids_where(lambda argv: argv[0].endswith(b"ssh")):
+        inodes = _sockets(pid)
+        ports |= {_port(f[1]) for f in _tcp(pid) if f[3] == "0A" and f[9] in inodes}
+    return ports
+
+
+def lab_sshds() -> list[int]:
+    """The exporter hosts' sshd processes (the lab network's: the namespace vlab runs in)."""
+    vlab = devlab.running_pid("vlab")
+    netns = os.readlink(f"/proc/{vlab}/ns/net")
+
+    def same_netns(pid: int) -> bool:
+        try:
+            return os.readlink(f"/proc/{pid}/ns/net") == netns
+        except OSError:
+            return False
+    return [pid for pid in pids_where(lambda argv: argv[0].startswith(b"sshd")) if same_netns(pid)]
 
 
 def health_session_pids() -> set[int]:
@@ -74,14 +112,19 @@ def health_session_pids() -> set[int]:
 
 
 class ConsoleWatch:
-    """Samples, every 20 ms, which of the operator and the health checks' sessions hold a TCP
-    connection to the board's console (its ser2net port)."""
+    """Samples, every 20 ms, who reaches the board's console. A board's console is reached only
+    through the exporter host's SSH (the lab network, devlab.labnet): a session connects to its
+    ssh client's local forward, and the exporter host's sshd to the console port (its serial
+    server in the lab network). So it records which health-check sessions hold a connection to a
+    local ssh forward while an exporter host's sshd holds one to the console, and whether the
+    operator ever holds one to a forward or to the exporter hosts' SSH."""
 
     def __init__(self) -> None:
         self.port = console_port()
         self.operator = devlab.running_pid("benchfarm-operator")
         assert self.operator is not None
         self.operator_connected = 0
+        self.console_forwarded = 0
         self.sessions_connected: set[int] = set()
         self.sessions_seen: set[int] = set()
         self.stop = threading.Event()
@@ -89,10 +132,13 @@ class ConsoleWatch:
 
     def _run(self) -> None:
         while not self.stop.is_set():
-            self.operator_connected += connected_to(self.operator, self.port)
+            forwards = ssh_forward_ports()
+            self.operator_connected += connected_to(self.operator, forwards | {devlab.PORTS.sshd})
+            console = any(connected_to(pid, {self.port}) for pid in lab_sshds())
+            self.console_forwarded += console
             for pid in health_session_pids():
                 self.sessions_seen.add(pid)
-                if connected_to(pid, self.port):
+                if console and connected_to(pid, forwards):
                     self.sessions_connected.add(pid)
             time.sleep(0.02)
 

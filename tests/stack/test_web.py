@@ -290,8 +290,13 @@ def _text(driver, element_id: str) -> str:
 
 
 def _rows(driver, selector: str, attr: str = "data-run") -> list[str]:
-    from selenium.webdriver.common.by import By
-    return [e.get_attribute(attr) for e in driver.find_elements(By.CSS_SELECTOR, selector)]
+    """An attribute of every element matching `selector`, read in one script, as `_text` does:
+    the page may redraw its chart between a find_elements and a get_attribute (seen in CI: a
+    stale element reference)."""
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]),"
+        " e => arguments[1] === 'textContent' ? e.textContent : e.getAttribute(arguments[1]));",
+        selector, attr)
 
 
 def test_the_labs_web_process_takes_kubernetes_tokens_and_shows_one_namespace(site):
