@@ -17,6 +17,7 @@ from benchfarm.lab.session import Cancelled
 from benchfarm.session.parsing import BudgetedParse
 from benchfarm.suites.base import Metric
 from benchfarm.suites.registry import parse
+from tests.unit.renewals import renewing
 
 SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "samples"
 CYCLICTEST = "# /dev/cpu_dma_latency set to 0us\nT: 0 ( 1234) P:99 I:1000 C:   2000 Min:      3 " \
@@ -54,25 +55,13 @@ def test_a_parse_error_comes_back_as_the_parsers_own():
 
 
 def test_a_runaway_parse_fails_the_run_past_its_cpu_budget_and_the_session_keeps_running():
-    ticks = []
-    done = threading.Event()
-
-    def renewals() -> None:        # what the session's Lease thread does meanwhile
-        while not done.is_set():
-            ticks.append(time.monotonic())
-            time.sleep(0.1)
-
-    threading.Thread(target=renewals, daemon=True).start()
-    t = time.monotonic()
-    with pytest.raises(RunError) as err:
+    with renewing() as lease, pytest.raises(RunError) as err:   # a session's Lease thread
         BudgetedParse(1, 2048, parse=spin)("cyclictest", "000000" + " " * 16000 + "x", {})
-    took = time.monotonic() - t
-    done.set()
     assert err.value.reason == RunFailure.parse_over_budget
     assert blame(err.value.reason) == Blame.run
     assert "1 CPU seconds" in err.value.message
-    assert took < 15
-    assert len(ticks) >= took / 0.1 * 0.5      # the GIL was free: the other thread ran on
+    assert lease.took < 15
+    assert len(lease.ticks) >= lease.took / 0.1 * 0.5      # the GIL was free: the thread ran on
 
 
 def test_a_parse_that_takes_more_memory_than_its_budget_fails_the_run():

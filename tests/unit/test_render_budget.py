@@ -27,6 +27,7 @@ from benchfarm.settings import Settings
 from benchfarm.suites.base import Metric
 from benchfarm.web.access import Person
 from benchfarm.web.views import SeriesKey
+from tests.unit.renewals import renewing
 
 PRELOAD = ("benchfarm.session.parsing",)
 
@@ -56,23 +57,11 @@ def test_a_budgeted_call_gives_what_the_function_returns():
 
 
 def test_a_runaway_renderer_is_stopped_at_its_cpu_budget_and_the_caller_runs_on():
-    ticks = []
-    done = threading.Event()
-
-    def renewals() -> None:        # what a session's Lease thread does meanwhile
-        while not done.is_set():
-            ticks.append(time.monotonic())
-            time.sleep(0.1)
-
-    threading.Thread(target=renewals, daemon=True).start()
-    t = time.monotonic()
-    with pytest.raises(budgeted.OverBudget) as err:
+    with renewing() as lease, pytest.raises(budgeted.OverBudget) as err:   # a session's Lease thread
         budgeted.call(spin, 0, budget=budgeted.Budget(1, 512), preload=PRELOAD)
-    took = time.monotonic() - t
-    done.set()
     assert err.value.what == "took more than the 1 CPU seconds it may take"
-    assert took < 15
-    assert len(ticks) >= took / 0.1 * 0.5      # the GIL was free: the other thread ran on
+    assert lease.took < 15
+    assert len(lease.ticks) >= lease.took / 0.1 * 0.5      # the GIL was free: the thread ran on
 
 
 def test_a_renderer_over_its_memory_budget_or_its_wall_bound_is_stopped():
@@ -133,26 +122,14 @@ def test_figures_whose_reports_go_past_the_budget_fail_the_run_as_its_own_fault(
     # a run at the metric cap (10,000) compared with a baseline as big: seconds of CPU, past 1
     got = collected(10_000)
     base = res.build(RUN, DTYPE, SUITES, collected(10_000)).doc
-    ticks = []
-    done = threading.Event()
-
-    def renewals() -> None:
-        while not done.is_set():
-            ticks.append(time.monotonic())
-            time.sleep(0.1)
-
-    threading.Thread(target=renewals, daemon=True).start()
-    t = time.monotonic()
-    with pytest.raises(RunError) as err:
+    with renewing() as lease, pytest.raises(RunError) as err:   # a session's Lease thread
         reporting.build_documents(context(1, baseline="base"), RUN, DTYPE, got, None, base,
                                   None)
-    took = time.monotonic() - t
-    done.set()
     assert err.value.reason == RunFailure.report_over_budget
     assert blame(err.value.reason) == Blame.run
     assert "took more than the 1 CPU seconds" in err.value.message
     assert "BENCHFARM_REPORT_CPU_SECONDS" in err.value.message
-    assert len(ticks) >= took / 0.1 * 0.5
+    assert len(lease.ticks) >= lease.took / 0.1 * 0.5
 
 
 def test_a_fenced_session_abandons_its_reports():
