@@ -120,6 +120,24 @@ NOISE = ["\x00", "\x1b[2K", "\x1b[0;31m", "\r", "\u00a0", "\u2028", "\ufeff", "\
          "\"", "|", "<script>", "{", "}", "[", "]", ":", "=", ",", "%", "--", "+H:", "+F:"]
 
 
+def mutated(draw, line: str, kind: str, grow_else_cut: bool = False) -> str:
+    """`line` made adversarial one way: grown to a near-match of a parser's pattern, its numbers
+    made extreme, noise put inside it, cut short, or as it is. A line that cannot grow is cut
+    when `grow_else_cut`, else kept."""
+    if kind == "grow":
+        if variants := grown(line, draw(st.sampled_from([256, 4096, 65536]))):
+            return draw(st.sampled_from(variants))
+        kind = "cut" if grow_else_cut else "as is"
+    if kind == "numbers":
+        return re.sub(r"\d+(?:\.\d+)?", draw(st.sampled_from(EXTREME_NUMBERS)), line)
+    if kind == "noise":
+        at = draw(st.integers(0, len(line)))
+        return line[:at] + draw(st.sampled_from(NOISE)) * draw(st.integers(1, 2000)) + line[at:]
+    if kind == "cut":
+        return line[:draw(st.integers(0, len(line)))]
+    return line
+
+
 @st.composite
 def hostile_text(draw: st.DrawFn, suite: str) -> str:
     """Lines made from the parser's seeds and from strings its patterns match, each maybe with
@@ -133,17 +151,8 @@ def hostile_text(draw: st.DrawFn, suite: str) -> str:
             line = draw(st.from_regex(rx.pattern, fullmatch=True))
         else:
             line = draw(st.sampled_from(seeds))
-        kind = draw(st.sampled_from(["grow", "numbers", "noise", "cut", "as is"]))
-        if kind == "grow" and (variants := grown(line, draw(st.sampled_from([256, 4096, 65536])))):
-            line = draw(st.sampled_from(variants))
-        elif kind == "numbers":
-            line = re.sub(r"\d+(?:\.\d+)?", draw(st.sampled_from(EXTREME_NUMBERS)), line)
-        elif kind == "noise":
-            at = draw(st.integers(0, len(line)))
-            line = line[:at] + draw(st.sampled_from(NOISE)) * draw(st.integers(1, 2000)) + line[at:]
-        elif kind == "cut":
-            line = line[:draw(st.integers(0, len(line)))]
-        lines.append(line)
+        lines.append(mutated(draw, line, draw(st.sampled_from(
+            ["grow", "numbers", "noise", "cut", "as is"]))))
     block = "\n".join(lines) + "\n"
     return block * draw(st.integers(1, max(1, (256 << 10) // len(block))))
 
@@ -238,17 +247,8 @@ def hostile_guide(draw: st.DrawFn) -> str:
     chosen = lines[start:start + 40]
     for _ in range(draw(st.integers(1, 4))):
         at = draw(st.integers(0, len(chosen) - 1))
-        line, kind = chosen[at], draw(st.sampled_from(["grow", "numbers", "noise", "cut"]))
-        if kind == "grow" and (variants := grown(line, draw(st.sampled_from([256, 4096, 65536])))):
-            line = draw(st.sampled_from(variants))
-        elif kind == "numbers":
-            line = re.sub(r"\d+(?:\.\d+)?", draw(st.sampled_from(EXTREME_NUMBERS)), line)
-        elif kind == "noise":
-            cut = draw(st.integers(0, len(line)))
-            line = line[:cut] + draw(st.sampled_from(NOISE)) * draw(st.integers(1, 2000)) + line[cut:]
-        else:
-            line = line[:draw(st.integers(0, len(line)))]
-        chosen[at] = line
+        chosen[at] = mutated(draw, chosen[at], draw(st.sampled_from(
+            ["grow", "numbers", "noise", "cut"])), grow_else_cut=True)
     block = "\n".join(chosen) + "\n"
     return block * draw(st.integers(1, max(1, (256 << 10) // len(block))))
 
