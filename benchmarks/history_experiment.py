@@ -31,7 +31,7 @@ import time
 import uuid
 
 import benchfarm_devlab as devlab
-from benchfarm.core.changepoints import detect
+from benchfarm.core.statistics.changepoints import detect
 from benchfarm.history import Database, history
 
 DEVICE_TYPE = "qemu-arm64-a53-icount"

@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from benchfarm.core.queue import (
+from benchfarm.core.scheduling.queue import (
     Assignment,
     BoardIndex,
     BoardView,

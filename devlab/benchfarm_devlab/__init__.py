@@ -14,9 +14,14 @@ This package is a developer's and CI's tool, installed beside `benchfarm` from t
 re-exported here.
 """
 
-from .boards import load_inventory, vlab_request
-from .cluster import down as cluster_down, import_image, pod_addresses, up as cluster_up
-from .config import (
+from benchfarm_devlab.boards import load_inventory, vlab_request
+from benchfarm_devlab.cluster import (
+    down as cluster_down,
+    import_image,
+    pod_addresses,
+    up as cluster_up,
+)
+from benchfarm_devlab.config import (
     CACHE,
     DEVICE_TYPES,
     HELM_VERSION,
@@ -30,10 +35,18 @@ from .config import (
     VENV_BIN,
     LabError,
 )
-from .env import kubectl, lab_env, operator_env
-from .lab import LAB_POLICY, apply_lab_policy, down, start_operator, start_web, status, up
-from .pki import labgrid_files, labgrid_tls, write_kubeconfig
-from .processes import http_ok, running_pid, start_process, stop_process
+from benchfarm_devlab.env import kubectl, lab_env, operator_env
+from benchfarm_devlab.lab import (
+    LAB_POLICY,
+    apply_lab_policy,
+    down,
+    start_operator,
+    start_web,
+    status,
+    up,
+)
+from benchfarm_devlab.pki import labgrid_files, labgrid_tls, write_kubeconfig
+from benchfarm_devlab.processes import http_ok, running_pid, start_process, stop_process
 
 __all__ = ["LAB_POLICY", "apply_lab_policy", "CACHE", "cluster_down", "cluster_up", "import_image",
            "pod_addresses", "DEVICE_TYPES", "HELM_VERSION", "K8S_VERSION", "NOTIFY_RECEIVERS",

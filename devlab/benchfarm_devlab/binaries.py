@@ -13,7 +13,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from .config import (
+from benchfarm_devlab.config import (
     CACHE,
     ETCD_VERSION,
     K8S_VERSION,

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import yaml
 
-from . import labnet
-from .config import DEVICE_TYPES, INVENTORY, PORTS, REPO, STATE, LabError, say
-from .processes import running_pid, start_process, stop_process
+from benchfarm_devlab import labnet
+from benchfarm_devlab.config import DEVICE_TYPES, INVENTORY, PORTS, REPO, STATE, LabError, say
+from benchfarm_devlab.processes import running_pid, start_process, stop_process
 
 
 def load_inventory() -> dict:

@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .config import BUCKET, PORTS, REPO
-from .pki import minio_credentials
+from benchfarm_devlab.config import BUCKET, PORTS, REPO
+from benchfarm_devlab.pki import minio_credentials
 
 PREFIX = "builds/qemu-arm64"
 KERNELS = {"debian-arm64": None, "debian-cloud-arm64": "linux-image-cloud-arm64"}

@@ -87,8 +87,8 @@ from pathlib import Path
 
 import yaml
 
-from .binaries import binaries
-from .config import (
+from benchfarm_devlab.binaries import binaries
+from benchfarm_devlab.config import (
     BRIDGE,
     CACHE,
     CLUSTER_DIR,
@@ -102,10 +102,17 @@ from .config import (
     LabError,
     say,
 )
-from .controlplane import start_controller_manager
-from .env import kubectl
-from .pki import client_cert, write_kubeconfig
-from .processes import http_ok, pids_where, port_open, running_pid, start_process, stop_process
+from benchfarm_devlab.controlplane import start_controller_manager
+from benchfarm_devlab.env import kubectl
+from benchfarm_devlab.pki import client_cert, write_kubeconfig
+from benchfarm_devlab.processes import (
+    http_ok,
+    pids_where,
+    port_open,
+    running_pid,
+    start_process,
+    stop_process,
+)
 
 NODE = f"benchfarm-{PORT_BASE}"
 GUARD = f"BF{PORT_BASE}-GUARD"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .config import STATE, LabError, say
+from benchfarm_devlab.config import STATE, LabError, say
 
 
 def register_lab(sub: argparse._SubParsersAction) -> None:
@@ -39,19 +39,19 @@ def register_demo(sub: argparse._SubParsersAction) -> None:
 
 def _demo(manifest: str | None, on_cluster: bool, runs: int = 1) -> int:
     if on_cluster:
-        from .democluster import demo_cluster
+        from benchfarm_devlab.democluster import demo_cluster
         return demo_cluster(manifest, runs)
-    from .demo import demo
+    from benchfarm_devlab.demo import demo
     return demo(manifest)
 
 
 def lab(action: str, rebuild: bool = False) -> int:
     try:
         if action == "image":      # the operator image from the Dockerfile, without a daemon
-            from .image import build
+            from benchfarm_devlab.image import build
             build(rebuild=rebuild)
             return 0
-        from . import lab as lab_
+        from benchfarm_devlab import lab as lab_
         if action == "up":
             lab_.up()
             lab_.start_operator()
@@ -66,12 +66,12 @@ def lab(action: str, rebuild: bool = False) -> int:
         elif action == "down":
             lab_.down()
         elif action == "cluster-up":
-            from . import cluster
+            from benchfarm_devlab import cluster
             cluster.up()
             say(f"cluster up: node {cluster.NODE}; pods reach the lab at {cluster.HOST_ADDR}"
                 f" (API server {cluster.pod_addresses()['apiserver']}, via the kubernetes Service)")
         elif action == "cluster-down":
-            from . import cluster
+            from benchfarm_devlab import cluster
             cluster.down()
         elif action == "status":
             for name, pid in lab_.status().items():

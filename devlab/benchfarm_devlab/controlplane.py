@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import BUCKET, CLUSTER_DIR, PORTS, SERVICE_CIDR, STATE
-from .pki import ensure_pki, minio_credentials, write_kubeconfig
-from .processes import http_ok, start_process
+from benchfarm_devlab.config import BUCKET, CLUSTER_DIR, PORTS, SERVICE_CIDR, STATE
+from benchfarm_devlab.pki import ensure_pki, minio_credentials, write_kubeconfig
+from benchfarm_devlab.processes import http_ok, start_process
 
 AUDIT_LOG = STATE / "logs" / "audit.log"
 

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import yaml
 
-from benchfarm import readback
-
-from . import lab
-from .config import REPO
-from .env import kubectl, lab_env
+from benchfarm.cli import readback
+from benchfarm_devlab import lab
+from benchfarm_devlab.config import REPO
+from benchfarm_devlab.env import kubectl, lab_env
 
 FINISHED = {"Succeeded", "Failed", "Cancelled"}
 

@@ -28,12 +28,21 @@ from pathlib import Path
 
 import yaml
 
-from . import cluster, image, lab, sshd
-from .config import CACHE, HELM_VERSION, HOST_ADDR, PORTS, REPO, STATE, LabError, say
-from .env import kubectl, lab_env, operator_env
-from .pki import labgrid_files
-from .processes import stop_process
-from .release import DEPLOYMENT, NAMESPACE, RELEASE, ready_replicas
+from benchfarm_devlab import cluster, image, lab, sshd
+from benchfarm_devlab.config import (
+    CACHE,
+    HELM_VERSION,
+    HOST_ADDR,
+    PORTS,
+    REPO,
+    STATE,
+    LabError,
+    say,
+)
+from benchfarm_devlab.env import kubectl, lab_env, operator_env
+from benchfarm_devlab.pki import labgrid_files
+from benchfarm_devlab.processes import stop_process
+from benchfarm_devlab.release import DEPLOYMENT, NAMESPACE, RELEASE, ready_replicas
 
 CHART = REPO / "helm" / "benchfarm"
 SECRET = "benchfarm-minio"
@@ -174,7 +183,7 @@ def install(extra: dict | None = None) -> float:
 
 
 def warm_pods_ready(want: int, timeout: float = 180.0) -> None:
-    """Wait until the leader's warm session slots (kube/warm.py) are imported and Ready: a lab's
+    """Wait until the leader's warm session slots (operator/launch/warm.py) are imported and Ready: a lab's
     pool is warm between runs, and the demo times a run as it starts there."""
     t0 = time.monotonic()
     ready = 0
@@ -268,7 +277,7 @@ def print_timeline(namespace: str, name: str, applied: float, power_on: float) -
 
 
 def demo_cluster(manifest: str | None = None, runs: int = 1) -> int:
-    from .demo import DemoRun, run_demo
+    from benchfarm_devlab.demo import DemoRun, run_demo
     t0 = time.monotonic()
     try:
         lab.up()

@@ -11,7 +11,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from .config import (
+from benchfarm_devlab.config import (
     BUCKET,
     CACHE,
     DEVICE_TYPES,
@@ -26,12 +26,12 @@ from .config import (
     STATE,
     VENV_BIN,
 )
-from .pki import labgrid_dir, labgrid_files, minio_credentials, write_kubeconfig
-from .postgres import url as database_url
+from benchfarm_devlab.pki import labgrid_dir, labgrid_files, minio_credentials, write_kubeconfig
+from benchfarm_devlab.postgres import url as database_url
 
 
 def signing_key() -> str:
-    """The key the operator signs its sessions' suites with (benchfarm.core.trust): made once per
+    """The key the operator signs its sessions' suites with (benchfarm.core.policy.trust): made once per
     state directory, readable by its owner only."""
     path = STATE / "signing-key"
     if not path.exists():
@@ -99,7 +99,7 @@ def admin_labgrid_client() -> Path:
 
 def operator_env() -> dict[str, str]:
     """What the operator runs with beyond `.benchfarm/env`: its own labgrid certificate, the
-    lab's labgrid CA to issue each session's and each lease's own (`kube.launchers`), and where
+    lab's labgrid CA to issue each session's and each lease's own (`operator.launch.launchers`), and where
     notifications go on this host: the loopback ports of the stack tests' webhook receivers (no
     other loopback port: the lab's services listen on 127.0.0.1) and their SMTP server, whose
     certificate the test issues (STARTTLS, verified against SMTP_CA_FILE)."""

@@ -46,7 +46,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .config import CACHE, REPO, LabError
+from benchfarm_devlab.config import CACHE, REPO, LabError
 
 IMAGES = CACHE / "images"      # the archives, beside the lab's other images
 WORK = IMAGES / "operator"     # the builder's own: bases, buildah's store, log, digests, lock

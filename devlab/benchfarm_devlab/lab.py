@@ -11,19 +11,26 @@ import json
 import time
 from pathlib import Path
 
-from . import labnet
-from .binaries import binaries
-from .boards import load_inventory, start_virtual_lab
-from .builds import publish
-from .config import PORTS, REPO, STATE, VENV_BIN, say
-from .controlplane import start_control_plane, start_minio
-from .env import kubectl, lab_env, operator_env, write_env
-from .pki import ensure_labgrid_pki
-from .places import start_labgrid, start_pdudaemon, stop_host_peers
-from .postgres import start_postgres, stop_postgres
-from .processes import FIRST_NICE, OPERATOR_FIRST, http_ok, running_pid, start_process, stop_process
-from .sshauth import write_config as write_lease_auth
-from .sshd import start_sshd, stop_masters
+from benchfarm_devlab import labnet
+from benchfarm_devlab.binaries import binaries
+from benchfarm_devlab.boards import load_inventory, start_virtual_lab
+from benchfarm_devlab.builds import publish
+from benchfarm_devlab.config import PORTS, REPO, STATE, VENV_BIN, say
+from benchfarm_devlab.controlplane import start_control_plane, start_minio
+from benchfarm_devlab.env import kubectl, lab_env, operator_env, write_env
+from benchfarm_devlab.pki import ensure_labgrid_pki
+from benchfarm_devlab.places import start_labgrid, start_pdudaemon, stop_host_peers
+from benchfarm_devlab.postgres import start_postgres, stop_postgres
+from benchfarm_devlab.processes import (
+    FIRST_NICE,
+    OPERATOR_FIRST,
+    http_ok,
+    running_pid,
+    start_process,
+    stop_process,
+)
+from benchfarm_devlab.sshauth import write_config as write_lease_auth
+from benchfarm_devlab.sshd import start_sshd, stop_masters
 
 # The lab's LabPolicy: namespace `default` (the examples', the demo's) may boot software from its
 # own folder and the kernel builds the lab publishes under builds/ (builds.py); others may not.
@@ -71,7 +78,7 @@ def start_operator() -> None:
     """The operator as a lab component: same command a cluster Deployment runs. Not while the
     one-node cluster runs the release of `make demo-cluster` (one operator per lab)."""
     install_crds_and_plans()
-    from . import cluster, release
+    from benchfarm_devlab import cluster, release
     if cluster.is_up() and release.ready_replicas() > 0:
         say(f"the operator runs in the cluster (helm release {release.RELEASE} in "
             f"{release.NAMESPACE}); `make cluster-down` to go back to the local one")
@@ -134,7 +141,7 @@ COMPONENTS_DOWN_ORDER = ["benchfarm-web", "benchfarm-operator*", "session-*", "k
 
 
 def down() -> None:
-    from . import cluster
+    from benchfarm_devlab import cluster
     cluster.down(lab_stays=False)     # first, while the API server still answers
     pids = STATE / "pids"
     if not pids.exists():

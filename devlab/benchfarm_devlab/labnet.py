@@ -40,8 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from .config import PORT_BASE, PORTS, STATE, LabError
-from .processes import port_open, start_process
+from benchfarm_devlab.config import PORT_BASE, PORTS, STATE, LabError
+from benchfarm_devlab.processes import port_open, start_process
 
 NETNS = f"bf{PORT_BASE}-lab"    # one lab network per port base, like the cluster's bridge
 DIR = STATE / "labnet"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from .config import HOST_ADDR, PORTS, SERVICE_IP, STATE
+from benchfarm_devlab.config import HOST_ADDR, PORTS, SERVICE_IP, STATE
 
 
 def _openssl(*args: str) -> None:

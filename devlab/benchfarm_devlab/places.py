@@ -16,12 +16,11 @@ import shutil
 import yaml
 
 from benchfarm.lab.coordinator import Coordinator
-
-from . import labnet
-from .boards import board_pdudaemon_port, board_peer_port
-from .config import PORTS, STATE, VENV_BIN, LabError, say
-from .pki import ensure_labgrid_pki, labgrid_files, labgrid_tls
-from .processes import CONTROL_NICE, running_pid, start_process, stop_process
+from benchfarm_devlab import labnet
+from benchfarm_devlab.boards import board_pdudaemon_port, board_peer_port
+from benchfarm_devlab.config import PORTS, STATE, VENV_BIN, LabError, say
+from benchfarm_devlab.pki import ensure_labgrid_pki, labgrid_files, labgrid_tls
+from benchfarm_devlab.processes import CONTROL_NICE, running_pid, start_process, stop_process
 
 # Where the exporters publish their resources: the exporter host's own loopback (in the lab
 # network), which every client reaches through that host's SSH, be it a local session or a pod.

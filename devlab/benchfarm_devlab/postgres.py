@@ -20,8 +20,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from .config import PORTS, STATE, LabError
-from .processes import port_open, running_pid, start_process
+from benchfarm_devlab.config import PORTS, STATE, LabError
+from benchfarm_devlab.processes import port_open, running_pid, start_process
 
 DATA = STATE / "postgres"
 NAME = "postgres"            # the lab component (pid file, log)

@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from .config import PORT_BASE, PORTS, STATE, LabError, say
+from benchfarm_devlab.config import PORT_BASE, PORTS, STATE, LabError, say
 
 
 def _pidfile(name: str) -> Path:

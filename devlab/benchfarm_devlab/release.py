@@ -5,7 +5,7 @@ starts its own operator (one operator per lab) and democluster.py itself starts 
 
 from __future__ import annotations
 
-from .env import kubectl
+from benchfarm_devlab.env import kubectl
 
 NAMESPACE = "benchfarm-system"
 RELEASE = "benchfarm"

@@ -20,11 +20,10 @@ from pathlib import Path
 import yaml
 
 from benchfarm.lab.coordinator import Coordinator
-
-from .config import DEVICE_TYPES, PORTS, REPO, STATE, VENV_BIN, LabError, say
-from .env import kubectl, lab_env, operator_env
-from .pki import ensure_labgrid_pki, labgrid_files, labgrid_tls
-from .processes import (
+from benchfarm_devlab.config import DEVICE_TYPES, PORTS, REPO, STATE, VENV_BIN, LabError, say
+from benchfarm_devlab.env import kubectl, lab_env, operator_env
+from benchfarm_devlab.pki import ensure_labgrid_pki, labgrid_files, labgrid_tls
+from benchfarm_devlab.processes import (
     FIRST_NICE,
     OPERATOR_FIRST,
     http_ok,
@@ -141,7 +140,7 @@ def power_events() -> list[dict]:
 
 def down() -> None:
     """Remove the simulated boards' places and Board objects, stop them, restore the operator."""
-    from .lab import start_operator as lab_operator
+    from benchfarm_devlab.lab import start_operator as lab_operator
     stop_process("benchfarm-operator")     # first: it would follow each place's removal
     if running_pid("labgrid-coordinator") is not None:
         coordinator = _coordinator()

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from .config import STATE, VENV_BIN
+from benchfarm_devlab.config import STATE, VENV_BIN
 
 AUTH_DIR = STATE / "ssh" / "auth.d"
 CONFIG = AUTH_DIR / "leases.conf"
@@ -147,8 +147,7 @@ def principals(key_type: str, blob: str) -> tuple[list[str], str | None, list[st
 def _places() -> dict[str, Any]:
     from benchfarm.lab.coordinator import Coordinator
     from benchfarm.lab.labgrid_compat import TlsSettings
-
-    from .env import lab_env
+    from benchfarm_devlab.env import lab_env
     env = lab_env()
     coordinator = Coordinator(env["LG_COORDINATOR"], user="lab-admin", host="benchfarm-sshd",
                               timeout=COORDINATOR_TIMEOUT, tls=TlsSettings.from_env(env))
@@ -204,8 +203,7 @@ def write_config() -> tuple[str, ...]:
     needs the command owned by root and writable by no one else). Returns the sshd_config
     lines it wrote, for the caller's log."""
     from benchfarm.lab.labgrid_pki import Issuer, ssh_ca_public
-
-    from .pki import labgrid_dir
+    from benchfarm_devlab.pki import labgrid_dir
     AUTH_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     d = labgrid_dir()
     CA_KEYS.write_text(ssh_ca_public(Issuer.load(d / "ca.crt", d / "ca.key")) + "\n")

@@ -25,10 +25,10 @@ import signal
 import subprocess
 from pathlib import Path
 
-from . import labnet
-from .boards import load_inventory
-from .config import HOST_ADDR, PORTS, STATE, LabError
-from .processes import pids_where, start_process
+from benchfarm_devlab import labnet
+from benchfarm_devlab.boards import load_inventory
+from benchfarm_devlab.config import HOST_ADDR, PORTS, STATE, LabError
+from benchfarm_devlab.processes import pids_where, start_process
 
 DIR = STATE / "ssh"
 CLIENT_CONFIG = DIR / "config"

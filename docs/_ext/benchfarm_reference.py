@@ -5,11 +5,11 @@
 
 - the CRDs (`benchfarm.api.crdgen.all_crds()`, i.e. the pydantic models, with their descriptions,
   which `kubectl explain` shows too),
-- the argparse parser of the `benchfarm` command (`benchfarm.cli.build_parser()`),
+- the argparse parser of the `benchfarm` command (`benchfarm.cli.entry.build_parser()`),
 - the chart's `helm/benchfarm/values.yaml` with its comments,
 - the `BENCHFARM_*` environment variables the code reads (collected from the source; their
   descriptions are the hand-written table of `docs/reference/settings.md`),
-- the Prometheus metrics of `benchfarm.kube.metrics` and the event reasons the code posts.
+- the Prometheus metrics of `benchfarm.operator.state.metrics` and the event reasons the code posts.
 
 `tests/unit/test_docs_reference.py` imports the same functions and fails when a CRD field, a
 CLI option or a setting has no description.
@@ -163,7 +163,7 @@ def cli_commands() -> list[tuple[str, str, list[Option]]]:
     """(command, its help, its options and arguments) for every command of `benchfarm`."""
     import argparse
 
-    from benchfarm.cli import build_parser
+    from benchfarm.cli.entry import build_parser
     out = []
     for name, parser in _commands(build_parser(), "benchfarm"):
         opts = []
@@ -180,7 +180,7 @@ def cli_commands() -> list[tuple[str, str, list[Option]]]:
 
 def _cli_page() -> str:
     lines = ["# The `benchfarm` command", "",
-             "Generated from the command's argparse parser (`benchfarm.cli.build_parser`), the "
+             "Generated from the command's argparse parser (`benchfarm.cli.entry.build_parser`), the "
              "embedded lab's commands (`benchfarm lab`, `benchfarm demo`) included where the "
              "`devlab` package is installed. `benchfarm COMMAND --help` prints the same.", ""]
     for name, help_, opts in cli_commands():
@@ -324,7 +324,7 @@ def metrics() -> list[tuple[str, str, str, list[str]]]:
     """(name as scraped, type, help, labels) of every metric the operator serves."""
     from prometheus_client.metrics import MetricWrapperBase
 
-    from benchfarm.kube import metrics as m
+    from benchfarm.operator.state import metrics as m
     out = []
     for value in vars(m).values():
         if isinstance(value, MetricWrapperBase):
@@ -412,7 +412,7 @@ def event_reasons() -> list[tuple[str, str, list[str]]]:
 
 def _observability_page() -> str:
     lines = ["# Metrics and event reasons", "",
-             "Generated from `benchfarm.kube.metrics` (served by the operator on "
+             "Generated from `benchfarm.operator.state.metrics` (served by the operator on "
              "`BENCHFARM_METRICS_PORT`, 9090 in the chart) and from the code that posts "
              "Kubernetes events (`kubectl get events`, `kubectl describe br NAME`).", "",
              "## Prometheus metrics", "", "| metric | type | labels | description |",

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
-from .settings import adopt
+from benchfarm.settings import adopt
 
 log = logging.getLogger(__name__)
 

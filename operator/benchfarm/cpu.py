@@ -18,7 +18,7 @@ Never raised back: without privileges it could not be.
 
 A scheduling round is a few ms of CPU a run or a freed board waits for; behind two dozen busy
 sessions it waited for a CPU ten times that long. Where the host allows it (CAP_SYS_NICE, an
-RLIMIT_RTPRIO) the operator's owner thread (`kube.owner`: its rounds and the events between them)
+RLIMIT_RTPRIO) the operator's owner thread (`operator.state.owner`: its rounds and the events between them)
 runs in the real-time round-robin class at its lowest priority (`first_in_line`): it takes a CPU
 the moment it wakes. Its work per wake is short and bounded, and Linux's real-time throttling
 keeps 5 % of every CPU for the rest whatever it does. Left out with the other CPU tunings, a full

@@ -7,7 +7,7 @@
 - A busy board (someone else holds the place) is nobody's fault: the run waits for another turn.
 - A run error (bad input, the run's own timeout) fails the run at once and is never retried.
 - A suite failure is recorded and the run goes on.
-Only `benchfarm.kube` maps these to kopf's Temporary/Permanent errors.
+Only `benchfarm.operator` maps these to kopf's Temporary/Permanent errors.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ its run's variables, which labgrid and the suites' tools read too).
 Each field's docstring is its documentation: `benchfarm settings` prints them, the reference page
 is generated from them, and a unit test fails on a field without one or on a variable some module
 spells that no field names. Secrets (the signing key, the store's and the SMTP server's
-credentials, the labgrid issuer) are fields too; their own readers (`core.trust.key_from`,
+credentials, the labgrid issuer) are fields too; their own readers (`core.policy.trust.key_from`,
 `lab.labgrid_pki.issuer_from_env`, `notify.mail.SmtpSettings.from_environ`, …) parse them from
 `Settings.environ`, the same snapshot, and `repr` never shows them.
 """
@@ -325,7 +325,7 @@ class Settings(BaseModel):
     """The BoardLease whose end this session is."""
     labgrid_session: str = _var("BENCHFARM_LABGRID_SESSION", _X, default="", repr=False)
     """The session's own labgrid certificate and key, sealed with the signing key
-    (`kube/credentials.py`); never set it yourself."""
+    (`operator/launch/credentials.py`); never set it yourself."""
     warm_slot: str = _var("BENCHFARM_WARM_SLOT", _X, default="")
     """The warm slot (its ConfigMap) a warm pod serves; it runs only a grant signed for that
     slot."""

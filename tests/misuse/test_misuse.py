@@ -590,7 +590,7 @@ def test_software_from_a_private_address_is_refused_before_any_connection(custom
     in this process first with the code the lab runs: if that let one through, the test fails
     before the lab is asked, so no packet ever leaves this host."""
     from benchfarm.api.models import NamespacePolicy
-    from benchfarm.core.software_policy import SoftwareReach
+    from benchfarm.core.policy.software import SoftwareReach
     from benchfarm.errors import RunError
     from benchfarm.store.software import _checked_addresses
     literals = ["http://192.168.1.10/Image", "http://100.64.0.7/Image",
@@ -764,9 +764,9 @@ def test_a_forged_labgrid_identity_drives_nothing(custom, attempt, tmp_path):
             assert not drove, (who, res)
 
         # 3. a session's own certificate, beyond its own place: the one the lab's operator issues
-        # a session of this run (its issuer, `kube.credentials`), unsealed as the session does
-        from benchfarm.kube.credentials import SessionCredentials
-        from benchfarm.kube.ports import Launch
+        # a session of this run (its issuer, `operator.launch.credentials`), unsealed as the session does
+        from benchfarm.operator.launch.credentials import SessionCredentials
+        from benchfarm.operator.launch.interface import Launch
         issuing = {**devlab.operator_env(), **{k: os.environ[k] for k in (
             "BENCHFARM_LABGRID_CA", "BENCHFARM_SIGNING_KEY")}}
         creds = SessionCredentials.from_env(issuing)

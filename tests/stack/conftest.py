@@ -62,7 +62,7 @@ def load(text: str) -> list[dict]:
 
 def off_owner_writes() -> dict[str, float]:
     """What the running operator counted of records changed by a thread other than their
-    owner's (`kube.owner`: each is a bug), by kind of record; read from its /metrics, which
+    owner's (`operator.state.owner`: each is a bug), by kind of record; read from its /metrics, which
     serves the counter's family whether or not it was ever counted."""
     import urllib.request
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
-from benchfarm.core.guide import read_guide
+from benchfarm.core.guides.guide import read_guide
 from tests.stack.conftest import apply, wait_for
 from tests.stack.runs import GROUP, VERSION, cond, unique
 

@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from benchfarm.core.changepoints import detect
+from benchfarm.core.statistics.changepoints import detect
 from tests.stack.crossns import (
     DEVICE_TYPE,
     METRIC,

@@ -136,7 +136,7 @@ def test_runs_read_only_as_non_root(bundle):
     assert res.returncode == 0 and "NAMESPACE/NAME" in res.stdout, res.stderr
 
     spec = json.loads((bundle / "image-config.json").read_text())     # umoci's, from the image config
-    res = img.run(bundle, ["sh", "-c", "command -v benchfarm && python3 -c 'import benchfarm.kube.main'"])
+    res = img.run(bundle, ["sh", "-c", "command -v benchfarm && python3 -c 'import benchfarm.operator.main'"])
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "/opt/benchfarm/bin/benchfarm"
     assert spec["process"]["user"] == {"uid": 10001, "gid": 10001}

@@ -15,7 +15,7 @@ import yaml
 
 import benchfarm_devlab as devlab
 from benchfarm.api.devicetype import DeviceType
-from benchfarm.core.capture import KERNEL_TEXT_LINES
+from benchfarm.core.readings.capture import KERNEL_TEXT_LINES
 from benchfarm.lab.board import Board
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.devicetypes import load_device_types

@@ -35,7 +35,7 @@ def test_other_output_shapes_parse_on_a_virtual_board(custom):  # noqa: F811
 
 
 def test_a_virtual_board_run_compared_with_a_guide_lines_up_every_family(custom):  # noqa: F811
-    from benchfarm.readback import compare
+    from benchfarm.cli.readback import compare
     from benchfarm_devlab import REPO
     apply((REPO / "testplans" / "guide-families.yaml").read_text())
     name = unique("families")

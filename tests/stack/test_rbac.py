@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import yaml
 
-from benchfarm.kube import jobs
-from benchfarm.kube.launchers import Launch
+from benchfarm.operator.launch import jobs
+from benchfarm.operator.launch.launchers import Launch
 from tests.stack.chart import CHART, helm, kubectl
 
 pytestmark = pytest.mark.stack
@@ -135,7 +135,7 @@ def chart_rbac(lab):
 
 
 def test_benchfarms_accounts_and_people_can_do_what_they_need_and_no_more(chart_rbac):
-    # the operator grants the session its Role in the run's namespace, as kube/jobs.py does:
+    # the operator grants the session its Role in the run's namespace, as operator/launch/jobs.py does:
     # RBAC lets it (it holds all it grants) and so does the admission policy
     req = Launch(TEAM, "rbac-run", UID, 1, 0, deadline_s=600.0)
     for obj in (jobs.session_role(req), jobs.session_binding(req, NS)):
@@ -207,7 +207,7 @@ def test_benchfarms_accounts_and_people_can_do_what_they_need_and_no_more(chart_
         if col != "operator SA":
             assert _can("get", "secrets", TEAM, COLUMNS[col],
                         name="benchfarm-notifications") == "no", col
-    # each namespace's store credential (kube/storeaccounts.py): the operator writes and reads
+    # each namespace's store credential (operator/stores/accounts.py): the operator writes and reads
     # the Secret benchfarm-store by that name; the namespace's people read it (their CI's way to
     # the store with their own token), and no other Secret
     assert _can("get", "secrets", TEAM, OPERATOR, name="benchfarm-store") == "yes"
@@ -282,7 +282,7 @@ def test_the_policies_hold_benchfarms_accounts_to_benchfarms_own_objects(chart_r
     write(f"create Role {TEAM}/benchfarm-session-rbac-x over boards", "operator SA", "create",
           "-f", "-", input=yaml.safe_dump(role), allowed=False)
 
-    # warm session slots (kube/warm.py): a slot's Role reads only its own ConfigMap, in the
+    # warm session slots (operator/launch/warm.py): a slot's Role reads only its own ConfigMap, in the
     # release's namespace; a run's Role may be bound to a slot's account, to nobody else's
     slot = "benchfarm-warm-rbac0001"
     for where, name, rule, allowed in [

@@ -259,7 +259,7 @@ def test_a_standby_session_takes_its_board_on_the_operators_go_ahead_only(scale_
     from kubernetes import client
 
     from benchfarm.api.grants import GO_AHEAD_FIELD
-    from benchfarm.core import trust
+    from benchfarm.core.policy import trust
     custom = client.CustomObjectsApi(kube)
     group = ("benchfarm.io", "v1alpha1")
     _pause_the_flood("scale-hold")
@@ -325,7 +325,7 @@ def test_a_standby_session_takes_the_seat_its_relay_names_with_the_operator_down
     from kubernetes import client
 
     from benchfarm.api.grants import GO_AHEAD_FIELD
-    from benchfarm.core import trust
+    from benchfarm.core.policy import trust
     from benchfarm.lab.coordinator import run_holder
     custom = client.CustomObjectsApi(kube)
     group = ("benchfarm.io", "v1alpha1")

@@ -19,8 +19,8 @@ from collections.abc import Callable
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from benchfarm.core import guide, guide_cells
-from benchfarm.core.guide import read_guide
+from benchfarm.core.guides import cells as guide_cells, guide
+from benchfarm.core.guides.guide import read_guide
 from benchfarm.errors import ParseError
 from benchfarm.suites import cyclictest, registry
 from benchfarm.suites.base import Metric, Pattern

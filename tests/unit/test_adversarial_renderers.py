@@ -14,8 +14,8 @@ import xml.etree.ElementTree as ET
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from benchfarm.core.gate import Decision, Exit
-from benchfarm.core.guide import csv_tables
+from benchfarm.core.guides.guide import csv_tables
+from benchfarm.core.statistics.gate import Decision, Exit
 from benchfarm.report import html, svg
 from benchfarm.report.ci import Outcome, Step, junit, kcidb, outcome, summary
 from benchfarm.report.release import Column, release_guide, release_html, release_md, release_rst
@@ -155,7 +155,7 @@ NAMES = st.one_of(TEXT, st.builds(lambda tpl, part, digits: tpl.format(part, dig
 
 @st.composite
 def documents(draw: st.DrawFn) -> dict[str, object]:
-    """A metrics document (core.results.metrics_document's shape) with any figures and text."""
+    """A metrics document (core.statistics.results.metrics_document's shape) with any figures and text."""
     series = [{"step": draw(st.sampled_from(["a", "b"]) | TEXT), "name": draw(NAMES),
                "unit": draw(st.sampled_from(["KB/s", "MB/s", "us", "%", "ns", "mW", "x"]) | TEXT),
                "higherIsBetter": draw(st.booleans()),

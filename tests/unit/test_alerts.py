@@ -17,7 +17,7 @@ import pytest
 import yaml
 from prometheus_client import generate_latest
 
-from benchfarm.kube import metrics
+from benchfarm.operator.state import metrics
 from tests.conftest import REPO
 
 RULES = REPO / "helm" / "benchfarm" / "files" / "alerts.yaml"

@@ -76,7 +76,7 @@ def test_every_module_says_why_it_exists():
 
 
 def test_the_cli_without_the_dev_lab_says_where_it_lives(monkeypatch, capsys):
-    from benchfarm import cli
+    from benchfarm.cli import entry as cli
     monkeypatch.setattr(cli, "_plugins", lambda sub: None)   # as in the operator image
     assert cli.main(["lab", "up"]) == 2
     assert "pip install -e devlab/" in capsys.readouterr().err

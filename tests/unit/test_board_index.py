@@ -1,5 +1,5 @@
-"""The free boards kept indexed between rounds (`core.queue.BoardIndex`) and the board records that
-say which of them changed (`kube.state.Boards`): a round sees exactly what an index built anew
+"""The free boards kept indexed between rounds (`core.scheduling.queue.BoardIndex`) and the board records that
+say which of them changed (`operator.state.records.Boards`): a round sees exactly what an index built anew
 from every board would show, in the same order, while only the boards that changed are viewed
 again."""
 
@@ -7,8 +7,15 @@ from __future__ import annotations
 
 import random
 
-from benchfarm.core.queue import BoardIndex, BoardView, QueueEntry, Selector, matches, schedule
-from benchfarm.kube.state import BoardRecord, Boards
+from benchfarm.core.scheduling.queue import (
+    BoardIndex,
+    BoardView,
+    QueueEntry,
+    Selector,
+    matches,
+    schedule,
+)
+from benchfarm.operator.state.records import BoardRecord, Boards
 
 TYPES = ["soc-b", "soc-a", "soc-c"]
 

@@ -1,4 +1,4 @@
-"""The board-network audit's pure part (core.boardnet): which endpoints a lab's configuration and
+"""The board-network audit's pure part (core.policy.boardnet): which endpoints a lab's configuration and
 places name, which connections a board tries for them (loopback at the gateway too), the probe
 commands (run here by busybox's own sh and nc, as on a board) and what their output means."""
 
@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from benchfarm.core import boardnet as bn
+from benchfarm.core.policy import boardnet as bn
 
 RESOURCES = {
     "NetworkSerialPort": {"host": "127.0.0.1", "port": 21101, "speed": 115200},

@@ -1,4 +1,4 @@
-"""What a campaign does next (core.campaign), case by case: a run per column, one retry on
+"""What a campaign does next (core.guides.campaign), case by case: a run per column, one retry on
 another board, missing columns with their reason, cancelling, runs of an older namesake ignored."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from benchfarm.api.campaigns import BenchmarkCampaignSpec, ColumnPhase
-from benchfarm.core.campaign import plan, run_name
+from benchfarm.core.guides.campaign import plan, run_name
 
 CAMPAIGN = {"metadata": {"name": "sdk-11-01", "namespace": "lab", "uid": "u-1"}}
 SPEC = {"release": "11.01", "plan": "guide", "iterations": 5, "bootCycles": 20,

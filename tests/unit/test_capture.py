@@ -1,4 +1,4 @@
-"""A board's output in bounded memory: head + tail + the cut said (core.capture, SerialLog)."""
+"""A board's output in bounded memory: head + tail + the cut said (core.readings.capture, SerialLog)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from benchfarm.core.capture import HeadTail, ShellOutput, shell_text
+from benchfarm.core.readings.capture import HeadTail, ShellOutput, shell_text
 from benchfarm.errors import BoardFault
 from benchfarm.lab.board import SerialLog
 

@@ -1,8 +1,8 @@
-"""The change-point core (benchfarm.core.changepoints) on synthetic series of runs with samples."""
+"""The change-point core (benchfarm.core.statistics.changepoints) on synthetic series of runs with samples."""
 
 import random
 
-from benchfarm.core.changepoints import detect
+from benchfarm.core.statistics.changepoints import detect
 
 
 def runs(means, rng, samples=5, run_noise=0.01, sample_noise=0.02):

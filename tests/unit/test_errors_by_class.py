@@ -2,9 +2,9 @@
 refusal as `InfraError`, a board's fault as `BoardFault`. `except Exception` is left only
 
 - where a thread or a process must not die: the operator's then counts it as a bug with its
-  traceback (`kube.metrics.bug`, the BenchfarmOperatorBug alert); elsewhere it is logged with
+  traceback (`operator.state.metrics.bug`, the BenchfarmOperatorBug alert); elsewhere it is logged with
   its traceback (`log.exception`, `exc_info`);
-- where the owner thread runs what another thread asked of it (`kube.owner.Owner.call`): what
+- where the owner thread runs what another thread asked of it (`operator.state.owner.Owner.call`): what
   that raised is handed back to the caller (`set_exception`), raised there as if it had been
   called there;
 - where a library that raises no common class (labgrid's drivers, pexpect) is translated into
@@ -60,7 +60,7 @@ def test_a_broad_except_raises_a_typed_error_or_reports_a_bug_with_its_traceback
     handlers = _broad_handlers()
     assert len(handlers) > 20           # the check finds what it looks for
     silent = [f"{f}:{line}" for f, line, h, _ in handlers
-              if not _said(h.body, operator=f.startswith("kube/"))]
+              if not _said(h.body, operator=f.startswith("operator/"))]
     assert silent == [], (
         "catch the error's class (API_FAILURES, InfraError, OSError, ...), or report a bug: "
         "metrics.bug in the operator, log.exception or exc_info elsewhere")

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import random
 
-from benchfarm.core.guide import read_guide
-from benchfarm.core.regression import RegressionPolicy, Sample, Thresholds, compare, compare_metric
+from benchfarm.core.guides.guide import read_guide
+from benchfarm.core.statistics.regression import (
+    RegressionPolicy,
+    Sample,
+    Thresholds,
+    compare,
+    compare_metric,
+)
 from benchfarm.report.tables import guide_rst
 from tests.conftest import guide
 

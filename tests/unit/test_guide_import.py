@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from benchfarm.core import power
-from benchfarm.core.guide import GuideError, read_guide
+from benchfarm.core.guides.guide import GuideError, read_guide
+from benchfarm.core.readings import power
 from benchfarm.suites.registry import parse
 from tests.conftest import GUIDES, guide, sample
 

@@ -1,4 +1,4 @@
-"""The operator's side of health checks (kube.health, called on kube.inventory): a check is
+"""The operator's side of health checks (operator.boards.health, called on operator.boards.inventory): a check is
 launched through the launcher with a number of its own, only that check's verdict counts, and a
 check whose session holds no Lease is given up (its place released) and the board stays
 quarantined until the next one."""
@@ -12,9 +12,9 @@ from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.models import LabPolicySpec
 from benchfarm.api.outcomes import SessionKind
 from benchfarm.errors import Outage, Party
-from benchfarm.kube import health, inventory
-from benchfarm.kube.owner import Owner
-from benchfarm.kube.state import BoardRecord
+from benchfarm.operator.boards import health, inventory
+from benchfarm.operator.state.owner import Owner
+from benchfarm.operator.state.records import BoardRecord
 
 
 class FakeRuntime:

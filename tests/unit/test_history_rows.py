@@ -1,9 +1,9 @@
 """metrics.json -> rows of the results database (benchfarm.history.index.rows), and whose run a
-stored document is (benchfarm.core.runkey): pure."""
+stored document is (benchfarm.core.policy.runkey): pure."""
 
 import datetime as dt
 
-from benchfarm.core.runkey import RunKey, disagreement, is_run_document, run_of_key
+from benchfarm.core.policy.runkey import RunKey, disagreement, is_run_document, run_of_key
 from benchfarm.history.index import rows
 
 WHERE = RunKey("team-a", "nightly-1", "u-1")

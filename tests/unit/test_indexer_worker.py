@@ -15,7 +15,7 @@ from benchfarm.cpu import NO_BOARD_WAITS, group_nice
 PARENT = r"""
 import multiprocessing, os, sys, time
 from concurrent.futures import ProcessPoolExecutor
-from benchfarm.kube.indexer import worker_start
+from benchfarm.operator.stores.indexer import worker_start
 if __name__ == "__main__":
     pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
                                initializer=worker_start, initargs=(os.getpid(),))

@@ -1,5 +1,5 @@
 """The inventory's refresh walks what changed in the coordinator and every place someone holds,
-not every place every few seconds (kube.inventory.refresh with the coordinator's `changes`): an
+not every place every few seconds (operator.boards.inventory.refresh with the coordinator's `changes`): an
 unchanged free place keeps its record as it was, a change is seen at the next refresh, and a
 place held by a run that no longer runs there is still found (and released) although the place
 itself never changed."""
@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.models import LabPolicySpec
-from benchfarm.kube import inventory
-from benchfarm.kube.owner import Owner
 from benchfarm.lab.coordinator import PlaceInfo, run_identity
+from benchfarm.operator.boards import inventory
+from benchfarm.operator.state.owner import Owner
 
 
 class FakeRuntime:
@@ -100,7 +100,7 @@ def test_a_refresh_walks_what_changed_and_what_is_held():
 def test_the_kinds_a_selector_matches_are_kept_until_a_board_comes_or_changes():
     """Admission asks every run's selector; the answer is the boards' (busy or not) and is kept
     until a board arrives or changes its type or labels, for at most KINDS_KEPT selectors."""
-    from benchfarm.core.queue import Selector
+    from benchfarm.core.scheduling.queue import Selector
     rt = FakeRuntime({"p0": place("p0", rack="r1"), "p1": place("p1", rack="r2")})
     rt.device_types["gpu"] = DeviceType(name="gpu", console={"prompt": "# "},
                                         boot={"timeoutSeconds": 30, "retries": 1})
@@ -180,7 +180,7 @@ def test_the_owner_applies_a_read_made_on_a_launch_thread_and_dates_it_by_its_st
     """A read of the coordinator is made apart (it waits up to the client's timeout while the
     coordinator is away); one at a time; applied at the refresh after it came back, and the
     inventory's `last_refresh` is when that read began (a lease granted after it began is not
-    judged by it: `kube.leasetending`)."""
+    judged by it: `operator.leases.tending`)."""
     rt = FakeRuntime({"p0": place("p0")})
     inv = inventory.Inventory(rt)
     inv.refresh(force=True)

@@ -22,10 +22,10 @@ from benchfarm.api.models import (
     SoftwareSet,
 )
 from benchfarm.api.outcomes import Refusal
-from benchfarm.core import trust
-from benchfarm.core.software_policy import SoftwareReach, internal_networks
+from benchfarm.core.policy import trust
+from benchfarm.core.policy.software import SoftwareReach, internal_networks
 from benchfarm.errors import RunError
-from benchfarm.kube import admission
+from benchfarm.operator.runs import admission
 from benchfarm.store.artifacts import run_prefix
 from benchfarm.store.software import SoftwareCache
 

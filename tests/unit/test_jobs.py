@@ -15,11 +15,12 @@ from kubernetes.client.rest import ApiException
 
 from benchfarm.api.grants import SessionGrant
 from benchfarm.api.models import BenchmarkRunSpec
-from benchfarm.core import trust
+from benchfarm.core.policy import trust
 from benchfarm.errors import InfraError, Outage, Party
-from benchfarm.kube import jobs, sessions, warm
-from benchfarm.kube.launchers import Launch
-from benchfarm.kube.state import RunState
+from benchfarm.operator.launch import jobs, warm
+from benchfarm.operator.launch.launchers import Launch
+from benchfarm.operator.runs import sessions
+from benchfarm.operator.state.records import RunState
 
 UID = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
 TEMPLATE = {"metadata": {"labels": {"app.kubernetes.io/component": "session"}},
@@ -105,7 +106,7 @@ def test_role_names_only_the_run_its_baseline_and_its_lease():
 def test_supervisor_hands_the_launcher_what_is_left_of_the_timeout():
     got: list[Launch] = []
     from benchfarm.api.grants import Relay
-    from benchfarm.core import trust
+    from benchfarm.core.policy import trust
     key = b"k" * 32
     rt = SimpleNamespace(launcher=SimpleNamespace(launch=lambda r: got.append(r) or "job x"),
                          kube=SimpleNamespace(event=lambda *a: None), signing_key=key)
@@ -363,7 +364,7 @@ def test_a_board_leases_end_is_a_job_under_the_health_account_with_no_grants():
     assert {k[:2] for k in lj.kube.objects} == {("Job", "benchfarm")}
     labels = job["metadata"]["labels"]
     assert labels["benchfarm.io/lease-uid"] == BOARD_UID and "benchfarm.io/run-uid" not in labels
-# -- warm slots (kube/warm.py) ---------------------------------------------------------------------
+# -- warm slots (operator/launch/warm.py) ---------------------------------------------------------------------
 KEY = b"k" * 32
 
 

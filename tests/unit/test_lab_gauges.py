@@ -1,4 +1,4 @@
-"""The lab's gauges (`kube.metrics`): the boards by state and the share of the online ones runs
+"""The lab's gauges (`operator.state.metrics`): the boards by state and the share of the online ones runs
 hold, from a count of each state (the operator counts its boards once a second, not every round);
 the queue's depth and how long its oldest entry has waited, every round."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from benchfarm.kube import metrics
+from benchfarm.operator.state import metrics
 
 
 def gauge(name: str, **labels: str) -> float | None:

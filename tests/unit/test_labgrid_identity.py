@@ -1,4 +1,4 @@
-"""Who a labgrid client is (core.labgrid_identity): a certificate's grants against the name a
+"""Who a labgrid client is (core.policy.identity): a certificate's grants against the name a
 client claims and the calls it makes; and the labgrid code lab.labgrid_compat patches, as it was
 when the patches were written (labgrid 26.0.1): these fail when labgrid changes under them."""
 
@@ -10,7 +10,7 @@ import inspect
 
 import pytest
 
-from benchfarm.core import labgrid_identity as ids
+from benchfarm.core.policy import identity as ids
 
 
 def held(*pairs: tuple[str, str]) -> list[ids.Grant]:
@@ -211,7 +211,7 @@ def test_every_rpc_of_the_coordinator_is_judged() -> None:
     assert methods == judged
 
 
-SIGNING = "k" * 40     # a signing key as long as core.trust asks
+SIGNING = "k" * 40     # a signing key as long as core.policy.trust asks
 
 
 def _issuer_env(tmp_path) -> dict[str, str]:
@@ -226,10 +226,10 @@ def _issuer_env(tmp_path) -> dict[str, str]:
 
 def test_each_session_gets_a_certificate_of_its_own_identity_only(tmp_path, monkeypatch) -> None:
     from benchfarm.api.outcomes import SessionKind
-    from benchfarm.kube.credentials import SessionCredentials
-    from benchfarm.kube.launchers import Launch, ProcessLauncher
     from benchfarm.lab.labgrid_compat import TlsSettings
     from benchfarm.lab.labgrid_pki import expiry, grant_uris
+    from benchfarm.operator.launch.credentials import SessionCredentials
+    from benchfarm.operator.launch.launchers import Launch, ProcessLauncher
     env = _issuer_env(tmp_path)
     creds = SessionCredentials.from_env(env)
     assert creds is not None and SessionCredentials.from_env({}) is None
@@ -281,13 +281,13 @@ def test_job_sessions_cold_warm_and_board_level_carry_their_own_sealed_certifica
     """The job launcher hands each session its own certificate: in the Job's pod (cold, health
     check, lease end) and in a warm slot's signed grant, never the operator's."""
     from benchfarm.api.grants import SessionGrant
-    from benchfarm.core.trust import read_grant
-    from benchfarm.kube.credentials import SessionCredentials, session_env
-    from benchfarm.kube.jobs import job_manifest
-    from benchfarm.kube.launchers import Launch
-    from benchfarm.kube.warm import WarmPool
+    from benchfarm.core.policy.trust import read_grant
     from benchfarm.lab.labgrid_compat import TlsSettings
     from benchfarm.lab.labgrid_pki import grant_uris
+    from benchfarm.operator.launch.credentials import SessionCredentials, session_env
+    from benchfarm.operator.launch.jobs import job_manifest
+    from benchfarm.operator.launch.launchers import Launch
+    from benchfarm.operator.launch.warm import WarmPool
     creds = SessionCredentials.from_env(_issuer_env(tmp_path))
     assert creds is not None
     template = {"metadata": {}, "spec": {"containers": [{"name": "session", "env": [

@@ -1,4 +1,4 @@
-"""Keeping granted BoardLeases (kube.leasetending): the owner's thread only decides what is due
+"""Keeping granted BoardLeases (operator.leases.tending): the owner's thread only decides what is due
 and marks the lease busy; the writes (a warning, the end) are made on a launch thread, once."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from types import SimpleNamespace
 from benchfarm.api.models import BoardLeaseSpec, LabPolicySpec
 from benchfarm.api.outcomes import LeasePhase, LeaseReason
 from benchfarm.errors import Outage, Party
-from benchfarm.kube.leasetending import LeaseTender
-from benchfarm.kube.owner import Owner
-from benchfarm.kube.state import LeaseState
+from benchfarm.operator.leases.tending import LeaseTender
+from benchfarm.operator.state.owner import Owner
+from benchfarm.operator.state.records import LeaseState
 
 T0 = 1_800_000_000.0
 

@@ -19,9 +19,9 @@ from benchfarm.api.labgridusers import (
     user_problem,
 )
 from benchfarm.api.models import BoardLeaseSpec, LabPolicySpec
-from benchfarm.kube import admission
+from benchfarm.cli.lease import default_user, lease_name
 from benchfarm.lab.coordinator import DEFAULT_HOST, SESSION_HOST, lease_identity, run_identity
-from benchfarm.leasecli import default_user, lease_name
+from benchfarm.operator.runs import admission
 
 
 def test_people_s_names_as_labgrid_spells_them():
@@ -125,7 +125,7 @@ def test_a_run_asking_for_a_longer_timeout_than_its_namespace_may_is_refused():
 def test_the_operator_refuses_a_lease_under_a_lab_identity_where_no_policy_did():
     """A cluster without the admission policy (or a lease older than it): the operator never
     queues a lease for `benchfarm/run-<uid>`; it is Refused with UserNotAllowed, said in an event."""
-    from benchfarm.kube.leases import Leases
+    from benchfarm.operator.leases.keeper import Leases
     written, events = [], []
     rt = SimpleNamespace(
         policy=LabPolicySpec(namespaces=[{"namespace": "team-a", "leases": {"allowed": True}}]),

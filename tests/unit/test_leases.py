@@ -8,8 +8,8 @@ import re
 import pytest
 
 from benchfarm.api.models import DURATION_PATTERN, BoardLeaseSpec
-from benchfarm.core import durations
-from benchfarm.core.queue import (
+from benchfarm.core.scheduling import durations
+from benchfarm.core.scheduling.queue import (
     BoardView,
     EntryKind,
     QueueEntry,
@@ -90,8 +90,8 @@ def test_priority_orders_leases_and_runs_alike():
 
 
 def test_only_a_grant_the_operator_signed_moves_a_board():
-    from benchfarm.core import trust
-    from benchfarm.kube.leases import commands, trusted
+    from benchfarm.core.policy import trust
+    from benchfarm.operator.leases.keeper import commands, trusted
     key = b"k" * 32
     status = {"phase": "Granted", "place": "vb-x86-1", "grantedAt": "2026-01-01T00:00:00Z",
               "expiresAt": "2026-01-01T01:00:00Z"}
@@ -126,7 +126,7 @@ def test_the_end_reason_a_status_names_is_one_the_operator_writes():
     """`status.endReason` is read back when the end session reports: a rewritten one is
     `Released`, never an exception in the keeper."""
     from benchfarm.api.outcomes import LeaseReason, Refusal
-    from benchfarm.kube.leases import _end_reason
+    from benchfarm.operator.leases.keeper import _end_reason
     assert _end_reason("Expired") == LeaseReason.expired
     assert _end_reason("StatusNotTrusted") == Refusal.statusTampered
     for junk in (None, "", "junk", 3):

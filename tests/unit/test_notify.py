@@ -1,4 +1,4 @@
-"""Notifications, the pure parts (`core.notify`): events from objects, who is told, what a
+"""Notifications, the pure parts (`core.notifications.rules`): events from objects, who is told, what a
 receiver gets, its signature, the retry schedule, where a webhook may point and whom an e-mail
 may go to, a namespace's caps and the delivery threads' turns; and one attempt of each delivery
 (`notify.webhook`, `notify.mail`) against real receivers on loopback, a trickling one among
@@ -29,7 +29,7 @@ from benchfarm.api.notifications import (
     Target,
     WebhookFormat,
 )
-from benchfarm.core import notify as n
+from benchfarm.core.notifications import rules as n
 from benchfarm.notify import DeliveryFailed, mail, webhook
 from benchfarm.notify.deadline import Deadline
 from tests.receivers import SmtpServer, TricklingReceiver, WebhookReceiver, tls_files

@@ -1,5 +1,5 @@
 """What a run's output may cost: a step's parse runs in a child with a CPU and memory budget
-(`session.parsing`), and a run's metrics are capped in number and size (`core.budgets`)."""
+(`session.parsing`), and a run's metrics are capped in number and size (`core.policy.budgets`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from benchfarm.api.models import LabPolicySpec, NamespacePolicy
 from benchfarm.api.outcomes import Blame, RunFailure, blame
-from benchfarm.core import budgets
+from benchfarm.core.policy import budgets
 from benchfarm.errors import RunError, SuiteFailure
 from benchfarm.lab.session import Cancelled
 from benchfarm.session.parsing import BudgetedParse
@@ -113,7 +113,7 @@ def test_the_default_cap_leaves_room_for_the_labs_plans():
 
 
 def test_no_tenant_chosen_string_becomes_a_prometheus_label():
-    from benchfarm.kube import metrics
+    from benchfarm.operator.state import metrics
     assert metrics.reason_label(RunFailure.too_many_metrics) == "TooManyMetrics"
     assert metrics.reason_label("BoardCrashed") == "BoardCrashed"
     assert metrics.reason_label("a console line the board printed") == metrics.OTHER
@@ -201,7 +201,7 @@ class _Board:
         self.cancelled = threading.Event()
 
     def suite(self, spec, iteration, warmup, parse=parse):
-        from benchfarm.core.results import SuiteRecord
+        from benchfarm.core.statistics.results import SuiteRecord
         output = "".join(f"k_{i} {i}\n" for i in range(self.lines))
         record = SuiteRecord(step=spec.name, suite=spec.suite, iteration=iteration,
                              warmup=warmup, exit_code=0, seconds=0.1)

@@ -1,4 +1,4 @@
-"""The owner thread (`kube.owner`): the only writer of the lab's records. Other threads reach it
+"""The owner thread (`operator.state.owner`): the only writer of the lab's records. Other threads reach it
 by message: `post` (kopf's handlers: they never wait) and `call` (a launch thread handing over
 its answer: it waits, and gets what the owner returned or raised). A record changed by any other
 thread once the owner runs is reported as a bug and counted: the stack tests read that count."""
@@ -11,9 +11,16 @@ import time
 import pytest
 
 from benchfarm.api.models import BenchmarkRunSpec
-from benchfarm.kube import metrics, owner as owning
-from benchfarm.kube.owner import Owner
-from benchfarm.kube.state import BoardRecord, Boards, LeaseState, Owned, RunIndex, RunState
+from benchfarm.operator.state import metrics, owner as owning
+from benchfarm.operator.state.owner import Owner
+from benchfarm.operator.state.records import (
+    BoardRecord,
+    Boards,
+    LeaseState,
+    Owned,
+    RunIndex,
+    RunState,
+)
 
 
 def off_owner(record: str) -> float:

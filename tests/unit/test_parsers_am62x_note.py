@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchfarm.core.guide import read_guide
-from benchfarm.core.results import SuiteRecord, metrics_document
+from benchfarm.core.guides.guide import read_guide
+from benchfarm.core.statistics.results import SuiteRecord, metrics_document
 from benchfarm.errors import ParseError
 from benchfarm.report.tables import rst
 from benchfarm.suites.base import Metric

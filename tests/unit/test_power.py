@@ -10,7 +10,7 @@ from labgrid.resource import NetworkPowerPort
 from labgrid.util import proxy
 
 from benchfarm.api.devicetype import DeviceType
-from benchfarm.core import power
+from benchfarm.core.readings import power
 from benchfarm.errors import InfraError
 from benchfarm.lab.rails import HwmonRailMonitor, SigrokRailMonitor, VirtualRailMonitor, monitor_for
 from benchfarm.report.shapes import Table, shape

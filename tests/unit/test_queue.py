@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from benchfarm.core.queue import (
+from benchfarm.core.scheduling.queue import (
     Assignment,
     BoardView,
     Decision,

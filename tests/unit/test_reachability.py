@@ -1,4 +1,4 @@
-"""`kube.reachability`: the operator's probes of the store and the results database, which set
+"""`operator.stores.reachability`: the operator's probes of the store and the results database, which set
 `benchfarm_reachable{party}` (BenchfarmStoreUnreachable, BenchfarmDatabaseUnreachable). The
 real store and database clients against a port nobody listens on; the lab's running operator
 shows them reachable (tests/stack/test_history.py)."""
@@ -13,8 +13,8 @@ import pytest
 
 from benchfarm.errors import Outage, Party
 from benchfarm.history.db import Database
-from benchfarm.kube import metrics
-from benchfarm.kube.reachability import Reachability
+from benchfarm.operator.state import metrics
+from benchfarm.operator.stores.reachability import Reachability
 from benchfarm.store.artifacts import ArtifactStore, StoreConfig
 
 

@@ -1,9 +1,9 @@
 """What tenants read names none of the lab's addresses, host paths or credentials
-(`core.redact`), and keeps what they wrote themselves."""
+(`core.policy.redact`), and keeps what they wrote themselves."""
 
 from __future__ import annotations
 
-from benchfarm.core.redact import PATH, SECRET, SERVICE, Redactor
+from benchfarm.core.policy.redact import PATH, SECRET, SERVICE, Redactor
 
 ENV = {"BENCHFARM_STATE": "/work/main/.benchfarm", "BENCHFARM_S3_ENDPOINT": "minio.lab:9000",
        "BENCHFARM_S3_SECRET_KEY": "s3-secret-value", "BENCHFARM_S3_ACCESS_KEY": "benchfarm",

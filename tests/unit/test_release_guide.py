@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchfarm.core.guide import GuideError, read_guide
-from benchfarm.core.regression import RegressionPolicy
-from benchfarm.core.results import SuiteRecord, metrics_document
+from benchfarm.core.guides.guide import GuideError, read_guide
+from benchfarm.core.statistics.regression import RegressionPolicy
+from benchfarm.core.statistics.results import SuiteRecord, metrics_document
 from benchfarm.report.release import (
     Column,
     changes_html,

@@ -18,7 +18,7 @@ from benchfarm.api.devicetype import BootSpec, DeviceType
 from benchfarm.api.models import SuiteSpec
 from benchfarm.api.outcomes import Blame, RunFailure, blame
 from benchfarm.core import steps as st
-from benchfarm.core.results import SuiteRecord
+from benchfarm.core.statistics.results import SuiteRecord
 from benchfarm.errors import RunError
 from benchfarm.lab.session import Cancelled
 from benchfarm.session import reporting, results as res
@@ -243,8 +243,8 @@ class CampaignStore:
 
 def _publish(doc: dict, cpu: float) -> tuple[CampaignKube, CampaignStore]:
     from benchfarm.api.campaigns import BenchmarkCampaignSpec, ColumnPhase
-    from benchfarm.core.regression import RegressionPolicy
-    from benchfarm.kube.campaigns import Campaigns
+    from benchfarm.core.statistics.regression import RegressionPolicy
+    from benchfarm.operator.campaigns import Campaigns
     kube, store = CampaignKube(), CampaignStore(doc)
     campaigns = Campaigns(kube, store, RegressionPolicy, lambda: [],
                           budget=budgeted.Budget(cpu, 2048))
@@ -282,7 +282,7 @@ def test_a_campaigns_guide_within_its_budget_is_published():
 
 
 def test_a_deliverys_kcidb_and_junit_documents_are_linear_in_a_runs_metrics():
-    """What a KCIDB or JUnit delivery renders (kube.deliveries, report.ci) of a run at the metric
+    """What a KCIDB or JUnit delivery renders (operator.notifications.deliveries, report.ci) of a run at the metric
     cap: a small fraction of a second, growing with the metrics' count, not its square."""
     from benchfarm.report.ci import decided_outcome, junit, kcidb
     body = {"metadata": {"namespace": "ns", "name": "r", "uid": "u"},

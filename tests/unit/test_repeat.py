@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from benchfarm.core.repeat import AT_MAXIMUM, STABLE, decide, interval
+from benchfarm.core.statistics.repeat import AT_MAXIMUM, STABLE, decide, interval
 from benchfarm.report.tables import markdown
 
 

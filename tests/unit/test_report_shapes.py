@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from benchfarm.core import power
-from benchfarm.core.guide import read_guide
-from benchfarm.core.regression import Sample, compare
-from benchfarm.core.results import SuiteRecord, metrics_document, samples_by_metric_name
-from benchfarm.core.stats import seed_format
+from benchfarm.core.guides.guide import read_guide
+from benchfarm.core.readings import power
+from benchfarm.core.statistics.regression import Sample, compare
+from benchfarm.core.statistics.results import SuiteRecord, metrics_document, samples_by_metric_name
+from benchfarm.core.statistics.stats import seed_format
 from benchfarm.report.html import html
 from benchfarm.report.tables import markdown, rst
 from benchfarm.suites.base import Metric
@@ -205,7 +205,7 @@ def test_compare_with_a_real_guide_lines_up_every_family_the_run_measured(name, 
 
 
 def test_the_boot_section_shows_the_kernel_clock_and_retried_boots():
-    from benchfarm.core.boot import timeline_from_chunks
+    from benchfarm.core.readings.boot import timeline_from_chunks
     chunks = [(10.551, b"[    0.000000] Linux version 6.1\r\n[    0.100000] a\r\n"),
               (10.701, b"[    0.400000] c\r\n"), (11.203, b"[    0.900000] Run /init as init\r\n"),
               (11.500, b"root@vb:~# ")]

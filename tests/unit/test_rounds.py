@@ -1,7 +1,7 @@
-"""A scheduling round's decisions (`core.rounds.plan`), on plain records: who takes a free seat,
+"""A scheduling round's decisions (`core.scheduling.rounds.plan`), on plain records: who takes a free seat,
 who is named whose seat, which runs are launched with a seat or on standby (and after whom),
 which leases are granted, the namespace ceilings, and the relays taken and checked. The
-operator applies a plan to its records and sends its writes (`kube.runtime`); none of that is
+operator applies a plan to its records and sends its writes (`operator.runtime`); none of that is
 needed here."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchfarm.api.grants import Relay
-from benchfarm.core import queue as q, rounds, seats
+from benchfarm.core.scheduling import queue as q, rounds, seats
 
 
 @dataclass
@@ -24,7 +24,7 @@ class Run:
     seated_at: float = 0.0
     relayed_at: float | None = None
     relay_checked: bool = False
-    standby: bool = False         # what `core.seats.standing_by` says of it (asked apart)
+    standby: bool = False         # what `core.scheduling.seats.standing_by` says of it (asked apart)
     holds_place: bool = True      # the coordinator shows its place acquired by its session
 
     @property

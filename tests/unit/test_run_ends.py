@@ -8,9 +8,9 @@ from types import SimpleNamespace
 from benchfarm.api.models import BenchmarkRunSpec
 from benchfarm.api.outcomes import Phase, RunFailure
 from benchfarm.errors import Outage, Party
-from benchfarm.kube.owner import Owner
-from benchfarm.kube.runends import RunEnds
-from benchfarm.kube.state import RunState
+from benchfarm.operator.runs.ends import RunEnds
+from benchfarm.operator.state.owner import Owner
+from benchfarm.operator.state.records import RunState
 
 
 class HeldWriter:

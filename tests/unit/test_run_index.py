@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from benchfarm.api.models import BenchmarkRunSpec
-from benchfarm.core.queue import QueueEntry, Selector
-from benchfarm.kube.lifecycle import InFlight
-from benchfarm.kube.state import RunIndex, RunState
+from benchfarm.core.scheduling.lifecycle import InFlight
+from benchfarm.core.scheduling.queue import QueueEntry, Selector
+from benchfarm.operator.state.records import RunIndex, RunState
 
 
 def state(name, phase="Pending", **spec):

@@ -1,4 +1,4 @@
-"""The operator's seat decisions (`core.seats`): which runs are on standby, which seat each is
+"""The operator's seat decisions (`core.scheduling.seats`): which runs are on standby, which seat each is
 named, who gets the free seats. A relay decided but not yet written names its seat like one its
 run's status holds, so that seat never counts as free while the write is on its way (a full
 bench had 13-14 boards powered by 12 seats: the seat a launching run was named went to another
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from benchfarm.api.grants import GoAhead, Relay
-from benchfarm.core import seats
+from benchfarm.core.scheduling import seats
 
 RELAY = Relay(place="p0", holder="benchfarm/run-uid-h")
 
@@ -111,7 +111,7 @@ def test_each_standby_run_named_no_seat_is_named_a_distinct_one_while_any_is_lef
 
 
 def test_a_seat_is_a_value_whose_moves_return_the_next():
-    """The operator's seat bookkeeping (`core.seats.Seat`): launched on standby after a relay,
+    """The operator's seat bookkeeping (`core.scheduling.seats.Seat`): launched on standby after a relay,
     the relay's seat taken, its handover checked, the board released; a failed naming undone
     only for the relay that failed."""
     s = seats.Seat().launched(10.0, RELAY)

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from benchfarm.kube.launchers import Launch, ProcessLauncher, _alive
+from benchfarm.operator.launch.launchers import Launch, ProcessLauncher, _alive
 from benchfarm.session import runner, server
 
 

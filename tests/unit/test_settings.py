@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchfarm import settings as settings_module
-from benchfarm.kube import launchers
+from benchfarm.operator.launch import launchers
 from benchfarm.settings import SESSION_JOB_TTL, SettingError, Settings, describe, variables
 
 REPO = Path(__file__).resolve().parents[2]

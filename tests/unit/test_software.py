@@ -56,7 +56,7 @@ def test_the_spec_names_its_sides():
 def internet(monkeypatch):
     """The loopback server stands for a host on the internet: its address is allowed here only
     (test_isolation checks that loopback is refused)."""
-    from benchfarm.core.software_policy import SoftwareReach
+    from benchfarm.core.policy.software import SoftwareReach
     monkeypatch.setattr(SoftwareReach, "address_problem", lambda self, address, port: None)
 
 
@@ -184,7 +184,7 @@ def test_a_cache_hit_waits_for_the_url_to_be_authorised_after_resolution(answers
                                                                          internet, monkeypatch):
     """The file is in the cache from this very URL, but its host resolves now to an address
     the lab does not fetch from: refused before the cache is read, nothing sent."""
-    from benchfarm.core.software_policy import SoftwareReach
+    from benchfarm.core.policy.software import SoftwareReach
     digest = hashlib.sha256(b"kernel-bytes" * 1000).hexdigest()
     cache = cache_in(tmp_path)
     artifact = Artifact(url=f"{answers}/Image", sha256=digest)
@@ -211,7 +211,7 @@ def _closed_port() -> int:
 
 
 def _checkpoints(side: str, latencies: list[float], boot: float) -> list[dict]:
-    from benchfarm.core.results import SuiteRecord
+    from benchfarm.core.statistics.results import SuiteRecord
     from benchfarm.suites.base import Metric
     out = []
     for it, value in enumerate(latencies, start=1):

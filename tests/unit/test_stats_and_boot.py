@@ -8,9 +8,9 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from benchfarm.core.boot import BootWatcher, timeline_from_chunks
-from benchfarm.core.results import SuiteRecord, series, summary
-from benchfarm.core.stats import seed_format, summarize
+from benchfarm.core.readings.boot import BootWatcher, timeline_from_chunks
+from benchfarm.core.statistics.results import SuiteRecord, series, summary
+from benchfarm.core.statistics.stats import seed_format, summarize
 from benchfarm.suites.base import Metric
 
 
@@ -181,7 +181,7 @@ def test_a_rate_beyond_any_real_clock_falls_back_to_the_envelope():
 
 
 def kernel_clock_of(pairs):
-    from benchfarm.core.boot import kernel_clock
+    from benchfarm.core.readings.boot import kernel_clock
     clock = kernel_clock(pairs, {})
     assert clock is not None
     return clock
@@ -223,8 +223,8 @@ def test_a_kernel_clock_that_starts_over_is_placed_by_its_last_epoch():
 
 def test_small_figures_keep_their_significant_digits():
     """Issue 42: hackbench's 0.1217 s once showed as "0.12 (min 0.12, max 0.12)"."""
-    from benchfarm.core.regression import Sample
-    from benchfarm.core.stats import figure
+    from benchfarm.core.statistics.regression import Sample
+    from benchfarm.core.statistics.stats import figure
     assert seed_format([0.1203, 0.1217, 0.1231]) == "0.122 (min 0.120, max 0.123)"
     assert figure(0.122, 0.121, 0.123) == "0.122 (min 0.121, max 0.123)"
     assert Sample.summary(0.122, 0.121, 0.123).display == "0.122 (min 0.121, max 0.123)"
@@ -239,7 +239,7 @@ def test_small_figures_keep_their_significant_digits():
 
 def test_a_console_silent_past_its_stages_limit_is_a_hung_boot():
     """Issue 42: a boot that hangs silently mid-way is decided in seconds, not at the timeout."""
-    from benchfarm.core.boot import BootWatcher
+    from benchfarm.core.readings.boot import BootWatcher
     w = BootWatcher(100.0, {"kernel": "Linux version", "init": "Run /init"}, r"# $",
                     silence_s=12, silence_after={"init": 30})
     assert w.hung(500.0) is None                   # before the first byte: SerialSilent's to judge

@@ -11,7 +11,7 @@ import pytest
 from kubernetes.client import ApiException
 
 from benchfarm.errors import InfraError
-from benchfarm.kube.storeaccounts import StoreAccounts, public_store
+from benchfarm.operator.stores.accounts import StoreAccounts, public_store
 from benchfarm.store.accounts import (
     SECRET,
     config_from_secret,
@@ -224,7 +224,7 @@ def test_want_wakes_the_tender_for_new_namespaces_only():
 
 
 def test_an_upload_stays_in_the_namespaces_folder():
-    from benchfarm.submitcli import upload_key
+    from benchfarm.cli.submit import upload_key
     assert upload_key("team-a", "ci/12/bzImage") == "team-a/ci/12/bzImage"
     for bad in ("", "/abs", "ci/../../builds/bzImage", "ci//x", "ci/", "./x"):
         with pytest.raises(ValueError):

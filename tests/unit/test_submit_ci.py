@@ -1,5 +1,5 @@
 """`benchfarm submit`'s pure parts: whose fault a failure is (typed, api.outcomes), the exit code
-(core.gate), and the JUnit, JSON and KCIDB documents of a run (report.ci) read back by a JUnit
+(core.statistics.gate), and the JUnit, JSON and KCIDB documents of a run (report.ci) read back by a JUnit
 reader and validated with kcidb-io; `export kcidb --submit` against a receiver on loopback."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from junitparser import Error, Failure, JUnitXml
 
 from benchfarm.api.outcomes import RUN_FAULTS, Blame, Reason, Refusal, RunFailure, blame
-from benchfarm.core.gate import Exit, decide
+from benchfarm.core.statistics.gate import Exit, decide
 from benchfarm.report.ci import junit, kcidb, outcome, summary
 
 OPERATOR = Path(__file__).resolve().parents[2] / "operator" / "benchfarm"
@@ -200,7 +200,7 @@ def test_json_names_the_metrics_and_the_verdicts():
 def test_flags_make_the_spec_and_the_plans_history_names_a_baseline():
     import argparse
 
-    from benchfarm.submitcli import _spec, add_parsers, latest_of_plan
+    from benchfarm.cli.submit import _spec, add_parsers, latest_of_plan
     parser = argparse.ArgumentParser()
     add_parsers(parser.add_subparsers(dest="cmd"))
     args = parser.parse_args(["submit", "--plan", "demo", "--device-type", "qemu-x86",
@@ -225,7 +225,7 @@ def test_flags_make_the_spec_and_the_plans_history_names_a_baseline():
 
 
 def test_export_posts_the_document_to_a_receiver_on_loopback():
-    from benchfarm.submitcli import post
+    from benchfarm.cli.submit import post
     got: list[tuple[str, dict]] = []
 
     class Receiver(BaseHTTPRequestHandler):
@@ -254,7 +254,7 @@ def test_export_posts_the_document_to_a_receiver_on_loopback():
 
 
 def test_a_campaigns_kcidb_document_has_each_finished_run_and_validates(monkeypatch):
-    from benchfarm import submitcli
+    from benchfarm.cli import submit as submitcli
     good = _body(_status("Succeeded", "Completed"), SOFTWARE)
     broken = {**_body(_status("Failed", "SoftwareBootFailed", "no Starting kernel"), SOFTWARE),
               "metadata": {"namespace": "ci", "name": "run-2", "uid": "u-2"}}

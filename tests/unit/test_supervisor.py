@@ -10,9 +10,10 @@ import pytest
 
 from benchfarm.api.models import BenchmarkRunSpec, LabPolicySpec
 from benchfarm.errors import Party
-from benchfarm.kube import metrics, sessions
-from benchfarm.kube.owner import Owner
-from benchfarm.kube.state import RunState
+from benchfarm.operator.runs import sessions
+from benchfarm.operator.state import metrics
+from benchfarm.operator.state.owner import Owner
+from benchfarm.operator.state.records import RunState
 
 
 class FakeRuntime:
@@ -112,7 +113,7 @@ def test_a_resumed_session_whose_relay_seat_is_its_own_gets_the_plain_go_ahead(s
     its own by now, the session resumed in its place would wait for a release it can no longer
     see: its resume carries the plain go-ahead. If the seat is still held, it keeps the relay."""
     from benchfarm.api.grants import GO_AHEAD_FIELD, Relay
-    from benchfarm.core import trust
+    from benchfarm.core.policy import trust
     key = sup.rt.signing_key
     after = Relay(place="vb-x86-1", holder="benchfarm/run-uid-h")
     given = running("given", goAhead=trust.sign_go_ahead(key, "uid-given", 1, after))

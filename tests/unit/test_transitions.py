@@ -1,4 +1,4 @@
-"""What each of the operator's run transitions writes (`core.transitions`): the fields it resets,
+"""What each of the operator's run transitions writes (`core.scheduling.transitions`): the fields it resets,
 the conditions it moves, and that an unchanged condition keeps its transition time."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from pydantic import ValidationError
 from benchfarm.api.grants import GO_AHEAD_FIELD, Relay
 from benchfarm.api.models import BenchmarkRunStatus, BenchmarkRunStatusPatch
 from benchfarm.api.outcomes import Phase, Reason, Underway
-from benchfarm.core import transitions as t, trust
 from benchfarm.core.conditions import get_condition
+from benchfarm.core.policy import trust
+from benchfarm.core.scheduling import transitions as t
 
 KEY = b"k" * 32
 RUNNING = {"phase": "Running", "board": "p1", "attempts": 2, "resumes": 1,

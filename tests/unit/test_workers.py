@@ -1,4 +1,4 @@
-"""kube.workers: a task's bug is heard (logged with its traceback, counted for the
+"""operator.state.pools: a task's bug is heard (logged with its traceback, counted for the
 BenchfarmOperatorBug alert), where a plain thread pool would keep it in a future nobody reads;
 the pool goes on with the next task."""
 
@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from benchfarm.kube import metrics
-from benchfarm.kube.workers import Workers
+from benchfarm.operator.state import metrics
+from benchfarm.operator.state.pools import Workers
 
 
 def bugs() -> float:

@@ -72,7 +72,7 @@ app.kubernetes.io/component: web
 {{- end -}}
 
 {{- /* The operator's own labgrid client certificate (it may drive every place): the operator's
-       pod and the chart's test pods only; a session gets its own (kube/credentials.py). */ -}}
+       pod and the chart's test pods only; a session gets its own (operator/launch/credentials.py). */ -}}
 {{- define "benchfarm.labgridClientEnv" -}}
 {{- if .Values.labgrid.tls.existingSecret }}
 - {name: BENCHFARM_LABGRID_CERT, value: /etc/benchfarm/labgrid/tls.crt}
@@ -124,7 +124,7 @@ capabilities: {drop: [ALL]}
 {{- end -}}
 
 {{- /* A session pod's: the exporters' SSH, and of labgrid's Secret only the CA that vouches for the
-       coordinator; its own certificate comes sealed in its environment (kube/credentials.py). */ -}}
+       coordinator; its own certificate comes sealed in its environment (operator/launch/credentials.py). */ -}}
 {{- define "benchfarm.sessionVolume" -}}
 {{- if .Values.ssh.existingSecret }}
 - name: ssh

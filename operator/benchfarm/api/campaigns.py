@@ -14,7 +14,15 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field
 
-from .models import BoardSelector, Condition, LabelValue, Model, Name, RepeatSpec, SoftwareSet
+from benchfarm.api.models import (
+    BoardSelector,
+    Condition,
+    LabelValue,
+    Model,
+    Name,
+    RepeatSpec,
+    SoftwareSet,
+)
 
 CAMPAIGN_LABEL = "benchfarm.io/campaign"       # on its runs: the campaign's name
 CAMPAIGN_UID_LABEL = "benchfarm.io/campaign-uid"
@@ -24,7 +32,7 @@ RELEASE_LABEL = "benchfarm.io/release"
 AVOID_ANNOTATION = "benchfarm.io/avoid-boards"   # a retried column's run: the board it failed on
 MAX_ATTEMPTS = 2                                 # a failed column is retried once
 
-# How the guide's header names a board: a digit, '_' or '-' in it (core.guide_cells reads a
+# How the guide's header names a board: a digit, '_' or '-' in it (core.guides.cells reads a
 # board column by that), lower case as a Kubernetes label value is.
 ColumnName = Annotated[str, Field(min_length=2, max_length=40,
                                   pattern=r"^[a-z0-9][a-z0-9_.]*[-_0-9][-a-z0-9_.]*$")]

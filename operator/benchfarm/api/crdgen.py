@@ -14,9 +14,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from . import labgridusers, notifications
-from .campaigns import CAMPAIGN_SPEC_RULES, BenchmarkCampaignSpec, status_schema
-from .models import (
+from benchfarm.api import labgridusers, notifications
+from benchfarm.api.campaigns import CAMPAIGN_SPEC_RULES, BenchmarkCampaignSpec, status_schema
+from benchfarm.api.models import (
     BENCHMARKRUN_SPEC_RULES,
     BOARDLEASE_SPEC_RULES,
     GROUP,

@@ -1,8 +1,8 @@
 """What the operator hands a warm session pod when it gives it a run: one typed definition.
 
-A warm pod (`kube.warm`, `session.warm`) is started before any run exists, imports everything and
+A warm pod (`operator.launch.warm`, `session.warm`) is started before any run exists, imports everything and
 waits for a ConfigMap of its own name. The operator writes the grant there and signs it with the
-key only it and its sessions hold (`core.trust`): the pod runs exactly the run, board, attempt and
+key only it and its sessions hold (`core.policy.trust`): the pod runs exactly the run, board, attempt and
 deadline the operator chose, for its own slot only, and nothing whose signature does not verify.
 """
 
@@ -41,7 +41,7 @@ class SessionGrant(BaseModel):
 
 
 READY_FILE = "/tmp/benchfarm-warm-ready"   # a warm pod made it once its imports are done (its
-                                           # readiness probe, `kube.jobs`)
+                                           # readiness probe, `operator.launch.jobs`)
 GRANT_KEY = "grant.json"          # the ConfigMap's data keys
 SIGNATURE_KEY = "signature"
 
@@ -80,7 +80,7 @@ class GoAhead(BaseModel):
     freed with no heir named, written when the operator sees the seat free; either way that
     session powers its board on at once instead of being launched only then. Without a limit
     the go-ahead is written with the run's Running status and nobody waits. Signed with the sessions' key
-    (`core.trust.sign_go_ahead`): a tenant who can write the run's status cannot give its own
+    (`core.policy.trust.sign_go_ahead`): a tenant who can write the run's status cannot give its own
     session a board beyond the lab's limit."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -13,9 +13,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .grants import GoAhead
-from .outcomes import SessionEnd
-from .suites import SUITE_NAMES
+from benchfarm.api.grants import GoAhead
+from benchfarm.api.outcomes import SessionEnd
+from benchfarm.api.suites import SUITE_NAMES
 
 GROUP = "benchfarm.io"
 VERSION = "v1alpha1"
@@ -264,7 +264,7 @@ class BenchmarkRunStatus(Model):
     provenance: dict[str, Any] | None = None
     observedGeneration: int | None = None
     # the operator's: admission, the queue, launches and hand-backs
-    planDigest: str | None = None           # the resolved plan's digest (`core.trust.plan_digest`)
+    planDigest: str | None = None           # the resolved plan's digest (`core.policy.trust.plan_digest`)
     resolvedSuites: list[dict[str, Any]] | None = None   # the suites the session runs
     resolvedSuitesSignature: str | None = None   # the operator's signature over them
     storePrefix: str | None = None          # where its artifacts go in the store
@@ -279,7 +279,7 @@ class BenchmarkRunStatus(Model):
 
 
 class BenchmarkRunStatusPatch(BenchmarkRunStatus):
-    """A write of a run's status (`core.transitions`): only the fields above, so a misspelt
+    """A write of a run's status (`core.scheduling.transitions`): only the fields above, so a misspelt
     field is an error where it is written, not a field nobody reads. Its conditions are the
     status's own list with one condition set (`core.conditions.set_condition`): the others are
     written back as they were read, whoever wrote them."""
@@ -484,7 +484,7 @@ class LabPolicySpec(Model):
 
 # -- BoardLease: a person's board, through the same queue -------------------------------------------
 
-#: `90m`, `2h`, `1h30m`, `45s` (core.durations reads exactly this)
+#: `90m`, `2h`, `1h30m`, `45s` (core.scheduling.durations reads exactly this)
 DURATION_PATTERN = r"^(([0-9]{1,4})h)?(([0-9]{1,6})m)?(([0-9]{1,7})s)?$"
 #: labgrid's user as `labgrid-client` names it: LG_HOSTNAME/LG_USERNAME
 LabgridUser = Annotated[str, Field(min_length=3, max_length=128,

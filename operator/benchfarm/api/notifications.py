@@ -6,10 +6,11 @@ ended; in the operator's namespace, the lab admin's, a board quarantined or back
 where they go: a webhook (JSON signed with HMAC-SHA256, or a Slack-compatible `{"text": ...}`)
 and e-mail, and may submit each finished run's results to a KCIDB endpoint (KernelCI's
 database of test results: the same document as `benchfarm export kcidb`). The operator's
-notifier (`kube.notifier`) matches events to subscriptions (`core.notify`), keeps every delivery
-in a durable outbox (`history.outbox`) and delivers it at least once (`notify`). What the CRD,
-the notifier and a receiver agree on is defined here: the spec and status, the event kinds, the
-body a receiver gets and its headers, the Secret the signing keys and tokens live in.
+notifier (`operator.notifications.notifier`) matches events to subscriptions
+(`core.notifications.rules`), keeps every delivery in a durable outbox (`history.outbox`) and
+delivers it at least once (`notify`). What the CRD, the notifier and a receiver agree on is
+defined here: the spec and status, the event kinds, the body a receiver gets and its headers, the
+Secret the signing keys and tokens live in.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .models import Condition, Model
+from benchfarm.api.models import Condition, Model
 
 #: The one Secret (per namespace) the operator may read, by RBAC resourceNames: the signing keys
 #: of the namespace's webhooks, one data key each (security.md says why one fixed name).

@@ -123,7 +123,7 @@ class Reason(StrEnum):
 
 class Underway(StrEnum):
     """Reasons of a run's conditions while it is under way, written by the operator and its
-    session alike (`core.transitions`, `session.status`)."""
+    session alike (`core.scheduling.transitions`, `session.status`)."""
 
     queued = "Queued"                   # Succeeded Unknown: waiting for a board
     booting = "Booting"                 # Succeeded Unknown: its session boots the board

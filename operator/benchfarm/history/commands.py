@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import InfraError
+from benchfarm.errors import InfraError
 
 _RELATIVE = re.compile(r"^(\d+)([hdw])$")
 
@@ -98,8 +98,8 @@ def main_history(args: argparse.Namespace, scope: Scope) -> int:
         print("benchfarm history: give --device-type and --plan (`benchfarm results series` "
               "lists the series)", file=sys.stderr)
         return 2
-    from .db import Database
-    from .query import history
+    from benchfarm.history.db import Database
+    from benchfarm.history.query import history
     try:
         namespaces = scope(args.namespace, args.all_namespaces)
         db = Database.from_env()
@@ -141,7 +141,7 @@ def table(doc: dict[str, Any]) -> str:
 
 
 def main_series(args: argparse.Namespace, scope: Scope) -> int:
-    from .db import Database
+    from benchfarm.history.db import Database
     try:
         namespaces = scope(args.namespace, args.all_namespaces)
         rows = Database.from_env().known_series(namespaces)
@@ -157,9 +157,9 @@ def main_series(args: argparse.Namespace, scope: Scope) -> int:
 
 
 def main_reindex(args: argparse.Namespace) -> int:
-    from ..store.artifacts import ArtifactStore, StoreConfig
-    from .db import Database
-    from .index import reindex
+    from benchfarm.history.db import Database
+    from benchfarm.history.index import reindex
+    from benchfarm.store.artifacts import ArtifactStore, StoreConfig
     # each skipped document is a line on stderr (the index module's log), the count on stdout
     logging.basicConfig(level=logging.WARNING, format="benchfarm results reindex: %(message)s")
     t0 = time.monotonic()

@@ -19,9 +19,9 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from ..errors import InfraError, Outage, Party
-from ..settings import Settings
-from .schema import change_points, metadata, results
+from benchfarm.errors import InfraError, Outage, Party
+from benchfarm.history.schema import change_points, metadata, results
+from benchfarm.settings import Settings
 
 T = TypeVar("T")
 Series = tuple[str, str, str, str]      # (namespace, metric, device type, plan): one namespace's

@@ -1,8 +1,8 @@
 """A finished run's metrics.json (the record, in the store) as rows of the results database.
 
 `rows` is the pure part: which metrics a document has and their direction come from
-`core.results.samples_from_document` (the one definition reports and comparisons use); the run's
-namespace, name and uid come from where the document lies in the store (`core.runkey`), never
+`core.statistics.results.samples_from_document` (the one definition reports and comparisons use); the run's
+namespace, name and uid come from where the document lies in the store (`core.policy.runkey`), never
 from the document, whose own `run` fields a tenant's suite could have written. `index_run` reads
 one run's document and upserts it unless its identity disagrees with its key (`NotThisRun`);
 `reindex` rebuilds the index from every metrics.json in the store, skips and counts the documents
@@ -16,12 +16,12 @@ import datetime as dt
 import logging
 from typing import Any, NamedTuple
 
-from ..core.results import samples_from_document
-from ..core.runkey import DOCUMENT, RunKey, disagreement, is_run_document, run_of_key
-from ..errors import InfraError
-from ..store.artifacts import ArtifactStore
-from .db import Database
-from .query import change_points
+from benchfarm.core.policy.runkey import DOCUMENT, RunKey, disagreement, is_run_document, run_of_key
+from benchfarm.core.statistics.results import samples_from_document
+from benchfarm.errors import InfraError
+from benchfarm.history.db import Database
+from benchfarm.history.query import change_points
+from benchfarm.store.artifacts import ArtifactStore
 
 log = logging.getLogger("benchfarm.history")
 __all__ = ["DOCUMENT", "NotThisRun", "Reindexed", "document_key", "index_run", "reindex", "rows"]
@@ -71,7 +71,7 @@ def rows(doc: dict[str, Any], where: RunKey, modified: dt.datetime | None = None
          ) -> list[dict[str, Any]]:
     """The rows of one metrics.json of the run `where` (its key's identity): per side of an A/B
     run, or the run's own. The document's own namespace, name and uid are not read here (check
-    them first: `core.runkey.disagreement`)."""
+    them first: `core.policy.runkey.disagreement`)."""
     run = doc.get("run") or {}
     when = _time(run.get("finishedAt"), modified)
     software = run.get("softwareSets") or {}

@@ -26,8 +26,8 @@ from typing import Any
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
 
-from .db import Database
-from .schema import notification_outbox as t
+from benchfarm.history.db import Database
+from benchfarm.history.schema import notification_outbox as t
 
 
 class Outbox:

@@ -16,9 +16,9 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
-from ..core.changepoints import detect
-from ..errors import Outage
-from .db import Database, Series
+from benchfarm.core.statistics.changepoints import detect
+from benchfarm.errors import Outage
+from benchfarm.history.db import Database, Series
 
 
 def _software(row: dict[str, Any]) -> str:

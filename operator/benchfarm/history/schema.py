@@ -79,7 +79,7 @@ outbox_metadata = MetaData()
 
 notification_outbox = Table(
     "notification_outbox", outbox_metadata,
-    Column("id", Text, primary_key=True),                     # the delivery id (core.notify)
+    Column("id", Text, primary_key=True),                     # the delivery id (core.notifications.rules)
     Column("namespace", Text, nullable=False),                # the Notification's
     Column("notification", Text, nullable=False),             # its name
     Column("notification_uid", Text, nullable=False),

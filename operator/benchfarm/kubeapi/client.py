@@ -5,7 +5,7 @@ runner, which checkpoints its run's status and renews its Lease. Every call wait
 server outage with backoff, bounded by a budget (the run's remaining time, for a runner), and
 then raises `Outage(party=Party.api)`: an outage is never blamed on a board. What a tenant reads
 of what it writes (events; the messages and progress of a status) passes through
-`core.redact` first: no address, host path or credential of the lab's.
+`core.policy.redact` first: no address, host path or credential of the lab's.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from ..api.models import GROUP, VERSION
-from ..core.redact import Redactor
-from ..errors import BenchfarmError, Outage, Party
-from ..settings import Settings
+from benchfarm.api.models import GROUP, VERSION
+from benchfarm.core.policy.redact import Redactor
+from benchfarm.errors import BenchfarmError, Outage, Party
+from benchfarm.settings import Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -21,7 +21,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from .client import API_FAILURES, Kube
+from benchfarm.kubeapi.client import API_FAILURES, Kube
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def session_lease_owner(api_version: str, run: str, uid: str) -> dict[str, Any]:
 
 def unheld_session_lease(namespace: str, run: str, uid: str, api_version: str) -> dict[str, Any]:
     """A run's Lease held by nobody: made by the operator for a session whose account may not
-    create Leases (a warm slot's, `kube.warm`); the session takes it as it takes an expired one."""
+    create Leases (a warm slot's, `operator.launch.warm`); the session takes it as it takes an expired one."""
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": session_lease_name(run), "namespace": namespace,
                          "labels": session_lease_labels(uid),
@@ -131,7 +131,7 @@ class LeaseHolder:
                 return True
             except ApiException as exc:
                 # 409: it exists; whose it is is read below. 403: this account may not create
-                # Leases (a warm slot's: the operator made the Lease, `kube.warm`)
+                # Leases (a warm slot's: the operator made the Lease, `operator.launch.warm`)
                 if exc.status not in (403, 409):
                     raise
         lease = self._read()

@@ -21,13 +21,13 @@ from typing import Any
 from labgrid.util import gen_marker
 from pexpect import TIMEOUT as PexpectTimeout
 
-from ..api.devicetype import DeviceType
-from ..api.outcomes import BoardFaultKind
-from ..core.boot import BootTimeline
-from ..core.capture import KERNEL_LINE, HeadTail, ShellOutput, through_kernel_lines
-from ..errors import BoardFault
-from .environment import build_target, environment, forget_target
-from .strategy import BenchfarmStrategy, first_line
+from benchfarm.api.devicetype import DeviceType
+from benchfarm.api.outcomes import BoardFaultKind
+from benchfarm.core.readings.boot import BootTimeline
+from benchfarm.core.readings.capture import KERNEL_LINE, HeadTail, ShellOutput, through_kernel_lines
+from benchfarm.errors import BoardFault
+from benchfarm.lab.environment import build_target, environment, forget_target
+from benchfarm.lab.strategy import BenchfarmStrategy, first_line
 
 log = logging.getLogger(__name__)
 OUTPUT_LIMIT = 16 * 1024 * 1024       # one command's output in memory: its head and its tail
@@ -106,7 +106,7 @@ class CommandTimeout(PexpectTimeout):
 
 def check_prompt(shell: Any) -> None:
     """labgrid's ShellDriver._check_prompt (echo a hidden marker, expect it and the prompt),
-    read through kernel log lines (`core.capture.KERNEL_LINE`): with one printed into the echo,
+    read through kernel log lines (`core.readings.capture.KERNEL_LINE`): with one printed into the echo,
     labgrid's own waits its whole 30 s and the command counts as timed out, never having run."""
     marker = gen_marker()
     shell.console.sendline(f"echo '{marker[:4]}''{marker[4:]}'")
@@ -118,7 +118,7 @@ def run_bounded(shell: Any, command: str, timeout: float, limit: int
                 ) -> tuple[str, int | None]:
     """Run `command` with labgrid's ShellDriver protocol (its prompt check, its `run` shell
     function and markers, read through kernel log lines), holding at most `limit` bytes of the
-    output: its head and its tail (`core.capture`). The ShellDriver's own `run` keeps all of
+    output: its head and its tail (`core.readings.capture`). The ShellDriver's own `run` keeps all of
     it, twice (pexpect's buffer and the match), and searches the whole buffer again after every
     read. pexpect's TIMEOUT when the command overruns, with the output so far as its
     `output`."""

@@ -24,16 +24,16 @@ from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2, labgrid_coo
 from labgrid.util import labgrid_version
 from labgrid.util.proxy import proxymanager
 
-from ..api.places import HandedMatch, HandedPlace, HandedResource
-from ..errors import BoardBusy, InfraError, Outage, Party
-from ..settings import Settings
-from .labgrid_compat import (
+from benchfarm.api.places import HandedMatch, HandedPlace, HandedResource
+from benchfarm.errors import BoardBusy, InfraError, Outage, Party
+from benchfarm.lab.labgrid_compat import (
     CHANNEL_OPTIONS,
     TlsSettings,
     channel,
     claim_identity,
     use_ssh_config,
 )
+from benchfarm.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ from typing import Any
 from labgrid.driver.exception import ExecutionError
 from labgrid.util.managedfile import ManagedFileError
 
-from ..errors import InfraError
-from ..settings import Settings
-from .labgrid_compat import use_ssh_config
-from .strategy import first_line
+from benchfarm.errors import InfraError
+from benchfarm.lab.labgrid_compat import use_ssh_config
+from benchfarm.lab.strategy import first_line
+from benchfarm.settings import Settings
 
 log = logging.getLogger(__name__)
 

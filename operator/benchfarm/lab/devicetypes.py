@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from ..api.devicetype import DeviceType
+from benchfarm.api.devicetype import DeviceType
 
 # Files named so beside the device types are labgrid environments, not device types.
 ENVIRONMENT_SUFFIX = ".labgrid.yaml"

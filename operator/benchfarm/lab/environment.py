@@ -23,11 +23,11 @@ import yaml
 from labgrid import Target, target_factory
 from labgrid.util.yaml import load as load_labgrid_yaml, resolve_templates
 
-from ..api.devicetype import DeviceType
-from ..errors import InfraError
-from ..settings import Settings
-from .labgrid_compat import adopt_session, forget_resources
-from .strategy import BenchfarmStrategy, first_line
+from benchfarm.api.devicetype import DeviceType
+from benchfarm.errors import InfraError
+from benchfarm.lab.labgrid_compat import adopt_session, forget_resources
+from benchfarm.lab.strategy import BenchfarmStrategy, first_line
+from benchfarm.settings import Settings
 
 STRATEGY = BenchfarmStrategy.__name__
 

@@ -15,7 +15,7 @@ LG_HOSTNAME/LG_USERNAME). Here:
 - `CheckingCoordinator` and `serve_checked`: labgrid's coordinator listening with TLS that
   requires a client certificate of the lab's CA (patch 2: `serve` calls `add_insecure_port`) and
   checking every stream's claimed name against the certificate (patch 3: `serve` builds the
-  module's `Coordinator`), by the rules of `core.labgrid_identity`. A claim the certificate does not
+  module's `Coordinator`), by the rules of `core.policy.identity`. A claim the certificate does not
   grant, or a call its role may not make, is refused with PERMISSION_DENIED and logged.
 - `use_ssh_config` (patch 4): the lab's ssh_config for every ssh and rsync labgrid starts
   (staging, `LG_PROXY`'s forwards), through the class attribute labgrid calls them by.
@@ -38,10 +38,10 @@ from typing import Any
 import grpc
 from labgrid.remote.generated import labgrid_coordinator_pb2_grpc
 
-from ..api.grants import LABGRID_SESSION_ENV
-from ..core import labgrid_identity as ids
-from ..errors import InfraError
-from ..settings import Settings
+from benchfarm.api.grants import LABGRID_SESSION_ENV
+from benchfarm.core.policy import identity as ids
+from benchfarm.errors import InfraError
+from benchfarm.settings import Settings
 
 LABGRID_VERSION = "26.0.1"
 ENV_CA, ENV_CERT, ENV_KEY = "BENCHFARM_LABGRID_CA", "BENCHFARM_LABGRID_CERT", "BENCHFARM_LABGRID_KEY"
@@ -74,8 +74,8 @@ class TlsSettings:
         certificate and key, sealed (`labgrid_pki.unseal`, with the signing key)."""
         env = Settings.from_env().environ if environ is None else environ
         if env.get(ENV_SEALED):
-            from ..core.trust import key_from
-            from .labgrid_pki import unseal
+            from benchfarm.core.policy.trust import key_from
+            from benchfarm.lab.labgrid_pki import unseal
             if not env.get(ENV_CA):
                 raise ValueError(f"{ENV_SEALED} is set but not {ENV_CA}")
             cert, key = unseal(key_from(env), env[ENV_SEALED])
@@ -132,7 +132,7 @@ def secure_exporters(tls: TlsSettings) -> None:
 # -- patches 2 and 3: labgrid's coordinator, checking who connects -----------------------------
 def peer_grants(context: Any) -> list[ids.Grant]:
     """What the peer's certificate grants (nothing without one)."""
-    from .labgrid_pki import grant_uris
+    from benchfarm.lab.labgrid_pki import grant_uris
     pems = context.auth_context().get("x509_pem_cert") or []
     if not pems:
         return []
@@ -145,7 +145,7 @@ def _checking_class() -> type:
     class CheckingCoordinator(Coordinator):
         """labgrid's coordinator, for clients and exporters with a certificate of the lab's CA: a
         stream's claimed name must be one its certificate grants, and each call one its role
-        may make (core.labgrid_identity)."""
+        may make (core.policy.identity)."""
 
         refusals = 0
 

@@ -34,7 +34,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..settings import Settings
+from benchfarm.settings import Settings
 
 CHUNK = 65536
 STOCK_CLIENT = "labgrid-client"      # a command of this name is labgrid's own client
@@ -132,7 +132,7 @@ def stock_client(argv: Sequence[str], settings: Settings) -> int:
     ssh_config (none: ssh's defaults)."""
     from labgrid.remote.client import main as labgrid_client
 
-    from .labgrid_compat import use_ssh_config
+    from benchfarm.lab.labgrid_compat import use_ssh_config
     use_ssh_config(settings.ssh_config)
     sys.argv = [STOCK_CLIENT, *argv]
     try:

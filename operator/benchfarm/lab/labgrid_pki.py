@@ -1,5 +1,5 @@
 """Certificates for labgrid's coordinator: a CA, and the certificates it issues to the lab's
-clients and exporters, each naming what its holder may be (`core.labgrid_identity`).
+clients and exporters, each naming what its holder may be (`core.policy.identity`).
 
 Made with the `cryptography` package, not the openssl command: the operator issues a short-lived
 certificate for every session it launches and every lease it grants (at 1,000 boards, a process
@@ -7,7 +7,7 @@ and three temporary files each would be the slow part), and it signs a public ke
 (a lease's `spec.publicKey`) without ever writing or reading a key file.
 
 A session's certificate and key reach it sealed (`seal`, `unseal`): encrypted and authenticated
-with a key derived from the signing key only the operator and its sessions hold (`core.trust`),
+with a key derived from the signing key only the operator and its sessions hold (`core.policy.trust`),
 so they can travel in the session's environment — a local process's, a Job's pod spec, a warm
 slot's grant ConfigMap — and whoever may read a Job or a ConfigMap of the operator's namespace
 but not its Secrets learns nothing from them.
@@ -39,8 +39,8 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.serialization import SSHCertificateBuilder, SSHCertificateType
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ..api.models import LeaseAccess, LeaseSshAccess, LeaseSshHost
-from ..core.labgrid_identity import grant_uri
+from benchfarm.api.models import LeaseAccess, LeaseSshAccess, LeaseSshHost
+from benchfarm.core.policy.identity import grant_uri
 
 # the public keys a certificate is issued for: a session's (EC) or a person's (EC or RSA)
 PublicKey = ec.EllipticCurvePublicKey | rsa.RSAPublicKey

@@ -16,14 +16,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..api.devicetype import DeviceType
-from ..api.models import SuiteSpec
-from ..api.outcomes import BoardFaultKind
-from ..core import power
-from ..errors import BoardFault, InfraError, SuiteFailure
-from ..suites.base import Metric
-from .board import Board
-from .rails import RailMonitor, Sampler, VirtualRailMonitor
+from benchfarm.api.devicetype import DeviceType
+from benchfarm.api.models import SuiteSpec
+from benchfarm.api.outcomes import BoardFaultKind
+from benchfarm.core.readings import power
+from benchfarm.errors import BoardFault, InfraError, SuiteFailure
+from benchfarm.lab.board import Board
+from benchfarm.lab.rails import RailMonitor, Sampler, VirtualRailMonitor
+from benchfarm.suites.base import Metric
 
 
 @dataclass

@@ -21,9 +21,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from ..api.devicetype import DeviceType, PowerMonitor, Rail
-from ..core import power
-from ..errors import InfraError
+from benchfarm.api.devicetype import DeviceType, PowerMonitor, Rail
+from benchfarm.core.readings import power
+from benchfarm.errors import InfraError
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class SigrokRailMonitor:
     `SigrokDevice` of its own (the place's, with `channels` set to the rail's channel) and a
     `SigrokDriver` bound to it by name; a reading captures each rail in turn for
     `captureSeconds` (`capture()` then `stop()`, the driver's CSV rows) and maps the samples to
-    mW with `core.power.sense_power`.
+    mW with `core.readings.power.sense_power`.
 
     What labgrid allows, and why this shape (labgrid 26.0.1, Debian 12's sigrok-cli 0.7.2 on
     libsigrok 0.5.2):

@@ -16,15 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..api.devicetype import DeviceType
-from ..api.models import SuiteSpec
-from ..core.results import SuiteRecord
-from ..core.trust import plan_digest
-from ..errors import BenchfarmError, BoardFault, DeployedBootFailed, RunError, SuiteFailure
-from ..suites.base import Metric
-from ..suites.registry import parse
-from .board import OUTPUT_LIMIT, Board, SerialLog
-from .rails import RailMonitor, monitor_for
+from benchfarm.api.devicetype import DeviceType
+from benchfarm.api.models import SuiteSpec
+from benchfarm.core.policy.trust import plan_digest
+from benchfarm.core.statistics.results import SuiteRecord
+from benchfarm.errors import BenchfarmError, BoardFault, DeployedBootFailed, RunError, SuiteFailure
+from benchfarm.lab.board import OUTPUT_LIMIT, Board, SerialLog
+from benchfarm.lab.rails import RailMonitor, monitor_for
+from benchfarm.suites.base import Metric
+from benchfarm.suites.registry import parse
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ class BoardSession:
 
     def _low_power(self, spec: SuiteSpec, iteration: int, warmup: bool
                    ) -> tuple[SuiteRecord, str, dict[str, Any]]:
-        from .lowpower import run_low_power
+        from benchfarm.lab.lowpower import run_low_power
         start = time.monotonic()
         record = SuiteRecord(step=spec.name, suite=spec.suite, iteration=iteration, warmup=warmup,
                              exit_code=None, seconds=0.0)

@@ -9,7 +9,7 @@ and watches every byte the console driver reads on the way to the prompt.
 
 States: off → bootloader (when the environment has a bootloader driver) → shell. Power-on is
 dated by the power driver's own labgrid step (`on`, done), the stages by the console bytes
-(`core.boot.BootWatcher`).
+(`core.readings.boot.BootWatcher`).
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from labgrid.step import step, steps
 from labgrid.strategy import Strategy, StrategyError
 from pexpect import TIMEOUT as PexpectTimeout
 
-from ..api.devicetype import BootSpec
-from ..api.outcomes import BoardFaultKind
-from ..core.boot import BootTimeline, BootWatcher
-from ..errors import BoardFault, DeployedBootFailed, InfraError
-from .serialport import read_in_chunks
+from benchfarm.api.devicetype import BootSpec
+from benchfarm.api.outcomes import BoardFaultKind
+from benchfarm.core.readings.boot import BootTimeline, BootWatcher
+from benchfarm.errors import BoardFault, DeployedBootFailed, InfraError
+from benchfarm.lab.serialport import read_in_chunks
 
 
 def first_line(exc: BaseException) -> str:

@@ -2,7 +2,7 @@
 verified: against BENCHFARM_SMTP_CA_FILE where the lab's relay has a certificate of its own CA,
 else the system's), with a login where the lab gives one. The server is the lab's, from the
 operator's settings (the chart's `notifications.smtp` values), never a tenant's: a Notification
-names only recipients (on its namespace's LabPolicy emailDomains, `core.notify`). The attempt has
+names only recipients (on its namespace's LabPolicy emailDomains, `core.notifications.rules`). The attempt has
 one deadline (`notify.deadline`), the connection, STARTTLS, the login and the mail together.
 """
 
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate
 
-from ..api.notifications import DELIVERY_HEADER
-from . import DeliveryFailed
-from .deadline import Deadline
+from benchfarm.api.notifications import DELIVERY_HEADER
+from benchfarm.notify import DeliveryFailed
+from benchfarm.notify.deadline import Deadline
 
 DEADLINE = 20.0         # seconds for the attempt, from connecting to the server's last answer
 

@@ -1,7 +1,7 @@
 """A finished run as CI systems read it: JUnit XML, a JSON summary, and a KCIDB v5 document.
 
 Pure: built from the BenchmarkRun as the API server returns it, its metrics.json (None when it
-failed before it had results) and `core.gate`'s decision. The three formats come from one
+failed before it had results) and `core.statistics.gate`'s decision. The three formats come from one
 `Outcome`, so a step, a figure or a verdict reads the same in each.
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..api.outcomes import Blame, Phase, Verdict
-from ..core.gate import Decision, Exit, decide
+from benchfarm.api.outcomes import Blame, Phase, Verdict
+from benchfarm.core.statistics.gate import Decision, Exit, decide
 
 ORIGIN = "benchfarm"
 # What XML 1.0 cannot hold even escaped (C0 controls but tab and line breaks, lone surrogates,

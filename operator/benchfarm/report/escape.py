@@ -5,7 +5,7 @@ heading or a fact is escaped for the format it lands in, never pasted raw.
 - Markdown (GitHub/GitLab flavour): `|` would end a table cell and `<` start HTML the viewer
   renders, `[` a link; they are backslash-escaped or written as entities, a backslash doubled.
 - RST csv-table: a cell is double-quoted with its quotes doubled (as the csv module that
-  core.guide reads it back with expects); an RST line is one line, since a line break in a cell
+  core.guides.guide reads it back with expects); an RST line is one line, since a line break in a cell
   or a title would end the directive and start whatever RST the tenant wrote after it.
 - HTML goes through jinja2's autoescape (report.html) or html.escape (report.release).
 """

@@ -19,8 +19,8 @@ from typing import Any
 import jinja2
 import re2
 
-from .shapes import shape
-from .svg import LIMIT, fmt, nice_ticks
+from benchfarm.report.shapes import shape
+from benchfarm.report.svg import LIMIT, fmt, nice_ticks
 
 
 def _pyplot() -> Any:

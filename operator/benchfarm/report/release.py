@@ -5,7 +5,7 @@ The vendors publish one guide per SDK release and SoC family; in each, every ben
 one column per board (`"Benchmarks","am62xx_lp_sk-fs: perf","am62xx_sk-fs: perf"`), cells
 `mean (min, max)`, sections in a fixed order: system benchmarks, then boot time, then the drivers.
 Each run's tables are the report's own (report.shapes): the same titles and labels, so the guide
-imports back (core.guide_cells) to every metric each board measured, column by column. A column
+imports back (core.guides.cells) to every metric each board measured, column by column. A column
 whose run did not finish stays in every table, its cells `n/a`, and the guide says why.
 
 A column's name is how the guide's header names its board (`qemu-x86: perf`): it must contain a
@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.guide_cells import board_of, key_columns
-from ..core.regression import Comparison, RegressionPolicy, Sample, compare
-from ..core.results import samples_by_metric_name
-from .escape import csv_row, line, md, md_row
-from .shapes import Table, shape
+from benchfarm.core.guides.cells import board_of, key_columns
+from benchfarm.core.statistics.regression import Comparison, RegressionPolicy, Sample, compare
+from benchfarm.core.statistics.results import samples_by_metric_name
+from benchfarm.report.escape import csv_row, line, md, md_row
+from benchfarm.report.shapes import Table, shape
 
 MISSING = "n/a"
 SYSTEM = "System Benchmarks"
@@ -47,7 +47,7 @@ class Column:
     name: str                                  # the board column's name in every table
     doc: dict[str, Any] | None                 # its run's metrics document; None: missing
     missing: str = ""                          # why it is missing (reason: message)
-    # a baseline read from a guide instead of a run: metric key -> core.regression.Sample
+    # a baseline read from a guide instead of a run: metric key -> core.statistics.regression.Sample
     summary: dict[str, Sample] | None = None
 
 

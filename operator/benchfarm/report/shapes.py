@@ -2,7 +2,7 @@
 output format: Markdown and RST (report.tables) and HTML (report.html) show the same tables.
 
 Each shape uses the guide's own title and column labels, so a report and a guide lie side by side,
-and core.guide_cells names every cell of it back to the metric it came from: a report imported as
+and core.guides.cells names every cell of it back to the metric it came from: a report imported as
 a guide gives back each metric it was made from. Shapes, by what they gather:
 - per step: OpenSSL by algorithm and buffer size; cyclictest per core (comma-joined per-thread
   figures, as the RT guides print them); iperf3 throughput and CPU load; rails with their Total,
@@ -27,7 +27,7 @@ from typing import Any
 
 import re2
 
-from ..suites.base import slug
+from benchfarm.suites.base import slug
 
 Series = dict[str, Any]
 
@@ -35,7 +35,7 @@ Series = dict[str, Any]
 @dataclass(frozen=True)
 class Table:
     section: str            # the step it belongs to (the first one, for a table across steps)
-    title: str              # as the guides title theirs; core.guide_cells reads names from it
+    title: str              # as the guides title theirs; core.guides.cells reads names from it
     header: list[str]
     rows: list[list[str]]
 
@@ -86,7 +86,7 @@ def _bytes(size: str) -> int:
 
 
 def shape(doc: dict[str, Any]) -> Shaped:
-    """A metrics document (core.results.metrics_document) in the guides' shapes."""
+    """A metrics document (core.statistics.results.metrics_document) in the guides' shapes."""
     board = doc.get("run", {}).get("board", "board")
     steps: OrderedDict[str, list[Series]] = OrderedDict()
     for s in doc.get("series", []):

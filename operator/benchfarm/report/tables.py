@@ -1,6 +1,6 @@
 """Tables in the layout of the vendors' performance guides: Markdown, and RST csv-tables.
 
-A metrics document (see core.results.metrics_document) in, text out. The guides' own shapes
+A metrics document (see core.statistics.results.metrics_document) in, text out. The guides' own shapes
 (report.shapes) come first in each step, the rest of a step in TI's generic layout: one
 `.. csv-table::` with `:header: "Benchmarks","<board>: perf"`.
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.stats import figure
-from .escape import csv_row, line, md, md_row
-from .shapes import Table, shape
+from benchfarm.core.statistics.stats import figure
+from benchfarm.report.escape import csv_row, line, md, md_row
+from benchfarm.report.shapes import Table, shape
 
 
 def _failures(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -166,7 +166,7 @@ def _rst_table(section: str, table: Table, titled: bool = True) -> list[str]:
 
 
 def guide_rst(tables: list[Any]) -> str:
-    """Render imported guide tables (core.guide.GuideTable) as the guides' two-column csv-tables,
+    """Render imported guide tables (core.guides.guide.GuideTable) as the guides' two-column csv-tables,
     one per table and board, rows named as benchfarm names them (importing it again is lossless)."""
     out: list[str] = []
     for t in tables:

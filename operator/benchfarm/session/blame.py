@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from ..api.outcomes import HandBack, Reason, Underway
-from ..core import steps as st
-from ..errors import BoardBusy, BoardFault, DeployedBootFailed, InfraError, RunError
-from ..lab.session import Cancelled
-from .context import RunContext
+from benchfarm.api.outcomes import HandBack, Reason, Underway
+from benchfarm.core import steps as st
+from benchfarm.errors import BoardBusy, BoardFault, DeployedBootFailed, InfraError, RunError
+from benchfarm.lab.session import Cancelled
+from benchfarm.session.context import RunContext
 
 log = logging.getLogger("benchfarm.session")
 LAB_DRIVEN = "low-power"   # a suite that runs no command of the tenant's (benchfarm suspends)

@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..api.models import BenchmarkRunSpec, SoftwareSet, SuiteSpec
-from ..core import steps as st
-from ..kubeapi.client import Kube
-from ..settings import Settings
-from ..store.spool import Spool
-from .lifeline import Lifeline
-from .status import StatusWriter
+from benchfarm.api.models import BenchmarkRunSpec, SoftwareSet, SuiteSpec
+from benchfarm.core import steps as st
+from benchfarm.kubeapi.client import Kube
+from benchfarm.session.lifeline import Lifeline
+from benchfarm.session.status import StatusWriter
+from benchfarm.settings import Settings
+from benchfarm.store.spool import Spool
 
 PEER_TAG = "iperf3-peer"   # a place's own network peer (host:port), as a bench has one
 

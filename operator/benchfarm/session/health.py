@@ -23,23 +23,23 @@ import os
 import socket
 import time
 
-from ..api.models import GROUP, VERSION
-from ..api.outcomes import HealthCheckEnd, HealthVerdict, fault_words
-from ..errors import BoardBusy, InfraError
-from ..kubeapi.client import Kube
-from ..kubeapi.leases import (
+from benchfarm.api.models import GROUP, VERSION
+from benchfarm.api.outcomes import HealthCheckEnd, HealthVerdict, fault_words
+from benchfarm.errors import BoardBusy, InfraError
+from benchfarm.kubeapi.client import Kube
+from benchfarm.kubeapi.leases import (
     HEALTH_LEASE_LABEL,
     SESSION_LEASE_LABEL,
     LeaseHolder,
     health_lease_name,
 )
-from ..lab.board import SerialLog
-from ..lab.coordinator import Coordinator, health_identity
-from ..lab.devicetypes import load_device_types
-from ..lab.session import BoardSession
-from ..settings import Settings
-from .context import Config
-from .lifeline import Fenced, Lifeline
+from benchfarm.lab.board import SerialLog
+from benchfarm.lab.coordinator import Coordinator, health_identity
+from benchfarm.lab.devicetypes import load_device_types
+from benchfarm.lab.session import BoardSession
+from benchfarm.session.context import Config
+from benchfarm.session.lifeline import Fenced, Lifeline
+from benchfarm.settings import Settings
 
 log = logging.getLogger("benchfarm.session")
 
@@ -174,7 +174,7 @@ class HealthCheckSession:
 
 
 def main(board: str, check: int | str) -> int:
-    from .runner import _logging
+    from benchfarm.session.runner import _logging
     settings = Settings.from_env()
     _logging(settings)
     namespace = settings.health_namespace or settings.namespace

@@ -16,14 +16,14 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from ..api.outcomes import LeaseEnd
-from ..core import trust
-from ..kubeapi.client import Kube
-from ..lab.board import Board
-from ..lab.coordinator import Coordinator, lease_identity
-from ..lab.devicetypes import load_device_types
-from ..settings import Settings
-from .context import Config
+from benchfarm.api.outcomes import LeaseEnd
+from benchfarm.core.policy import trust
+from benchfarm.kubeapi.client import Kube
+from benchfarm.lab.board import Board
+from benchfarm.lab.coordinator import Coordinator, lease_identity
+from benchfarm.lab.devicetypes import load_device_types
+from benchfarm.session.context import Config
+from benchfarm.settings import Settings
 
 log = logging.getLogger("benchfarm.session")
 
@@ -61,7 +61,7 @@ def power_off_and_release(coordinator: Coordinator, place: str, config: Config) 
 
 
 def main(ref: str) -> int:
-    from .runner import _logging
+    from benchfarm.session.runner import _logging
     settings = Settings.from_env()
     _logging(settings)
     namespace, name = ref.split("/", 1)

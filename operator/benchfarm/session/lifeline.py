@@ -1,7 +1,7 @@
 """A session's hold on its run: the run's Lease, the watch for cancel and delete, and outages.
 (A health check's session holds its own Lease the same way, `session.health`.)
 
-The Lease is how the operator knows a session lives (`kube.sessions`) and how two sessions of one
+The Lease is how the operator knows a session lives (`operator.runs.sessions`) and how two sessions of one
 run never both touch the board: a session whose Lease was taken over is fenced and stops at once.
 The watch on its run brings `spec.cancel` and a delete to the session within a second or two,
 and the operator's go-ahead to a session on standby.
@@ -17,18 +17,18 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..api.models import GROUP, VERSION
-from ..api.outcomes import RunFailure
-from ..errors import Outage, RunError
-from ..kubeapi.client import API_FAILURES, WATCH_FAILURES, Kube
-from ..kubeapi.leases import (
+from benchfarm.api.models import GROUP, VERSION
+from benchfarm.api.outcomes import RunFailure
+from benchfarm.errors import Outage, RunError
+from benchfarm.kubeapi.client import API_FAILURES, WATCH_FAILURES, Kube
+from benchfarm.kubeapi.leases import (
     LeaseHolder,
     LeaseLost,
     session_lease_labels,
     session_lease_name,
     session_lease_owner,
 )
-from ..lab.session import Cancelled
+from benchfarm.lab.session import Cancelled
 
 log = logging.getLogger("benchfarm.session")
 T = TypeVar("T")

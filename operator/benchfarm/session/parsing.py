@@ -11,7 +11,7 @@ cancelled.
 
 Past the budget the run fails with ParseOverBudget: the board's output is to blame, not the board.
 What comes back is bounded too: at most `limit + 1` metrics (the run's metric budget, checked by
-`core.budgets` in the session) and the count the parse yielded.
+`core.policy.budgets` in the session) and the count the parse yielded.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .. import budgeted
-from ..api.outcomes import RunFailure
-from ..errors import RunError, SuiteFailure
-from ..lab.session import Cancelled
-from ..suites import registry
-from ..suites.base import Metric
+from benchfarm import budgeted
+from benchfarm.api.outcomes import RunFailure
+from benchfarm.errors import RunError, SuiteFailure
+from benchfarm.lab.session import Cancelled
+from benchfarm.suites import registry
+from benchfarm.suites.base import Metric
 
 log = logging.getLogger("benchfarm.session")
 

@@ -17,27 +17,27 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .. import budgeted
-from ..api.devicetype import DeviceType
-from ..api.models import LabPolicySpec
-from ..api.outcomes import Phase, Reason, RunFailure
-from ..core.conditions import now_iso
-from ..errors import InfraError, RunError
-from ..lab.session import Cancelled
-from ..store.artifacts import ArtifactStore
-from .context import RunContext
-from .lifeline import Fenced
-from .parsing import PRELOAD
-from .steps import read_checkpoints
+from benchfarm import budgeted
+from benchfarm.api.devicetype import DeviceType
+from benchfarm.api.models import LabPolicySpec
+from benchfarm.api.outcomes import Phase, Reason, RunFailure
+from benchfarm.core.conditions import now_iso
+from benchfarm.errors import InfraError, RunError
+from benchfarm.lab.session import Cancelled
+from benchfarm.session.context import RunContext
+from benchfarm.session.lifeline import Fenced
+from benchfarm.session.parsing import PRELOAD
+from benchfarm.session.steps import read_checkpoints
+from benchfarm.store.artifacts import ArtifactStore
 
 if TYPE_CHECKING:       # session.results loads numpy and scipy: on the first report, not before
-    from .results import Collected, Documents
+    from benchfarm.session.results import Collected, Documents
 
 log = logging.getLogger("benchfarm.session")
 
 
 def complete(ctx: RunContext, dtype: DeviceType) -> None:
-    from . import results as res
+    from benchfarm.session import results as res
     got = res.Collected()
     for c in read_checkpoints(ctx):
         got.add(c)
@@ -91,7 +91,7 @@ def build_documents(ctx: RunContext, run_info: dict[str, Any], dtype: DeviceType
     """`results.documents` in a child within the session's report budget. Raises
     RunError(ReportOverBudget) past it, Fenced or Cancelled when the session stopped meanwhile
     (the child killed)."""
-    from . import results as res
+    from benchfarm.session import results as res
     settings = ctx.config.settings
     lifeline = ctx.lifeline
     try:

@@ -12,15 +12,26 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..api.devicetype import DeviceType
-from ..api.models import LabPolicySpec, RepeatSpec, SuiteSpec
-from ..core.regression import RegressionPolicy, compare, regression_policy, worst_offenders
-from ..core.repeat import AT_MAXIMUM, decide, interval
-from ..core.results import SuiteRecord, headline, metrics_document, series, summary
-from ..core.steps import BOOT, PROVENANCE, SUITE
-from ..report.html import html
-from ..report.tables import comparison_markdown, markdown, rst
-from ..suites.base import Metric
+from benchfarm.api.devicetype import DeviceType
+from benchfarm.api.models import LabPolicySpec, RepeatSpec, SuiteSpec
+from benchfarm.core.statistics.regression import (
+    RegressionPolicy,
+    compare,
+    regression_policy,
+    worst_offenders,
+)
+from benchfarm.core.statistics.repeat import AT_MAXIMUM, decide, interval
+from benchfarm.core.statistics.results import (
+    SuiteRecord,
+    headline,
+    metrics_document,
+    series,
+    summary,
+)
+from benchfarm.core.steps import BOOT, PROVENANCE, SUITE
+from benchfarm.report.html import html
+from benchfarm.report.tables import comparison_markdown, markdown, rst
+from benchfarm.suites.base import Metric
 
 
 @dataclass
@@ -95,7 +106,7 @@ def compare_with(doc: dict[str, Any], baseline_name: str, baseline_doc: dict[str
                  columns: tuple[str, str] = ("Baseline", "This run"),
                  ) -> tuple[str, tuple[str, str, str]]:
     """The comparison table and the Regressed condition (status, reason, message)."""
-    from ..core.results import samples_from_document
+    from benchfarm.core.statistics.results import samples_from_document
     if baseline_doc is None:
         return "", ("Unknown", "BaselineUnavailable",
                     f"baseline run {baseline_name} not found, not finished or unreadable")

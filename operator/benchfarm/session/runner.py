@@ -27,31 +27,32 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from .. import cpu
-from ..api.devicetype import DeviceType
-from ..api.grants import GO_AHEAD_FIELD, Relay
-from ..api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
-from ..api.outcomes import HandBack, Phase, Reason, Refusal, Underway, attempt_of
-from ..api.places import HandedPlace
-from ..core import steps as st, trust
-from ..core.conditions import now_iso
-from ..errors import BoardBusy, InfraError, RunError
-from ..kubeapi.client import API_FAILURES, Kube
-from ..lab.board import SerialLog
-from ..lab.coordinator import Coordinator, run_identity
-from ..lab.devicetypes import load_device_types
-from ..lab.session import BoardSession, Cancelled
-from ..settings import Settings
-from ..store.artifacts import ArtifactStore, StoreConfig
-from ..store.software import SoftwareCache
-from ..store.spool import Spool
-from . import reporting
-from .blame import Settled, Verdict, verdict
-from .context import PEER_TAG, Config, RunContext, iperf3_peer
-from .lifeline import Fenced, Lifeline, api_version_of
-from .parsing import BudgetedParse, start_forkserver
-from .status import StatusWriter
-from .steps import StepRunner
+from benchfarm import cpu
+from benchfarm.api.devicetype import DeviceType
+from benchfarm.api.grants import GO_AHEAD_FIELD, Relay
+from benchfarm.api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
+from benchfarm.api.outcomes import HandBack, Phase, Reason, Refusal, Underway, attempt_of
+from benchfarm.api.places import HandedPlace
+from benchfarm.core import steps as st
+from benchfarm.core.conditions import now_iso
+from benchfarm.core.policy import trust
+from benchfarm.errors import BoardBusy, InfraError, RunError
+from benchfarm.kubeapi.client import API_FAILURES, Kube
+from benchfarm.lab.board import SerialLog
+from benchfarm.lab.coordinator import Coordinator, run_identity
+from benchfarm.lab.devicetypes import load_device_types
+from benchfarm.lab.session import BoardSession, Cancelled
+from benchfarm.session import reporting
+from benchfarm.session.blame import Settled, Verdict, verdict
+from benchfarm.session.context import PEER_TAG, Config, RunContext, iperf3_peer
+from benchfarm.session.lifeline import Fenced, Lifeline, api_version_of
+from benchfarm.session.parsing import BudgetedParse, start_forkserver
+from benchfarm.session.status import StatusWriter
+from benchfarm.session.steps import StepRunner
+from benchfarm.settings import Settings
+from benchfarm.store.artifacts import ArtifactStore, StoreConfig
+from benchfarm.store.software import SoftwareCache
+from benchfarm.store.spool import Spool
 
 log = logging.getLogger("benchfarm.session")
 
@@ -458,7 +459,7 @@ def _prewarm() -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot  # noqa: F401
 
-        from . import results  # noqa: F401  (scipy through the regression rule)
+        from benchfarm.session import results  # noqa: F401  (scipy through the regression rule)
     except Exception:  # only a head start; the real import reports any problem
         log.debug("prewarm failed", exc_info=True)
 

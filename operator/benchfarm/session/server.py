@@ -33,26 +33,26 @@ import time
 import traceback
 from typing import Any
 
-from ..api.outcomes import SessionKind
-from ..settings import Settings, adopt
+from benchfarm.api.outcomes import SessionKind
+from benchfarm.settings import Settings, adopt
 
 log = logging.getLogger("benchfarm.session")
 
 
 def _import_everything() -> None:
-    from . import health, leaseend, runner  # noqa: F401
+    from benchfarm.session import health, leaseend, runner  # noqa: F401
     runner._prewarm()              # statistics and plotting, the end of a session
     # the Kubernetes client builds its API and model classes on first use: a second or more
     from kubernetes import client, watch  # noqa: F401
     for cls in ("CoreV1Api", "CustomObjectsApi", "CoordinationV1Api", "V1Lease", "V1LeaseSpec",
                 "V1ObjectMeta", "V1DeleteOptions", "V1Preconditions"):
         getattr(client, cls, None)
-    from ..kubeapi.client import prebuild
+    from benchfarm.kubeapi.client import prebuild
     prebuild()
-    from ..report.html import template
+    from benchfarm.report.html import template
     template()
     # the device types, read once here (a session reads them again only if a file changed)
-    from ..lab.devicetypes import load_device_types
+    from benchfarm.lab.devicetypes import load_device_types
     try:
         load_device_types(Settings.from_env().device_types)
     except Exception:  # a session reports a broken device type itself
@@ -110,12 +110,12 @@ def dispatch(argv: list[str]) -> int:
     """`benchfarm session <kind> ...` in this process: a run's session or a health check's."""
     kind, args = SessionKind(argv[0]), argv[1:]
     if kind == SessionKind.health_check:
-        from . import health
+        from benchfarm.session import health
         return health.main(args[0], int(args[1]))
     if kind == SessionKind.lease_end:
-        from . import leaseend
+        from benchfarm.session import leaseend
         return leaseend.main(args[0])
-    from . import runner
+    from benchfarm.session import runner
     return runner.main(args[0])
 
 
@@ -146,7 +146,7 @@ def reply(message: dict[str, Any]) -> None:
 
 def serve() -> int:
     t0 = time.monotonic()
-    from . import runner
+    from benchfarm.session import runner
     runner._logging(Settings.from_env())
     _import_everything()
     if _threads() > 1:

@@ -15,13 +15,13 @@ import threading
 import time
 from typing import Any
 
-from ..api.outcomes import HandBack, Phase, SessionEnd
-from ..core import transitions
-from ..core.conditions import now_iso, set_condition
-from ..errors import Outage
-from ..kubeapi.client import Kube
-from ..lab.session import Cancelled
-from .lifeline import Lifeline
+from benchfarm.api.outcomes import HandBack, Phase, SessionEnd
+from benchfarm.core.conditions import now_iso, set_condition
+from benchfarm.core.scheduling import transitions
+from benchfarm.errors import Outage
+from benchfarm.kubeapi.client import Kube
+from benchfarm.lab.session import Cancelled
+from benchfarm.session.lifeline import Lifeline
 
 log = logging.getLogger("benchfarm.session")
 
@@ -52,7 +52,7 @@ class StatusWriter:
         self.kube.event(self.ref(), type_, reason, message)
 
     def write(self, status: dict[str, Any], *, quick: bool = False) -> None:
-        """One status write, typed as the operator's are (`core.transitions.typed`)."""
+        """One status write, typed as the operator's are (`core.scheduling.transitions.typed`)."""
         self.lifeline.check()
         kube = self.quick if quick else self.kube
         if not kube.patch_run_status(self.namespace, self.name, transitions.typed(status)):

@@ -15,18 +15,19 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..api.devicetype import DeviceType
-from ..api.models import NamespacePolicy
-from ..api.outcomes import RunFailure, Underway
-from ..core import budgets, steps as st
-from ..core.repeat import decide
-from ..core.stats import seed_format
-from ..errors import BoardFault, DeployedBootFailed, RunError
-from ..lab.session import BoardSession, BootResult
-from ..store.software import Fetched, SoftwareCache
-from .blame import Blame
-from .context import RunContext
-from .parsing import BudgetedParse
+from benchfarm.api.devicetype import DeviceType
+from benchfarm.api.models import NamespacePolicy
+from benchfarm.api.outcomes import RunFailure, Underway
+from benchfarm.core import steps as st
+from benchfarm.core.policy import budgets
+from benchfarm.core.statistics.repeat import decide
+from benchfarm.core.statistics.stats import seed_format
+from benchfarm.errors import BoardFault, DeployedBootFailed, RunError
+from benchfarm.lab.session import BoardSession, BootResult
+from benchfarm.session.blame import Blame
+from benchfarm.session.context import RunContext
+from benchfarm.session.parsing import BudgetedParse
+from benchfarm.store.software import Fetched, SoftwareCache
 
 log = logging.getLogger("benchfarm.session")
 
@@ -70,7 +71,7 @@ class StepRunner:
     # -- on the board -------------------------------------------------------------------------
     def stage(self) -> None:
         """Stage every side's software on the board's exporter: side -> bootloader variables."""
-        from ..lab.deploy import stage, with_modules
+        from benchfarm.lab.deploy import stage, with_modules
         assert self.session is not None
         for key, _, software in self.ctx.sides():
             if software is None:
@@ -148,7 +149,7 @@ class StepRunner:
         rule = ctx.spec.repeat
         if rule is None or step.kind != st.SUITE or step.suite_index != 0 or step.warmup:
             return False
-        from . import results as res
+        from benchfarm.session import results as res
         got = res.Collected()
         for c in self.checkpoints():
             got.add(c)

@@ -2,7 +2,7 @@
 
 A cold session Job spends seconds between its creation and the first power-on: scheduling, the
 container, then importing labgrid, grpc, kubernetes, minio, pydantic and scipy. A warm pod
-(`kube.warm` keeps a few) has done all of that already: it imports everything, then watches the
+(`operator.launch.warm` keeps a few) has done all of that already: it imports everything, then watches the
 ConfigMap of its own slot's name (the only thing its account may read). When the operator gives
 it a run, it has bound the run's Role to this pod's account and made the run's Lease, then written
 the grant (`api.grants`) signed with the key the operator and its sessions share. The pod checks
@@ -19,11 +19,11 @@ import time
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-from ..api.grants import READY_FILE, SessionGrant
-from ..core import trust
-from ..kubeapi.client import Kube
-from ..settings import Settings, adopt
-from . import runner, server
+from benchfarm.api.grants import READY_FILE, SessionGrant
+from benchfarm.core.policy import trust
+from benchfarm.kubeapi.client import Kube
+from benchfarm.session import runner, server
+from benchfarm.settings import Settings, adopt
 
 log = logging.getLogger("benchfarm.session")
 
@@ -85,7 +85,7 @@ def main() -> int:
     server._import_everything()
     kube = Kube()
     ready = settings.warm_ready or READY_FILE
-    try:                       # the pod's readiness probe (kube.jobs): this slot is warm now
+    try:                       # the pod's readiness probe (operator.launch.jobs): this slot is warm now
         with open(ready, "w"):
             pass
     except OSError as exc:

@@ -24,8 +24,8 @@ import urllib3
 from minio.credentials import StaticProvider
 from minio.error import MinioAdminException
 
-from ..errors import InfraError, Outage, Party
-from .artifacts import ArtifactStore, StoreConfig
+from benchfarm.errors import InfraError, Outage, Party
+from benchfarm.store.artifacts import ArtifactStore, StoreConfig
 
 SECRET = "benchfarm-store"          # the Secret of a namespace that holds its store credential
 # the lab's own top folders, whatever the LabPolicy says: its published builds (devlab/builds.py)

@@ -26,8 +26,8 @@ from minio.commonconfig import ComposeSource
 from minio.error import S3Error
 from urllib3 import BaseHTTPResponse
 
-from ..errors import InfraError, Outage, Party
-from ..settings import Settings
+from benchfarm.errors import InfraError, Outage, Party
+from benchfarm.settings import Settings
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ sha256sum-format file. Files land in a local cache by their digest (a second run
 build downloads nothing) and are verified before a board ever sees them.
 
 The session trusts nothing the tenant wrote: before anything is read, every URL (and sha256Url)
-is checked again against the namespace's LabPolicy (`core.software_policy`, as at admission); an
+is checked again against the namespace's LabPolicy (`core.policy.software`, as at admission); an
 http(s) host is resolved and refused if any of its addresses is one the lab does not fetch from
 (loopback, link-local, unspecified, multicast, internal (BENCHFARM_INTERNAL_CIDRS), or private
 and otherwise non-global unless the LabPolicy lists that address), the connection goes to the
@@ -52,12 +52,12 @@ from urllib.parse import urlsplit
 
 from minio.error import S3Error
 
-from ..api.models import Artifact, NamespacePolicy, SoftwareSet
-from ..api.outcomes import Refusal
-from ..core.software_policy import SoftwareReach, internal_networks
-from ..errors import InfraError, RunError
-from ..settings import Settings
-from .artifacts import ArtifactStore
+from benchfarm.api.models import Artifact, NamespacePolicy, SoftwareSet
+from benchfarm.api.outcomes import Refusal
+from benchfarm.core.policy.software import SoftwareReach, internal_networks
+from benchfarm.errors import InfraError, RunError
+from benchfarm.settings import Settings
+from benchfarm.store.artifacts import ArtifactStore
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from ..errors import InfraError
-from .artifacts import ArtifactStore
+from benchfarm.errors import InfraError
+from benchfarm.store.artifacts import ArtifactStore
 
 log = logging.getLogger(__name__)
 META = ".meta.json"

@@ -6,8 +6,8 @@ arecord/aplay prints) and the tables' own layout `"<Hz>","<bits/s>","<cpu %>"`.
 
 from __future__ import annotations
 
-from ..errors import ParseError
-from .base import Metric, Pattern, lines_of, number
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, Pattern, lines_of, number
 
 SUITE = "alsa"
 _KV = Pattern(r"rate=(\d+)\s+bytes=(\d+)\s+seconds=([\d.]+)(?:\s+cpu=([\d.]+))?", "rate=")

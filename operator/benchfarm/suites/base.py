@@ -19,7 +19,7 @@ from typing import Any
 
 import re2
 
-from ..errors import ParseError
+from benchfarm.errors import ParseError
 
 _UNIT_ALIASES = {
     "mb/s": "MB/s", "mbps": "Mbit/s", "mbit/s": "Mbit/s", "gbit/s": "Gbit/s", "kb/s": "KB/s",
@@ -70,7 +70,7 @@ _TABLE = re2.compile(r"^[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?$")
 
 def table_problem(params: dict[str, str]) -> str | None:
     """parameters.table names the guide table a step's figures go to: its title slugged (lower
-    case, digits, `_ . -`, as core.guide_cells slugs a title), so the name import-guide gives a
+    case, digits, `_ . -`, as core.guides.cells slugs a title), so the name import-guide gives a
     cell of that table, or of the report's, is the step's. None when absent or fine."""
     table = params.get("table")
     if table is None or (_TABLE.match(table) and "--" not in table):
@@ -111,7 +111,7 @@ MAX_DIGITS = 18     # an integer a tool prints (a count, a size): 10^18 is past 
 
 def slug(text: str) -> str:
     """A title or label as a metric name's part: lower case, runs of anything but letters, digits,
-    '_' and '.' one '-' ('R5F WKUP TCM' -> 'r5f-wkup-tcm'); core.guide_cells names cells so too."""
+    '_' and '.' one '-' ('R5F WKUP TCM' -> 'r5f-wkup-tcm'); core.guides.cells names cells so too."""
     dashed: str = _NOT_SLUG.sub("-", text.lower())
     return dashed.strip("-.")
 

@@ -19,8 +19,16 @@ from __future__ import annotations
 
 import re2
 
-from ..errors import ParseError
-from .base import Metric, Pattern, count_parameter, lines_of, number, slug, table_problem
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import (
+    Metric,
+    Pattern,
+    count_parameter,
+    lines_of,
+    number,
+    slug,
+    table_problem,
+)
 
 SUITE = "console-timing"
 DEFAULT_PATTERN = r"^\s*(?P<name>[A-Za-z][A-Za-z0-9]*_\w+)\s+(?P<cycles>\d+)\b"

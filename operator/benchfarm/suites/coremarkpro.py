@@ -6,8 +6,8 @@ multi-core figures carry a `-multicore` suffix.
 
 from __future__ import annotations
 
-from ..errors import ParseError
-from .base import Metric, Pattern, lines_of, number
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, Pattern, lines_of, number
 
 SUITE = "coremark-pro"
 _ROW = Pattern(r"^([A-Za-z][\w.-]*)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")

@@ -7,8 +7,8 @@ line of each thread is its final result.
 
 from __future__ import annotations
 
-from ..errors import ParseError
-from .base import Metric, Pattern, integer, json_object, lines_of
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, Pattern, integer, json_object, lines_of
 
 SUITE = "cyclictest"
 _THREAD = Pattern(r"^T:\s*(\d+)\s+\(\s*\d+\)\s+P:\s*\d+\s+I:\s*\d+\s+C:\s*(\d+)\s+"

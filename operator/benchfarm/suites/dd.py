@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re2
 
-from ..errors import ParseError
-from .base import Metric, Pattern, integer, lines_of, number, table_problem
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, Pattern, integer, lines_of, number, table_problem
 
 SUITE = "dd"
 _SCALE = {"B/s": 1e-6, "kB/s": 1e-3, "KB/s": 1e-3, "MB/s": 1.0, "GB/s": 1e3,

@@ -22,8 +22,16 @@ from __future__ import annotations
 
 import re2
 
-from ..errors import ParseError
-from .base import Metric, Pattern, count_parameter, integer, lines_of, number, table_problem
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import (
+    Metric,
+    Pattern,
+    count_parameter,
+    integer,
+    lines_of,
+    number,
+    table_problem,
+)
 
 SUITE = "dmatest"
 DEFAULT_TABLE = "ddr-to-ddr-block-copy"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ParseError
-from .base import Metric, json_object
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, json_object
 
 SUITE = "fio"
 

@@ -7,8 +7,8 @@ glmark2 prints `[scene] options: FPS: N FrameTime: T ms` and `glmark2 Score: N`.
 
 from __future__ import annotations
 
-from ..errors import ParseError
-from .base import Metric, Pattern, lines_of, number
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, Pattern, lines_of, number
 
 SUITE = "fps"
 _GLMARK_SCENE = Pattern(r"^\[(\w+)\]\s*(.*?):\s*FPS:\s*([\d.]+)\s+FrameTime:\s*([\d.]+)\s*ms", "FPS:")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ParseError
-from .base import Metric, Pattern, integer, json_object, lines_of, number
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, Pattern, integer, json_object, lines_of, number
 
 SUITE = "iperf3"
 _SUMMARY = Pattern(

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re2
 
-from ..errors import ParseError
-from .base import Metric, Pattern, lines_of, number
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, Pattern, lines_of, number
 
 SUITE = "lmbench"
 # (what the line starts with, as a pattern; the metric; its unit): `<what>: <figure> microseconds`

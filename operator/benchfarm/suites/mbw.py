@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import ParseError
-from .base import Metric, Pattern, lines_of, number
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, Pattern, lines_of, number
 
 SUITE = "mbw"
 _AVG = Pattern(r"^AVG\s+Method:\s*(\S+)\s+Elapsed:\s*\S+\s+MiB:\s*\S+\s+Copy:\s*(\S+)\s*MiB/s", "AVG")

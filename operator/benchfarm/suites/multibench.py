@@ -6,8 +6,8 @@ Reads the harness's result lines `-- <workload> ... <N> workloads/s` or the summ
 
 from __future__ import annotations
 
-from ..errors import ParseError
-from .base import Metric, Pattern, lines_of, number
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, Pattern, lines_of, number
 
 SUITE = "multibench"
 _MITH = Pattern(r"(?i)^--\s*(?P<name>[\w.+-]+).*?(?P<value>[\d.]+)\s*workloads/s", "--")

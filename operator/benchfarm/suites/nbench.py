@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import ParseError
-from .base import Metric, Pattern, lines_of, number
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, Pattern, lines_of, number
 
 SUITE = "nbench"
 _ROW = Pattern(r"^([A-Z][A-Z -]+?)\s*:\s*([\d.e+]+)\s*:\s*[\d.]+\s*:\s*[\d.]+\s*$", ":")

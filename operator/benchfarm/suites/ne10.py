@@ -19,8 +19,8 @@ test_fft_c2c_1d_float32_performance). Rows of other functions' tests are not FFT
 
 from __future__ import annotations
 
-from ..errors import ParseError
-from .base import Metric, Pattern, count_parameter, integer, lines_of, number
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, Pattern, count_parameter, integer, lines_of, number
 
 SUITE = "ne10"
 TEST_COUNT = 10_000_000

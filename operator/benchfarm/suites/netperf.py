@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re2
 
-from ..errors import ParseError
-from .base import Metric, Pattern, lines_of, number, table_problem
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, Pattern, lines_of, number, table_problem
 
 SUITE = "netperf"
 _KV = Pattern(r"^([A-Z][A-Z0-9_]+)=(.*)$", "=")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re2
 
-from ..errors import ParseError
-from .base import Metric, Pattern, integer, lines_of, number
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, Pattern, integer, lines_of, number
 
 SUITE = "openssl"
 _HEADER = Pattern(r"^type\s+((?:\d+ bytes\s*)+)$", " bytes")

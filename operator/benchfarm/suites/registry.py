@@ -6,8 +6,8 @@ from collections.abc import Callable
 from importlib import import_module
 from typing import cast
 
-from ..errors import ParseError, RunError
-from .base import Metric
+from benchfarm.errors import ParseError, RunError
+from benchfarm.suites.base import Metric
 
 Parser = Callable[[str, dict[str, str] | None], list[Metric]]
 

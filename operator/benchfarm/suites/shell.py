@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Metric
+from benchfarm.suites.base import Metric
 
 
 def parse(text: str, params: dict[str, str] | None = None) -> list[Metric]:

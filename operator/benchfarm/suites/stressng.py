@@ -3,8 +3,8 @@ time and over usr+sys time."""
 
 from __future__ import annotations
 
-from ..errors import ParseError
-from .base import Metric, Pattern, lines_of, number
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, Pattern, lines_of, number
 
 SUITE = "stress-ng"
 _ROW = Pattern(r"metrc:\s*\[\d+\]\s+([a-z][\w-]*)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+"

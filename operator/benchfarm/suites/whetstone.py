@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import ParseError
-from .base import Metric, Pattern, lines_of, number
+from benchfarm.errors import ParseError
+from benchfarm.suites.base import Metric, Pattern, lines_of, number
 
 SUITE = "whetstone"
 _MIPS = Pattern(r"Whetstones:\s*([\d.]+)\s*MIPS", "Whetstones:")

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from kubernetes import client
 
-from ..api.models import GROUP
-from .sessions import Expiring, digest
+from benchfarm.api.models import GROUP
+from benchfarm.web.sessions import Expiring, digest
 
 TTL = 30.0          # seconds a token's review and its namespaces are trusted before asking again
 REVIEWS = 4096      # tokens whose answers are kept at once

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from html import escape
 from typing import Any
 
-from ..report.svg import fmt, nice_ticks
+from benchfarm.report.svg import fmt, nice_ticks
 
 W, H = 960, 380
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 44, 56      # the plot area's margins; the legend is in TOP

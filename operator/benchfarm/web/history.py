@@ -23,11 +23,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..api.outcomes import Phase
-from ..core.results import samples_from_document
-from ..kubeapi.client import Kube
-from ..store.artifacts import ArtifactStore, run_prefix
-from .views import SeriesKey
+from benchfarm.api.outcomes import Phase
+from benchfarm.core.statistics.results import samples_from_document
+from benchfarm.kubeapi.client import Kube
+from benchfarm.store.artifacts import ArtifactStore, run_prefix
+from benchfarm.web.views import SeriesKey
 
 __all__ = ["DatabaseHistorySource", "HistorySource", "SeriesKey", "StoreHistorySource",
            "load_source", "visible"]
@@ -174,7 +174,7 @@ class DatabaseHistorySource:
 
     def _database(self) -> Any:
         if self._db is None:
-            from ..history import Database
+            from benchfarm.history import Database
             self._db = Database(self.url)
         return self._db
 
@@ -183,7 +183,7 @@ class DatabaseHistorySource:
 
     def history(self, namespace: str, metric: str, device_type: str, plan: str,
                 with_points: bool = True) -> dict[str, Any]:
-        from ..history import history
+        from benchfarm.history import history
         doc: dict[str, Any] = history(self._database(), namespace, metric, device_type, plan,
                                       with_points=with_points)
         return doc

@@ -19,8 +19,8 @@ from urllib.parse import quote
 
 import jinja2
 
-from ..report.svg import fmt
-from . import charts
+from benchfarm.report.svg import fmt
+from benchfarm.web import charts
 
 # what the dashboard's forkserver imports once: these renderers (jinja2, the charts), the
 # server with the types its pages' arguments hold (access.Person imports the Kubernetes client:

@@ -34,17 +34,17 @@ import urllib3
 from aiohttp import web
 from kubernetes.client.rest import ApiException
 
-from .. import budgeted
-from ..api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
-from ..core.software_policy import Network
-from ..errors import BenchfarmError
-from ..kubeapi.client import Kube
-from ..settings import SettingError, Settings
-from ..store.artifacts import ArtifactStore, StoreConfig, run_prefix
-from . import rendering, views
-from .access import Access, Person
-from .history import HistorySource, load_source, visible
-from .sessions import (
+from benchfarm import budgeted
+from benchfarm.api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
+from benchfarm.core.policy.software import Network
+from benchfarm.errors import BenchfarmError
+from benchfarm.kubeapi.client import Kube
+from benchfarm.settings import SettingError, Settings
+from benchfarm.store.artifacts import ArtifactStore, StoreConfig, run_prefix
+from benchfarm.web import rendering, views
+from benchfarm.web.access import Access, Person
+from benchfarm.web.history import HistorySource, load_source, visible
+from benchfarm.web.sessions import (
     CookieSecure,
     FailedSignIns,
     Sessions,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from ..core.software_policy import Network, networks
+from benchfarm.core.policy.software import Network, networks
 
 SESSIONS = 10_000            # sessions kept at once; the least recently used is signed out first
 SESSION_SECONDS = 8 * 3600   # a session's lifetime: a working day, then the person signs in again

@@ -2,7 +2,7 @@
 
 The lab page: each board's state as a person reads it (idle, busy with which run, quarantined,
 held by a person, in maintenance, offline) and the queue with each waiting run's place and an
-estimated start. The place is the scheduler's own order (core.queue: priority, then namespaces
+estimated start. The place is the scheduler's own order (core.scheduling.queue: priority, then namespaces
 taking turns); the estimate plays that order forward over the boards each run fits, every run
 taking as long as the finished runs of its plan and device type took (their median).
 
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from ..api.models import held_by
-from ..api.outcomes import FINISHED, LeasePhase, Phase
-from ..core import durations, queue as q
+from benchfarm.api.models import held_by
+from benchfarm.api.outcomes import FINISHED, LeasePhase, Phase
+from benchfarm.core.scheduling import durations, queue as q
 
 
 class SeriesKey(NamedTuple):

@@ -1,0 +1,111 @@
+"""`benchfarm check`: is this installation wired up? The chart's `helm test` runs it in a pod.
+
+One line per party a board session depends on, each checked the way a session uses it and from
+where the command runs (a pod of the release, under the operator's ServiceAccount, with its
+environment): the Kubernetes API serves benchfarm's resources; an operator leads (its Lease is
+held and renewed); the labgrid coordinator answers and lists places, and the serial ports the
+exporters advertise for them accept a connection from here (an exporter that advertises an
+address this pod cannot reach fails every session on that board); the artifact bucket exists.
+Exit code 0 when every line is `ok`, 1 otherwise. Nothing is written anywhere. `benchfarm check
+--boards` audits the board network from the boards instead (`benchfarm.cli.boardcheck`).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Callable
+from datetime import UTC
+
+from benchfarm.api.models import GROUP, VERSION
+from benchfarm.settings import Settings
+
+log = logging.getLogger(__name__)
+
+STALE_S = 60     # a Lease not renewed for this long has no live leader behind it
+
+
+def _api() -> str:
+    from benchfarm.kubeapi.client import Kube
+    kube = Kube(outage_budget=10)
+    for plural in ("benchmarkruns", "boards", "testplans"):
+        kube.custom.list_cluster_custom_object(GROUP, VERSION, plural, limit=1)
+    return f"{GROUP}/{VERSION} benchmarkruns, boards, testplans served"
+
+
+def _leader() -> str:
+    from kubernetes import client
+
+    from benchfarm.kubeapi.client import Kube
+    from benchfarm.kubeapi.leases import OPERATOR_LEASE
+    namespace = Settings.from_env().namespace
+    lease = client.CoordinationV1Api(Kube(outage_budget=10).api).read_namespaced_lease(
+        OPERATOR_LEASE, namespace)
+    spec = lease.spec
+    holder, renewed = (spec.holder_identity, spec.renew_time) if spec else (None, None)
+    if not holder or renewed is None:
+        raise RuntimeError(f"Lease {namespace}/{OPERATOR_LEASE} is held by nobody")
+    age = time.time() - renewed.replace(tzinfo=renewed.tzinfo or UTC).timestamp()
+    if age > STALE_S:
+        raise RuntimeError(f"Lease {namespace}/{OPERATOR_LEASE}: {holder} last renewed it "
+                           f"{age:.0f} s ago")
+    return f"{holder} leads (Lease renewed {max(age, 0):.0f} s ago)"
+
+
+def _labgrid() -> str:
+    from benchfarm.lab.coordinator import Coordinator
+    address = Settings.from_env().coordinator
+    # a name under benchfarm's own host: the one the operator's certificate may claim, where
+    # the coordinator takes only certificates (the chart's check pod has the operator's)
+    coordinator = Coordinator(address, user=f"check-{socket.gethostname()}", host="benchfarm")
+    try:
+        places = coordinator.places()
+    finally:
+        coordinator.close()
+    if not places:
+        raise RuntimeError(f"coordinator {address} lists no places")
+    # a port is None while its exporter does not serve it (ser2net of a tty starts on acquire)
+    ports = {name: (p.resources["NetworkSerialPort"]["host"], p.resources["NetworkSerialPort"]["port"])
+             for name, p in places.items()
+             if (p.resources.get("NetworkSerialPort") or {}).get("port") is not None}
+    unreachable = []
+    for name, (host, port) in sorted(ports.items()):
+        try:
+            socket.create_connection((host, int(port)), timeout=3).close()
+        except OSError as exc:
+            unreachable.append(f"{name} ({host}:{port}: {exc.strerror or exc})")
+    if unreachable:
+        raise RuntimeError(f"coordinator {address}: {len(places)} places, serial ports not "
+                           f"reachable from here: {', '.join(unreachable)}")
+    return (f"coordinator {address}: {len(places)} places, {len(ports)} serial ports reachable "
+            "from here")
+
+
+def _store() -> str:
+    from minio import Minio
+
+    from benchfarm.store.artifacts import StoreConfig
+    cfg = StoreConfig.from_env()
+    found = Minio(cfg.endpoint, access_key=cfg.access_key, secret_key=cfg.secret_key,
+                  secure=cfg.secure).bucket_exists(cfg.bucket)
+    if not found:
+        raise RuntimeError(f"{cfg.endpoint}: no bucket {cfg.bucket}")
+    return f"{cfg.endpoint}: bucket {cfg.bucket} exists"
+
+
+CHECKS: list[tuple[str, Callable[[], str]]] = [
+    ("api", _api), ("leader", _leader), ("labgrid", _labgrid), ("store", _store)]
+
+
+def main() -> int:
+    failed = 0
+    for name, check in CHECKS:
+        try:
+            line = f"ok    {name}: {check()}"
+        except Exception as exc:  # every party's own error, said in one line
+            log.debug("check %s failed", name, exc_info=True)
+            failed += 1
+            line = f"FAIL  {name}: {type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
+        print(line, flush=True)
+    return 1 if failed else 0

@@ -1,0 +1,188 @@
+"""A finished run read back from any cluster: what `benchfarm report` and `benchfarm compare` print.
+
+The BenchmarkRun comes from the Kubernetes API (in-cluster, or KUBECONFIG / ~/.kube/config), its
+`metrics.json` from the artifact store with the run's namespace's own credential (the Secret
+`benchfarm-store` the operator issues, read with the same kubeconfig: `store.accounts`): a
+kubeconfig is all it needs. Nothing here knows the dev lab.
+Exit codes: 0 printed, 1 not found or unreachable (the message says which), 3 regressed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchfarm.errors import BenchfarmError
+
+
+class NotFound(BenchfarmError):
+    """A run, its metrics or a baseline file that is not there."""
+
+
+def _split(run: str) -> tuple[str, str]:
+    ns, sep, name = run.partition("/")
+    return (ns, name) if sep else ("default", run)
+
+
+def metrics(run: str) -> dict[str, Any]:
+    """The metrics document of a finished run NAMESPACE/NAME (or NAME in `default`)."""
+    from benchfarm.kubeapi.client import Kube
+    from benchfarm.store.accounts import namespace_store
+    from benchfarm.store.artifacts import run_prefix
+    ns, name = _split(run)
+    kube = Kube(outage_budget=10)
+    body = kube.get_run(ns, name)
+    if body is None:
+        raise NotFound(f"run {ns}/{name} not found", reason="RunNotFound")
+    store = namespace_store(kube.secret_data, ns, attempts=2)
+    prefix = run_prefix(ns, name, body["metadata"]["uid"], body["spec"].get("artifactPrefix", ""))
+    key = f"{prefix}/metrics.json"
+    if store.sha256(key) is None:
+        phase = (body.get("status") or {}).get("phase", "Pending")
+        raise NotFound(f"run {ns}/{name} has no results yet (phase {phase}); "
+                       f"s3://{store.config.bucket}/{key} is missing", reason="NoResults")
+    doc: dict[str, Any] = json.loads(store.get(key))
+    return doc
+
+
+def campaign(ref: str) -> tuple[str, list[Any]] | None:
+    """A BenchmarkCampaign NAMESPACE/NAME as its release label and its guide's columns (their
+    runs' metrics; a column without results is missing); None when there is no such campaign."""
+    from benchfarm.kubeapi.client import Kube
+    from benchfarm.report.release import Column
+    ns, name = _split(ref)
+    body = Kube(outage_budget=10).get_custom("benchmarkcampaigns", ns, name)
+    if body is None:
+        return None
+    columns = []
+    for c in (body.get("status") or {}).get("columns") or []:
+        try:
+            doc = metrics(f"{ns}/{c['run']}") if c.get("phase") == "Succeeded" else None
+        except NotFound:
+            doc = None
+        columns.append(Column(c["name"], doc, "" if doc else c.get("reason") or "no results"))
+    if not columns:
+        raise NotFound(f"campaign {ns}/{name} has no columns yet", reason="NoResults")
+    return body["spec"]["release"], columns
+
+
+def _campaign_not_run(ref: str) -> tuple[str, list[Any]] | None:
+    """The campaign a name means, when no BenchmarkRun has that name (a run wins)."""
+    from benchfarm.kubeapi.client import Kube
+    if Path(ref).suffix.lower() in (".rst", ".txt") or Kube(outage_budget=10).get_run(*_split(ref)):
+        return None
+    return campaign(ref)
+
+
+def _compare_campaign(ref: str, release: str, columns: list[Any], baseline: str,
+                      board: str | None) -> tuple[str, bool]:
+    """A campaign against another campaign (column by column, by name) or a guide (each column
+    against the guide's board of the same name, or the one --board names)."""
+    from benchfarm.core.guides.guide import GuideError, read_guide
+    from benchfarm.core.statistics.regression import RegressionPolicy, Sample
+    from benchfarm.report.release import Column, changes_md, release_changes
+    policy = RegressionPolicy()
+    other = _campaign_not_run(baseline)
+    if other is not None:
+        previous_release, previous = other
+    else:
+        try:
+            text = Path(baseline).read_text(errors="replace")
+        except OSError as exc:
+            raise NotFound(f"guide {baseline}: {exc.strerror}", reason="BaselineNotFound") from exc
+        guide = read_guide(text)
+        previous_release, previous = baseline, []
+        for col in columns:
+            try:
+                values = guide.baseline(board or col.name)
+            except GuideError as exc:
+                previous.append(Column(col.name, None, exc.message))
+                continue
+            previous.append(Column(col.name, None, summary={
+                k: Sample.summary(v.mean, v.min, v.max) for k, v in values.items()}))
+    changes = release_changes(previous, columns, policy)
+    if not any(ch.comparisons for ch in changes):
+        raise NotFound(f"{ref} and {baseline} have no metric in common", reason="NothingInCommon")
+    return (changes_md(release, previous_release, changes, policy.describe()),
+            any(c.verdict == "regressed" for ch in changes for c in ch.comparisons))
+
+
+def report(run: str, fmt: str = "md") -> str:
+    from benchfarm.report.tables import markdown, rst
+    doc = metrics(run)
+    if fmt == "json":
+        return json.dumps(doc, indent=2)
+    return {"md": markdown, "rst": rst}[fmt](doc)
+
+
+def compare(run: str, baseline: str, board: str | None = None) -> tuple[str, bool]:
+    """The comparison table of a run against another run or a vendor guide (one board's column of
+    it); and whether it regressed."""
+    from benchfarm.core.guides.guide import read_guide
+    from benchfarm.core.statistics.regression import (
+        RegressionPolicy,
+        Sample,
+        compare as compare_samples,
+    )
+    from benchfarm.core.statistics.results import samples_by_metric_name, samples_from_document
+    from benchfarm.report.tables import comparison_markdown
+    found = _campaign_not_run(run)
+    if found is not None:
+        return _compare_campaign(run, *found, baseline, board)
+    doc = metrics(run)
+    policy = RegressionPolicy()
+    path = Path(baseline)
+    if path.is_file() or path.suffix.lower() in (".rst", ".txt"):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError as exc:
+            raise NotFound(f"guide {baseline}: {exc.strerror}", reason="BaselineNotFound") from exc
+        guide = read_guide(text).baseline(board)
+        base = {k: Sample.summary(v.mean, v.min, v.max) for k, v in guide.items()}
+        current, direction = samples_by_metric_name(doc)
+    elif (other := _campaign_not_run(baseline)) is not None:
+        column = next((c for c in other[1] if c.name == board), None)
+        if column is None or column.doc is None:
+            raise NotFound(f"campaign {baseline}: name the column to compare with (--board): "
+                           + ", ".join(c.name for c in other[1] if c.doc), reason="BaselineNotFound")
+        base, _ = samples_by_metric_name(column.doc)
+        current, direction = samples_by_metric_name(doc)
+    else:
+        base, _ = samples_from_document(metrics(baseline))
+        current, direction = samples_from_document(doc)
+    rows = compare_samples(base, current, direction, policy)
+    if not rows:
+        raise NotFound(f"{run} and {baseline} have no metric in common", reason="NothingInCommon")
+    return (comparison_markdown(rows, policy.describe(), f"Comparison with {baseline}"),
+            any(r.verdict == "regressed" for r in rows))
+
+
+def main_report(run: str, fmt: str) -> int:
+    return _guarded("report", lambda: (print(report(run, fmt)), 0)[1])
+
+
+def main_compare(run: str, baseline: str, board: str | None = None) -> int:
+    def _run() -> int:
+        table, regressed = compare(run, baseline, board)
+        print(table)
+        return 3 if regressed else 0
+    return _guarded("compare", _run)
+
+
+def _guarded(cmd: str, fn: Callable[[], int]) -> int:
+    from kubernetes.client.rest import ApiException
+    from kubernetes.config import ConfigException
+    try:
+        return fn()
+    except BenchfarmError as exc:
+        print(f"benchfarm {cmd}: {exc.message}", file=sys.stderr)
+    except ApiException as exc:
+        print(f"benchfarm {cmd}: the Kubernetes API refused: {exc.status} {exc.reason}",
+              file=sys.stderr)
+    except ConfigException as exc:
+        print(f"benchfarm {cmd}: no cluster configured (KUBECONFIG or in-cluster): {exc}",
+              file=sys.stderr)
+    return 1

@@ -1,0 +1,465 @@
+"""`benchfarm upload`, `submit` and `export kcidb`: a CI pipeline's way into the lab.
+
+`submit` creates a BenchmarkRun (from a file, from flags, or both: the flags win), says how it
+goes as its status changes (phase, queue position, progress, conditions), waits for its end,
+prints its report and exits with what a pipeline acts on (`core.statistics.gate`): 0 measured and nothing
+regressed, 1 a metric regressed (named), 2 the lab's fault (retry later), 3 the run's own (its
+software did not boot, a suite failed, its input was refused), 130 interrupted (Ctrl-C or the
+pipeline's SIGTERM cancel the run: `spec.cancel`). `--junit`, `--json` and `--kcidb` write the
+result for the CI's test report, its artifacts and KernelCI (`report.ci`, one model for all
+three). `export kcidb` writes (and with `--submit URL` posts) the KCIDB document of a finished
+run or of a campaign's runs. `upload` puts a build into the namespace's own folder of the
+lab's store and prints its s3:// URL and SHA-256, for `--kernel` and `--kernel-sha256`. Any
+cluster, and a kubeconfig (or in-cluster credentials) is all they need: the store is reached with
+the namespace's own credential, which the operator issues into its Secret `benchfarm-store` and
+which reaches `<namespace>/` only (`store.accounts`), never with the lab's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchfarm.api.models import GROUP, SOFTWARE_PARTS, VERSION, BenchmarkRunSpec
+from benchfarm.api.outcomes import Phase
+from benchfarm.core.statistics.gate import Exit, condition
+from benchfarm.settings import Settings
+
+PLURAL = "benchmarkruns"
+PARTS = tuple(p for p in SOFTWARE_PARTS if p != "bootArgs")
+SUBMITTED_LABEL = "benchfarm.io/submitted-by"
+
+
+def add_parsers(sub: Any) -> None:
+    u = sub.add_parser("upload", help="upload a build to the namespace's folder of the lab's "
+                                      "store; print its s3:// URL and SHA-256")
+    u.add_argument("file", help="the file to upload")
+    u.add_argument("--key", required=True, help="where in the namespace's folder (e.g. "
+                   "ci/1234/bzImage): the object is <namespace>/KEY")
+    u.add_argument("-n", "--namespace", help="default: the kubeconfig's current namespace")
+    u.set_defaults(func=upload_main)
+
+    p = sub.add_parser("submit", help="run a benchmark for a CI pipeline: apply a BenchmarkRun, "
+                                      "follow it, print its report; exit 0 ok, 1 regressed, "
+                                      "2 the lab's fault, 3 the run's fault")
+    p.add_argument("-f", "--file", help="a BenchmarkRun (YAML or JSON); flags override its spec")
+    p.add_argument("--plan", help="the TestPlan to run")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--device-type", help="any board of this device type")
+    which.add_argument("--board", help="this board (labgrid place)")
+    p.add_argument("--label", action="append", default=[], help="KEY=VALUE the board must carry")
+    for part in PARTS:
+        p.add_argument(f"--{part}", metavar="URL", help=f"the {part} to boot (s3:// or https://)")
+        p.add_argument(f"--{part}-sha256", metavar="HEX", help=f"the {part}'s SHA-256")
+    p.add_argument("--sha256sums", metavar="URL",
+                   help="a SHA256SUMS file listing every artifact without --PART-sha256")
+    p.add_argument("--boot-args", help="kernel command line added to the board's own")
+    p.add_argument("--software-name", help="a label for the software in reports")
+    p.add_argument("--iterations", type=int, help="measured iterations of the plan (spec.iterations)")
+    p.add_argument("--boot-cycles", type=int, help="timed boots (spec.bootCycles)")
+    p.add_argument("--timeout", type=int, help="spec.timeoutSeconds (board acquisition to end)")
+    p.add_argument("--queue-timeout", type=int, help="spec.queueTimeoutSeconds")
+    p.add_argument("--priority", type=int, help="the run's priority in its namespace's queue (spec.priority)")
+    base = p.add_mutually_exclusive_group()
+    base.add_argument("--baseline", help="a finished run of the namespace to compare with")
+    base.add_argument("--compare-history", action="store_true",
+                      help="compare with the latest successful run of the same plan on the same "
+                           "device type (or board) in the namespace (none: nothing to compare)")
+    p.add_argument("-n", "--namespace", default=None, help="default: the kubeconfig's")
+    p.add_argument("--name", help="the run's name (default: generated, ci-<plan>-xxxxx)")
+    p.add_argument("--junit", metavar="FILE", help="write JUnit XML here")
+    p.add_argument("--json", metavar="FILE", help="write the metrics and verdicts (JSON) here")
+    p.add_argument("--kcidb", metavar="FILE", help="write the KCIDB v5 document here")
+    p.add_argument("--no-report", action="store_true", help="do not print the report")
+    p.add_argument("--poll", type=float, default=2.0, help=argparse.SUPPRESS)
+    p.set_defaults(func=submit_main)
+
+    e = sub.add_parser("export", help="export a finished run's or campaign's results")
+    fmt = e.add_subparsers(dest="format", required=True)
+    k = fmt.add_parser("kcidb", help="a KCIDB v5 document (validates with kcidb-io)")
+    k.add_argument("ref", help="NAMESPACE/NAME of a BenchmarkRun or a BenchmarkCampaign")
+    k.add_argument("-o", "--output", default="-", help="file (default: stdout)")
+    k.add_argument("--submit", metavar="URL", help="POST the document there too (a KCIDB "
+                   "submission endpoint; a bearer token from $BENCHFARM_KCIDB_TOKEN)")
+    k.set_defaults(func=export_main)
+
+
+def _say(text: str) -> None:
+    print(f"benchfarm submit: {text}", file=sys.stderr, flush=True)
+
+
+def _spec(args: argparse.Namespace, base: dict[str, Any]) -> dict[str, Any]:
+    """The run's spec: the file's, with the flags over it."""
+    spec = dict(base)
+    selector = dict(spec.get("selector") or {})
+    if args.device_type:
+        selector = {**{k: v for k, v in selector.items() if k != "board"},
+                    "deviceType": args.device_type}
+    if args.board:
+        selector = {**{k: v for k, v in selector.items() if k != "deviceType"},
+                    "board": args.board}
+    if args.label:
+        selector["labels"] = {**selector.get("labels", {}),
+                              **dict(kv.split("=", 1) for kv in args.label)}
+    spec["selector"] = selector
+    if args.plan:
+        spec.pop("suites", None)
+        spec["plan"] = args.plan
+    software = dict(spec.get("software") or {})
+    for part in PARTS:
+        url = getattr(args, part)
+        if url:
+            digest = getattr(args, f"{part}_sha256")
+            software[part] = {"url": url, **({"sha256": digest} if digest else
+                                             {"sha256Url": args.sha256sums} if args.sha256sums
+                                             else {})}
+    if args.boot_args:
+        software["bootArgs"] = args.boot_args
+    if args.software_name:
+        software["name"] = args.software_name
+    if software:
+        spec["software"] = software
+    for flag, field_ in (("iterations", "iterations"), ("boot_cycles", "bootCycles"),
+                         ("timeout", "timeoutSeconds"), ("queue_timeout", "queueTimeoutSeconds"),
+                         ("priority", "priority"), ("baseline", "baseline")):
+        if getattr(args, flag) is not None:
+            spec[field_] = getattr(args, flag)
+    return spec
+
+
+def latest_of_plan(runs: list[dict[str, Any]], spec: dict[str, Any]) -> str | None:
+    """The plan's history: the name of the latest successful run of the same plan on the same
+    device type (or board), by completion time."""
+    sel = spec.get("selector") or {}
+    same = [r for r in runs
+            if (r.get("spec") or {}).get("plan") == spec.get("plan")
+            and ((r.get("spec") or {}).get("selector") or {}).get("deviceType")
+            == sel.get("deviceType")
+            and ((r.get("spec") or {}).get("selector") or {}).get("board") == sel.get("board")
+            and (r.get("status") or {}).get("phase") == Phase.succeeded
+            and not (r.get("spec") or {}).get("softwareB")]
+    same.sort(key=lambda r: r["status"].get("completionTime") or "")
+    return same[-1]["metadata"]["name"] if same else None
+
+
+def _store(namespace: str) -> Any:
+    """The store as `namespace` may use it: with its own credential, read with the kubeconfig."""
+    from benchfarm.store.accounts import namespace_store
+    return namespace_store(_kube().secret_data, namespace)
+
+
+def _results(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """metrics.json and report.md of a finished run from the store; None when it has none."""
+    from benchfarm.store.artifacts import run_prefix
+    meta, spec = body["metadata"], body.get("spec") or {}
+    store = _store(meta["namespace"])
+    prefix = run_prefix(meta["namespace"], meta["name"], meta["uid"],
+                        spec.get("artifactPrefix", ""))
+    if store.sha256(f"{prefix}/metrics.json") is None:
+        return None, None
+    doc = json.loads(store.get(f"{prefix}/metrics.json"))
+    report = store.get(f"{prefix}/report.md").decode(errors="replace") \
+        if store.sha256(f"{prefix}/report.md") is not None else None
+    return doc, report
+
+
+def outcome_of(body: dict[str, Any], *, interrupted: bool = False) -> tuple[Any, str | None]:
+    """The run's `report.ci.Outcome` (its exit code decided) and its report."""
+    from benchfarm.errors import BenchfarmError
+    from benchfarm.report.ci import decided_outcome
+    status = body.get("status") or {}
+    doc, report, unread = None, None, ""
+    if status.get("phase") in (Phase.succeeded, Phase.failed):
+        try:
+            doc, report = _results(body)
+        except BenchfarmError as exc:   # the store: the verdict of a failed run stands
+            unread = f" ({exc.reason}: {exc.message})"
+    return decided_outcome(body, doc, unread=unread, interrupted=interrupted), report
+
+
+def _write(path: str | None, data: bytes) -> None:
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(data)
+
+
+def write_outputs(o: Any, args: argparse.Namespace) -> None:
+    from benchfarm.report.ci import junit, kcidb, summary
+    _write(args.junit, junit([o]))
+    _write(args.json, json.dumps(summary(o), indent=2).encode())
+    _write(args.kcidb, json.dumps(kcidb([o]), indent=2).encode())
+
+
+def _changes(body: dict[str, Any], seen: dict[str, Any], say: Callable[[str], None]) -> None:
+    """One line for each change of the run's phase, position, progress or conditions."""
+    st = body.get("status") or {}
+    now = (st.get("phase"), st.get("queuePosition"), st.get("board"), st.get("progress"))
+    if now != seen.get("line") and now[0]:
+        seen["line"] = now
+        where = f" #{now[1]} in the queue" if now[1] else ""
+        on = f" on {now[2]}" if now[2] else ""
+        say(f"{now[0]}{on}{where}: {now[3] or ''}")
+    for c in st.get("conditions") or []:
+        mark = (c.get("status"), c.get("reason"))
+        if seen.get(c.get("type")) != mark:
+            seen[c.get("type")] = mark
+            say(f"  {c.get('type')}={c.get('status')} {c.get('reason', '')}: "
+                f"{c.get('message', '')}")
+
+
+def _api_message(exc: Any) -> str:
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.body)
+    except (TypeError, ValueError):
+        return str(exc.body or exc.reason)
+
+
+def submit_main(args: argparse.Namespace) -> int:
+    import yaml
+    from kubernetes import client
+    from kubernetes.config import ConfigException
+    from urllib3.exceptions import HTTPError
+
+    from benchfarm.errors import BenchfarmError, Outage
+    from benchfarm.kubeapi.client import current_namespace
+    body: dict[str, Any] = {}
+    if args.file:
+        try:
+            body = yaml.safe_load(Path(args.file).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            _say(f"cannot read {args.file}: {exc}")
+            return Exit.run
+    meta = dict(body.get("metadata") or {})
+    ns = args.namespace or meta.get("namespace") or current_namespace()
+    spec = _spec(args, body.get("spec") or {})
+    try:
+        kube = _kube()
+        if args.compare_history:
+            previous = latest_of_plan(kube.list_custom(PLURAL, ns), spec)
+            _say(f"comparing with run {previous}, the plan's latest" if previous else
+                 "no earlier successful run of this plan here: nothing to compare with")
+            if previous:
+                spec["baseline"] = previous
+        try:
+            BenchmarkRunSpec(**spec)
+        except ValueError as exc:
+            _say(f"refused: {exc}")
+            return Exit.run
+        name = args.name or meta.get("name")
+        labels = {**(meta.get("labels") or {}), SUBMITTED_LABEL: "benchfarm-submit"}
+        new_meta: dict[str, Any] = {"namespace": ns, "labels": labels}
+        if name:
+            new_meta["name"] = name
+        else:
+            new_meta["generateName"] = f"ci-{(spec.get('plan') or 'inline')[:40]}-"
+        new = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "BenchmarkRun",
+               "metadata": new_meta, "spec": spec}
+        try:
+            created = kube.custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL,
+                                                                  new)
+        except client.ApiException as exc:
+            if exc.status and 400 <= exc.status < 500 and exc.status != 429:
+                _say(f"refused ({exc.status}): {_api_message(exc)}")
+                return Exit.run
+            raise
+        name = created["metadata"]["name"]
+        _say(f"{ns}/{name} created")
+        return _follow(kube, ns, name, args)
+    except (Outage, client.ApiException, ConfigException, OSError, HTTPError) as exc:
+        _say(f"the lab is not reachable ({type(exc).__name__}: {exc}); retry later")
+        return Exit.lab
+    except BenchfarmError as exc:
+        _say(f"{exc.reason}: {exc.message} (the lab's fault; retry later)")
+        return Exit.lab
+    except _Gone as exc:
+        _say(f"{exc}; retry later")
+        return Exit.lab
+
+
+def _kube() -> Any:
+    from benchfarm.kubeapi.client import Kube
+    settings = Settings.from_env()
+    return Kube(outage_budget=settings.submit_outage_budget, settings=settings)
+
+
+class _Interrupted(BaseException):
+    """A signal to stop (as KeyboardInterrupt: no `except Exception` on the way swallows it)."""
+
+
+def _follow(kube: Any, ns: str, name: str, args: argparse.Namespace) -> int:
+    seen: dict[str, Any] = {}
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise _Interrupted()
+    # Ctrl-C, and the pipeline cancelling its job (SIGTERM); SIGINT explicitly: a job started
+    # in the background inherits it ignored
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    interrupted = False
+    try:
+        body = _wait(kube, ns, name, seen, args.poll)
+    except (KeyboardInterrupt, _Interrupted):
+        interrupted = True
+        _say(f"interrupted: cancelling {ns}/{name}")
+        for s in previous:      # the cancel is on its way: let it land
+            signal.signal(s, signal.SIG_IGN)
+        kube.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name,
+                                                   {"spec": {"cancel": True}})
+        try:
+            body = _wait(kube, ns, name, seen, args.poll, limit=120)
+        except TimeoutError:
+            _say(f"{ns}/{name} did not stop within 120 s; it has spec.cancel set")
+            return Exit.interrupted
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    o, report = outcome_of(body, interrupted=interrupted)
+    if report and not args.no_report:
+        print(report, flush=True)
+    elif not args.no_report:
+        done = condition(body.get("status") or {})
+        print(f"# {ns}/{name}: {body['status'].get('phase')}\n\n{done.get('reason', '')}: "
+              f"{done.get('message', '')}", flush=True)
+    write_outputs(o, args)
+    _say(f"{ns}/{name}: exit {int(o.decision.code)}: {o.decision.why}")
+    return int(o.decision.code)
+
+
+def _wait(kube: Any, ns: str, name: str, seen: dict[str, Any], every: float,
+          limit: float | None = None) -> dict[str, Any]:
+    deadline = None if limit is None else time.monotonic() + limit
+    while True:
+        body = kube.get_run(ns, name)
+        if body is None:
+            raise _Gone(f"run {ns}/{name} was deleted")
+        _changes(body, seen, _say)
+        if (body.get("status") or {}).get("phase") in (Phase.succeeded, Phase.failed,
+                                                       Phase.cancelled):
+            return dict(body)
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(name)
+        time.sleep(every)
+
+
+class _Gone(Exception):
+    pass
+
+
+# -- upload ------------------------------------------------------------------------------------
+
+def upload_key(namespace: str, key: str) -> str:
+    """`<namespace>/<key>`; ValueError for an empty key, an empty, '.' or '..' segment."""
+    parts = key.split("/")
+    if not key or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"--key {key!r}: folders and a name, no empty, '.' or '..' segment "
+                         "and no leading or trailing '/'")
+    return f"{namespace}/{key}"
+
+
+def upload_main(args: argparse.Namespace) -> int:
+    """Exit 0 uploaded (stdout: `URL SHA256`), 1 a bad file or key, 2 the lab's fault."""
+    import hashlib
+
+    from kubernetes import client
+    from kubernetes.config import ConfigException
+
+    from benchfarm.errors import BenchfarmError
+    from benchfarm.kubeapi.client import current_namespace
+    ns = args.namespace or current_namespace()
+    path = Path(args.file)
+    try:
+        key = upload_key(ns, args.key)
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        size = path.stat().st_size
+    except (ValueError, OSError) as exc:
+        print(f"benchfarm upload: {exc}", file=sys.stderr)
+        return 1
+    try:
+        url = _store(ns).put_stream(key, lambda: path.open("rb"), length=size,
+                                    sha256=digest.hexdigest())
+    except (BenchfarmError, client.ApiException, ConfigException, OSError) as exc:
+        print(f"benchfarm upload: {getattr(exc, 'message', exc)}", file=sys.stderr)
+        return 2
+    print(f"{url} {digest.hexdigest()}")
+    return 0
+
+
+# -- export ------------------------------------------------------------------------------------
+
+def _split(ref: str) -> tuple[str, str]:
+    ns, sep, name = ref.partition("/")
+    if sep:
+        return ns, name
+    from benchfarm.kubeapi.client import current_namespace
+    return current_namespace(), ref
+
+
+def export_outcomes(ref: str) -> list[Any]:
+    """The outcomes of a run NAMESPACE/NAME, or of each run of a campaign of that name."""
+    kube = _kube()
+    ns, name = _split(ref)
+    run = kube.get_run(ns, name)
+    if run is not None:
+        return [outcome_of(run)[0]]
+    campaign = kube.get_custom("benchmarkcampaigns", ns, name)
+    if campaign is None:
+        raise LookupError(f"no BenchmarkRun or BenchmarkCampaign {ns}/{name}")
+    out = []
+    for column in (campaign.get("status") or {}).get("columns") or []:
+        body = kube.get_run(ns, column["run"]) if column.get("run") else None
+        if body is not None and (body.get("status") or {}).get("phase") in (
+                Phase.succeeded, Phase.failed, Phase.cancelled):
+            out.append(outcome_of(body)[0])
+    if not out:
+        raise LookupError(f"campaign {ns}/{name} has no finished run yet")
+    return out
+
+
+def post(url: str, doc: dict[str, Any], token: str | None = None, timeout: float = 30) -> int:
+    """POST a KCIDB document; the HTTP status."""
+    import requests
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return requests.post(url, data=json.dumps(doc), headers=headers, timeout=timeout).status_code
+
+
+def export_main(args: argparse.Namespace) -> int:
+    from kubernetes import client
+    from kubernetes.config import ConfigException
+
+    from benchfarm.errors import BenchfarmError
+    from benchfarm.report.ci import kcidb
+    try:
+        doc = kcidb(export_outcomes(args.ref))
+    except LookupError as exc:
+        print(f"benchfarm export: {exc}", file=sys.stderr)
+        return 1
+    except (BenchfarmError, client.ApiException, ConfigException, OSError) as exc:
+        print(f"benchfarm export: the lab is not reachable: {exc}", file=sys.stderr)
+        return 2
+    text = json.dumps(doc, indent=2)
+    if args.output == "-":
+        print(text)
+    else:
+        Path(args.output).write_text(text + "\n")
+    if args.submit:
+        try:
+            code = post(args.submit, doc, Settings.from_env().kcidb_token or None)
+        except OSError as exc:
+            print(f"benchfarm export: {args.submit}: {exc}", file=sys.stderr)
+            return 2
+        if not 200 <= code < 300:
+            print(f"benchfarm export: {args.submit} answered {code}", file=sys.stderr)
+            return 2
+        print(f"benchfarm export: submitted {len(doc['tests'])} test(s) to {args.submit}",
+              file=sys.stderr)
+    return 0

@@ -1,0 +1,233 @@
+"""Admission beyond what the schema and CEL can say: plan exists, policy, capabilities, limits.
+
+A run that fails here gets `Succeeded=False` with a reason and a message, at once, and is never
+queued; nothing here may take long or run user input (user regexes are compiled by RE2, linear).
+
+What admission needs of the operator is `AdmissionRuntime` (the policy, the API, the store's
+bucket, the internal ranges, the device types, the signing key, the selector of a spec, a wake-up)
+and of the inventory only `BoardKinds` (the device types a selector matches): it imports neither
+the runtime nor the inventory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import ValidationError
+
+from benchfarm.api.models import BenchmarkRunSpec, SuiteSpec, TestPlanSpec
+from benchfarm.api.outcomes import Phase, Underway
+from benchfarm.api.suites import GPU_SUITES
+from benchfarm.core.policy import trust
+from benchfarm.core.policy.software import SoftwareReach
+from benchfarm.core.scheduling import queue as q, transitions
+from benchfarm.core.steps import safe_name
+from benchfarm.errors import RunError
+from benchfarm.operator.state.records import RunState
+from benchfarm.store.artifacts import run_prefix
+from benchfarm.suites.registry import check_parameters
+
+if TYPE_CHECKING:
+    from benchfarm.api.devicetype import DeviceType
+    from benchfarm.api.models import LabPolicySpec
+    from benchfarm.kubeapi.client import Kube
+    from benchfarm.store.artifacts import ArtifactStore
+
+MAX_INLINE_BYTES = 64 * 1024   # commands, backgrounds and parameters of inline suites together
+
+
+class BoardKinds(Protocol):
+    """What admission asks of the inventory: the device types of the boards a selector matches
+    (`operator.boards.inventory.Inventory` is one)."""
+
+    def kinds_matching(self, selector: q.Selector) -> frozenset[str]: ...
+
+
+class AdmissionRuntime(Protocol):
+    """What admission needs of the operator's registry (`operator.runtime.Runtime` is one)."""
+
+    @property
+    def policy(self) -> LabPolicySpec: ...
+
+    @property
+    def kube(self) -> Kube: ...
+
+    @property
+    def store(self) -> ArtifactStore: ...
+
+    @property
+    def internal(self) -> tuple[Any, ...]: ...
+
+    @property
+    def signing_key(self) -> bytes: ...
+
+    @property
+    def device_types(self) -> Mapping[str, DeviceType]: ...
+
+    @property
+    def inventory_known(self) -> bool: ...
+
+    @property
+    def inventory(self) -> BoardKinds: ...
+
+    def wake(self) -> None: ...
+
+
+def needs_gpu(suites: list[Any]) -> bool:
+    return any((s.suite if isinstance(s, SuiteSpec) else s.get("suite")) in GPU_SUITES
+               for s in suites)
+
+
+def selector(spec: BenchmarkRunSpec) -> q.Selector:
+    """The boards a run may take, as the queue matches them."""
+    return q.Selector.of(spec.selector.deviceType, spec.selector.labels, spec.selector.board)
+
+
+def queue_entry(r: RunState, ceiling: int) -> q.QueueEntry:
+    """The run as the scheduler sees it (`ceiling`: its namespace's highest priority), rebuilt
+    only when what it is made of changes (built when the run is observed, so a flood of new runs
+    costs the rounds nothing)."""
+    avoid = tuple(r.status.get("avoidBoards") or ()) + r.avoid_boards
+    suites = r.status.get("resolvedSuites") or []
+    fingerprint = (r.generation, ceiling, avoid, len(suites))
+    if r.queue_entry is None or r.queue_entry[0] != fingerprint:
+        entry = q.QueueEntry(r.key, r.namespace, min(r.spec.priority, ceiling), r.created,
+                             selector(r.spec), frozenset(avoid), needs_gpu=needs_gpu(suites))
+        r.queue_entry = (fingerprint, entry)
+    entry_now: q.QueueEntry = r.queue_entry[1]
+    return entry_now
+
+
+def resolve_suites(rt: AdmissionRuntime, namespace: str, spec: BenchmarkRunSpec) -> list[SuiteSpec]:
+    policy = rt.policy.for_namespace(namespace)
+    if spec.priority > policy.maxPriority:
+        raise RunError(f"priority {spec.priority} is above the highest this namespace may use "
+                       f"({policy.maxPriority})", reason="PolicyViolation")
+    if spec.timeoutSeconds > policy.maxTimeoutSeconds:
+        raise RunError(f"timeoutSeconds {spec.timeoutSeconds} is above the longest this namespace "
+                       f"may use ({policy.maxTimeoutSeconds}, LabPolicy maxTimeoutSeconds)",
+                       reason="PolicyViolation")
+    if spec.suites is not None:
+        if not policy.allowInlineSuites:
+            raise RunError("inline suites are not allowed in this namespace (they run arbitrary "
+                           "commands on shared boards); use a TestPlan", reason="PolicyViolation")
+        size = sum(len(s.command) + len(s.background or "") +
+                   sum(len(k) + len(v) for k, v in s.parameters.items()) for s in spec.suites)
+        if size > MAX_INLINE_BYTES:
+            raise RunError(f"inline suites are {size} bytes; at most {MAX_INLINE_BYTES} are "
+                           "accepted (put large plans in a TestPlan)", reason="SpecTooLarge")
+        suites = list(spec.suites)
+    else:
+        # read, not taken from a watch: a plan edited just before the run was created is the
+        # one it runs (two watch streams do not keep the order of the writes)
+        plan = rt.kube.get_cluster("testplans", spec.plan or "")
+        if plan is None:
+            raise RunError(f"TestPlan {spec.plan!r} not found", reason="PlanNotFound")
+        try:
+            suites = TestPlanSpec(**(plan.get("spec") or {})).suites
+        except ValidationError as exc:
+            raise RunError(f"TestPlan {spec.plan!r} is invalid: {exc}", reason="InvalidPlan") from exc
+    names = [s.name for s in suites]
+    if len(set(names)) != len(names):
+        raise RunError("suite names in a plan must be unique", reason="InvalidPlan")
+    for s in suites:
+        if not safe_name(s.name):
+            raise RunError(f"suite name {s.name!r} is not allowed: letters, digits, '.', '_' and "
+                           "'-' only (it becomes part of artifact names)", reason="InvalidPlan")
+        problem = check_parameters(s.suite, dict(s.parameters))
+        if problem:
+            raise RunError(f"suite {s.name}: {problem}", reason="InvalidPlan")
+    return suites
+
+
+def check_software_reach(rt: AdmissionRuntime, namespace: str, spec: BenchmarkRunSpec) -> None:
+    """Refuse software the namespace may not boot or URLs it may not have the lab fetch (the
+    session checks again before it downloads anything)."""
+    reach = SoftwareReach(rt.policy.for_namespace(namespace), namespace, rt.store.config.bucket,
+                          rt.internal)
+    for _, software in spec.software_sets():
+        problem = reach.software_problem(software)
+        if problem:
+            raise RunError(problem.message, reason=problem.reason)
+
+
+def check_software(spec: BenchmarkRunSpec, known: list[Any]) -> None:
+    """Refuse software no matching board can boot (a device type lists the parts it deploys)."""
+    sides = [s for _, s in spec.software_sets() if s is not None]
+    if not sides:
+        return
+    labels = [label for label, _ in spec.software_sets()]
+    if len(set(labels)) != len(labels):
+        raise RunError(f"software and softwareB need different names (both are {labels[0]!r})",
+                       reason="InvalidSoftware")
+    wanted = sorted({p for s in sides for p in s.parts()})
+    if known and not any(set(wanted) <= set(dt.deploy) for dt in known):
+        can = "; ".join(f"{dt.name} deploys {', '.join(dt.deploy) or 'nothing'}" for dt in known)
+        raise RunError(f"no matching board can boot the software this run deploys "
+                       f"({', '.join(wanted)}): {can}", reason="SoftwareUnsupported")
+
+
+def check_capabilities(rt: AdmissionRuntime, suites: list[SuiteSpec], device_types: set[str],
+                       spec: BenchmarkRunSpec | None = None) -> None:
+    """Refuse a plan no matching board can run: a GPU, low-power modes, programs, software."""
+    kinds = [rt.device_types.get(n) for n in sorted(device_types)]
+    known = [dt for dt in kinds if dt is not None]
+    if spec is not None:
+        check_software(spec, known)
+    if needs_gpu(suites) and known and not any(dt.gpu for dt in known):
+        raise RunError(f"this plan runs GPU suites ({', '.join(s.name for s in suites if s.suite in GPU_SUITES)}) "
+                       f"but no matching board has a GPU ({', '.join(dt.name for dt in known)})",
+                       reason="NoGPU")
+    for s in suites:
+        if s.suite == "low-power":
+            mode = s.parameters.get("mode", "")
+            if known and not any(dt.mode(mode) and dt.rails for dt in known):
+                raise RunError(f"suite {s.name}: no matching board has low-power mode "
+                               f"{mode!r} and rail monitoring", reason="NoLowPowerMode")
+    problems = []
+    for dt in kinds:
+        if dt is None or dt.programs is None:
+            return  # a matching board of unknown contents may have them
+        missing = sorted({p for s in suites for p in s.requires} - set(dt.programs))
+        if not missing:
+            return
+        problems.append(f"{dt.name} lacks {', '.join(missing)}")
+    if problems:
+        raise RunError("no matching board has the programs this plan needs: "
+                       + "; ".join(problems), reason="MissingPrograms")
+
+
+def admit(rt: AdmissionRuntime, body: dict[str, Any]) -> None:
+    """Validate what the schema cannot and queue the run (or fail it with a reason)."""
+    meta = body["metadata"]
+    ns, name, gen = meta["namespace"], meta["name"], meta.get("generation")
+    status = body.get("status") or {}
+    if status.get("phase"):
+        return  # admitted before (operator restart)
+    try:
+        spec = BenchmarkRunSpec(**body["spec"])
+        suites = resolve_suites(rt, ns, spec)
+        check_software_reach(rt, ns, spec)
+        try:
+            prefix = run_prefix(ns, name, meta["uid"], spec.artifactPrefix)
+        except ValueError as exc:
+            raise RunError(str(exc), reason="InvalidArtifactPrefix") from exc
+        if rt.inventory_known:
+            kinds = rt.inventory.kinds_matching(selector(spec))
+            if not kinds:
+                raise RunError(f"no board in the lab matches the selector "
+                               f"{spec.selector.model_dump(exclude_none=True)}",
+                               reason="NoMatchingBoard")
+            check_capabilities(rt, suites, set(kinds), spec)
+    except RunError as exc:
+        rt.kube.patch_run_status(ns, name, transitions.finished(status, gen, Phase.failed,
+                                                                exc.reason, exc.message))
+        rt.kube.event(body, "Warning", exc.reason, exc.message)
+        return
+    resolved = [s.model_dump(exclude_none=True) for s in suites]
+    rt.kube.patch_run_status(ns, name, transitions.admitted(
+        status, gen, plan_digest=trust.plan_digest(suites), resolved=resolved,
+        signature=trust.sign(rt.signing_key, meta["uid"], resolved), prefix=prefix))
+    rt.kube.event(body, "Normal", Underway.queued, "run admitted and queued")
+    rt.wake()

@@ -1,0 +1,367 @@
+"""What the operator knows of runs and boards between two watch events: plain records, no I/O.
+
+kopf's events about every BenchmarkRun, Board and LabPolicy reach these records through the
+owner thread (`operator.state.owner`), their only writer: each record says so on every change
+(`check_write`). The API server stays the source of truth: every transition is written there
+first and only then mirrored here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from benchfarm.api.models import BenchmarkRunSpec, BoardLeaseSpec, LabPolicySpec
+from benchfarm.api.notifications import Event
+from benchfarm.api.outcomes import FINISHED, LeasePhase, Phase
+from benchfarm.core.scheduling.lifecycle import MOVES, InFlight
+from benchfarm.core.scheduling.queue import QueueEntry, WaitingQueue, lease_key
+from benchfarm.core.scheduling.seats import Seat
+from benchfarm.kubeapi import versions
+from benchfarm.kubeapi.client import Kube
+from benchfarm.lab.coordinator import Coordinator
+from benchfarm.operator.state.owner import Owner, check_write
+
+
+class Registry(Protocol):
+    """What every part of the operator reads of its registry (`operator.runtime.Runtime` is one):
+    the owner of these records, the API client, the coordinator and the LabPolicy. Each part's
+    own Protocol (SessionRuntime, InventoryRuntime, LeaseRuntime) adds what else it needs."""
+
+    @property
+    def owner(self) -> Owner: ...
+
+    @property
+    def kube(self) -> Kube: ...
+
+    @property
+    def coordinator(self) -> Coordinator: ...
+
+    @property
+    def policy(self) -> LabPolicySpec: ...
+
+    def notify(self, event: Event) -> None:
+        """Something a Notification may subscribe to happened (`operator.notifications.notifier`; never waits)."""
+
+
+def ts(iso: str | None) -> float:
+    if not iso:
+        return time.time()
+    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+@dataclass
+class RunState:
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    created: float
+    spec: BenchmarkRunSpec
+    status: dict[str, Any]
+    deleting: bool = False
+    in_flight: InFlight = InFlight.none   # the operator's decision on its way (`move`)
+    # derived once, not every scheduling round: (fingerprint, value)
+    queue_entry: tuple[Any, Any] | None = None
+    completed_at: tuple[str, float] | None = None
+    position_writes: int = 0        # queuePosition writes so far (capped: a run's write budget)
+    avoid_boards: tuple[str, ...] = ()   # boards a campaign's retried column must not get
+    seat: Seat = field(default_factory=lambda: Seat())    # its session seat (`Seat`)
+    version: str | None = None      # the newest resourceVersion known: events' and own writes'
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        check_write("run")
+        object.__setattr__(self, key, value)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def move(self, to: InFlight) -> bool:
+        """The operator decided (or its write landed: `InFlight.none`), on the owner's thread;
+        False, and no change, where `MOVES` does not allow it (a decision already on its way)."""
+        if to not in MOVES[self.in_flight]:
+            return False
+        self.in_flight = to
+        return True
+
+    @property
+    def starting(self) -> bool:
+        """Picked by the scheduler: its launch (the Running write) on its way."""
+        return self.in_flight in (InFlight.launch_seated, InFlight.launch_standby)
+
+    @property
+    def granting(self) -> bool:
+        """A session seat given: its launch with one, or its go-ahead, on its way."""
+        return self.in_flight in (InFlight.launch_seated, InFlight.go_ahead)
+
+    @property
+    def phase(self) -> str | None:
+        return self.status.get("phase")
+
+    @property
+    def board(self) -> str | None:
+        """The board its status names."""
+        return self.status.get("board")
+
+    @property
+    def released(self) -> bool:
+        """Its session released its board (it only uploads and reports now)."""
+        return bool(self.status.get("boardReleased"))
+
+    def wrote(self, written: dict[str, Any], status: dict[str, Any]) -> None:
+        """After the operator's own status write (on the owner's thread): the status as the API
+        server wrote it (`status` where its answer has none), and its version, so that no watch
+        event from before the write undoes it (`kubeapi.versions`)."""
+        version = versions.of(written)
+        if versions.older(version, self.version):   # a later event came first: it has this write
+            return
+        self.status = dict(written["status"]) if version and "status" in written else \
+            {**self.status, **status}
+        self.version = version or self.version
+
+    def stale(self, body: dict[str, Any]) -> bool:
+        """A watch event from before what the operator knows of the run (its own last write)."""
+        return versions.older(versions.of(body), self.version)
+
+    @property
+    def waiting(self) -> bool:
+        """In the queue: Pending, no decision of the operator on its way (a launch, or the
+        go-ahead of a session that has since handed the run back), not deleted or cancelled."""
+        return self.phase == Phase.pending and self.in_flight is InFlight.none and \
+            not self.deleting and not self.spec.cancel
+
+    @property
+    def active(self) -> bool:
+        """Being started, or running (holding its board, or uploading after releasing it)."""
+        return self.phase == Phase.running or self.starting
+
+    def ref(self) -> dict[str, Any]:
+        return {"apiVersion": "benchfarm.io/v1alpha1", "kind": "BenchmarkRun",
+                "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid}}
+
+
+@dataclass
+class LeaseState:
+    """A BoardLease as the operator knows it: in the queue, granted (a person holds its board
+    until `status.expiresAt`), or ending (its end session powers the board off)."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    created: float
+    spec: BoardLeaseSpec
+    status: dict[str, Any]
+    deleting: bool = False
+    starting: bool = False          # picked by the scheduler, its grant not yet written
+    queue_entry: tuple[Any, Any] | None = None
+    ending_since: float | None = None   # monotonic: when its end session was launched
+    busy: bool = False              # an end or a retake on a launch thread
+    granted_at: float = 0.0         # monotonic: when its lock was (re)taken
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        check_write("lease")
+        object.__setattr__(self, key, value)
+
+    @property
+    def key(self) -> str:
+        return lease_key(self.namespace, self.name)
+
+    @property
+    def phase(self) -> str | None:
+        return self.status.get("phase")
+
+    @property
+    def waiting(self) -> bool:
+        return self.phase == LeasePhase.pending and not self.starting and not self.deleting \
+            and not self.spec.release
+
+    @property
+    def active(self) -> bool:
+        """Holding its board: being granted, granted, or powering it off."""
+        return self.starting or self.phase in (LeasePhase.granted, LeasePhase.releasing)
+
+    def ref(self) -> dict[str, Any]:
+        return {"apiVersion": "benchfarm.io/v1alpha1", "kind": "BoardLease",
+                "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid}}
+
+
+class RunIndex:
+    """What the scheduler's loop reads, kept current as runs change, so no step of a round walks
+    every run the operator knows (10,000 queued, and every finished one): the waiting queue in
+    order, the active runs, waiting runs with a queue timeout, finished runs with a TTL.
+
+    The runtime calls `update` on the owner's thread after every change to a run (a watch event, a
+    status it wrote, starting, cancel), and `forget` when the run is deleted."""
+
+    def __init__(self) -> None:
+        self.queue = WaitingQueue()
+        self.active: dict[str, RunState] = {}
+        self.queue_timeouts: dict[str, RunState] = {}
+        self.ttl: dict[str, RunState] = {}
+        self.leases: dict[str, LeaseState] = {}     # the active ones (they hold a board)
+
+    def update_lease(self, lease: LeaseState, entry: QueueEntry | None) -> None:
+        """A lease's place in the queue (`entry` while it waits), and among the active."""
+        check_write("index")
+        if entry is not None:
+            self.queue.put(entry)
+        else:
+            self.queue.discard(lease.key)
+        if lease.active:
+            self.leases[lease.key] = lease
+        else:
+            self.leases.pop(lease.key, None)
+
+    def update(self, run: RunState, entry: QueueEntry | None) -> None:
+        """`entry`: the run as the queue sees it, when it waits."""
+        check_write("index")
+        key = run.key
+        if entry is not None:
+            self.queue.put(entry)
+        else:
+            self.queue.discard(key)
+        _keep(self.active, key, run, run.active)
+        _keep(self.queue_timeouts, key, run, entry is not None and
+              bool(run.spec.queueTimeoutSeconds))
+        _keep(self.ttl, key, run, run.phase in FINISHED and
+              run.spec.ttlSecondsAfterFinished is not None)
+
+    def forget(self, key: str) -> None:
+        check_write("index")
+        self.queue.discard(key)
+        for d in (self.active, self.queue_timeouts, self.ttl, self.leases):
+            d.pop(key, None)
+
+
+def _keep(d: dict[str, RunState], key: str, run: RunState, present: bool) -> None:
+    if present:
+        d[key] = run
+    else:
+        d.pop(key, None)
+
+
+# what the scheduler sees of a board (`Inventory.view`): a change of one is noted (`Boards`)
+VIEWED = frozenset({"device_type", "labels", "online", "held_by_other", "maintenance", "run",
+                    "quarantined_since"})
+
+
+@dataclass
+class BoardRecord:
+    name: str
+    device_type: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    online: bool = False
+    held_by_other: str | None = None
+    maintenance: bool = False
+    run: str | None = None
+    failures: int = 0
+    quarantined_since: float | None = None
+    reason: str | None = None
+    last_status: dict[str, Any] | None = None
+    uid: str = ""                   # the Board object's (a health check's Lease is owned by it)
+    holder: str | None = None       # who the coordinator says holds the place (last refresh)
+    direct_lock: str | None = None  # a lock outside benchfarm, reported (LabPolicy directLocks)
+    conditions: list[dict[str, Any]] = field(default_factory=list)
+    health_check: int = 0           # the number of its latest health check (status.healthCheck)
+    # where a change of what the scheduler sees of it is noted (`Boards.changed`), wherever in
+    # the operator it is made: the rounds re-view only those boards, never all 1,000
+    changes: set[str] | None = field(default=None, repr=False, compare=False)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        check_write("board")
+        if key in VIEWED:
+            changes = self.__dict__.get("changes")
+            if changes is not None and self.__dict__.get(key) != value:
+                changes.add(self.name)
+        object.__setattr__(self, key, value)
+
+    @property
+    def state(self) -> str:
+        if self.quarantined_since is not None:  # also while its health check runs
+            return "Quarantined"
+        if self.run:
+            return "Busy"
+        if not self.online:
+            return "Offline"
+        if self.maintenance:
+            return "Maintenance"
+        if self.held_by_other:
+            return "Busy"
+        return "Idle"
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def written(model: type[M], status: dict[str, Any], field: str) -> M | None:
+    """What a session wrote into `status[field]` (its `sessionEnd`, a check's `healthCheckEnd`),
+    read as the typed definition both programs share; None when absent or not one (logged)."""
+    raw = status.get(field)
+    if not raw:
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValueError as exc:
+        logging.getLogger("benchfarm").warning("ignoring a %s that is not one: %s", field, exc)
+        return None
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Owned(dict[K, V]):
+    """A dict of the lab's records (runs by key, leases by key, launches by run): each change
+    says so to `check_write`, under `what`, like the records themselves."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__()
+        self.what = what
+
+    def __setitem__(self, key: K, value: V) -> None:
+        check_write(self.what)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: K) -> None:
+        check_write(self.what)
+        super().__delitem__(key)
+
+    def pop(self, key: K, *default: Any) -> Any:
+        check_write(self.what)
+        return super().pop(key, *default)
+
+    def setdefault(self, key: K, default: Any = None) -> Any:
+        check_write(self.what)
+        return super().setdefault(key, default)
+
+    def clear(self) -> None:
+        check_write(self.what)
+        super().clear()
+
+
+class Boards(Owned[str, BoardRecord]):
+    """The board records by name; `changed` names those whose view changed since it was last
+    emptied (a record added, or one of its VIEWED fields set). Its changes are the owner's, like
+    every dict of records (`Owned`)."""
+
+    def __init__(self) -> None:
+        super().__init__("board")
+        self.changed: set[str] = set()
+
+    def __setitem__(self, name: str, rec: BoardRecord) -> None:
+        rec.changes = self.changed
+        super().__setitem__(name, rec)
+        self.changed.add(name)
+
+    def setdefault(self, name: str, rec: BoardRecord | None = None) -> BoardRecord:
+        if name not in self:
+            assert rec is not None
+            self[name] = rec
+        return self[name]
