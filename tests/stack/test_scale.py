@@ -21,7 +21,8 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
-from benchfarm.lab.coordinator import SESSION_HOST, Coordinator
+from benchfarm.lab.coordinator import Coordinator
+from benchfarm.lab.identities import SESSION_HOST
 from benchfarm_devlab import scale
 from benchmarks import scale_bench as bench
 from tests.stack.conftest import off_owner_writes, wait_for
@@ -53,9 +54,10 @@ def test_a_session_knows_only_its_own_place_and_its_lock_is_its_own(scale_lab):
     resources, expanded from the handed copy, power the board."""
     from benchfarm.api.places import HandedPlace
     from benchfarm.errors import BoardBusy, Outage
-    from benchfarm.lab.coordinator import Coordinator, run_identity
+    from benchfarm.lab.coordinator import Coordinator
     from benchfarm.lab.devicetypes import load_device_types
     from benchfarm.lab.environment import build_target, derived_environment, forget_target
+    from benchfarm.lab.identities import run_identity
 
     address = os.environ["LG_COORDINATOR"]
     name = scale.place_name(BOARDS - 1)               # a probe board: the flood never asks for it
@@ -326,7 +328,7 @@ def test_a_standby_session_takes_the_seat_its_relay_names_with_the_operator_down
 
     from benchfarm.api.grants import GO_AHEAD_FIELD
     from benchfarm.core.policy import trust
-    from benchfarm.lab.coordinator import run_holder
+    from benchfarm.lab.identities import run_holder
     custom = client.CustomObjectsApi(kube)
     group = ("benchfarm.io", "v1alpha1")
     ns = bench.PROBE_NS

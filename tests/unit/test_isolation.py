@@ -289,9 +289,9 @@ def test_a_relay_fires_once_when_the_coordinator_shows_its_holder_gone():
     """The standby session's labgrid client watches the relay's place among the updates the
     coordinator sends every client: an update of it still held by the holder (a tag change) is
     nothing, one held by nobody or by someone else is the seat, once; other places are nothing."""
-    from benchfarm.lab.coordinator import _IndexedSession
+    from benchfarm.lab.labgrid_client import IndexedSession
     fired: list[str] = []
-    watcher = type("Watcher", (), {"_relayed": _IndexedSession._relayed})()
+    watcher = type("Watcher", (), {"_relayed": IndexedSession._relayed})()
     watcher.relays = {"board-7": ("benchfarm/run-a", lambda: fired.append("board-7"))}
     watcher.holders = {}
     watcher._relayed("board-8", None)

@@ -20,7 +20,7 @@ from benchfarm.api.labgridusers import (
 )
 from benchfarm.api.models import BoardLeaseSpec, LabPolicySpec
 from benchfarm.cli.lease import default_user, lease_name
-from benchfarm.lab.coordinator import DEFAULT_HOST, SESSION_HOST, lease_identity, run_identity
+from benchfarm.lab.identities import DEFAULT_HOST, SESSION_HOST, lease_identity, run_identity
 from benchfarm.operator.runs import admission
 
 

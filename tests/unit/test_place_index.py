@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from labgrid.remote.common import Place, ResourceEntry, ResourceMatch
 
-from benchfarm.lab.coordinator import _candidates
+from benchfarm.lab.place_index import candidates
 
 
 def entry(cls):
@@ -21,7 +21,7 @@ RESOURCES = {
 
 
 def matched(place):
-    return sorted((e, g, n) for e, g, n, r in _candidates(place, RESOURCES)
+    return sorted((e, g, n) for e, g, n, r in candidates(place, RESOURCES)
                   if place.getmatch((e, g, r.cls, n)))
 
 
@@ -50,7 +50,7 @@ def test_a_place_without_matches_has_no_resources():
 
 
 class _Session:
-    """What _PlaceIndex reads of labgrid's session: its places, resources and touched sets."""
+    """What PlaceIndex reads of labgrid's session: its places, resources and touched sets."""
 
     def __init__(self, places):
         self.places = {p.name: p for p in places}
@@ -59,15 +59,15 @@ class _Session:
 
 
 def test_the_index_rereads_only_places_an_update_touched(monkeypatch):
-    from benchfarm.lab import coordinator
+    from benchfarm.lab import place_index
     read = []
-    real = coordinator._place_info
-    monkeypatch.setattr(coordinator, "_place_info",
+    real = place_index._place_info
+    monkeypatch.setattr(place_index, "_place_info",
                         lambda place, res: read.append(place.name) or real(place, res))
     session = _Session([Place("a", matches=[ResourceMatch("rack1", "b1", "*")]),
                         Place("b", matches=[ResourceMatch("rack2", "b1", "*")]),
                         Place("w", matches=[ResourceMatch("rack*", "b2", "*")])])
-    index = coordinator._PlaceIndex(session)
+    index = place_index.PlaceIndex(session)
     first = index.current()
     assert sorted(read) == ["a", "b", "w"] and first["a"].resources.keys() == {
         "NetworkSerialPort", "NetworkPowerPort"}
@@ -90,25 +90,25 @@ def test_the_index_rereads_only_places_an_update_touched(monkeypatch):
 
 
 def test_a_resource_its_exporter_deleted_is_left_out_not_a_crash():
-    from benchfarm.lab import coordinator
+    from benchfarm.lab import place_index
     resources = {"rack1": {"b1": {"NetworkSerialPort": entry("NetworkSerialPort"),
                                   "NetworkPowerPort": ResourceEntry({})}}}   # labgrid empties it
     session = _Session([Place("a", matches=[ResourceMatch("rack1", "b1", "*")])])
     session.resources = resources
-    assert set(coordinator._PlaceIndex(session).current()["a"].resources) == {"NetworkSerialPort"}
+    assert set(place_index.PlaceIndex(session).current()["a"].resources) == {"NetworkSerialPort"}
 
 
 def test_a_failed_read_leaves_every_place_it_was_reading_to_the_next(monkeypatch):
-    from benchfarm.lab import coordinator
+    from benchfarm.lab import place_index
     session = _Session([Place("a", matches=[ResourceMatch("rack1", "b1", "*")]),
                         Place("b", matches=[ResourceMatch("rack1", "b1", "*")])])
-    index = coordinator._PlaceIndex(session)
+    index = place_index.PlaceIndex(session)
     index.current()
-    real = coordinator._place_info
-    monkeypatch.setattr(coordinator, "_place_info", lambda place, res: 1 / 0)
+    real = place_index._place_info
+    monkeypatch.setattr(place_index, "_place_info", lambda place, res: 1 / 0)
     session.touched_groups.add(("rack1", "b1"))
     with pytest.raises(ZeroDivisionError):
         index.current()
     assert session.touched_places == {"a", "b"}
-    monkeypatch.setattr(coordinator, "_place_info", real)
+    monkeypatch.setattr(place_index, "_place_info", real)
     assert set(index.current()) == {"a", "b"} and not session.touched_places

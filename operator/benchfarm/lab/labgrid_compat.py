@@ -2,12 +2,13 @@
 TLS, the ssh_config of every ssh it starts, the identity of a client session and the
 RemotePlaceManager a session's targets are expanded by. Written for labgrid 26.0.1
 (`LABGRID_VERSION`); tests/unit/test_labgrid_identity.py fails when the labgrid code each patch
-relies on changes (patches 1 to 7 there, by number).
+relies on changes (patches 1 to 7 there, by number). Its subclasses of labgrid's ClientSession
+live beside it, in `lab.labgrid_client` (patch 8 there).
 
 labgrid 26 speaks gRPC without TLS and believes the name a client sends ("host/user", from
 LG_HOSTNAME/LG_USERNAME). Here:
 
-- `channel`: the channel benchfarm's clients open (`lab.coordinator`), secure with the
+- `channel`: the channel benchfarm's clients open (`lab.labgrid_client`), secure with the
   certificate the lab issued them when BENCHFARM_LABGRID_CA/_CERT/_KEY name one (`TlsSettings`),
   plain as before when they do not (a lab whose coordinator has no TLS).
 - `secure_exporters`: labgrid's exporter opens the same secure channel (patch 1: its `Exporter`

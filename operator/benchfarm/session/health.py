@@ -4,7 +4,7 @@ The operator never opens a board's console (the design: it schedules, sessions t
 a board it quarantined is checked the way runs are run: the launcher starts this session (a
 process, or a Job), which holds a Lease of its own (`benchfarm-health-<board>` in the operator's
 namespace, owned by the Board) and acquires the place under an identity of its own, one per check
-(`lab.coordinator.health_identity`). It powers the board on with its own image, waits for the
+(`lab.identities.health_identity`). It powers the board on with its own image, waits for the
 prompt (the device type's boot, its retries too), powers it off, releases the place and writes
 the verdict to the Board's `status.healthCheckEnd` (`api.outcomes.HealthCheckEnd`) before it
 gives up its Lease. The operator acts on that verdict: back in service, or quarantined again
@@ -34,8 +34,9 @@ from benchfarm.kubeapi.leases import (
     health_lease_name,
 )
 from benchfarm.lab.board import SerialLog
-from benchfarm.lab.coordinator import Coordinator, health_identity
+from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.devicetypes import load_device_types
+from benchfarm.lab.identities import health_identity
 from benchfarm.lab.session import BoardSession
 from benchfarm.session.context import Config
 from benchfarm.session.lifeline import Fenced, Lifeline

@@ -39,8 +39,9 @@ from benchfarm.core.policy import trust
 from benchfarm.errors import BoardBusy, InfraError, RunError
 from benchfarm.kubeapi.client import API_FAILURES, Kube
 from benchfarm.lab.board import SerialLog
-from benchfarm.lab.coordinator import Coordinator, run_identity
+from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.devicetypes import load_device_types
+from benchfarm.lab.identities import run_identity
 from benchfarm.lab.session import BoardSession, Cancelled
 from benchfarm.session import reporting
 from benchfarm.session.blame import Settled, Verdict, verdict

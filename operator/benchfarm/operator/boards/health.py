@@ -40,7 +40,7 @@ from benchfarm.kubeapi.leases import (
     health_lease_name,
     list_leases,
 )
-from benchfarm.lab.coordinator import health_identity
+from benchfarm.lab.identities import health_identity
 from benchfarm.operator.launch.interface import LAUNCH_FAILURES, Launch, Launcher
 from benchfarm.operator.state.pools import Workers
 from benchfarm.operator.state.records import BoardRecord, Boards, Owned, Registry, ts, written

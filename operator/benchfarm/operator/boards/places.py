@@ -19,7 +19,7 @@ from typing import Protocol
 
 from benchfarm.errors import InfraError
 from benchfarm.kubeapi.client import API_FAILURES
-from benchfarm.lab.coordinator import PlaceInfo
+from benchfarm.lab.place_index import PlaceInfo
 from benchfarm.operator.state import metrics
 from benchfarm.operator.state.pools import Workers
 from benchfarm.operator.state.records import Registry

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from benchfarm.api.outcomes import SessionKind
 from benchfarm.core.policy import trust
-from benchfarm.lab.coordinator import health_identity, lease_identity, run_identity
+from benchfarm.lab.identities import health_identity, lease_identity, run_identity
 from benchfarm.lab.labgrid_compat import ENV_CA, ENV_CERT, ENV_KEY, ENV_SEALED
 from benchfarm.lab.labgrid_pki import ENV_ISSUER_CERT, ENV_ISSUER_KEY, Issuer, issuer_from_env, seal
 from benchfarm.operator.launch.interface import Launch

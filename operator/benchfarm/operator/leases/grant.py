@@ -30,7 +30,8 @@ from benchfarm.core.policy import trust
 from benchfarm.core.scheduling import durations
 from benchfarm.errors import BoardBusy, InfraError
 from benchfarm.kubeapi.client import PreconditionFailed
-from benchfarm.lab.coordinator import Coordinator, lease_identity
+from benchfarm.lab.coordinator import Coordinator
+from benchfarm.lab.identities import lease_identity
 from benchfarm.lab.labgrid_compat import ENV_CA
 from benchfarm.lab.labgrid_pki import issuer_from_env, person_access, ssh_key_id
 from benchfarm.lab.lease_ssh import exporter_hosts

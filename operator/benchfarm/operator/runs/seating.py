@@ -22,7 +22,7 @@ from benchfarm.core.scheduling import seats, transitions
 from benchfarm.core.scheduling.lifecycle import InFlight
 from benchfarm.errors import InfraError
 from benchfarm.kubeapi.client import API_FAILURES
-from benchfarm.lab.coordinator import run_holder
+from benchfarm.lab.identities import run_holder
 from benchfarm.operator.state import metrics
 from benchfarm.operator.state.records import BoardRecord, Registry, RunState
 

@@ -33,7 +33,7 @@ from benchfarm.kubeapi.leases import (
     list_leases,
     session_lease_name,
 )
-from benchfarm.lab.coordinator import run_holder
+from benchfarm.lab.identities import run_holder
 from benchfarm.operator.launch.interface import LAUNCH_FAILURES, Launch, Launcher
 from benchfarm.operator.state import metrics
 from benchfarm.operator.state.records import Owned, Registry, RunState, ts, written
