@@ -21,19 +21,10 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from benchfarm.core.scheduling.queue import (
-    Assignment,
-    BoardIndex,
-    BoardView,
-    Decision,
-    FairnessPolicy,
-    QueueEntry,
-    RoundRobinFairness,
-    Selector,
-    WaitingQueue,
-    matches,
-    schedule,
-)
+from benchfarm.core.scheduling.assignment import Assignment, Decision, schedule
+from benchfarm.core.scheduling.boardindex import BoardIndex, BoardView, matches
+from benchfarm.core.scheduling.fairness import FairnessPolicy, RoundRobinFairness
+from benchfarm.core.scheduling.queue import QueueEntry, Selector, WaitingQueue
 
 TYPES = [f"soc-{i}" for i in range(8)]
 

@@ -1,4 +1,4 @@
-"""The free boards kept indexed between rounds (`core.scheduling.queue.BoardIndex`) and the board records that
+"""The free boards kept indexed between rounds (`core.scheduling.boardindex.BoardIndex`) and the board records that
 say which of them changed (`operator.state.records.Boards`): a round sees exactly what an index built anew
 from every board would show, in the same order, while only the boards that changed are viewed
 again."""
@@ -7,14 +7,9 @@ from __future__ import annotations
 
 import random
 
-from benchfarm.core.scheduling.queue import (
-    BoardIndex,
-    BoardView,
-    QueueEntry,
-    Selector,
-    matches,
-    schedule,
-)
+from benchfarm.core.scheduling.assignment import schedule
+from benchfarm.core.scheduling.boardindex import BoardIndex, BoardView, matches
+from benchfarm.core.scheduling.queue import QueueEntry, Selector
 from benchfarm.operator.state.records import BoardRecord, Boards
 
 TYPES = ["soc-b", "soc-a", "soc-c"]

@@ -9,15 +9,10 @@ import pytest
 
 from benchfarm.api.models import DURATION_PATTERN, BoardLeaseSpec
 from benchfarm.core.scheduling import durations
-from benchfarm.core.scheduling.queue import (
-    BoardView,
-    EntryKind,
-    QueueEntry,
-    RoundRobinFairness,
-    Selector,
-    lease_key,
-    schedule,
-)
+from benchfarm.core.scheduling.assignment import schedule
+from benchfarm.core.scheduling.boardindex import BoardView
+from benchfarm.core.scheduling.fairness import RoundRobinFairness
+from benchfarm.core.scheduling.queue import EntryKind, QueueEntry, Selector, lease_key
 
 X86 = Selector.of("qemu-x86")
 

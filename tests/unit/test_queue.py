@@ -5,20 +5,10 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from benchfarm.core.scheduling.queue import (
-    Assignment,
-    BoardView,
-    Decision,
-    QueueEntry,
-    RoundRobinFairness,
-    Selector,
-    StrictOrder,
-    WaitingQueue,
-    could_ever_match,
-    matches,
-    queue_positions,
-    schedule,
-)
+from benchfarm.core.scheduling.assignment import Assignment, Decision, queue_positions, schedule
+from benchfarm.core.scheduling.boardindex import BoardView, could_ever_match, matches
+from benchfarm.core.scheduling.fairness import RoundRobinFairness, StrictOrder
+from benchfarm.core.scheduling.queue import QueueEntry, Selector, WaitingQueue
 
 X86 = Selector.of("qemu-x86")
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from benchfarm.api.grants import Relay
 from benchfarm.core.scheduling import queue as q, rounds, seats
+from benchfarm.core.scheduling.boardindex import BoardIndex, BoardView
+from benchfarm.core.scheduling.fairness import RoundRobinFairness
 
 
 @dataclass
@@ -41,8 +43,8 @@ def entry(key: str, ns: str = "team-a", created: float = 0.0) -> q.QueueEntry:
     return q.QueueEntry(key, ns, 100, created, q.Selector.of("am62x"))
 
 
-def boards(*names: str) -> q.BoardIndex:
-    return q.BoardIndex(q.BoardView(n, "am62x") for n in names)
+def boards(*names: str) -> BoardIndex:
+    return BoardIndex(BoardView(n, "am62x") for n in names)
 
 
 def plan(active=(), *, waiting=(), free=(), max_sessions=None, standby_max=0, leases_ns=(),
@@ -58,7 +60,7 @@ def plan(active=(), *, waiting=(), free=(), max_sessions=None, standby_max=0, le
         max_sessions=max_sessions, standby_max=standby_max, seat_seconds=seat_seconds,
         naming=set(naming), launched=launched or {},
         standing_by=lambda r: (r.standby, r.after), holds_place=lambda r: r.holds_place,
-        max_boards=lambda ns: max_boards, fairness=q.RoundRobinFairness(), now=1000.0,
+        max_boards=lambda ns: max_boards, fairness=RoundRobinFairness(), now=1000.0,
         mono=mono, positions_due=positions_due, head=2, runs=by_key)
 
 
@@ -120,7 +122,7 @@ def test_the_relay_a_status_holds_is_kept_where_it_changed():
         [r], leases_ns=(), queue=q.WaitingQueue(), free=boards(), max_sessions=1,
         standby_max=1, seat_seconds=None, naming=set(), launched={},
         standing_by=lambda run: (True, held), holds_place=lambda run: True,
-        max_boards=lambda ns: 10, fairness=q.RoundRobinFairness(), now=0.0, mono=0.0,
+        max_boards=lambda ns: 10, fairness=RoundRobinFairness(), now=0.0, mono=0.0,
         positions_due=False, head=2, runs={})
     assert got.afters == [(r, held)] and r.after is None       # the plan changes no record
 

@@ -44,7 +44,8 @@ from benchfarm.api.campaigns import (
 from benchfarm.api.outcomes import FINISHED, Phase
 from benchfarm.core.conditions import get_condition, set_condition
 from benchfarm.core.guides.campaign import Plan, plan
-from benchfarm.core.scheduling.queue import BoardView, Selector, matches
+from benchfarm.core.scheduling.boardindex import BoardView, matches
+from benchfarm.core.scheduling.queue import Selector
 from benchfarm.core.statistics.regression import RegressionPolicy, worst_offenders
 from benchfarm.errors import InfraError
 from benchfarm.kubeapi.client import Kube

@@ -35,7 +35,7 @@ from benchfarm.api.notifications import Event
 from benchfarm.api.outcomes import FINISHED, Phase, Reason
 from benchfarm.core.notifications import rules as n
 from benchfarm.core.policy import trust
-from benchfarm.core.scheduling import queue as q
+from benchfarm.core.scheduling.fairness import RoundRobinFairness
 from benchfarm.errors import Party
 from benchfarm.history.db import Database
 from benchfarm.history.outbox import Outbox
@@ -109,7 +109,7 @@ class Runtime:
         self.runs: Owned[str, RunState] = Owned("run")
         self.index = RunIndex()        # what a round reads; kept current by `reindex`
         self.policy = LabPolicySpec()
-        self.fairness = q.RoundRobinFairness()
+        self.fairness = RoundRobinFairness()
         self.inventory_known = False
         self.inventory = Inventory(self)
         self.sessions = Supervisor(self)

@@ -2,7 +2,7 @@
 
 The lab page: each board's state as a person reads it (idle, busy with which run, quarantined,
 held by a person, in maintenance, offline) and the queue with each waiting run's place and an
-estimated start. The place is the scheduler's own order (core.scheduling.queue: priority, then namespaces
+estimated start. The place is the scheduler's own order (core.scheduling.fairness: priority, then namespaces
 taking turns); the estimate plays that order forward over the boards each run fits, every run
 taking as long as the finished runs of its plan and device type took (their median).
 
@@ -22,6 +22,8 @@ from typing import Any, NamedTuple
 from benchfarm.api.models import held_by
 from benchfarm.api.outcomes import FINISHED, LeasePhase, Phase
 from benchfarm.core.scheduling import durations, queue as q
+from benchfarm.core.scheduling.boardindex import BoardView, matches
+from benchfarm.core.scheduling.fairness import RoundRobinFairness
 
 
 class SeriesKey(NamedTuple):
@@ -223,7 +225,7 @@ def queue_rows(runs: list[Mapping[str, Any]], boards: list[Mapping[str, Any]], n
                 key, meta.get("namespace", ""), int((lease.get("spec") or {}).get("priority", 100)),
                 parse_time(meta.get("creationTimestamp")) or now, _selector(lease),
                 kind=q.EntryKind.lease))
-    fairness = q.RoundRobinFairness()
+    fairness = RoundRobinFairness()
     fairness.last_served.update(last_served or {})
     order = fairness.order(v[1] for v in queued.values())
     runtimes = Durations.of(runs)
@@ -234,7 +236,7 @@ def queue_rows(runs: list[Mapping[str, Any]], boards: list[Mapping[str, Any]], n
     for b in boards:
         name = (b.get("metadata") or {}).get("name", "")
         st = b.get("status") or {}
-        views.append(q.BoardView(name, st.get("deviceType") or "", st.get("labels") or {}))
+        views.append(BoardView(name, st.get("deviceType") or "", st.get("labels") or {}))
         state, run = st.get("state"), st.get("run") or ""
         if state in ("Quarantined", "Offline", "Maintenance") or _holder(st) \
                 or (b.get("spec") or {}).get("maintenance"):
@@ -251,7 +253,7 @@ def queue_rows(runs: list[Mapping[str, Any]], boards: list[Mapping[str, Any]], n
     rows = []
     for position, qr in enumerate(order, start=1):
         run = queued[qr.key][0]
-        fits = [v.name for v in views if v.name in free_at and q.matches(qr.selector, v)]
+        fits = [v.name for v in views if v.name in free_at and matches(qr.selector, v)]
         eta, waits = None, ""
         if fits:
             board = min(fits, key=lambda n: (free_at[n], n))
@@ -260,7 +262,7 @@ def queue_rows(runs: list[Mapping[str, Any]], boards: list[Mapping[str, Any]], n
                                     else runtimes.of_run(run))
         else:
             outs = sorted(f"{v.name} {out[v.name]}" for v in views
-                          if v.name in out and q.matches(qr.selector, v))
+                          if v.name in out and matches(qr.selector, v))
             waits = "every board it fits is out: " + ", ".join(outs) if outs else \
                 "no board of the lab fits it"
         sel = (run.get("spec") or {}).get("selector") or {}

@@ -5,13 +5,13 @@ leases holding a board, the waiting queue, the free boards and its seat bookkeep
 reads them and returns a `RoundPlan`: which standby sessions get a seat (go-aheads), which seat
 each standby run is named (relays), which relays to check, which runs are launched (seated or on
 standby, and after whom) and which leases are granted, and the queue's head for the positions.
-It changes nothing it is given but the fairness policy's turn order (`core.scheduling.queue.schedule`
+It changes nothing it is given but the fairness policy's turn order (`core.scheduling.assignment.schedule`
 serves a namespace) and the board index's free boards: the runtime applies the plan to its
 records and sends the writes to other threads, so each decision is unit-tested on plain records
 (tests/unit/test_rounds.py) apart from the threads that act on it.
 
 Which runs hold a seat, and who is named whose, is `core.scheduling.seats`'s; who goes next in the queue is
-`core.scheduling.queue`'s. This module walks the active runs once and puts the two together.
+`core.scheduling.assignment`'s. This module walks the active runs once and puts the two together.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from typing import Generic, Protocol, TypeVar
 
 from benchfarm.api.grants import Relay
 from benchfarm.core.scheduling import queue as q, seats
+from benchfarm.core.scheduling.assignment import schedule
+from benchfarm.core.scheduling.boardindex import BoardIndex
+from benchfarm.core.scheduling.fairness import FairnessPolicy
 
 
 class RoundRun(seats.SeatRun, Protocol):
@@ -79,11 +82,11 @@ class RoundPlan(Generic[R]):
 
 
 def plan(active: Iterable[R], *, leases_ns: Iterable[str], queue: q.WaitingQueue,
-         free: q.BoardIndex, max_sessions: int | None, standby_max: int,
+         free: BoardIndex, max_sessions: int | None, standby_max: int,
          seat_seconds: float | None, naming: Collection[str], launched: Mapping[str, float],
          standing_by: Callable[[R], tuple[bool, Relay | None]],
          holds_place: Callable[[R], bool], max_boards: Callable[[str], int],
-         fairness: q.FairnessPolicy, now: float, mono: float, positions_due: bool,
+         fairness: FairnessPolicy, now: float, mono: float, positions_due: bool,
          head: int, runs: Mapping[str, R]) -> RoundPlan[R]:
     """One round's decisions. `standing_by`: a run's (standby, relay), `core.scheduling.seats.standing_by`
     asked with what the operator knows of it; `holds_place`: the coordinator showed its place
@@ -140,7 +143,7 @@ def plan(active: Iterable[R], *, leases_ns: Iterable[str], queue: q.WaitingQueue
     if len(queue) and ((idle and room != 0) or positions_due):
         # the namespace's ceiling applies every round (priority is mutable)
         limits = {ns: max_boards(ns) for ns in queue.namespaces()}
-        decision = q.schedule(queue, free, running_per_namespace=running_ns, max_boards=limits,
+        decision = schedule(queue, free, running_per_namespace=running_ns, max_boards=limits,
                               fairness=fairness, now=now,
                               max_assignments=room if idle else 0, head=head)
         p.order = decision.order

@@ -28,8 +28,9 @@ from typing import Protocol
 from benchfarm.api.models import DirectLocks
 from benchfarm.core.conditions import set_condition
 from benchfarm.core.scheduling import queue as q
+from benchfarm.core.scheduling.boardindex import BoardIndex, BoardView, matches
 from benchfarm.errors import InfraError
-from benchfarm.lab.identities import SESSION_HOST, health_check_of, is_netcheck, lease_uid_of
+from benchfarm.lab.coordinator import SESSION_HOST, health_check_of, is_netcheck, lease_uid_of
 from benchfarm.operator.boards.health import (
     HEALTH_STARTUP_GRACE as HEALTH_STARTUP_GRACE,
     HealthChecks,
@@ -66,7 +67,7 @@ class Inventory:
     def __init__(self, rt: InventoryRuntime) -> None:
         self.rt = rt
         self.boards = Boards()
-        self.index = q.BoardIndex()    # the available boards as the rounds see them (`board_index`)
+        self.index = BoardIndex()    # the available boards as the rounds see them (`board_index`)
         self.last_refresh = 0.0        # monotonic: when the read last applied began
         self.read_at = 0.0             # monotonic: when the last read was started
         self.reader = PlaceReader(rt)
@@ -74,7 +75,7 @@ class Inventory:
         self.health = HealthChecks(rt, self.boards, self.statuses.sync)
         self.checking = self.health.checking   # theirs: board -> when its check was launched
         self.orphans: dict[str, str | None] = {}          # place -> holder seen orphaned last refresh
-        self.views_of: dict[str, q.BoardView] = {}   # the last view of each board (see `view`)
+        self.views_of: dict[str, BoardView] = {}   # the last view of each board (see `view`)
         self.shape = 0       # counts the boards' arrivals and changes of device type or labels
         self.kinds: dict[q.Selector, frozenset[str]] = {}   # see `kinds_matching`, as of:
         self.kinds_shape = 0
@@ -91,7 +92,7 @@ class Inventory:
             rec.maintenance = bool((board.get("spec") or {}).get("maintenance"))
             self.health.load(rec, st)       # its last check, its quarantine; a running check adopted
 
-    def views(self) -> list[q.BoardView]:
+    def views(self) -> list[BoardView]:
         """Every board as the scheduler sees it, from any thread."""
         return self.rt.owner.call(
             lambda: [self.view(b) for b in self.boards.values() if b.device_type])
@@ -115,10 +116,10 @@ class Inventory:
                 if selector.board is None else (self.boards.get(selector.board),)
             kinds = self.kinds[selector] = frozenset(
                 b.device_type for b in boards
-                if b is not None and b.device_type and q.matches(selector, self.view(b)))
+                if b is not None and b.device_type and matches(selector, self.view(b)))
         return kinds
 
-    def board_index(self) -> q.BoardIndex:
+    def board_index(self) -> BoardIndex:
         """On the owner's thread: the available boards, indexed, as of now (the boards whose view
         changed since the last call are viewed again; a round no longer views all 1,000)."""
         for name in self.boards.changed:
@@ -130,7 +131,7 @@ class Inventory:
         self.boards.changed.clear()
         return self.index
 
-    def view(self, b: BoardRecord) -> q.BoardView:
+    def view(self, b: BoardRecord) -> BoardView:
         """What the scheduler sees of a board; the last one again while nothing it shows changed
         (the index's `put` then sees an equal view and leaves its lists alone)."""
         available = b.state == "Idle"
@@ -138,7 +139,7 @@ class Inventory:
         if v is None or v.available != available or v.device_type != b.device_type or \
                 v.labels != b.labels:
             dt = self.rt.device_types.get(b.device_type)
-            v = self.views_of[b.name] = q.BoardView(b.name, b.device_type, dict(b.labels),
+            v = self.views_of[b.name] = BoardView(b.name, b.device_type, dict(b.labels),
                                                     available=available, gpu=bool(dt and dt.gpu))
         return v
 

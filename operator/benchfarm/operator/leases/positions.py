@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 from benchfarm.core.scheduling import queue as q
+from benchfarm.core.scheduling.boardindex import BoardView, matches
+from benchfarm.core.scheduling.fairness import FairnessPolicy
 from benchfarm.operator.leases.book import LeaseBook, iso
 from benchfarm.operator.state.records import BoardRecord, Registry, RunIndex
 
@@ -35,7 +37,7 @@ class PositionsRuntime(Registry, Protocol):
     def index(self) -> RunIndex: ...
 
     @property
-    def fairness(self) -> q.FairnessPolicy: ...
+    def fairness(self) -> FairnessPolicy: ...
 
     def board_free_at(self, board: str, now: float) -> float | None: ...
 
@@ -74,7 +76,7 @@ class LeasePositions:
         boards = list(self.rt.inventory.boards.values())
         for key, position in found.items():
             ends = sorted(t for b in boards if b.device_type and
-                          q.matches(selectors[key], q.BoardView(b.name, b.device_type, b.labels))
+                          matches(selectors[key], BoardView(b.name, b.device_type, b.labels))
                           and (t := self.rt.board_free_at(b.name, now)) is not None)
             start = iso(max(now, ends[min(position, len(ends)) - 1])) if ends else None
             if self.positions.get(key) == (position, start):

@@ -1,5 +1,5 @@
 """The queue's round-robin turn order, kept across restarts: who was served last in each
-namespace (`core.scheduling.queue.RoundRobinFairness.last_served`) lives in the ConfigMap
+namespace (`core.scheduling.fairness.RoundRobinFairness.last_served`) lives in the ConfigMap
 FAIRNESS_CONFIG_MAP of the operator's namespace, read back at a start (`load`) and written after a
 round that served someone (`save`, on the round writes' thread: a round never waits for it), so
 a restart or a new leader does not reorder the queue.
@@ -13,7 +13,7 @@ from concurrent.futures import Executor
 from typing import Protocol
 
 from benchfarm.api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
-from benchfarm.core.scheduling import queue as q
+from benchfarm.core.scheduling.fairness import RoundRobinFairness
 from benchfarm.kubeapi.client import API_FAILURES
 from benchfarm.operator.state.owner import Owner
 
@@ -29,7 +29,7 @@ class FairnessKube(Protocol):
 
 
 class FairnessBook:
-    def __init__(self, kube: FairnessKube, namespace: str, fairness: q.RoundRobinFairness,
+    def __init__(self, kube: FairnessKube, namespace: str, fairness: RoundRobinFairness,
                  owner: Owner, writer: Executor) -> None:
         """`owner`: the thread whose rounds serve (`operator.state.owner`), the only one that changes
         `fairness`; `writer`: the thread of the round's writes."""

@@ -23,6 +23,8 @@ from benchfarm.api.grants import Relay
 from benchfarm.api.models import LabPolicySpec
 from benchfarm.api.outcomes import Phase
 from benchfarm.core.scheduling import queue as q, rounds, transitions
+from benchfarm.core.scheduling.assignment import queue_positions
+from benchfarm.core.scheduling.fairness import RoundRobinFairness
 from benchfarm.core.scheduling.lifecycle import InFlight
 from benchfarm.kubeapi.client import API_FAILURES, Kube
 from benchfarm.operator.boards.inventory import Inventory
@@ -76,7 +78,7 @@ class SchedulerRuntime(Protocol):
     seats: Seats
     writes: RunWrites
     notifier: Notifier | None
-    fairness: q.RoundRobinFairness
+    fairness: RoundRobinFairness
     fairness_book: FairnessBook
     heap: HeapTender
     launches: Workers           # launches, go-aheads, relays, lease grants
@@ -308,7 +310,7 @@ class Scheduler:
 
     def publish_positions(self, order: list[q.QueueEntry]) -> None:
         self.last_positions_at = time.monotonic()
-        new: dict[str, int | None] = {**q.queue_positions(order, QUEUE_POSITION_LIMIT)}
+        new: dict[str, int | None] = {**queue_positions(order, QUEUE_POSITION_LIMIT)}
         for key in set(self.positions) | set(new):
             if self.positions.get(key) != new.get(key) and key in self.rt.runs:
                 run = self.rt.runs[key]

@@ -12,7 +12,8 @@ import logging
 from typing import Any, Protocol
 
 from benchfarm.api.outcomes import Phase, Reason, Underway, attempt_of
-from benchfarm.core.scheduling import queue as q, transitions
+from benchfarm.core.scheduling import transitions
+from benchfarm.core.scheduling.boardindex import BoardView, could_ever_match
 from benchfarm.errors import RunError
 from benchfarm.kubeapi.client import PreconditionFailed
 from benchfarm.operator.runs.admission import selector
@@ -23,7 +24,7 @@ log = logging.getLogger("benchfarm")
 
 
 class WritesBoards(Protocol):
-    def views(self) -> list[q.BoardView]: ...
+    def views(self) -> list[BoardView]: ...
 
     def free(self, board: str | None, key: str) -> None: ...
 
@@ -90,7 +91,7 @@ class RunWrites:
         attempts = attempt_of(run.status, 1)
         avoid = set(run.status.get("avoidBoards") or []) | {board}
         others = [b for b in self.rt.inventory.views() if b.name not in avoid]
-        elsewhere = q.could_ever_match(selector(run.spec), others)
+        elsewhere = could_ever_match(selector(run.spec), others)
         if attempts <= self.rt.policy.maxInfraRetries and elsewhere:
             extra = f"; board {board} quarantined" if quarantined else ""
             self.requeue(run, f"{party} fault on {board} ({reason}: {message}){extra}; "
