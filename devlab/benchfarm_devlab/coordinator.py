@@ -36,6 +36,7 @@ from labgrid.remote.coordinator import main
 from labgrid.util import yaml as labgrid_yaml
 
 from benchfarm.lab.labgrid_compat import TlsSettings, serve_checked
+from benchfarm.settings import Settings
 
 
 def _dict_representer(dumper: yaml.CSafeDumper, data: OrderedDict) -> yaml.Node:
@@ -76,7 +77,7 @@ def debug_asked() -> bool:
 if __name__ == "__main__":
     labgrid_yaml.Dumper = fast_dumper()     # labgrid_yaml.dump reads it at each call
     asyncio.set_event_loop_policy(QuietLoopPolicy())
-    tls = TlsSettings.from_env()
+    tls = TlsSettings.from_settings(Settings.from_env())
     if tls is not None:
         serve_checked(tls)
     sys.exit(main())

@@ -21,6 +21,7 @@ import sys
 import labgrid.remote.exporter as lg_exporter
 
 from benchfarm.lab.labgrid_compat import TlsSettings, secure_exporters
+from benchfarm.settings import Settings
 
 _CLONE_NEWUTS = 0x04000000
 
@@ -39,7 +40,7 @@ def become_host(name: str) -> None:
 if __name__ == "__main__":
     if host := os.environ.get("BENCHFARM_EXPORTER_HOST"):
         become_host(host)
-    tls = TlsSettings.from_env()
+    tls = TlsSettings.from_settings(Settings.from_env())
     if tls is not None:
         secure_exporters(tls)
     sys.exit(lg_exporter.main())

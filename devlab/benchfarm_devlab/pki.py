@@ -174,4 +174,5 @@ def ensure_labgrid_pki(exporters: list[str]) -> Path:
 
 def labgrid_tls(name: str):  # noqa: ANN201  (benchfarm.lab.labgrid_compat.TlsSettings)
     from benchfarm.lab.labgrid_compat import TlsSettings
-    return TlsSettings.from_env(labgrid_files(name))
+    from benchfarm.settings import Settings
+    return TlsSettings.from_settings(Settings.from_env(labgrid_files(name)))

@@ -147,10 +147,11 @@ def principals(key_type: str, blob: str) -> tuple[list[str], str | None, list[st
 def _places() -> dict[str, Any]:
     from benchfarm.lab.coordinator import Coordinator
     from benchfarm.lab.labgrid_compat import TlsSettings
+    from benchfarm.settings import Settings
     from benchfarm_devlab.env import lab_env
     env = lab_env()
     coordinator = Coordinator(env["LG_COORDINATOR"], user="lab-admin", host="benchfarm-sshd",
-                              timeout=COORDINATOR_TIMEOUT, tls=TlsSettings.from_env(env))
+                              timeout=COORDINATOR_TIMEOUT, tls=TlsSettings.from_settings(Settings.from_env(env)))
     try:
         return coordinator.places()
     finally:
