@@ -121,6 +121,24 @@ class Reason(StrEnum):
                         Reason.software_boot_failed)
 
 
+class Condition(StrEnum):
+    """`status.conditions[].type`: the conditions of a BenchmarkRun, a BenchmarkCampaign and a
+    BoardLease (and the reasons of the events named after them)."""
+
+    succeeded = "Succeeded"   # run, campaign: True or False once it ended, Unknown before
+    scheduled = "Scheduled"   # run: True while a board and a session are its
+    regressed = "Regressed"   # run, campaign: a metric regressed against the baseline
+    granted = "Granted"       # lease: the person holds the board
+
+
+class Regression(StrEnum):
+    """Reasons of the `Regressed` condition of a run (with a baseline) and a campaign."""
+
+    regressed = "MetricsRegressed"            # True: the metrics that regressed are named
+    none = "NoRegression"                     # False
+    baseline_unavailable = "BaselineUnavailable"   # Unknown: no baseline to compare with
+
+
 class Underway(StrEnum):
     """Reasons of a run's conditions while it is under way, written by the operator and its
     session alike (`core.scheduling.transitions`, `session.status`)."""

@@ -39,7 +39,7 @@ from typing import Any
 
 from benchfarm.api.labgridusers import labgrid_name, user_problem
 from benchfarm.api.models import GROUP, VERSION, BoardLeaseSpec
-from benchfarm.api.outcomes import LeasePhase
+from benchfarm.api.outcomes import Condition, LeasePhase
 from benchfarm.core.scheduling import durations
 from benchfarm.settings import Settings
 
@@ -199,7 +199,7 @@ def main(args: argparse.Namespace) -> int:
         return 130
     if st.get("phase") != LeasePhase.granted:
         cond: dict[str, Any] = next((c for c in st.get("conditions") or []
-                                     if c.get("type") == "Granted"), {})
+                                     if c.get("type") == Condition.granted), {})
         print(f"benchfarm lease: {st.get('phase')}: {cond.get('message', '')}", file=err)
         return 1
     cmds = st.get("commands") or {}

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchfarm.api.campaigns import ColumnPhase
+from benchfarm.api.outcomes import Phase, Verdict
 from benchfarm.errors import BenchfarmError
 
 
@@ -41,7 +43,7 @@ def metrics(run: str) -> dict[str, Any]:
     prefix = run_prefix(ns, name, body["metadata"]["uid"], body["spec"].get("artifactPrefix", ""))
     key = f"{prefix}/metrics.json"
     if store.sha256(key) is None:
-        phase = (body.get("status") or {}).get("phase", "Pending")
+        phase = (body.get("status") or {}).get("phase", Phase.pending)
         raise NotFound(f"run {ns}/{name} has no results yet (phase {phase}); "
                        f"s3://{store.config.bucket}/{key} is missing", reason="NoResults")
     doc: dict[str, Any] = json.loads(store.get(key))
@@ -60,7 +62,7 @@ def campaign(ref: str) -> tuple[str, list[Any]] | None:
     columns = []
     for c in (body.get("status") or {}).get("columns") or []:
         try:
-            doc = metrics(f"{ns}/{c['run']}") if c.get("phase") == "Succeeded" else None
+            doc = metrics(f"{ns}/{c['run']}") if c.get("phase") == ColumnPhase.succeeded else None
         except NotFound:
             doc = None
         columns.append(Column(c["name"], doc, "" if doc else c.get("reason") or "no results"))
@@ -107,7 +109,7 @@ def _compare_campaign(ref: str, release: str, columns: list[Any], baseline: str,
     if not any(ch.comparisons for ch in changes):
         raise NotFound(f"{ref} and {baseline} have no metric in common", reason="NothingInCommon")
     return (changes_md(release, previous_release, changes, policy.describe()),
-            any(c.verdict == "regressed" for ch in changes for c in ch.comparisons))
+            any(c.verdict == Verdict.regressed for ch in changes for c in ch.comparisons))
 
 
 def report(run: str, fmt: str = "md") -> str:
@@ -157,7 +159,7 @@ def compare(run: str, baseline: str, board: str | None = None) -> tuple[str, boo
     if not rows:
         raise NotFound(f"{run} and {baseline} have no metric in common", reason="NothingInCommon")
     return (comparison_markdown(rows, policy.describe(), f"Comparison with {baseline}"),
-            any(r.verdict == "regressed" for r in rows))
+            any(r.verdict == Verdict.regressed for r in rows))
 
 
 def main_report(run: str, fmt: str) -> int:

@@ -24,6 +24,7 @@ from labgrid.remote.client import ClientSession
 from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
 from labgrid.util.proxy import proxymanager
 
+from benchfarm.api.outcomes import RunFailure
 from benchfarm.api.places import HandedMatch, HandedPlace, HandedResource
 from benchfarm.errors import BoardBusy, InfraError, Outage, Party
 from benchfarm.lab.identities import DEFAULT_HOST, DEFAULT_USER
@@ -299,7 +300,7 @@ class Coordinator:
             if known:
                 if place is None:
                     raise InfraError(f"labgrid place {name} does not exist",
-                                     reason="PlaceMissing")
+                                     reason=RunFailure.place_missing)
                 if place.acquired == self.identity:
                     return
                 if place.acquired:
@@ -317,7 +318,7 @@ class Coordinator:
                 _, place = self._place_now(name)     # refused: whose is it?
                 if place is None:
                     raise InfraError(f"labgrid place {name} does not exist",
-                                     reason="PlaceMissing") from exc
+                                     reason=RunFailure.place_missing) from exc
                 if place.acquired != self.identity:
                     raise BoardBusy(str(exc)) from exc
         self._wait_served(name)   # outside the lock: on failure it releases the place
@@ -348,7 +349,8 @@ class Coordinator:
     def holder(self, name: str) -> str | None:
         _, place = self._place_now(name)
         if place is None:
-            raise InfraError(f"labgrid place {name} does not exist", reason="PlaceMissing")
+            raise InfraError(f"labgrid place {name} does not exist",
+                             reason=RunFailure.place_missing)
         return place.acquired
 
     def release(self, name: str, *, holder: str | None = None) -> bool:

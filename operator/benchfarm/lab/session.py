@@ -18,6 +18,7 @@ from typing import Any
 
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.models import SuiteSpec
+from benchfarm.api.outcomes import Reason, RunFailure
 from benchfarm.core.policy.trust import plan_digest
 from benchfarm.core.statistics.results import SuiteRecord
 from benchfarm.errors import BenchfarmError, BoardFault, DeployedBootFailed, RunError, SuiteFailure
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 class Cancelled(BenchfarmError):
-    reason = "Cancelled"
+    reason = Reason.cancelled
 
 
 def with_background(command: str, background: str | None) -> str:
@@ -83,7 +84,7 @@ class BoardSession:
         if self.cancelled.is_set():
             raise Cancelled("run cancelled")
         if time.monotonic() > self.deadline:
-            raise RunError("the run's timeoutSeconds ran out", reason="RunTimeout")
+            raise RunError("the run's timeoutSeconds ran out", reason=RunFailure.run_timeout)
 
     def _remaining(self, wanted: float) -> float:
         return max(1.0, min(wanted, self.deadline - time.monotonic()))

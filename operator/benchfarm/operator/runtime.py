@@ -32,7 +32,7 @@ from benchfarm.api.campaigns import AVOID_ANNOTATION
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.models import BenchmarkRunSpec, LabPolicySpec
 from benchfarm.api.notifications import Event
-from benchfarm.api.outcomes import FINISHED, Phase, Reason
+from benchfarm.api.outcomes import FINISHED, Condition, Phase, Reason
 from benchfarm.core.notifications import rules as n
 from benchfarm.core.policy import trust
 from benchfarm.core.scheduling.fairness import RoundRobinFairness
@@ -251,7 +251,7 @@ class Runtime:
             else:
                 self.inventory.free(board, key)
                 cond: dict[str, Any] = next((c for c in status.get("conditions") or []
-                             if c.get("type") == "Succeeded"), {})
+                             if c.get("type") == Condition.succeeded), {})
                 if run.phase == Phase.succeeded or cond.get("reason") in _BOARD_IS_FINE:
                     self.inventory.health.board_ok(board)
         self.reindex(run)

@@ -24,7 +24,7 @@ import socket
 import time
 
 from benchfarm.api.models import GROUP, VERSION
-from benchfarm.api.outcomes import HealthCheckEnd, HealthVerdict, fault_words
+from benchfarm.api.outcomes import HealthCheckEnd, HealthVerdict, RunFailure, fault_words
 from benchfarm.errors import BoardBusy, InfraError
 from benchfarm.kubeapi.client import Kube
 from benchfarm.kubeapi.leases import (
@@ -137,7 +137,7 @@ class HealthCheckSession:
             info.tags.get("device_type", "") if info else "")
         if info is None or dtype is None:
             raise InfraError(f"place {self.board} vanished or has an unknown device type",
-                             reason="PlaceMissing")
+                             reason=RunFailure.place_missing)
         self.lifeline.deadline = time.monotonic() + dtype.health_check_seconds
         wait("acquire the place", lambda: self.coordinator.acquire(self.board))
         try:

@@ -31,7 +31,15 @@ from benchfarm import cpu
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.grants import GO_AHEAD_FIELD, Relay
 from benchfarm.api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
-from benchfarm.api.outcomes import HandBack, Phase, Reason, Refusal, Underway, attempt_of
+from benchfarm.api.outcomes import (
+    HandBack,
+    Phase,
+    Reason,
+    Refusal,
+    RunFailure,
+    Underway,
+    attempt_of,
+)
 from benchfarm.api.places import HandedPlace
 from benchfarm.core import steps as st
 from benchfarm.core.conditions import now_iso
@@ -201,7 +209,7 @@ class Runner:
             key = trust.key_from(ctx.config.settings.environ)
         except ValueError as exc:
             raise RunError(f"the lab has no signing key for sessions ({exc}); an operator "
-                           f"misconfiguration", reason="SigningKeyMissing") from exc
+                           f"misconfiguration", reason=RunFailure.signing_key_missing) from exc
         suites = status.get("resolvedSuites")
         if not trust.verify(key, ctx.uid, suites, status.get("resolvedSuitesSignature")):
             raise RunError("the suites in the run's status are not the ones the operator "
@@ -251,8 +259,9 @@ class Runner:
                  ctx.name, why)
         _, dtype = self._place_type(ctx)
         if dtype is None:
-            ctx.status.finish(Phase.failed, "PlaceMissing", f"place {ctx.place} vanished or has "
-                              f"an unknown device type; its results cannot be built")
+            ctx.status.finish(Phase.failed, RunFailure.place_missing, f"place {ctx.place} "
+                              f"vanished or has an unknown device type; its results cannot be "
+                              f"built")
             return
         ctx.status.progress("building the results", "Reporting", force=True)
         self._complete(ctx, dtype)
@@ -267,8 +276,8 @@ class Runner:
             raise
         except Exception as err:  # a bug in reporting must not crash-loop the session
             log.exception("building the results of %s/%s failed", ctx.namespace, ctx.name)
-            ctx.status.finish(Phase.failed, "InternalError", f"building the results failed: "
-                              f"{type(err).__name__}: {str(err)[:300]}")
+            ctx.status.finish(Phase.failed, RunFailure.internal_error, f"building the results "
+                              f"failed: {type(err).__name__}: {str(err)[:300]}")
 
     def _on_board(self, ctx: RunContext, *, started: bool) -> None:
         steps = ctx.plan()
@@ -297,7 +306,7 @@ class Runner:
             self._release(ctx)
             ctx.status.hand_back(ctx.attempt, HandBack.lab_fault, InfraError(
                 f"place {ctx.place} vanished or has an unknown device type",
-                reason="PlaceMissing"))
+                reason=RunFailure.place_missing))
             return
         resumed = len(todo) < len(steps)
         if resumed:
@@ -360,8 +369,9 @@ class Runner:
             ctx.status.finish(Phase.failed, exc.reason, exc.message,
                               {"boardReleased": True})
         elif decided.settled == Settled.internal:
-            ctx.status.finish(Phase.failed, "InternalError", f"the session failed unexpectedly: "
-                              f"{type(exc).__name__}: {str(exc)[:300]}", {"boardReleased": True})
+            ctx.status.finish(Phase.failed, RunFailure.internal_error, f"the session failed "
+                              f"unexpectedly: {type(exc).__name__}: {str(exc)[:300]}",
+                              {"boardReleased": True})
         else:
             assert decided.hand_back is not None and exc is not None
             ctx.status.hand_back(ctx.attempt, decided.hand_back, exc)
@@ -405,7 +415,7 @@ class Runner:
                 raise Cancelled("cancelled on standby, before it took its board")
             if time.monotonic() > self.lifeline.deadline:
                 raise RunError(f"no session seat became free within the run's timeout "
-                               f"({ctx.spec.timeoutSeconds} s)", reason="RunTimeout")
+                               f"({ctx.spec.timeoutSeconds} s)", reason=RunFailure.run_timeout)
         log.info("%s/%s: go-ahead after %.2f s on standby (%s)", ctx.namespace, ctx.name,
                  time.monotonic() - t, self.go_ahead_by)
         if not spec_started:      # the run's time starts with its board

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from importlib import import_module
 from typing import cast
 
+from benchfarm.api.outcomes import RunFailure
 from benchfarm.errors import ParseError, RunError
 from benchfarm.suites.base import Metric
 
@@ -29,7 +30,7 @@ def names() -> list[str]:
 def parser(suite: str) -> Parser:
     if suite not in _MODULES:
         raise RunError(f"unknown suite {suite!r}; known suites: {', '.join(names())}",
-                       reason="UnknownSuite")
+                       reason=RunFailure.unknown_suite)
     return cast(Parser, import_module(f"{__package__}.{_MODULES[suite]}").parse)
 
 

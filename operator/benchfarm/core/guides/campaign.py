@@ -26,11 +26,12 @@ from benchfarm.api.campaigns import (
     RELEASE_LABEL,
     BenchmarkCampaignSpec,
     CampaignColumn,
+    CampaignReason,
     ColumnPhase,
     ColumnStatus,
 )
 from benchfarm.api.models import GROUP, VERSION
-from benchfarm.api.outcomes import FINISHED, Phase, Reason
+from benchfarm.api.outcomes import FINISHED, Condition, Phase, Reason
 
 
 @dataclass
@@ -63,7 +64,7 @@ def _measured(run: Mapping[str, Any]) -> bool:
 
 def _why(run: Mapping[str, Any]) -> tuple[str, str]:
     for c in (run.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Succeeded":
+        if c.get("type") == Condition.succeeded:
             return c.get("reason", ""), c.get("message", "")
     return (run.get("status") or {}).get("phase", ""), ""
 
@@ -122,7 +123,7 @@ def plan(campaign: Mapping[str, Any], spec: BenchmarkCampaignSpec,
         out.columns.append(status)
         if run is None:
             if spec.cancel:
-                status.phase, status.reason = ColumnPhase.missing, "Cancelled"
+                status.phase, status.reason = ColumnPhase.missing, CampaignReason.cancelled
             else:
                 out.create.append(run_body(campaign, spec, column, 1))
                 status.attempts = 1

@@ -50,7 +50,7 @@ from benchfarm.api.notifications import (
     Target,
     WebhookFormat,
 )
-from benchfarm.api.outcomes import FINISHED
+from benchfarm.api.outcomes import FINISHED, Condition
 from benchfarm.core.policy.software import (
     DEFAULT_PORTS,
     Address,
@@ -318,7 +318,7 @@ def run_events(body: Mapping[str, Any]) -> list[Event]:
     if phase not in FINISHED or not done:
         return []
     ref = _ref("BenchmarkRun", meta)
-    succeeded, regressed = _cond(status, "Succeeded"), _cond(status, "Regressed")
+    succeeded, regressed = _cond(status, Condition.succeeded), _cond(status, Condition.regressed)
     details = {"phase": phase, "reason": succeeded.get("reason", ""),
                "message": succeeded.get("message", ""), "board": status.get("board") or "",
                "plan": spec.get("plan") or "(inline)",
@@ -345,11 +345,11 @@ def campaign_event(body: Mapping[str, Any]) -> Event | None:
     """A campaign that has ended (published, or could not publish): CampaignFinished, with its
     guide, its changes against the previous release and their verdict."""
     meta, status = body.get("metadata") or {}, body.get("status") or {}
-    cond = _cond(status, "Succeeded")
+    cond = _cond(status, Condition.succeeded)
     if cond.get("status") not in ("True", "False") or not cond.get("lastTransitionTime"):
         return None
     ref = _ref("BenchmarkCampaign", meta)
-    regressed = _cond(status, "Regressed")
+    regressed = _cond(status, Condition.regressed)
     release = (body.get("spec") or {}).get("release", "")
     details = {"release": release, "phase": status.get("phase") or "",
                "reason": cond.get("reason", ""), "message": cond.get("message", ""),

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from benchfarm.api.models import BenchmarkRunStatusPatch
-from benchfarm.api.outcomes import Phase, Reason, Underway
+from benchfarm.api.outcomes import Condition, Phase, Reason, Underway
 from benchfarm.core.conditions import now_iso, set_condition
 
 Status = Mapping[str, Any]
@@ -38,7 +38,7 @@ def _typed(**fields: Any) -> Patch:
 def _succeeded(status: Status, generation: int, value: str, reason: str, message: str,
                conditions: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     return set_condition(status.get("conditions") if conditions is None else conditions,
-                         "Succeeded", value, reason, message, generation)
+                         Condition.succeeded, value, reason, message, generation)
 
 
 def admitted(status: Status, generation: int, *, plan_digest: str,
@@ -73,7 +73,7 @@ def launched(status: Status, generation: int, *, board: str, attempt: int,
     """The run's session is launched on `board` for its `attempt`: seated (a go-ahead with no
     relay), on standby for a named seat (a relay), or on standby for any seat (None)."""
     seated = go_ahead is not None and go_ahead.get("after") is None
-    scheduled = set_condition(status.get("conditions"), "Scheduled", "True",
+    scheduled = set_condition(status.get("conditions"), Condition.scheduled, "True",
                               Underway.board_assigned, f"running on {board}", generation)
     return _typed(phase=Phase.running, board=board, attempts=attempt, resumes=0,
                   queuePosition=None, sessionEnd=None, boardReleased=False, goAhead=go_ahead,
@@ -88,8 +88,8 @@ def requeued(status: Status, generation: int, message: str, avoid: Iterable[str]
     """Back in the queue (a fault not the run's, a board someone else held): its board, its
     go-ahead and its session's end are gone; `avoid`: the boards it must not get again;
     `busy_requeues`: how often someone else held its board (LabPolicy maxBusyRequeues)."""
-    scheduled = set_condition(status.get("conditions"), "Scheduled", "False", Underway.requeued,
-                              message, generation)
+    scheduled = set_condition(status.get("conditions"), Condition.scheduled, "False",
+                              Underway.requeued, message, generation)
     counted = {} if busy_requeues is None else {"busyRequeues": busy_requeues}
     return _typed(**counted, phase=Phase.pending, board=None, progress="re-queued",
                   goAhead=None, avoidBoards=list(avoid), sessionEnd=None,

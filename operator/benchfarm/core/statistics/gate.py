@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from benchfarm.api.outcomes import Blame, Phase, Reason, Verdict, blame
+from benchfarm.api.outcomes import Blame, Condition, Phase, Reason, Verdict, blame
 
 
 class Exit(IntEnum):
@@ -37,7 +37,7 @@ class Decision:
         return {Exit.lab: Blame.lab, Exit.run: Blame.run}.get(self.code)
 
 
-def condition(status: Mapping[str, Any], type_: str = "Succeeded") -> Mapping[str, Any]:
+def condition(status: Mapping[str, Any], type_: str = Condition.succeeded) -> Mapping[str, Any]:
     return next((c for c in status.get("conditions") or [] if c.get("type") == type_), {})
 
 
@@ -66,7 +66,7 @@ def decide(status: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] = (), *,
         return Decision(Exit.regressed, f"{len(bad)} metric(s) regressed against {baseline}: "
                         + ", ".join(bad), reason, bad)
     if baseline and not rows:
-        verdict = condition(status, "Regressed")
+        verdict = condition(status, Condition.regressed)
         return Decision(Exit.run, f"no comparison with baseline {baseline}: "
                         f"{verdict.get('message') or 'no metric in common'}", reason)
     against = f" against {baseline} ({len(rows)} compared)" if baseline else ""

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from benchfarm.api.models import LabPolicySpec, RegressionThresholds
+from benchfarm.api.outcomes import Verdict
 from benchfarm.core.statistics.stats import figure, seed_format
 
 LOWER_IS_BETTER_UNITS = {"us", "ns", "ms", "s", "cycles"}
@@ -83,7 +84,7 @@ class Comparison:
     current: Sample
     higher_is_better: bool
     change: float             # relative change of the mean, signed (+ = larger)
-    verdict: str              # "regressed", "improved", "unchanged"
+    verdict: str              # a Verdict
     evidence: str
 
     @property
@@ -118,22 +119,22 @@ def compare_metric(key: str, baseline: Sample, current: Sample, higher_is_better
             p = float(mannwhitneyu(baseline.values, current.values, alternative="two-sided").pvalue)
         significant = p < th.alpha
         if significant and worse > th.min_effect:
-            verdict = "regressed"
+            verdict = Verdict.regressed
         elif significant and -worse > th.min_effect:
-            verdict = "improved"
+            verdict = Verdict.improved
         else:
-            verdict = "unchanged"
+            verdict = Verdict.unchanged
         evidence = f"Mann-Whitney p={p:.3g}, change {change:+.1%}"
     else:
         lo = baseline.min if baseline.min is not None else baseline.mean
         hi = baseline.max if baseline.max is not None else baseline.mean
         lo_w, hi_w = lo - abs(lo) * th.tolerance, hi + abs(hi) * th.tolerance
         if (current.mean < lo_w and higher_is_better) or (current.mean > hi_w and not higher_is_better):
-            verdict = "regressed"
+            verdict = Verdict.regressed
         elif (current.mean > hi_w and higher_is_better) or (current.mean < lo_w and not higher_is_better):
-            verdict = "improved"
+            verdict = Verdict.improved
         else:
-            verdict = "unchanged"
+            verdict = Verdict.unchanged
         evidence = f"mean {current.mean:.4g} vs baseline range [{lo_w:.4g}, {hi_w:.4g}]"
     return Comparison(key, baseline, current, higher_is_better, change, verdict, evidence)
 
@@ -149,11 +150,11 @@ def compare(baseline: Mapping[str, Sample], current: Mapping[str, Sample],
         name, _, unit = key.rpartition(" (")
         hib = direction.get(key, higher_is_better_for(unit.rstrip(")")))
         out.append(compare_metric(key, baseline[key], current[key], hib, policy.for_metric(name)))
-    order = {"regressed": 0, "improved": 2, "unchanged": 1}
+    order: dict[str, int] = {Verdict.regressed: 0, Verdict.improved: 2, Verdict.unchanged: 1}
     return sorted(out, key=lambda c: (order[c.verdict], -c.worse_by))
 
 
 def worst_offenders(comparisons: Sequence[Comparison], n: int = 3) -> str:
-    bad = [c for c in comparisons if c.verdict == "regressed"][:n]
+    bad = [c for c in comparisons if c.verdict == Verdict.regressed][:n]
     return "; ".join(f"{c.key} {c.change:+.1%} ({c.baseline.display} -> {c.current.display})"
                      for c in bad)

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from benchfarm.api.notifications import EventKind
-from benchfarm.api.outcomes import LeasePhase, LeaseReason
+from benchfarm.api.outcomes import Condition, LeasePhase, LeaseReason
 from benchfarm.core.conditions import set_condition
 from benchfarm.core.notifications import rules as notify
 from benchfarm.core.policy import trust
@@ -139,7 +139,8 @@ class LeaseGranter:
                                                                self.shown_address),
                   "access": self.access(lease, now + seconds, board),
                   "conditions": set_condition(
-                      lease.status.get("conditions"), "Granted", "True", LeaseReason.granted,
+                      lease.status.get("conditions"), Condition.granted, "True",
+                      LeaseReason.granted,
                       f"{board} is {lease.spec.user}'s until {iso(now + seconds)}",
                       lease.generation)}
         try:

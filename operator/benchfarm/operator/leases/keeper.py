@@ -38,7 +38,7 @@ from pydantic import ValidationError
 
 from benchfarm.api.labgridusers import user_problem
 from benchfarm.api.models import BoardLeaseSpec
-from benchfarm.api.outcomes import LeaseEnd, LeasePhase, LeaseReason
+from benchfarm.api.outcomes import Condition, LeaseEnd, LeasePhase, LeaseReason
 from benchfarm.core.conditions import now_iso, set_condition
 from benchfarm.core.policy import trust
 from benchfarm.core.scheduling import durations, queue as q
@@ -218,12 +218,12 @@ class Leases:
                     "no board in the lab matches the selector "
                     f"{sel.model_dump(exclude_none=True)}"}[reason]
             self.book.write(ns, name, {"phase": LeasePhase.refused, "conditions": set_condition(
-                None, "Granted", "False", reason, message, meta.get("generation"))})
+                None, Condition.granted, "False", reason, message, meta.get("generation"))})
             self.rt.kube.event(ref, "Warning", reason, message)
             return
         message = f"waiting for a board ({spec.duration}, for {spec.user})"
         self.book.write(ns, name, {"phase": LeasePhase.pending, "conditions": set_condition(
-            None, "Granted", "False", LeaseReason.queued, message, meta.get("generation"))})
+            None, Condition.granted, "False", LeaseReason.queued, message, meta.get("generation"))})
         self.rt.kube.event(ref, "Normal", LeaseReason.queued, message)
         self.rt.wake()
 

@@ -22,7 +22,7 @@ from concurrent.futures import Executor
 from typing import Any, Protocol
 
 from benchfarm.api.notifications import EventKind
-from benchfarm.api.outcomes import LeaseEnd, LeasePhase, LeaseReason, Refusal
+from benchfarm.api.outcomes import Condition, LeaseEnd, LeasePhase, LeaseReason, Refusal
 from benchfarm.core.conditions import now_iso, set_condition
 from benchfarm.core.notifications import rules as notify
 from benchfarm.core.policy import trust
@@ -206,7 +206,7 @@ class LeaseTender:
         self.book.write(lease.namespace, lease.name, {
             **self._signed(lease, expiresAt=new), **({"access": access} if access else {}),
             "conditions": set_condition(
-                lease.status.get("conditions"), "Granted", "True", LeaseReason.extended,
+                lease.status.get("conditions"), Condition.granted, "True", LeaseReason.extended,
                 f"{lease.status.get('place')} is {lease.spec.user}'s until {new}",
                 lease.generation)})
         self.rt.kube.event(lease.ref(), "Normal", LeaseReason.extended,
@@ -224,7 +224,7 @@ class LeaseTender:
         self.book.write(lease.namespace, lease.name, {
             **self._signed(lease, phase=LeasePhase.releasing), "endReason": reason,
             "conditions": set_condition(
-                lease.status.get("conditions"), "Granted", "False", reason,
+                lease.status.get("conditions"), Condition.granted, "False", reason,
                 f"{message}; powering {place} off", lease.generation)})
         if reason == LeaseReason.expired:
             metrics.LEASES_EXPIRED.inc()
@@ -278,7 +278,7 @@ class LeaseTender:
             self.book.write(lease.namespace, lease.name, {
                 "phase": LeasePhase.ended, "endedAt": now_iso(), "queuePosition": None,
                 "estimatedStart": None, "conditions": set_condition(
-                    lease.status.get("conditions"), "Granted", "False", ended, end.message,
+                    lease.status.get("conditions"), Condition.granted, "False", ended, end.message,
                     lease.generation)})
             metrics.LEASES_ENDED.labels(ended.value).inc()
             self.rt.kube.event(lease.ref(), kind, reason, end.message)
@@ -296,7 +296,7 @@ class LeaseTender:
         try:
             self.book.write(lease.namespace, lease.name, {
                 "phase": LeasePhase.ended, "endedAt": now_iso(), "conditions": set_condition(
-                    lease.status.get("conditions"), "Granted", "False",
+                    lease.status.get("conditions"), Condition.granted, "False",
                     Refusal.statusTampered, message, lease.generation)})
             self.rt.kube.event(lease.ref(), "Warning", Refusal.statusTampered, message)
         finally:
@@ -316,8 +316,8 @@ class LeaseTender:
             self.book.write(lease.namespace, lease.name, {
                 **self._signed(lease, phase=LeasePhase.releasing),
                 "endReason": Refusal.statusTampered, "conditions": set_condition(
-                    lease.status.get("conditions"), "Granted", "False", Refusal.statusTampered,
-                    message, lease.generation)})
+                    lease.status.get("conditions"), Condition.granted, "False",
+                    Refusal.statusTampered, message, lease.generation)})
             if not ending:
                 self._launch_end(lease)
             self.rt.kube.event(lease.ref(), "Warning", Refusal.statusTampered, message)

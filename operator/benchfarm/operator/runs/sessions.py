@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from benchfarm.api.grants import GO_AHEAD_FIELD, Relay
-from benchfarm.api.outcomes import HandBack, Phase, Reason, SessionEnd, attempt_of
+from benchfarm.api.outcomes import Condition, HandBack, Phase, Reason, SessionEnd, attempt_of
 from benchfarm.core.policy.trust import has_go_ahead, read_go_ahead, sign_go_ahead
 from benchfarm.core.scheduling import transitions
 from benchfarm.core.scheduling.lifecycle import InFlight
@@ -141,7 +141,8 @@ class Supervisor:
             return
         metrics.QUEUE_WAIT.observe(max(0.0, time.time() - run.created))
         handle = self._launch(run, attempt, 0)
-        rt.kube.event(run.ref(), "Normal", "Scheduled", f"board {board} assigned; session {handle}")
+        rt.kube.event(run.ref(), "Normal", Condition.scheduled,
+                      f"board {board} assigned; session {handle}")
 
     def _launched(self, run: RunState, board: str, written: dict[str, Any] | None,
                   status: dict[str, Any]) -> None:

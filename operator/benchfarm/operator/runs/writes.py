@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from benchfarm.api.outcomes import Phase, Reason, Underway, attempt_of
+from benchfarm.api.outcomes import Phase, Reason, RunFailure, Underway, attempt_of
 from benchfarm.core.scheduling import transitions
 from benchfarm.core.scheduling.boardindex import BoardView, could_ever_match
 from benchfarm.errors import RunError
@@ -56,7 +56,7 @@ class RunWrites:
         """Checkpoint in the API first; only then may the scheduler act on the new state."""
         written = self.rt.kube.patch_run_status(run.namespace, run.name, status)
         if not written:
-            raise RunError("run deleted", reason="Deleted")
+            raise RunError("run deleted", reason=RunFailure.deleted)
         self.rt.owner.call(self._wrote, run, written, status)
 
     def _wrote(self, run: RunState, written: dict[str, Any], status: dict[str, Any]) -> None:
