@@ -6,9 +6,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from benchfarm.api.models import BenchmarkRunSpec
-from benchfarm.api.outcomes import Phase, RunFailure
+from benchfarm.api.outcomes import RunFailure
+from benchfarm.core.scheduling.lifecycle import Move
 from benchfarm.errors import Outage, Party
-from benchfarm.operator.runs.ends import RunEnds
+from benchfarm.operator.runs.writes import RunEnds
 from benchfarm.operator.state.owner import Owner
 from benchfarm.operator.state.records import RunState
 
@@ -42,8 +43,8 @@ def ends(finish, delete_run) -> tuple[RunEnds, HeldWriter]:
 
 
 def test_queue_timeouts_go_to_the_writer_once_each_until_written():
-    finished: list[tuple[str, str, str]] = []
-    sched, writer = ends(lambda r, phase, reason, msg: finished.append((r.key, phase, reason)),
+    finished: list[tuple[str, Move, str]] = []
+    sched, writer = ends(lambda r, move, reason, msg: finished.append((r.key, move, reason)),
                               lambda ns, name: None)
     runs = [state(f"r{i}", queueTimeoutSeconds=60) for i in range(3)]
     sched.expire(runs, now=100.0)
@@ -51,7 +52,8 @@ def test_queue_timeouts_go_to_the_writer_once_each_until_written():
     sched.expire(runs, now=101.0)                         # the next round: already on their way
     assert len(writer.held) == 3
     writer.run_all()
-    assert finished == [(f"team/r{i}", Phase.failed, RunFailure.queue_timeout) for i in range(3)]
+    assert finished == [(f"team/r{i}", Move.queue_timeout, RunFailure.queue_timeout)
+                        for i in range(3)]
     assert not sched.ending
     sched.expire([state("young", queueTimeoutSeconds=600)], now=100.0)
     assert not writer.held                                # its limit is not reached
@@ -66,7 +68,7 @@ def test_an_outage_leaves_the_end_to_the_next_round():
             raise Outage("the API server is down", party=Party.api)
     sched, writer = ends(lambda *a: None, delete_run)
     done = state("done", phase="Succeeded", ttlSecondsAfterFinished=0)
-    done.status["completionTime"] = "2026-01-01T00:00:00Z"
+    done.status = {**done.status, "completionTime": "2026-01-01T00:00:00Z"}
     sched.ttl([done], now=2e9)
     writer.run_all()                                      # the outage: logged, not raised
     assert calls == ["done"] and not sched.ending

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from benchfarm.api.models import BenchmarkRunSpec, LabPolicySpec
+from benchfarm.core.scheduling import lifecycle
 from benchfarm.errors import Party
 from benchfarm.operator.runs import sessions
 from benchfarm.operator.state import metrics
@@ -52,16 +53,23 @@ class FakeRuntime:
     def standing_by(self, run):
         return run.key in self.on_standby
 
-    def patch(self, run, status):
-        run.status.update(status)
+    def due(self, run, move):
+        return lifecycle.check(move, run.phase, run.key)
 
-    def finish(self, run, phase, reason, message):
-        run.status["phase"] = phase
+    def write(self, run, move, status):
+        if not self.due(run, move):
+            return False
+        run.status = {**run.status, **status}   # replaced, as the runtime does
+        return True
+
+    def finish(self, run, move, reason, message):
+        phase = lifecycle.MOVES_OF_A_RUN[move].to
+        run.status = {**run.status, "phase": phase}
         self.finished.append((run.key, phase, reason))
 
     def requeue(self, run, message, avoid, busy_requeues=None):
         if busy_requeues is not None:
-            run.status["busyRequeues"] = busy_requeues
+            run.status = {**run.status, "busyRequeues": busy_requeues}
         self.requeued.append((run.key, avoid))
 
     def retry_elsewhere(self, run, board, reason, message, quarantined, party):
@@ -122,8 +130,9 @@ def test_a_resumed_session_whose_relay_seat_is_its_own_gets_the_plain_go_ahead(s
     seated = running("seated", goAhead=plain)
     sup.rt.on_standby.add(held.key)
     writes: dict[str, dict] = {}
-    patch = sup.rt.patch
-    sup.rt.patch = lambda run, status: writes.setdefault(run.key, status) and patch(run, status)
+    write = sup.rt.write
+    sup.rt.write = lambda run, move, status: (writes.setdefault(run.key, status) and
+                                              write(run, move, status))
     for run in (given, held, seated):
         sup.rt.runs[run.key] = run
         sup.launched[run.key] = 1000.0 - sessions.STARTUP_GRACE - 1
@@ -183,8 +192,8 @@ def test_a_run_whose_board_is_taken_again_and_again_fails_after_the_bound(sup):
     run = running()
     sup.rt.runs[run.key] = run
     for taken in (1, 2, 3):
-        run.status.update(phase="Running", sessionEnd={
-            "attempt": 1, "outcome": "Busy", "reason": "BoardBusy", "message": "held by a/b"})
+        run.status = {**run.status, "phase": "Running", "sessionEnd": {
+            "attempt": 1, "outcome": "Busy", "reason": "BoardBusy", "message": "held by a/b"}}
         tick(sup, 5.0 * taken)
         if taken <= 2:
             assert run.status["busyRequeues"] == taken and len(sup.rt.requeued) == taken

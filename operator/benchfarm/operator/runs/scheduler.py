@@ -6,8 +6,8 @@ A round asks `core.scheduling.rounds.plan` what it decides (go-aheads, relays, l
 applies the plan to the records at once (`apply`: what is on its way is marked, so the next
 round does not decide it again) and sends the writes to the launch threads: the next round never
 waits for an API round trip. Their answers come back to the owner's inbox. Queue positions,
-queue timeouts and the TTL of finished runs (`operator.runs.ends`) are tended after each round. After a (re)start
-`recover` reads everything back first; running sessions are adopted, not redone.
+queue timeouts and the TTL of finished runs (`operator.runs.writes.RunEnds`) are tended after
+each round. After a (re)start `recover` reads everything back first; running sessions are adopted, not redone.
 """
 
 from __future__ import annotations
@@ -22,25 +22,22 @@ from benchfarm import cpu
 from benchfarm.api.grants import Relay
 from benchfarm.api.models import LabPolicySpec
 from benchfarm.api.outcomes import Phase
-from benchfarm.core.scheduling import queue as q, rounds, transitions
+from benchfarm.core.scheduling import lifecycle, queue as q, rounds, transitions
 from benchfarm.core.scheduling.assignment import queue_positions
 from benchfarm.core.scheduling.fairness import RoundRobinFairness
-from benchfarm.core.scheduling.lifecycle import InFlight
-from benchfarm.kubeapi.client import API_FAILURES, Kube
-from benchfarm.operator.boards.inventory import Inventory
+from benchfarm.core.scheduling.lifecycle import InFlight, Move
+from benchfarm.kubeapi.client import API_FAILURES
 from benchfarm.operator.launch.interface import LAUNCH_FAILURES
 from benchfarm.operator.leases.keeper import Leases
 from benchfarm.operator.notifications.notifier import Notifier
-from benchfarm.operator.runs.ends import RunEnds
 from benchfarm.operator.runs.fairness import FairnessBook
 from benchfarm.operator.runs.seating import Seats
 from benchfarm.operator.runs.sessions import Supervisor
-from benchfarm.operator.runs.writes import RunWrites
+from benchfarm.operator.runs.writes import RunEnds, RunsRuntime
 from benchfarm.operator.state import metrics
 from benchfarm.operator.state.collector import HeapTender
-from benchfarm.operator.state.owner import Owner
 from benchfarm.operator.state.pools import Workers
-from benchfarm.operator.state.records import BoardRecord, Owned, RunIndex, RunState
+from benchfarm.operator.state.records import RunIndex, RunState
 from benchfarm.store.artifacts import ArtifactStore
 
 log = logging.getLogger("benchfarm")
@@ -62,38 +59,26 @@ def _first_in_line(priority: int) -> None:
                  "real-time priority %d (BENCHFARM_SCHEDULER_RTPRIO)", priority)
 
 
-class SchedulerRuntime(Protocol):
-    """What the loop needs of the operator (`operator.runtime.Runtime` is one): its registry, its
-    parts and the threads its writes go to."""
+class SchedulerRuntime(RunsRuntime, Protocol):
+    """What the loop needs of the operator (`operator.runtime.Runtime` is one): what the whole
+    room needs (`RunsRuntime`), and the parts and threads only the loop drives, by their own
+    classes (the room's top: it imports them all)."""
 
-    policy: LabPolicySpec
-    owner: Owner
-    kube: Kube
+    policy: LabPolicySpec       # read back at a start (`recover`)
     store: ArtifactStore
-    runs: Owned[str, RunState]
     index: RunIndex
-    inventory: Inventory
     leases: Leases
     sessions: Supervisor
     seats: Seats
-    writes: RunWrites
     notifier: Notifier | None
     fairness: RoundRobinFairness
     fairness_book: FairnessBook
     heap: HeapTender
     launches: Workers           # launches, go-aheads, relays, lease grants
-    writer: Workers             # what a round decided but no run waits for
     max_sessions: int | None
     standby_max: int
 
-    @property
-    def boards(self) -> dict[str, BoardRecord]: ...
-
     def observe_run(self, event_type: str | None, body: dict[str, Any]) -> None: ...
-
-    def reindex(self, run: RunState) -> None: ...
-
-    def wake(self) -> None: ...
 
 
 class Scheduler:
@@ -322,7 +307,7 @@ class Scheduler:
 
     def write_position(self, run: RunState, position: int | None) -> None:
         """On the writer thread; not once the run has left the queue meanwhile."""
-        if run.phase != Phase.pending or run.starting:
+        if not lifecycle.allows(Move.position, run.phase) or run.starting:
             return
         try:
             self.rt.kube.patch_run_status(run.namespace, run.name,

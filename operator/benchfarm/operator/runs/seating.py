@@ -1,7 +1,8 @@
 """Session seats as the operator keeps them: which seat a standby run is on, its relay named
 and checked, its go-ahead written. What each decision is is `core.scheduling.seats`'s (and a round's,
 `core.scheduling.rounds`'); this module answers them from the operator's records (`seat_of`) and writes what
-was decided, on a launch thread (one status write each: `RunWrites.patch`), which hands what
+was decided, on a launch thread (one status write each, checked against the lifecycle's table:
+`RunWrites.write`), which hands what
 it changes in the records to the owner thread (`operator.state.owner`).
 
 `naming` holds the standby runs whose relay is on its way to the API server: no go-ahead is
@@ -13,48 +14,24 @@ that should free first.
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
 
-from benchfarm.api.grants import GO_AHEAD_FIELD, Relay
+from benchfarm.api.grants import Relay
 from benchfarm.api.outcomes import Phase, attempt_of
 from benchfarm.core.policy import trust
 from benchfarm.core.scheduling import seats, transitions
-from benchfarm.core.scheduling.lifecycle import InFlight
+from benchfarm.core.scheduling.lifecycle import InFlight, Move
 from benchfarm.errors import InfraError
 from benchfarm.kubeapi.client import API_FAILURES
 from benchfarm.lab.identities import run_holder
+from benchfarm.operator.runs.writes import RunsRuntime
 from benchfarm.operator.state import metrics
-from benchfarm.operator.state.records import BoardRecord, Registry, RunState
+from benchfarm.operator.state.records import RunState
 
 log = logging.getLogger("benchfarm")
 
 
-class SeatWrites(Protocol):
-    def patch(self, run: RunState, status: dict[str, Any]) -> None: ...
-
-
-class SeatsRuntime(Registry, Protocol):
-    """What the seats need of the operator's registry (`operator.runtime.Runtime` is one)."""
-
-    @property
-    def signing_key(self) -> bytes: ...
-
-    @property
-    def runs(self) -> dict[str, RunState]: ...
-
-    @property
-    def boards(self) -> dict[str, BoardRecord]: ...
-
-    @property
-    def writes(self) -> SeatWrites: ...
-
-    def reindex(self, run: RunState) -> None: ...
-
-    def wake(self) -> None: ...
-
-
 class Seats:
-    def __init__(self, rt: SeatsRuntime) -> None:
+    def __init__(self, rt: RunsRuntime) -> None:
         self.rt = rt
         self.naming: set[str] = set()     # standby runs whose relay is being written
         self.seat_seconds: float | None = None   # how long a session holds its seat (a mean)
@@ -65,7 +42,7 @@ class Seats:
         return seats.standing_by(
             r, naming=r.key in self.naming, holds_board=r.phase == Phase.running and not r.released,
             go_ahead=lambda: trust.read_go_ahead(self.rt.signing_key, r.uid, attempt_of(r.status),
-                                                 r.status.get(GO_AHEAD_FIELD)),
+                                                 r.typed.goAhead),
             seat_held=self.seat_held)
 
     def standing_by(self, r: RunState) -> bool:
@@ -79,12 +56,12 @@ class Seats:
         holder = self.rt.runs.get(rec.run) if rec is not None and rec.run else None
         return holder is not None and holder.phase == Phase.running and \
             run_holder(holder.uid) == relay.holder and \
-            not holder.status.get("boardReleased")
+            not holder.typed.boardReleased
 
     def holds_place(self, r: RunState) -> bool:
         """The coordinator showed the run's place acquired by its session (the last refresh): a
         relay may name it, the place's release is then that session's."""
-        rec = self.rt.boards.get(r.status.get("board") or "")
+        rec = self.rt.boards.get(r.typed.board or "")
         return rec is not None and rec.holder == run_holder(r.uid)
 
     def relay_to(self, heir: RunState) -> Relay:
@@ -94,7 +71,7 @@ class Seats:
         """A relay's seat went to this run `core.scheduling.seats.RELAY_GRACE` ago: if its session has not
         taken its place, it did not see the release (its connection came up after it), and it
         gets the plain go-ahead (one coordinator read, on a launch thread)."""
-        place = run.status.get("board") or ""
+        place = run.typed.board or ""
         try:
             if self.rt.coordinator.holder(place) == run_holder(run.uid):
                 return
@@ -102,7 +79,7 @@ class Seats:
             log.info("%s: could not read who holds %s: %s", run.key, place, exc)
         def missed() -> Relay | None:
             """The relay it missed, its go-ahead on its way now; None if it needs none."""
-            if run.seat.after is None or run.status.get("boardReleased") or \
+            if run.seat.after is None or run.typed.boardReleased or \
                     self.rt.runs.get(run.key) is not run or not run.move(InFlight.go_ahead):
                 return None
             return run.seat.after
@@ -117,8 +94,9 @@ class Seats:
     def name_relay(self, run: RunState, relay: Relay) -> None:
         """A standby run's relay, named in a round after its launch (one status write)."""
         try:
-            self.rt.writes.patch(run, transitions.relay(trust.sign_go_ahead(
-                self.rt.signing_key, run.uid, attempt_of(run.status), relay)))
+            if not self.rt.writes.write(run, Move.relay, transitions.relay(trust.sign_go_ahead(
+                    self.rt.signing_key, run.uid, attempt_of(run.status), relay))):
+                self.rt.owner.call(self._unnamed, run, relay)     # no longer due
         except API_FAILURES as exc:   # deleted meanwhile, or the API is away: the next round again
             log.info("%s: could not write its relay: %s", run.key, exc)
             self.rt.owner.call(self._unnamed, run, relay)
@@ -133,7 +111,7 @@ class Seats:
         session's watch of its run brings it there)."""
         attempt = attempt_of(run.status)
         try:
-            self.rt.writes.patch(run, transitions.go_ahead(
+            self.rt.writes.write(run, Move.go_ahead, transitions.go_ahead(
                 trust.sign_go_ahead(self.rt.signing_key, run.uid, attempt)))
         except API_FAILURES as exc:   # deleted meanwhile, or the API is away: the next round again
             log.info("%s: could not write its go-ahead: %s", run.key, exc)

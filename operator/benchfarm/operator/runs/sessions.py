@@ -8,9 +8,11 @@ fault, a busy board, a lab fault). A runner whose Lease stops moving is dead: it
 its process still does, it is ended first (`Launcher.end`: its process group, or its Job).
 After an operator restart nothing is relaunched blindly: live runners are simply adopted.
 
-What the supervisor needs of the operator is `SessionRuntime` (the registry's owner, its run
-transitions, the API, the coordinator, the policy, the launcher) and of the inventory only
-`Boards` (free, held, board_failed): it imports neither the runtime nor the inventory.
+What the supervisor needs of the operator is the runs room's `operator.runs.writes.RunsRuntime`
+(the registry's owner, its run transitions, the API, the coordinator, the policy, the launcher,
+the inventory): it never imports the runtime. Each move it makes (launch, resume, requeue, fail,
+cancel) is checked against the lifecycle's table (`core.scheduling.lifecycle`) before it is
+written (`RunWrites.due`).
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-from benchfarm.api.grants import GO_AHEAD_FIELD, Relay
+from benchfarm.api.grants import Relay
 from benchfarm.api.outcomes import Condition, HandBack, Phase, Reason, SessionEnd, attempt_of
 from benchfarm.core.policy.trust import has_go_ahead, read_go_ahead, sign_go_ahead
 from benchfarm.core.scheduling import transitions
-from benchfarm.core.scheduling.lifecycle import InFlight
+from benchfarm.core.scheduling.lifecycle import InFlight, Move
 from benchfarm.errors import InfraError, Party
 from benchfarm.kubeapi.client import API_FAILURES, PreconditionFailed
 from benchfarm.kubeapi.leases import (
@@ -34,12 +36,10 @@ from benchfarm.kubeapi.leases import (
     session_lease_name,
 )
 from benchfarm.lab.identities import run_holder
-from benchfarm.operator.launch.interface import LAUNCH_FAILURES, Launch, Launcher
+from benchfarm.operator.launch.interface import LAUNCH_FAILURES, Launch
+from benchfarm.operator.runs.writes import RunsRuntime
 from benchfarm.operator.state import metrics
-from benchfarm.operator.state.records import Owned, Registry, RunState, ts, written
-
-if TYPE_CHECKING:
-    pass
+from benchfarm.operator.state.records import Owned, RunState, ts, written
 
 log = logging.getLogger("benchfarm")
 
@@ -48,68 +48,8 @@ STARTUP_GRACE = 45.0      # seconds a launched runner has to take its Lease
 SUPERVISE_EVERY = 2.0
 
 
-class BoardFaults(Protocol):
-    """A board fault counted (`operator.boards.health.HealthChecks` is one): True when it quarantines."""
-
-    def board_failed(self, board: str, exc: InfraError) -> bool: ...
-
-
-class Boards(Protocol):
-    """What the supervisor asks of the inventory: who holds a board, and its board faults."""
-
-    @property
-    def health(self) -> BoardFaults: ...
-
-    def free(self, board: str | None, key: str) -> None: ...
-
-    def held(self, board: str, by: str) -> None: ...
-
-
-class RunWrites(Protocol):
-    """The run transitions the supervisor writes (`operator.runs.writes.RunWrites` is one)."""
-
-    def patch(self, run: RunState, status: dict[str, Any]) -> None: ...
-
-    def finish(self, run: RunState, phase: Phase, reason: str, message: str) -> None: ...
-
-    def requeue(self, run: RunState, message: str, avoid: str | None,
-                busy_requeues: int | None = None) -> None: ...
-
-    def retry_elsewhere(self, run: RunState, board: str, reason: str, message: str,
-                        quarantined: bool, party: str = "board") -> None: ...
-
-
-class SeatQuestions(Protocol):
-    """Whether a run is on standby (`operator.runs.seating.Seats` is one)."""
-
-    def standing_by(self, r: RunState) -> bool: ...
-
-
-class SessionRuntime(Registry, Protocol):
-    """What the supervisor needs of the operator's registry (`operator.runtime.Runtime` is one)."""
-
-    @property
-    def signing_key(self) -> bytes: ...
-
-    @property
-    def launcher(self) -> Launcher: ...
-
-    @property
-    def inventory(self) -> Boards: ...
-
-    @property
-    def writes(self) -> RunWrites: ...
-
-    @property
-    def seats(self) -> SeatQuestions: ...
-
-    def active_runs(self) -> list[RunState]: ...
-
-    def reindex(self, run: RunState) -> None: ...
-
-
 class Supervisor:
-    def __init__(self, rt: SessionRuntime) -> None:
+    def __init__(self, rt: RunsRuntime) -> None:
         self.rt = rt
         self.observer = LeaseObserver(grace=5.0)
         # run key -> monotonic time of the last launch (the owner's: `operator.state.owner`)
@@ -130,6 +70,9 @@ class Supervisor:
             None if after is None else sign_go_ahead(rt.signing_key, run.uid, attempt, after)
         status = transitions.launched(run.status, run.generation, board=board, attempt=attempt,
                                       go_ahead=go_ahead)
+        if not rt.writes.due(run, Move.launch):
+            rt.owner.call(self._launched, run, board, None, status)
+            return
         try:
             written = rt.kube.guarded_status_write(run.namespace, run.name,
                                                    {"phase": Phase.pending}, status)
@@ -158,12 +101,12 @@ class Supervisor:
     def _launch(self, run: RunState, attempt: int, resume: int) -> str:
         """Ask the launcher for a runner; a launcher that fails is a lab fault, seen as a dead
         session (no Lease) and resumed like one, at most MAX_RESUMES times."""
-        started = run.status.get("startTime")
+        started = run.typed.startTime
         # on standby, its session may wait up to the run's timeout for a seat, then has all of it
         left = ts(started) + run.spec.timeoutSeconds - time.time() if started else \
             float(run.spec.timeoutSeconds) * (1 if has_go_ahead(
-                self.rt.signing_key, run.uid, attempt, run.status.get(GO_AHEAD_FIELD)) else 2)
-        board = run.status.get("board") or ""
+                self.rt.signing_key, run.uid, attempt, run.typed.goAhead) else 2)
+        board = run.typed.board or ""
         req = Launch(run.namespace, run.name, run.uid, attempt, resume, deadline_s=max(left, 10.0),
                      reads=(run.spec.baseline,) if run.spec.baseline else (),
                      board=board, place=self._handover(board))
@@ -184,7 +127,7 @@ class Supervisor:
         except InfraError as exc:  # an outage: the session waits it out on its own
             log.info("cannot hand the place of %s to its session: %s", board, exc)
             return ""
-        return place.to_env() if place is not None else ""
+        return place.to_setting() if place is not None else ""
 
     # -- supervision --------------------------------------------------------------------------
     def supervise(self, force: bool = False) -> None:
@@ -220,18 +163,18 @@ class Supervisor:
 
     def _dead(self, run: RunState) -> None:
         rt = self.rt
-        board = run.status.get("board")
+        board = run.typed.board
         self._end(run)       # whatever its process still does, it is not left beside another
         if run.spec.cancel or run.deleting:
             self._release(board, run.uid)
             if not run.deleting:
-                rt.writes.finish(run, Phase.cancelled, Reason.cancelled, "cancelled (its session had ended)")
+                rt.writes.finish(run, Move.cancel_ended, Reason.cancelled, "cancelled (its session had ended)")
             rt.inventory.free(board, run.key)
             return
-        resumes = int(run.status.get("resumes") or 0) + 1
+        resumes = int(run.typed.resumes or 0) + 1
         if resumes > MAX_RESUMES:
             self._release(board, run.uid)
-            rt.writes.finish(run, Phase.failed, Reason.too_many_resumes,
+            rt.writes.finish(run, Move.fail, Reason.too_many_resumes,
                       f"the session on {board} died {resumes} times (no Lease renewal for "
                       f"{self.observer.grace + 15:.0f} s each time); giving up after "
                       f"{MAX_RESUMES} resumes. See the session logs.")
@@ -243,12 +186,14 @@ class Supervisor:
         plain = None
         # a relay whose seat is its own by now: the resumed session gets the plain go-ahead, it
         # would wait for a release it can no longer see
-        go = read_go_ahead(rt.signing_key, run.uid, attempt, run.status.get(GO_AHEAD_FIELD))
+        go = read_go_ahead(rt.signing_key, run.uid, attempt, run.typed.goAhead)
         if go is not None and go.after is not None and \
                 not rt.owner.call(rt.seats.standing_by, run):
             plain = sign_go_ahead(rt.signing_key, run.uid, attempt)
         try:
-            rt.writes.patch(run, transitions.resumed(resumes, MAX_RESUMES, plain))
+            if not rt.writes.write(run, Move.resume, transitions.resumed(resumes, MAX_RESUMES,
+                                                                         plain)):
+                return
         except API_FAILURES as exc:
             log.warning("%s: could not record the resume (%s); will retry", run.key, exc)
             return
@@ -262,7 +207,7 @@ class Supervisor:
         """End the session given up on: its Lease stopped, but its process may live on (stalled,
         or cut off from the API server); it is ended before any other is launched."""
         req = Launch(run.namespace, run.name, run.uid, attempt_of(run.status, 1),
-                     int(run.status.get("resumes") or 0), board=run.status.get("board") or "")
+                     int(run.typed.resumes or 0), board=run.typed.board or "")
         try:
             with self.launching:
                 what = self.rt.launcher.end(req)
@@ -274,14 +219,14 @@ class Supervisor:
     def _ended(self, run: RunState, end: SessionEnd) -> None:
         """A runner handed the run back: charge the board only for a board fault."""
         rt = self.rt
-        board = run.status.get("board") or ""
+        board = run.typed.board or ""
         self._release(board, run.uid)
         rt.owner.call(self.launched.pop, run.key, None)
         if end.outcome == HandBack.busy:
             rt.inventory.held(board, end.message)
-            taken = int(run.status.get("busyRequeues") or 0) + 1
+            taken = int(run.typed.busyRequeues or 0) + 1
             if taken > rt.policy.maxBusyRequeues:
-                rt.writes.finish(run, Phase.failed, Reason.board_taken,
+                rt.writes.finish(run, Move.fail, Reason.board_taken,
                           f"the board was taken by someone else {taken} times (last {board}: "
                           f"{end.message}); giving up after {rt.policy.maxBusyRequeues} "
                           f"re-queues (LabPolicy maxBusyRequeues)")
@@ -323,5 +268,5 @@ class Supervisor:
                        lease.spec.holder_identity for lease in leases):
                 break
             time.sleep(0.5)
-        self._release(run.status.get("board"), run.uid)
+        self._release(run.typed.board, run.uid)
         self.rt.owner.call(self.launched.pop, run.key, None)
