@@ -225,7 +225,7 @@ def test_flags_make_the_spec_and_the_plans_history_names_a_baseline():
 
 
 def test_export_posts_the_document_to_a_receiver_on_loopback():
-    from benchfarm.cli.submit import post
+    from benchfarm.cli.export import post
     got: list[tuple[str, dict]] = []
 
     class Receiver(BaseHTTPRequestHandler):
@@ -254,7 +254,7 @@ def test_export_posts_the_document_to_a_receiver_on_loopback():
 
 
 def test_a_campaigns_kcidb_document_has_each_finished_run_and_validates(monkeypatch):
-    from benchfarm.cli import submit as submitcli
+    from benchfarm.cli import export, outcome
     good = _body(_status("Succeeded", "Completed"), SOFTWARE)
     broken = {**_body(_status("Failed", "SoftwareBootFailed", "no Starting kernel"), SOFTWARE),
               "metadata": {"namespace": "ci", "name": "run-2", "uid": "u-2"}}
@@ -269,10 +269,10 @@ def test_a_campaigns_kcidb_document_has_each_finished_run_and_validates(monkeypa
             return {"status": {"columns": [{"name": "a", "run": "run-1"},
                                            {"name": "b", "run": "run-2"},
                                            {"name": "c"}]}}
-    monkeypatch.setattr(submitcli, "_kube", FakeKube)
-    monkeypatch.setattr(submitcli, "_results", lambda body: (
+    monkeypatch.setattr(export, "lab_api", FakeKube)
+    monkeypatch.setattr(outcome, "results", lambda body: (
         (DOC, "# report") if body["metadata"]["name"] == "run-1" else (None, None)))
-    outcomes = submitcli.export_outcomes("ci/release-1")
+    outcomes = export.export_outcomes("ci/release-1")
     assert [(o.name, o.decision.code) for o in outcomes] == [("run-1", Exit.regressed),
                                                             ("run-2", Exit.run)]
     doc = kcidb(outcomes)

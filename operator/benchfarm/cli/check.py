@@ -12,11 +12,13 @@ Exit code 0 when every line is `ok`, 1 otherwise. Nothing is written anywhere. `
 
 from __future__ import annotations
 
+import argparse
 import logging
 import socket
 import time
 from collections.abc import Callable
 from datetime import UTC
+from typing import Any
 
 from benchfarm.api.models import GROUP, VERSION
 from benchfarm.settings import Settings
@@ -24,6 +26,22 @@ from benchfarm.settings import Settings
 log = logging.getLogger(__name__)
 
 STALE_S = 60     # a Lease not renewed for this long has no live leader behind it
+
+
+def add_parsers(sub: Any) -> None:
+    from benchfarm.cli.boardcheck import add_arguments
+    chk = sub.add_parser("check", help="check this installation: API, leader, labgrid (places and "
+                                       "their serial ports), store; with --boards, audit the "
+                                       "board network from the boards; what `helm test` runs")
+    add_arguments(chk)
+    chk.set_defaults(func=_check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    if args.boards is not None:
+        from benchfarm.cli.boardcheck import main as audit_boards
+        return audit_boards(args.boards, args.endpoint, args.limit)
+    return main()
 
 
 def _api() -> str:

@@ -47,7 +47,7 @@ PLURAL = "boardleases"
 LABGRID_KEYS = "BENCHFARM_LABGRID_"     # BENCHFARM_LABGRID_CA/_CERT/_KEY/_ISSUER_*: a lab's own
 
 
-def add_parser(sub: Any) -> None:
+def add_parsers(sub: Any) -> None:
     p = sub.add_parser("lease", help="lease a board for yourself through the lab's queue; "
                                      "print its labgrid environment or run a shell with it")
     which = p.add_mutually_exclusive_group(required=True)
@@ -64,6 +64,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--name", default=None, help="the BoardLease's name (default: generated)")
     p.add_argument("--shell", action="store_true",
                    help="run $SHELL with the environment; release the lease when it exits")
+    p.set_defaults(func=main)
 
 
 def _namespace(given: str | None) -> str:

@@ -1,14 +1,18 @@
-"""A finished run read back from any cluster: what `benchfarm report` and `benchfarm compare` print.
+"""Results read back: `benchfarm report` and `compare` (a finished run, from any cluster),
+`import-guide` (a vendor guide's tables, the baseline `compare` takes) and `parse` (a suite's
+output, parsed as a session parses it).
 
 The BenchmarkRun comes from the Kubernetes API (in-cluster, or KUBECONFIG / ~/.kube/config), its
 `metrics.json` from the artifact store with the run's namespace's own credential (the Secret
 `benchfarm-store` the operator issues, read with the same kubeconfig: `store.accounts`): a
-kubeconfig is all it needs. Nothing here knows the dev lab.
+kubeconfig is all it needs; `parse` and `import-guide` read files only. Nothing here knows the
+dev lab.
 Exit codes: 0 printed, 1 not found or unreachable (the message says which), 3 regressed.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Callable
@@ -18,6 +22,35 @@ from typing import Any
 from benchfarm.api.campaigns import ColumnPhase
 from benchfarm.api.outcomes import Phase, Verdict
 from benchfarm.errors import BenchfarmError
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("parse", help="parse a suite's output file into metrics (JSON)")
+    p.add_argument("suite", help="the parser: a suite name of a plan's step (e.g. cyclictest)")
+    p.add_argument("file", help="the output to parse; - for standard input")
+    p.add_argument("--param", action="append", default=[], help="KEY=VALUE parser parameter")
+    p.set_defaults(func=main_parse)
+    rep = sub.add_parser("report", help="print the report of a finished run (any cluster: "
+                                        "a kubeconfig)")
+    rep.add_argument("run", help="NAMESPACE/NAME")
+    rep.add_argument("--format", choices=["md", "rst", "json"], default="md",
+                     help="Markdown, reStructuredText (the vendor guides' csv-table layout) or "
+                          "the run's metrics as JSON")
+    rep.set_defaults(func=lambda args: main_report(args.run, args.format))
+    cmp_ = sub.add_parser("compare", help="compare a run with a baseline run or a vendor guide "
+                                          "(RST)")
+    cmp_.add_argument("run", help="NAMESPACE/NAME of a finished run")
+    cmp_.add_argument("baseline", help="NAMESPACE/NAME of another run, or an .rst/.txt guide file")
+    cmp_.add_argument("--board", default=None,
+                      help="the guide's board column to compare with (import-guide lists them)")
+    cmp_.set_defaults(func=lambda args: main_compare(args.run, args.baseline, args.board))
+    ig = sub.add_parser("import-guide", help="read a vendor guide's csv-tables (RST) as a "
+                                             "baseline")
+    ig.add_argument("file", help="the guide, reStructuredText (a report.rst or guide.rst too)")
+    ig.add_argument("--format", choices=["json", "rst"], default="json",
+                    help="the tables' metrics as JSON, or the tables again as RST")
+    ig.add_argument("--board", default=None, help="only this board's columns")
+    ig.set_defaults(func=lambda args: main_import_guide(args.file, args.format, args.board))
 
 
 class NotFound(BenchfarmError):
@@ -188,3 +221,51 @@ def _guarded(cmd: str, fn: Callable[[], int]) -> int:
         print(f"benchfarm {cmd}: no cluster configured (KUBECONFIG or in-cluster): {exc}",
               file=sys.stderr)
     return 1
+
+
+def main_parse(args: argparse.Namespace) -> int:
+    """`benchfarm parse`: the metrics of a suite's output (a file, or - for stdin) as JSON."""
+    from benchfarm.suites.registry import parse
+    try:
+        text = Path(args.file).read_text(errors="replace") if args.file != "-" else sys.stdin.read()
+        params = dict(p.split("=", 1) for p in args.param)
+        metrics = parse(args.suite, text, params)
+    except BenchfarmError as exc:
+        print(f"benchfarm parse: {exc.message}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"benchfarm parse: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps([m.as_dict() for m in metrics], indent=2))
+    return 0
+
+
+def main_import_guide(path: str, fmt: str, board: str | None) -> int:
+    """`benchfarm import-guide`: a vendor guide's tables (one board's columns) as JSON or RST,
+    what it found and what it could not read on stderr."""
+    from benchfarm.core.guides.guide import read_guide
+    from benchfarm.report.tables import guide_rst
+    try:
+        guide = read_guide(Path(path).read_text(errors="replace"))
+    except OSError as exc:
+        print(f"benchfarm import-guide: {exc}", file=sys.stderr)
+        return 1
+    if board is not None and board not in guide.boards:
+        print(f"benchfarm import-guide: no board {board!r} in {path}; boards: "
+              f"{', '.join(guide.boards) or 'none named'}", file=sys.stderr)
+        return 1
+    tables = [t for t in guide.tables if board is None or t.board in ("", board)]
+    print(f"benchfarm import-guide: {len(guide.tables)} tables, "
+          f"{sum(len(t.rows) for t in guide.tables)} values; boards: "
+          f"{', '.join(guide.boards) or 'none named'}", file=sys.stderr)
+    for problem in guide.problems:
+        print(f"benchfarm import-guide: {problem}", file=sys.stderr)
+    if fmt == "rst":
+        print(guide_rst(tables))
+    else:
+        print(json.dumps({"boards": guide.boards, "problems": guide.problems, "tables": [
+            {"title": t.title, "board": t.board, "rows": [
+                {"name": r.name, "unit": r.unit, "mean": r.value.mean, "min": r.value.min,
+                 "max": r.value.max, "text": r.value.text} for r in t.rows]}
+            for t in tables]}, indent=2))
+    return 0

@@ -1,18 +1,17 @@
-"""`benchfarm upload`, `submit` and `export kcidb`: a CI pipeline's way into the lab.
+"""`benchfarm upload` and `submit`: a CI pipeline's way into the lab.
 
 `submit` creates a BenchmarkRun (from a file, from flags, or both: the flags win), says how it
 goes as its status changes (phase, queue position, progress, conditions), waits for its end,
-prints its report and exits with what a pipeline acts on (`core.statistics.gate`): 0 measured and nothing
-regressed, 1 a metric regressed (named), 2 the lab's fault (retry later), 3 the run's own (its
-software did not boot, a suite failed, its input was refused), 130 interrupted (Ctrl-C or the
-pipeline's SIGTERM cancel the run: `spec.cancel`). `--junit`, `--json` and `--kcidb` write the
-result for the CI's test report, its artifacts and KernelCI (`report.ci`, one model for all
-three). `export kcidb` writes (and with `--submit URL` posts) the KCIDB document of a finished
-run or of a campaign's runs. `upload` puts a build into the namespace's own folder of the
-lab's store and prints its s3:// URL and SHA-256, for `--kernel` and `--kernel-sha256`. Any
-cluster, and a kubeconfig (or in-cluster credentials) is all they need: the store is reached with
-the namespace's own credential, which the operator issues into its Secret `benchfarm-store` and
-which reaches `<namespace>/` only (`store.accounts`), never with the lab's.
+prints its report and exits with what a pipeline acts on (`core.statistics.gate`): 0 measured and
+nothing regressed, 1 a metric regressed (named), 2 the lab's fault (retry later), 3 the run's own
+(its software did not boot, a suite failed, its input was refused), 130 interrupted (Ctrl-C or
+the pipeline's SIGTERM cancel the run: `spec.cancel`). `--junit`, `--json` and `--kcidb` write
+the result for the CI's test report, its artifacts and KernelCI (`report.ci`, one model for all
+three; the outcome is `cli.outcome`'s, which `export kcidb` writes for runs already finished).
+`upload` puts a build into the namespace's own folder of the lab's store and prints its s3://
+URL and SHA-256, for `--kernel` and `--kernel-sha256`. Any cluster, and a kubeconfig (or
+in-cluster credentials) is all they need: the store is reached with the namespace's own
+credential (`cli.outcome.namespace_store`), never with the lab's.
 """
 
 from __future__ import annotations
@@ -28,8 +27,8 @@ from typing import Any
 
 from benchfarm.api.models import GROUP, SOFTWARE_PARTS, VERSION, BenchmarkRunSpec
 from benchfarm.api.outcomes import Phase
+from benchfarm.cli.outcome import lab_api, namespace_store, outcome_of
 from benchfarm.core.statistics.gate import Exit, condition
-from benchfarm.settings import Settings
 
 PLURAL = "benchmarkruns"
 PARTS = tuple(p for p in SOFTWARE_PARTS if p != "bootArgs")
@@ -79,15 +78,6 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--no-report", action="store_true", help="do not print the report")
     p.add_argument("--poll", type=float, default=2.0, help=argparse.SUPPRESS)
     p.set_defaults(func=submit_main)
-
-    e = sub.add_parser("export", help="export a finished run's or campaign's results")
-    fmt = e.add_subparsers(dest="format", required=True)
-    k = fmt.add_parser("kcidb", help="a KCIDB v5 document (validates with kcidb-io)")
-    k.add_argument("ref", help="NAMESPACE/NAME of a BenchmarkRun or a BenchmarkCampaign")
-    k.add_argument("-o", "--output", default="-", help="file (default: stdout)")
-    k.add_argument("--submit", metavar="URL", help="POST the document there too (a KCIDB "
-                   "submission endpoint; a bearer token from $BENCHFARM_KCIDB_TOKEN)")
-    k.set_defaults(func=export_main)
 
 
 def _say(text: str) -> None:
@@ -148,41 +138,6 @@ def latest_of_plan(runs: list[dict[str, Any]], spec: dict[str, Any]) -> str | No
     return same[-1]["metadata"]["name"] if same else None
 
 
-def _store(namespace: str) -> Any:
-    """The store as `namespace` may use it: with its own credential, read with the kubeconfig."""
-    from benchfarm.store.accounts import namespace_store
-    return namespace_store(_kube().secret_data, namespace)
-
-
-def _results(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
-    """metrics.json and report.md of a finished run from the store; None when it has none."""
-    from benchfarm.store.artifacts import run_prefix
-    meta, spec = body["metadata"], body.get("spec") or {}
-    store = _store(meta["namespace"])
-    prefix = run_prefix(meta["namespace"], meta["name"], meta["uid"],
-                        spec.get("artifactPrefix", ""))
-    if store.sha256(f"{prefix}/metrics.json") is None:
-        return None, None
-    doc = json.loads(store.get(f"{prefix}/metrics.json"))
-    report = store.get(f"{prefix}/report.md").decode(errors="replace") \
-        if store.sha256(f"{prefix}/report.md") is not None else None
-    return doc, report
-
-
-def outcome_of(body: dict[str, Any], *, interrupted: bool = False) -> tuple[Any, str | None]:
-    """The run's `report.ci.Outcome` (its exit code decided) and its report."""
-    from benchfarm.errors import BenchfarmError
-    from benchfarm.report.ci import decided_outcome
-    status = body.get("status") or {}
-    doc, report, unread = None, None, ""
-    if status.get("phase") in (Phase.succeeded, Phase.failed):
-        try:
-            doc, report = _results(body)
-        except BenchfarmError as exc:   # the store: the verdict of a failed run stands
-            unread = f" ({exc.reason}: {exc.message})"
-    return decided_outcome(body, doc, unread=unread, interrupted=interrupted), report
-
-
 def _write(path: str | None, data: bytes) -> None:
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -239,7 +194,7 @@ def submit_main(args: argparse.Namespace) -> int:
     ns = args.namespace or meta.get("namespace") or current_namespace()
     spec = _spec(args, body.get("spec") or {})
     try:
-        kube = _kube()
+        kube = lab_api()
         if args.compare_history:
             previous = latest_of_plan(kube.list_custom(PLURAL, ns), spec)
             _say(f"comparing with run {previous}, the plan's latest" if previous else
@@ -280,12 +235,6 @@ def submit_main(args: argparse.Namespace) -> int:
     except _Gone as exc:
         _say(f"{exc}; retry later")
         return Exit.lab
-
-
-def _kube() -> Any:
-    from benchfarm.kubeapi.client import Kube
-    settings = Settings.from_env()
-    return Kube(outage_budget=settings.submit_outage_budget, settings=settings)
 
 
 class _Interrupted(BaseException):
@@ -383,83 +332,10 @@ def upload_main(args: argparse.Namespace) -> int:
         print(f"benchfarm upload: {exc}", file=sys.stderr)
         return 1
     try:
-        url = _store(ns).put_stream(key, lambda: path.open("rb"), length=size,
-                                    sha256=digest.hexdigest())
+        url = namespace_store(ns).put_stream(key, lambda: path.open("rb"), length=size,
+                                             sha256=digest.hexdigest())
     except (BenchfarmError, client.ApiException, ConfigException, OSError) as exc:
         print(f"benchfarm upload: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return 2
     print(f"{url} {digest.hexdigest()}")
-    return 0
-
-
-# -- export ------------------------------------------------------------------------------------
-
-def _split(ref: str) -> tuple[str, str]:
-    ns, sep, name = ref.partition("/")
-    if sep:
-        return ns, name
-    from benchfarm.kubeapi.client import current_namespace
-    return current_namespace(), ref
-
-
-def export_outcomes(ref: str) -> list[Any]:
-    """The outcomes of a run NAMESPACE/NAME, or of each run of a campaign of that name."""
-    kube = _kube()
-    ns, name = _split(ref)
-    run = kube.get_run(ns, name)
-    if run is not None:
-        return [outcome_of(run)[0]]
-    campaign = kube.get_custom("benchmarkcampaigns", ns, name)
-    if campaign is None:
-        raise LookupError(f"no BenchmarkRun or BenchmarkCampaign {ns}/{name}")
-    out = []
-    for column in (campaign.get("status") or {}).get("columns") or []:
-        body = kube.get_run(ns, column["run"]) if column.get("run") else None
-        if body is not None and (body.get("status") or {}).get("phase") in (
-                Phase.succeeded, Phase.failed, Phase.cancelled):
-            out.append(outcome_of(body)[0])
-    if not out:
-        raise LookupError(f"campaign {ns}/{name} has no finished run yet")
-    return out
-
-
-def post(url: str, doc: dict[str, Any], token: str | None = None, timeout: float = 30) -> int:
-    """POST a KCIDB document; the HTTP status."""
-    import requests
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    return requests.post(url, data=json.dumps(doc), headers=headers, timeout=timeout).status_code
-
-
-def export_main(args: argparse.Namespace) -> int:
-    from kubernetes import client
-    from kubernetes.config import ConfigException
-
-    from benchfarm.errors import BenchfarmError
-    from benchfarm.report.ci import kcidb
-    try:
-        doc = kcidb(export_outcomes(args.ref))
-    except LookupError as exc:
-        print(f"benchfarm export: {exc}", file=sys.stderr)
-        return 1
-    except (BenchfarmError, client.ApiException, ConfigException, OSError) as exc:
-        print(f"benchfarm export: the lab is not reachable: {exc}", file=sys.stderr)
-        return 2
-    text = json.dumps(doc, indent=2)
-    if args.output == "-":
-        print(text)
-    else:
-        Path(args.output).write_text(text + "\n")
-    if args.submit:
-        try:
-            code = post(args.submit, doc, Settings.from_env().kcidb_token or None)
-        except OSError as exc:
-            print(f"benchfarm export: {args.submit}: {exc}", file=sys.stderr)
-            return 2
-        if not 200 <= code < 300:
-            print(f"benchfarm export: {args.submit} answered {code}", file=sys.stderr)
-            return 2
-        print(f"benchfarm export: submitted {len(doc['tests'])} test(s) to {args.submit}",
-              file=sys.stderr)
     return 0
