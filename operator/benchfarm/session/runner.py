@@ -12,6 +12,10 @@ coordinator is waited out, bounded by the run's timeout; a board fault ends the 
 `status.sessionEnd` so the operator can charge the board and move the run; a place someone else
 took is left alone. Before every power operation the runner checks it still holds its Lease and
 the place; a runner whose Lease was taken over stops touching the board at once.
+
+Here the process: the checks that the run is this session's, the parts it builds, the run's Lease
+around the session, and the upload of the spool on every exit. The board's work is
+`session.onboard`, the wait for a seat on standby `session.standby`.
 """
 
 from __future__ import annotations
@@ -27,40 +31,23 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from benchfarm import cpu
-from benchfarm.api.devicetype import DeviceType
-from benchfarm.api.grants import GO_AHEAD_FIELD, Relay
-from benchfarm.api.models import BenchmarkRunSpec, LabPolicySpec, SuiteSpec
-from benchfarm.api.outcomes import (
-    HandBack,
-    Phase,
-    Reason,
-    Refusal,
-    RunFailure,
-    Underway,
-    attempt_of,
-)
+from benchfarm.api.models import BenchmarkRunSpec, SuiteSpec
+from benchfarm.api.outcomes import Phase, Reason, Refusal, RunFailure, attempt_of
 from benchfarm.api.places import HandedPlace
-from benchfarm.core import steps as st
-from benchfarm.core.conditions import now_iso
 from benchfarm.core.policy import trust
-from benchfarm.errors import BoardBusy, InfraError, RunError
+from benchfarm.errors import RunError
 from benchfarm.kubeapi.client import API_FAILURES, Kube
-from benchfarm.lab.board import SerialLog
 from benchfarm.lab.coordinator import Coordinator
-from benchfarm.lab.devicetypes import load_device_types
 from benchfarm.lab.identities import run_identity
-from benchfarm.lab.session import BoardSession, Cancelled
-from benchfarm.session import reporting
-from benchfarm.session.blame import Settled, Verdict, verdict
-from benchfarm.session.context import PEER_TAG, Config, RunContext, iperf3_peer
+from benchfarm.lab.session import Cancelled
+from benchfarm.session.context import Config, RunContext
 from benchfarm.session.lifeline import Fenced, Lifeline, api_version_of
-from benchfarm.session.parsing import BudgetedParse, start_forkserver
+from benchfarm.session.onboard import OnBoard
+from benchfarm.session.parsing import start_forkserver
+from benchfarm.session.standby import Standby
 from benchfarm.session.status import StatusWriter
-from benchfarm.session.steps import StepRunner
 from benchfarm.settings import Settings
 from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-from benchfarm.store.software import SoftwareCache
 from benchfarm.store.spool import Spool
 
 log = logging.getLogger("benchfarm.session")
@@ -69,15 +56,20 @@ TERM_DRAIN_SECONDS = 20.0   # a session told to stop (its pod is going away) upl
 
 
 class Runner:
+    """One run's session as a process: it reads the run, proves it is this session's to run (the
+    board, the uid), builds its parts (the labgrid client, the Lease, the status writer, the
+    standby, the board's work) and runs the session under the run's Lease; every exit uploads what
+    the spool holds."""
+
     def __init__(self, namespace: str, name: str, config: Config) -> None:
         self.namespace, self.name, self.config = namespace, name, config
         self.kube = Kube(outage_budget=3600.0)
         self.identity = f"{socket.gethostname()}/{os.getpid()}"
         self.terminating = threading.Event()
-        self.steps: StepRunner | None = None
-        self.policy: LabPolicySpec | None = None
+        # the run's Lease, once the run proved this session's (`run`): `terminate` fences it
+        self.lifeline: Lifeline | None = None
 
-    # -- entry --------------------------------------------------------------------------------
+    # -- entry ------------------------------------------------------------------------------------
     def run(self) -> int:
         body = self.kube.get_run(self.namespace, self.name)
         if body is None:
@@ -99,36 +91,35 @@ class Runner:
                      "nothing to do", self.namespace, self.name, board, status["board"])
             return 0
         uid = body["metadata"]["uid"]
-        self.attempt = attempt_of(status)
+        attempt = attempt_of(status)
         host, user = run_identity(uid)
         handed = HandedPlace.from_env(self.config.settings.run_place)
         # the place the operator handed over: the session's labgrid client knows only it (no
         # sync of the whole lab); without it, the client reads every place like any other
-        self.coordinator = Coordinator(self.config.coordinator, host=host, user=user,
-                                       place=handed if handed and handed.name == board else None)
-        self.coordinator.connect_soon()     # the connection overlaps the Lease and set-up
-        self.lifeline = Lifeline(self.kube, self.namespace, self.name, uid, self.identity,
-                                 api_version_of(body), lease_seconds=self.config.lease_seconds,
-                                 renew_seconds=self.config.renew_seconds)
+        coordinator = Coordinator(self.config.coordinator, host=host, user=user,
+                                  place=handed if handed and handed.name == board else None)
+        coordinator.connect_soon()     # the connection overlaps the Lease and set-up
+        lifeline = self.lifeline = Lifeline(
+            self.kube, self.namespace, self.name, uid, self.identity, api_version_of(body),
+            lease_seconds=self.config.lease_seconds, renew_seconds=self.config.renew_seconds)
         started = status.get("startTime")
         start_wall = _ts(started) if started else time.time()
         spec = BenchmarkRunSpec(**body["spec"])
-        self.lifeline.deadline = time.monotonic() + (start_wall + spec.timeoutSeconds -
-                                                     time.time())
-        self.kube.outage_budget = max(10.0, self.lifeline.deadline - time.monotonic())
-        self.status = StatusWriter(self.kube, self.lifeline, body)
-        self.go_ahead = threading.Event()
-        self.relay: Relay | None = None      # the seat it waits for, if the operator named one
-        self.go_ahead_by = ""
-        self.lifeline.on_run = lambda run: self._note_go_ahead(uid, run)
-        self._note_go_ahead(uid, body)
-        self.lifeline.on_tick = self.status.flush
-        self.lifeline.on_wait = lambda text: self.status.progress(text, "Waiting", force=True)
-        self.lifeline.on_stop = self._stop_board
+        lifeline.deadline = time.monotonic() + (start_wall + spec.timeoutSeconds -
+                                                time.time())
+        self.kube.outage_budget = max(10.0, lifeline.deadline - time.monotonic())
+        writer = StatusWriter(self.kube, lifeline, body)
+        standby = Standby(self.config, self.kube, coordinator, lifeline, attempt)
+        work = OnBoard(self.config, self.kube, coordinator, lifeline, standby)
+        lifeline.on_run = lambda run: standby.note_go_ahead(uid, run)
+        standby.note_go_ahead(uid, body)
+        lifeline.on_tick = writer.flush
+        lifeline.on_wait = lambda text: writer.progress(text, "Waiting", force=True)
+        lifeline.on_stop = work.stop_board
         try:
-            return self._leased(body, spec)
+            return self._leased(body, spec, writer, work)
         finally:
-            self.coordinator.close()
+            coordinator.close()
 
     def terminate(self) -> None:
         """SIGTERM (the pod or the process is going away): stop touching the board, upload
@@ -136,17 +127,13 @@ class Runner:
         log.warning("%s/%s: told to stop; the board is left to the resumed session",
                     self.namespace, self.name)
         self.terminating.set()
-        lifeline = getattr(self, "lifeline", None)
-        if lifeline is not None:
-            lifeline.fence()
+        if self.lifeline is not None:
+            self.lifeline.fence()
 
-    def _stop_board(self) -> None:
-        if self.steps is not None and self.steps.session is not None:
-            self.steps.session.stop()
-
-    def _leased(self, body: dict[str, Any], spec: BenchmarkRunSpec) -> int:
+    def _leased(self, body: dict[str, Any], spec: BenchmarkRunSpec, writer: StatusWriter,
+                work: OnBoard) -> int:
         try:
-            took = self.lifeline.take()
+            took = work.lifeline.take()
         except ApiException as exc:   # the run's namespace is going away with the run
             if exc.status == 403 and "being terminated" in str(exc.body or ""):
                 log.info("run %s/%s: its namespace is being deleted; nothing to do",
@@ -159,19 +146,20 @@ class Runner:
             return 3
         log.info("%s/%s: session %s holds the run's Lease", self.namespace, self.name,
                  self.identity)
-        self.lifeline.start()
+        work.lifeline.start()
         try:
-            self._session(body, spec)
+            self._session(body, spec, writer, work)
             return 0
         except Fenced:
             log.warning("%s/%s: this session was fenced (its Lease taken over, or told to "
                         "stop); it no longer touches the board", self.namespace, self.name)
             return 4
         finally:
-            self.lifeline.release()
+            work.lifeline.release()
 
-    # -- the session --------------------------------------------------------------------------
-    def _session(self, body: dict[str, Any], spec: BenchmarkRunSpec) -> None:
+    # -- the session ------------------------------------------------------------------------------
+    def _session(self, body: dict[str, Any], spec: BenchmarkRunSpec, writer: StatusWriter,
+                 work: OnBoard) -> None:
         threading.Thread(target=_prewarm, name="prewarm", daemon=True).start()
         threading.Thread(target=_start_parsing, name="parse-server", daemon=True).start()
         status = body.get("status") or {}
@@ -182,20 +170,20 @@ class Runner:
         ctx = RunContext(
             namespace=self.namespace, name=self.name, uid=meta["uid"], spec=spec, suites=[],
             place=status["board"], attempt=attempt_of(status, 1),
-            resume=int(status.get("resumes") or 0), deadline=self.lifeline.deadline,
+            resume=int(status.get("resumes") or 0), deadline=work.lifeline.deadline,
             prefix=store.run_prefix(self.namespace, self.name, meta["uid"], spec.artifactPrefix),
-            config=self.config, kube=self.kube, lifeline=self.lifeline, status=self.status,
+            config=self.config, kube=self.kube, lifeline=work.lifeline, status=writer,
             spool=spool, labels=dict(meta.get("labels") or {}))
         try:
             ctx.suites = self._admitted_suites(ctx, status)
             if status.get("boardReleased"):
-                self._results_only(ctx, "its board was released before")
+                work.results_only(ctx, "its board was released before")
             else:
-                self._on_board(ctx, started=bool(status.get("startTime")))
+                work.on_board(ctx, started=bool(status.get("startTime")))
         except RunError as exc:   # what the status says was not what the operator admitted
             ctx.status.finish(Phase.failed, exc.reason, exc.message)
         except Cancelled:   # while waiting for a service, or the run was deleted
-            if not self.lifeline.deleting.is_set():
+            if not work.lifeline.deleting.is_set():
                 ctx.status.finish(Phase.cancelled, Reason.cancelled, "cancelled by spec.cancel")
         finally:
             self._drain(ctx)
@@ -235,231 +223,6 @@ class Runner:
             ctx.status.event("Warning", "ArtifactsNotUploaded", message)
         except API_FAILURES:   # the API server may be down too; the log says it
             log.debug("could not post the event", exc_info=True)
-
-    def _lab_policy(self) -> LabPolicySpec:
-        """The lab's one LabPolicy (`default`), read here once: never the tenant's word."""
-        if self.policy is None:
-            body = self.lifeline.wait_out("read the LabPolicy", lambda: self.kube.get_cluster(
-                "labpolicies", "default"))
-            self.policy = LabPolicySpec(**(body or {}).get("spec") or {})
-        return self.policy
-
-    def _device_type(self, name: str) -> DeviceType | None:
-        return load_device_types(self.config.device_types).get(name) if name else None
-
-    def _place_type(self, ctx: RunContext) -> tuple[Any, DeviceType | None]:
-        places = self.lifeline.wait_out("read the place", self.coordinator.places)
-        info = places.get(ctx.place)
-        return info, self._device_type(info.tags.get("device_type", "") if info else "")
-
-    def _results_only(self, ctx: RunContext, why: str) -> None:
-        """Build the results from the checkpoints; the board is not touched (another run may
-        hold it by now)."""
-        log.info("%s/%s: %s; building the results without the board", ctx.namespace,
-                 ctx.name, why)
-        _, dtype = self._place_type(ctx)
-        if dtype is None:
-            ctx.status.finish(Phase.failed, RunFailure.place_missing, f"place {ctx.place} "
-                              f"vanished or has an unknown device type; its results cannot be "
-                              f"built")
-            return
-        ctx.status.progress("building the results", "Reporting", force=True)
-        self._complete(ctx, dtype)
-
-    def _complete(self, ctx: RunContext, dtype: DeviceType) -> None:
-        cpu.lower(cpu.NO_BOARD_WAITS)   # the board is released: the rest waits for no board
-        try:
-            reporting.complete(ctx, dtype)
-        except RunError as err:
-            ctx.status.finish(Phase.failed, err.reason, err.message)
-        except (Fenced, Cancelled):
-            raise
-        except Exception as err:  # a bug in reporting must not crash-loop the session
-            log.exception("building the results of %s/%s failed", ctx.namespace, ctx.name)
-            ctx.status.finish(Phase.failed, RunFailure.internal_error, f"building the results "
-                              f"failed: {type(err).__name__}: {str(err)[:300]}")
-
-    def _on_board(self, ctx: RunContext, *, started: bool) -> None:
-        steps = ctx.plan()
-        todo = st.remaining(steps, ctx.done_steps())
-        if not todo:
-            self._leave_board(ctx)
-            self._results_only(ctx, "no step is left")
-            return
-        try:
-            software = StepRunner.fetch_software(ctx, lambda: SoftwareCache(
-                self.config.software_cache, ctx.spool.store,
-                policy=self._lab_policy().for_namespace(ctx.namespace), namespace=ctx.namespace,
-                settings=self.config.settings))
-            self._standby(ctx, spec_started=started)
-            self.lifeline.wait_out("acquire the place",
-                                   lambda: self.coordinator.acquire(ctx.place))
-            log.info("%s/%s: place %s acquired", ctx.namespace, ctx.name, ctx.place)
-        except BoardBusy as exc:
-            ctx.status.hand_back(ctx.attempt, HandBack.busy, exc)
-            return
-        except RunError as exc:
-            ctx.status.finish(Phase.failed, exc.reason, exc.message)
-            return
-        info, dtype = self._place_type(ctx)
-        if info is None or dtype is None:
-            self._release(ctx)
-            ctx.status.hand_back(ctx.attempt, HandBack.lab_fault, InfraError(
-                f"place {ctx.place} vanished or has an unknown device type",
-                reason=RunFailure.place_missing))
-            return
-        resumed = len(todo) < len(steps)
-        if resumed:
-            log.info("resuming %s/%s at %s; %d of %d step(s) finished before are kept",
-                     ctx.namespace, ctx.name, todo[0].name, len(steps) - len(todo), len(steps))
-        ctx.status.progress("resuming: power-cycling the board" if resumed else "board acquired",
-                            Underway.resuming if resumed else Underway.booting,
-                            extra={} if started else {"startTime": now_iso()}, force=resumed)
-        runner = self.steps = StepRunner(ctx, dtype)
-        runner.software = software
-        settings = self.config.settings
-        runner.parse = BudgetedParse(settings.parse_cpu_seconds, settings.parse_memory_mib,
-                                     stopped=lambda: self.lifeline.fenced.is_set() or
-                                     self.lifeline.cancel.is_set())
-        runner.max_metrics = self._lab_policy().for_namespace(ctx.namespace).maxMetricsPerRun
-        runner.steps_total, runner.steps_done = len(steps), len(steps) - len(todo)
-        serial_log = SerialLog(ctx.spool.append_path(ctx.serial_key()))
-        environment = {**self.config.environment, **iperf3_peer(info.tags.get(PEER_TAG, "")),
-                       "BENCHFARM_RUN": f"{ctx.namespace}/{ctx.name}"}
-        runner.session = BoardSession(ctx.place, info.resources, dtype,
-                                      self.lifeline.wait_out("connect to the coordinator",
-                                                             self.coordinator.session),
-                                      deadline=ctx.deadline, serial_log=serial_log,
-                                      environment=environment, guard=lambda: self._guard(ctx))
-        if self.lifeline.cancel.is_set():
-            runner.session.cancelled.set()
-        failure: BaseException | None = None
-        try:
-            runner.run(todo)
-        except Fenced:
-            raise
-        except Exception as exc:  # judged below; a bug must not leave the board on
-            failure = exc
-            if verdict(exc).settled == Settled.internal:
-                log.exception("unexpected error in the session of %s/%s", ctx.namespace,
-                              ctx.name)
-        finally:
-            serial_log.close()
-        self.lifeline.check()
-        decided = verdict(None if failure is None else failure)
-        if self.lifeline.cancel.is_set():   # stop() closed the console: whatever broke, it was us
-            decided = Verdict(Settled.cancelled)
-        if decided.touches_board:
-            self._power_off(runner.session)
-            self._release(ctx)
-        ctx.spool.put_file(ctx.serial_key())
-        self._settle(ctx, dtype, decided)
-
-    def _settle(self, ctx: RunContext, dtype: DeviceType, decided: Verdict) -> None:
-        exc = decided.exc
-        if decided.settled == Settled.completed:
-            ctx.status.progress("board released; building the results", "Reporting",
-                                extra={"boardReleased": True}, force=True)
-            self._complete(ctx, dtype)
-        elif decided.settled == Settled.cancelled:
-            if not self.lifeline.deleting.is_set():
-                ctx.status.finish(Phase.cancelled, Reason.cancelled, "cancelled by spec.cancel")
-        elif decided.settled == Settled.failed:
-            assert isinstance(exc, RunError)
-            ctx.status.finish(Phase.failed, exc.reason, exc.message,
-                              {"boardReleased": True})
-        elif decided.settled == Settled.internal:
-            ctx.status.finish(Phase.failed, RunFailure.internal_error, f"the session failed "
-                              f"unexpectedly: {type(exc).__name__}: {str(exc)[:300]}",
-                              {"boardReleased": True})
-        else:
-            assert decided.hand_back is not None and exc is not None
-            ctx.status.hand_back(ctx.attempt, decided.hand_back, exc)
-
-    # -- standby ------------------------------------------------------------------------------
-    def _note_go_ahead(self, uid: str, body: dict[str, Any]) -> None:
-        """The run as this session last saw it: its go-ahead, if the operator signed one for
-        the attempt this session was launched for (a tenant's write is not one)."""
-        status = body.get("status") or {}
-        attempt = attempt_of(status)
-        try:
-            key = trust.key_from(self.config.settings.environ)
-        except ValueError:   # the session fails on its suites' signature first, and says why
-            return
-        go = trust.read_go_ahead(key, uid, attempt, status.get(GO_AHEAD_FIELD))
-        if go is None or attempt != self.attempt:
-            return
-        if go.after is None:
-            self._go("the operator's")
-        elif go.after != self.relay:    # its seat is the one this holder gives up
-            self.relay = relay = go.after
-            self.coordinator.on_release(relay.place, relay.holder,
-                                        lambda: self._go(f"relay: {relay.place} released"))
-
-    def _go(self, by: str) -> None:
-        if not self.go_ahead.is_set():
-            self.go_ahead_by = by
-            self.go_ahead.set()
-
-    def _standby(self, ctx: RunContext, *, spec_started: bool) -> None:
-        """Launched on standby: ready to take the board, wait for the operator's go-ahead (a
-        free session seat; `api.grants.GoAhead`). The run's time counts from the go-ahead."""
-        if self.go_ahead.is_set():
-            return
-        log.info("%s/%s: on standby; waiting for the operator's go-ahead", ctx.namespace,
-                 ctx.name)
-        t = time.monotonic()
-        while not self.go_ahead.wait(0.5):
-            self.lifeline.check()
-            if self.lifeline.cancel.is_set():
-                raise Cancelled("cancelled on standby, before it took its board")
-            if time.monotonic() > self.lifeline.deadline:
-                raise RunError(f"no session seat became free within the run's timeout "
-                               f"({ctx.spec.timeoutSeconds} s)", reason=RunFailure.run_timeout)
-        log.info("%s/%s: go-ahead after %.2f s on standby (%s)", ctx.namespace, ctx.name,
-                 time.monotonic() - t, self.go_ahead_by)
-        if not spec_started:      # the run's time starts with its board
-            ctx.deadline = self.lifeline.deadline = time.monotonic() + ctx.spec.timeoutSeconds
-            self.kube.outage_budget = max(10.0, ctx.spec.timeoutSeconds)
-
-    # -- the board ----------------------------------------------------------------------------
-    def _guard(self, ctx: RunContext) -> None:
-        """Before every power operation: still our Lease, still our place."""
-        self.lifeline.check()
-        holder = self.lifeline.wait_out("check the place",
-                                        lambda: self.coordinator.holder(ctx.place))
-        if holder == self.coordinator.identity:
-            return
-        if holder is None:  # the coordinator restarted and forgot every lock: take it back
-            log.warning("place %s lost its lock (coordinator restart?); acquiring it again",
-                        ctx.place)
-            self.lifeline.wait_out("re-acquire the place",
-                                   lambda: self.coordinator.acquire(ctx.place))
-            return
-        raise BoardBusy(f"place {ctx.place} is now held by {holder}; not touching it")
-
-    def _leave_board(self, ctx: RunContext) -> None:
-        """No step left, but a session of this run may have died before it let go of the
-        board: release the place only if this run's identity still holds it (the board is
-        powered off by the next boot of whoever gets it; never one another run holds)."""
-        holder = self.lifeline.wait_out("check the place",
-                                        lambda: self.coordinator.holder(ctx.place))
-        if holder == self.coordinator.identity:
-            self._release(ctx)
-
-    def _power_off(self, session: BoardSession | None) -> None:
-        if session is None or self.lifeline.fenced.is_set():
-            return
-        session.power_off_and_close(passes=(Fenced,))
-
-    def _release(self, ctx: RunContext) -> None:
-        if self.lifeline.fenced.is_set():
-            return
-        try:
-            self.lifeline.wait_out("release the place",
-                                   lambda: self.coordinator.release(ctx.place))
-        except InfraError as exc:   # the coordinator is away: its lock expires with the session
-            log.warning("could not release %s: %s", ctx.place, exc)
 
 
 def _prewarm() -> None:
