@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from benchfarm.api.models import BoardState
 from benchfarm.core.policy.boardnet import (
     BoardAudit,
     Endpoint,
@@ -56,7 +57,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("benchfarm.cli.check")
 
 PROBE_SECONDS = 30.0           # one probe command on the board (all its probes run at once)
-BUSY_STATES = ("Busy", "Maintenance")   # Board states an audit of every idle board leaves alone
+#: Board states an audit of every idle board leaves alone
+BUSY_STATES = (BoardState.busy, BoardState.maintenance)
 
 
 @dataclass

@@ -41,7 +41,7 @@ from benchfarm.api.campaigns import (
     CampaignReason,
     ColumnPhase,
 )
-from benchfarm.api.outcomes import FINISHED, Phase
+from benchfarm.api.outcomes import FINISHED, Condition, Phase, Regression, Verdict
 from benchfarm.core.conditions import get_condition, set_condition
 from benchfarm.core.guides.campaign import Plan, plan
 from benchfarm.core.scheduling.boardindex import BoardView, matches
@@ -182,7 +182,7 @@ class Campaigns:
         if not p.finished:
             fields["phase"] = Phase.running if any(c.board for c in p.columns) else Phase.pending
             fields["conditions"] = set_condition(
-                status.get("conditions"), "Succeeded", "Unknown", CampaignReason.running,
+                status.get("conditions"), Condition.succeeded, "Unknown", CampaignReason.running,
                 f"{done} of {len(p.columns)} columns have results", generation)
             self.kube.patch_custom(PLURAL, ns, name, {"status": fields}, status=True)
             return
@@ -247,7 +247,7 @@ class Campaigns:
                                ("html", "text/html; charset=utf-8"))}
         conditions = status.get("conditions")
         if isinstance(previous, str):
-            conditions = set_condition(conditions, "Regressed", "Unknown",
+            conditions = set_condition(conditions, Condition.regressed, "Unknown",
                                        CampaignReason.previous_not_found, previous, meta.get("generation"))
         elif changes is not None:
             conditions = self._changes(body, spec, changes, prefix, fields, conditions)
@@ -317,17 +317,18 @@ class Campaigns:
                                  "text/markdown; charset=utf-8"),
             "html": self.store.put(f"{prefix}/changes.html", text_html.encode(),
                                    "text/html; charset=utf-8")}
-        worst = [(ch.column, c) for ch in changes for c in ch.comparisons if c.verdict == "regressed"]
+        worst = [(ch.column, c) for ch in changes for c in ch.comparisons
+                 if c.verdict == Verdict.regressed]
         worst.sort(key=lambda wc: -wc[1].worse_by)
         generation = body["metadata"].get("generation")
         if worst:
             message = "; ".join(f"{col}: {worst_offenders([c], 1)}" for col, c in worst[:5])
-            self.kube.event(body, "Warning", "Regressed", message)
+            self.kube.event(body, "Warning", Condition.regressed, message)
             metrics.CAMPAIGN_REGRESSIONS.inc(len(worst))
-            return set_condition(conditions, "Regressed", "True", "MetricsRegressed",
+            return set_condition(conditions, Condition.regressed, "True", Regression.regressed,
                                  f"{len(worst)} regressed against {prev_name}: {message}",
                                  generation)
-        return set_condition(conditions, "Regressed", "False", "NoRegression",
+        return set_condition(conditions, Condition.regressed, "False", Regression.none,
                              f"nothing regressed against {prev_name}", generation)
 
     def _finish(self, body: dict[str, Any], status: dict[str, Any], phase: Phase, reason: str,
@@ -336,9 +337,10 @@ class Campaigns:
         generation = meta.get("generation", 1)
         fields = {**fields, "phase": phase, "observedGeneration": generation,
                   "conditions": set_condition(fields.get("conditions", status.get("conditions")),
-                                              "Succeeded", "True" if phase == Phase.succeeded
+                                              Condition.succeeded,
+                                              "True" if phase == Phase.succeeded
                                               else "False", reason, message, generation)}
-        before = get_condition(status.get("conditions"), "Succeeded") or {}
+        before = get_condition(status.get("conditions"), Condition.succeeded) or {}
         self.kube.patch_custom(PLURAL, meta["namespace"], meta["name"], {"status": fields},
                                status=True)
         if before.get("reason") != reason:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchfarm.api.outcomes import Blame, Phase, Verdict
+from benchfarm.api.outcomes import Blame, Condition, Phase, Verdict
 from benchfarm.core.statistics.gate import Decision, Exit, decide
 
 ORIGIN = "benchfarm"
@@ -237,7 +237,7 @@ def junit(outcomes: Sequence[Outcome]) -> bytes:
                                ("evidence", v.evidence), ("baselineRun", o.baseline)])
             if v.verdict == Verdict.regressed:
                 counts["failures"] += 1
-                ET.SubElement(case, "failure", type="Regressed",
+                ET.SubElement(case, "failure", type=Condition.regressed,
                               message=f"{v.key} {v.change:+.1%} against {o.baseline}: "
                                       f"{v.evidence}")
         if o.decision.code in (Exit.lab, Exit.run, Exit.interrupted) and not any(

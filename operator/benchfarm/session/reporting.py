@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from benchfarm import budgeted
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.models import LabPolicySpec
-from benchfarm.api.outcomes import Phase, Reason, RunFailure
+from benchfarm.api.outcomes import Condition, Phase, Reason, RunFailure
 from benchfarm.core.conditions import now_iso
 from benchfarm.errors import InfraError, RunError
 from benchfarm.lab.session import Cancelled
@@ -71,7 +71,7 @@ def complete(ctx: RunContext, dtype: DeviceType) -> None:
                               "provenance": got.provenance,
                               "progress": f"done ({len(got.records)} suite runs)"}
     if docs.regression is not None:
-        ctx.status.condition("Regressed", *docs.regression)
+        ctx.status.condition(Condition.regressed, *docs.regression)
     if docs.failed:
         ctx.status.finish(Phase.failed, Reason.suites_failed,
                           f"{len(docs.failed)} suite(s) failed: {', '.join(docs.failed)}; see "
@@ -81,7 +81,7 @@ def complete(ctx: RunContext, dtype: DeviceType) -> None:
                           f"{len(got.boots)} boot(s) timed and {len(got.records)} suite runs on "
                           f"{ctx.place}", status)
     if docs.regression is not None and docs.regression[0] == "True":
-        ctx.status.event("Warning", "Regressed", docs.regression[2])
+        ctx.status.event("Warning", Condition.regressed, docs.regression[2])
 
 
 def build_documents(ctx: RunContext, run_info: dict[str, Any], dtype: DeviceType,

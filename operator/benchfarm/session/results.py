@@ -14,6 +14,7 @@ from typing import Any
 
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.models import LabPolicySpec, RepeatSpec, SuiteSpec
+from benchfarm.api.outcomes import Regression, Verdict
 from benchfarm.core.statistics.regression import (
     RegressionPolicy,
     compare,
@@ -108,7 +109,7 @@ def compare_with(doc: dict[str, Any], baseline_name: str, baseline_doc: dict[str
     """The comparison table and the Regressed condition (status, reason, message)."""
     from benchfarm.core.statistics.results import samples_from_document
     if baseline_doc is None:
-        return "", ("Unknown", "BaselineUnavailable",
+        return "", ("Unknown", Regression.baseline_unavailable,
                     f"baseline run {baseline_name} not found, not finished or unreadable")
     current, direction = samples_from_document(doc)
     baseline, _ = samples_from_document(baseline_doc)
@@ -119,12 +120,12 @@ def compare_with(doc: dict[str, Any], baseline_name: str, baseline_doc: dict[str
                                    "evidence": c.evidence} for c in comparisons]}
     table = comparison_markdown(comparisons, policy.describe(),
                                 title or f"Comparison with run {baseline_name}", columns)
-    bad = [c for c in comparisons if c.verdict == "regressed"]
+    bad = [c for c in comparisons if c.verdict == Verdict.regressed]
     if bad:
-        return table, ("True", "MetricsRegressed",
+        return table, ("True", Regression.regressed,
                        f"{len(bad)} metric(s) worse than {baseline_name}: "
                        + worst_offenders(comparisons))
-    return table, ("False", "NoRegression",
+    return table, ("False", Regression.none,
                    f"{len(comparisons)} metric(s) compared with {baseline_name}; none worse")
 
 

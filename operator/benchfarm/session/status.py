@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any
 
-from benchfarm.api.outcomes import HandBack, Phase, SessionEnd
+from benchfarm.api.outcomes import Condition, HandBack, Phase, SessionEnd
 from benchfarm.core.conditions import now_iso, set_condition
 from benchfarm.core.scheduling import transitions
 from benchfarm.errors import Outage
@@ -86,7 +86,7 @@ class StatusWriter:
         new = dict(self.pending)
         new.update(extra or {})
         new["progress"] = text
-        self.conditions = set_condition(self.conditions, "Succeeded", "Unknown", reason, text,
+        self.conditions = set_condition(self.conditions, Condition.succeeded, "Unknown", reason, text,
                                         self.generation)
         new["conditions"] = self.conditions
         self.pending = new
@@ -108,7 +108,7 @@ class StatusWriter:
                extra: dict[str, Any] | None = None) -> None:
         """The run's end, written once (waited for through outages)."""
         ok = "True" if phase == Phase.succeeded else "False"
-        self.condition("Succeeded", ok, reason, message)
+        self.condition(Condition.succeeded, ok, reason, message)
         status = {**(extra or {}), "phase": phase, "completionTime": now_iso(),
                   "observedGeneration": self.generation, "conditions": self.conditions}
         if phase == Phase.cancelled or self.lifeline.deleting.is_set():

@@ -17,7 +17,7 @@ from typing import Any
 
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.models import NamespacePolicy
-from benchfarm.api.outcomes import RunFailure, Underway
+from benchfarm.api.outcomes import BoardFaultKind, RunFailure, Underway
 from benchfarm.core import steps as st
 from benchfarm.core.policy import budgets
 from benchfarm.core.statistics.repeat import decide
@@ -115,7 +115,7 @@ class StepRunner:
             except BoardFault as exc:
                 if session.cancelled.is_set():
                     raise
-                if exc.reason == "SerialFailed" and recoveries < CONSOLE_RECOVERIES:
+                if exc.reason == BoardFaultKind.serial_failed and recoveries < CONSOLE_RECOVERIES:
                     recoveries += 1     # the console's connection dropped: not the run's doing
                     log.warning("console lost during %s (%s); power-cycling (%d/%d)", step.name,
                                 exc, recoveries, CONSOLE_RECOVERIES)

@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 from minio.error import S3Error
 
 from benchfarm.api.models import Artifact, NamespacePolicy, SoftwareSet
-from benchfarm.api.outcomes import Refusal
+from benchfarm.api.outcomes import Refusal, RunFailure
 from benchfarm.core.policy.software import SoftwareReach, internal_networks
 from benchfarm.errors import InfraError, RunError
 from benchfarm.settings import Settings
@@ -137,7 +137,7 @@ class SoftwareCache:
                 got, size = self._download(part, artifact.url, f)
             if got != want:
                 raise RunError(f"software {part}: {artifact.url} does not have the sha256 the "
-                               "run expects", reason="DigestMismatch")
+                               "run expects", reason=RunFailure.digest_mismatch)
             os.replace(tmp, path)
             with (path.parent / SOURCES).open("a") as f:   # one short append: no lock needed
                 f.write(artifact.url + "\n")
@@ -167,7 +167,7 @@ class SoftwareCache:
             digest = fields[0].lower() if fields else ""   # a lone digest names no file
         if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
             raise RunError(f"software {part}: {artifact.sha256Url} lists no sha256 for {name}",
-                           reason="DigestMissing")
+                           reason=RunFailure.digest_missing)
         return digest
 
     def _download(self, part: str, url: str, out: Any, limit: int | None = None
@@ -342,6 +342,6 @@ def _copy(chunks: Any, out: Any, limit: int | None = None) -> tuple[str, int]:
         size += len(chunk)
         if limit is not None and size > limit:
             raise RunError(f"more than {limit} bytes where a digest list was expected",
-                           reason="DigestMissing")
+                           reason=RunFailure.digest_missing)
     out.flush()
     return h.hexdigest(), size

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from benchfarm.api.models import held_by
-from benchfarm.api.outcomes import FINISHED, LeasePhase, Phase
+from benchfarm.api.models import BoardState, held_by
+from benchfarm.api.outcomes import FINISHED, Condition, LeasePhase, Phase
 from benchfarm.core.scheduling import durations, queue as q
 from benchfarm.core.scheduling.boardindex import BoardView, matches
 from benchfarm.core.scheduling.fairness import RoundRobinFairness
@@ -131,11 +131,11 @@ def board_rows(boards: Iterable[Mapping[str, Any]], may_read: Any) -> dict[str, 
             row.state = "held"
             row.detail = f"leased: {leased}" if may_read(leased.split("/", 1)[0]) else \
                 "leased by another namespace"
-        elif state == "Quarantined":
+        elif state == BoardState.quarantined:
             row.state, row.detail = "quarantined", st.get("reason") or ""
-        elif state == "Maintenance" or (b.get("spec") or {}).get("maintenance"):
+        elif state == BoardState.maintenance or (b.get("spec") or {}).get("maintenance"):
             row.state, row.detail = "maintenance", "drained"
-        elif state == "Busy" or run:
+        elif state == BoardState.busy or run:
             row.state = "busy"
             if run and may_read(run.split("/", 1)[0]):
                 row.run, row.detail = run, run
@@ -279,7 +279,7 @@ FILTERS = ("namespace", "phase", "plan", "deviceType", "board", "q")
 def run_row(run: Mapping[str, Any]) -> dict[str, Any]:
     meta, spec, st = run.get("metadata") or {}, run.get("spec") or {}, run.get("status") or {}
     cond: dict[str, Any] = next(
-        (c for c in st.get("conditions") or [] if c.get("type") == "Succeeded"), {})
+        (c for c in st.get("conditions") or [] if c.get("type") == Condition.succeeded), {})
     return {"key": key_of(run), "namespace": meta.get("namespace", ""), "name": meta.get("name"),
             "phase": phase_of(run), "reason": cond.get("reason", ""), "plan": spec.get("plan") or "",
             "deviceType": (spec.get("selector") or {}).get("deviceType") or "",

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from benchfarm.api.models import BoardState
 from benchfarm.api.outcomes import BoardFaultKind, Reason, Refusal, RunFailure
 from benchfarm.errors import Party
 
@@ -154,9 +155,9 @@ def observe_lab(queued: int, running: int, standby: int = 0, oldest_wait: float 
 
 def observe_boards(states: Mapping[str, int], running: int) -> None:
     """The boards by state (a count of each), and the share of those online a run holds."""
-    for state in ("Idle", "Busy", "Quarantined", "Offline", "Maintenance"):
-        BOARDS.labels(state).set(states.get(state, 0))
-    online = sum(states.values()) - states.get("Offline", 0)
+    for state in BoardState:
+        BOARDS.labels(state.value).set(states.get(state.value, 0))
+    online = sum(states.values()) - states.get(BoardState.offline.value, 0)
     UTILISATION.set(running / online if online else 0.0)
 
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from benchfarm.api.models import BenchmarkRunSpec, BoardLeaseSpec, LabPolicySpec
+from benchfarm.api.models import BenchmarkRunSpec, BoardLeaseSpec, BoardState, LabPolicySpec
 from benchfarm.api.notifications import Event
 from benchfarm.api.outcomes import FINISHED, LeasePhase, Phase
 from benchfarm.core.scheduling.lifecycle import MOVES, InFlight
@@ -285,16 +285,16 @@ class BoardRecord:
     @property
     def state(self) -> str:
         if self.quarantined_since is not None:  # also while its health check runs
-            return "Quarantined"
+            return BoardState.quarantined.value
         if self.run:
-            return "Busy"
+            return BoardState.busy.value
         if not self.online:
-            return "Offline"
+            return BoardState.offline.value
         if self.maintenance:
-            return "Maintenance"
+            return BoardState.maintenance.value
         if self.held_by_other:
-            return "Busy"
-        return "Idle"
+            return BoardState.busy.value
+        return BoardState.idle.value
 
 
 M = TypeVar("M", bound=BaseModel)
