@@ -1,6 +1,7 @@
 """Who a labgrid client is (core.policy.identity): a certificate's grants against the name a
-client claims and the calls it makes; and the labgrid code lab.labgrid_compat patches, as it was
-when the patches were written (labgrid 26.0.1): these fail when labgrid changes under them."""
+client claims and the calls it makes; and the labgrid code lab.labgrid_compat patches and
+lab.labgrid_client subclasses and copies, as it was when they were written (labgrid 26.0.1): these
+fail when labgrid changes under them."""
 
 from __future__ import annotations
 
@@ -201,6 +202,69 @@ def test_patches_6_7_the_remote_place_manager_keeps_a_session_and_its_resources(
     finally:
         (manager.session, manager.loop, manager.resources,
          manager.unmanaged_resources) = saved
+
+
+# -- patch 8: lab.labgrid_client's subclasses of labgrid's ClientSession ------------------------
+# labgrid 26.0.1's ClientSession.start, which OnePlaceSession.start copies (without its
+# subscriptions): a new labgrid's start fails here until the copy is checked against it
+LABGRID_START_SHA256 = "08f680850fd8e28fbc0cd74a5cdb609241bc7fc877eaf96b2dd63162a179a845"
+# what the copy leaves out or does otherwise: the two subscriptions (and the messages they
+# send), the empty places and resources (the handed place's instead), labgrid's ServerError
+NOT_COPIED = ("msg.subscribe.", "self.resources = {}", "self.places = {}", "raise ServerError(")
+
+
+def test_patch_8_a_board_sessions_start_is_labgrids_without_its_subscriptions() -> None:
+    import hashlib
+
+    from labgrid.remote.client import ClientSession
+
+    from benchfarm.lab.labgrid_client import OnePlaceSession
+    start = inspect.getsource(ClientSession.start)
+    assert hashlib.sha256(start.encode()).hexdigest() == LABGRID_START_SHA256, (
+        "labgrid's ClientSession.start changed: check lab.labgrid_client.OnePlaceSession.start "
+        "against it, then record its digest here")
+    copy = inspect.getsource(OnePlaceSession.start)
+    body = [ln.strip().replace("labgrid_coordinator_pb2.", "pb2.")
+            for ln in start.split('"""')[2].splitlines() if ln.strip()]
+    assert any(ln.startswith(NOT_COPIED[0]) for ln in body)
+    for line in body:
+        if not line.startswith(NOT_COPIED):
+            assert line in copy, line
+    assert "subscribe" not in copy and "raise OSError(" in copy
+
+
+def test_patch_8_what_the_session_subclasses_rely_on_is_labgrids() -> None:
+    from labgrid.remote.client import ClientSession
+    from labgrid.remote.common import Place, ResourceEntry, ResourceMatch
+    from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
+
+    # built as ClientSession(address, loop): IndexedSession replaces the channel and stub that
+    # labgrid's __attrs_post_init__ makes; the rest of start's state is made there too
+    assert [a.name for a in ClientSession.__attrs_attrs__][:2] == ["address", "loop"]
+    post = inspect.getsource(ClientSession.__attrs_post_init__)
+    for made in ("self.stopping = ", "self.channel = grpc.aio.insecure_channel(",
+                 "self.stub = labgrid_coordinator_pb2_grpc.CoordinatorStub(self.channel)",
+                 "self.out_queue = "):
+        assert made in post, made
+    # the updates' hooks it overrides, by their signatures, and what they keep current
+    hooks = {"on_resource_changed": ["self", "exporter", "group_name", "resource_name",
+                                     "resource"],
+             "on_place_changed": ["self", "place_pb2"], "on_place_deleted": ["self", "name"]}
+    for hook, params in hooks.items():
+        assert list(inspect.signature(getattr(ClientSession, hook)).parameters) == params, hook
+    assert "self.resources" in inspect.getsource(ClientSession.on_resource_changed)
+    assert "self.places" in inspect.getsource(ClientSession.on_place_changed)
+    for method in ("message_pump", "sync_with_coordinator", "stop", "close"):
+        assert inspect.iscoroutinefunction(getattr(ClientSession, method)), method
+    # the handed place, built as labgrid's own objects, and matched as labgrid matches
+    place = Place(name="p", comment="", tags={}, created=0.0, changed=0.0,
+                  matches=[ResourceMatch("e", "g", "NetworkSerialPort", None, None)])
+    assert place.hasmatch(("e", "g", "NetworkSerialPort", "*"))
+    assert place.getmatch(("e", "g", "NetworkSerialPort", "serial"))
+    assert ResourceEntry({"cls": "NetworkSerialPort", "params": {}}).cls == "NetworkSerialPort"
+    startup = pb2.ClientInMessage().startup.DESCRIPTOR.fields_by_name
+    assert {"version", "name"} <= set(startup)
+    assert "places" in pb2.GetPlacesResponse.DESCRIPTOR.fields_by_name
 
 
 def test_every_rpc_of_the_coordinator_is_judged() -> None:
