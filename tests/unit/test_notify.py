@@ -1,4 +1,4 @@
-"""Notifications, the pure parts (`core.notifications.rules`): events from objects, who is told, what a
+"""Notifications, the pure parts (`core.notifications`): events from objects, who is told, what a
 receiver gets, its signature, the retry schedule, where a webhook may point and whom an e-mail
 may go to, a namespace's caps and the delivery threads' turns; and one attempt of each delivery
 (`notify.webhook`, `notify.mail`) against real receivers on loopback, a trickling one among
@@ -30,6 +30,17 @@ from benchfarm.api.notifications import (
     WebhookFormat,
 )
 from benchfarm.core.notifications import rules as n
+from benchfarm.core.notifications.bodies import body_of, email_text, sign, webhook_payload
+from benchfarm.core.notifications.delivered import delivered_condition, delivery
+from benchfarm.core.notifications.events import (
+    board_event,
+    campaign_event,
+    change_point_event,
+    lease_event,
+    run_events,
+)
+from benchfarm.core.notifications.retry import NotifySettings, backoff
+from benchfarm.core.notifications.webhooks import WebhookReach, ports
 from benchfarm.notify import DeliveryFailed, mail, webhook
 from benchfarm.notify.deadline import Deadline
 from tests.receivers import SmtpServer, TricklingReceiver, WebhookReceiver, tls_files
@@ -59,23 +70,23 @@ def sub(ns="team-a", events=("RunFinished",), created="2026-11-28T12:00:00Z", ui
 
 
 def test_a_finished_run_makes_its_events_once_by_key():
-    assert n.run_events({**run_body(), "status": {"phase": "Running"}}) == []
-    finished = n.run_events(run_body())
+    assert run_events({**run_body(), "status": {"phase": "Running"}}) == []
+    finished = run_events(run_body())
     assert [e.kind for e in finished] == [EventKind.run_finished]
     event = finished[0]
     assert event.key == "RunFinished/u-1" and event.namespace == "team-a"
     assert event.object == ObjectRef(kind="BenchmarkRun", name="r1", namespace="team-a", uid="u-1")
     assert event.details["phase"] == "Succeeded" and event.details["board"] == "vb-x86-0"
     assert "team-a/r1 Succeeded on vb-x86-0" in event.summary
-    assert n.run_events(run_body()) == finished          # seen again: the same event
-    regressed = n.run_events(run_body(regressed=True))
+    assert run_events(run_body()) == finished          # seen again: the same event
+    regressed = run_events(run_body(regressed=True))
     assert [e.kind for e in regressed] == [EventKind.run_finished, EventKind.regression]
     assert "+12.0 %" in regressed[1].summary and "r0" in regressed[1].summary
 
 
 def test_a_namespace_is_told_only_of_its_own_things_after_it_subscribed():
-    a_run = n.run_events(run_body(ns="team-a"))[0]
-    b_run = n.run_events(run_body(ns="team-b", uid="u-2"))[0]
+    a_run = run_events(run_body(ns="team-a"))[0]
+    b_run = run_events(run_body(ns="team-b", uid="u-2"))[0]
     team_b = sub(ns="team-b", uid="s-b")
     assert n.subscribed(sub(), a_run, ADMIN)
     assert not n.subscribed(team_b, a_run, ADMIN)     # team B never hears of team A's run
@@ -89,20 +100,20 @@ def test_a_namespace_is_told_only_of_its_own_things_after_it_subscribed():
 
 
 def test_run_finished_filters_by_outcome():
-    failed = n.run_events(run_body(phase="Failed"))[0]
+    failed = run_events(run_body(phase="Failed"))[0]
     assert n.subscribed(sub(outcomes=["Failed"]), failed, ADMIN)
     assert not n.subscribed(sub(outcomes=["Succeeded", "Cancelled"]), failed, ADMIN)
     assert n.subscribed(sub(outcomes=[]), failed, ADMIN)
 
 
 def test_board_events_are_the_lab_admins_only():
-    event = n.board_event(EventKind.board_quarantined, "vb-x86-1", "2026-11-28T12:00:10Z",
+    event = board_event(EventKind.board_quarantined, "vb-x86-1", "2026-11-28T12:00:10Z",
                           "vb-x86-1 quarantined after 2 board faults")
     assert event.key == "BoardQuarantined/vb-x86-1/2026-11-28T12:00:10Z"
     admin = sub(ns=ADMIN, events=("BoardQuarantined", "BoardBack"))
     tenant = sub(events=("BoardQuarantined",))
     assert n.subscribed(admin, event, ADMIN) and not n.subscribed(tenant, event, ADMIN)
-    reach = n.WebhookReach(("hooks.example.com",))
+    reach = WebhookReach(("hooks.example.com",))
     problem = n.spec_problem(tenant, ADMIN, reach, True, True)
     assert problem is not None and problem[0] == NotificationReason.lab_admin_only
     assert n.spec_problem(admin, ADMIN, reach, True, True) is None
@@ -110,13 +121,13 @@ def test_board_events_are_the_lab_admins_only():
 
 def test_leases_campaigns_and_change_points_have_keys_of_their_own():
     meta = {"namespace": "team-a", "name": "l1", "uid": "lu"}
-    granted = n.lease_event(EventKind.lease_granted, meta, {"grantedAt": "T1", "place": "p"},
+    granted = lease_event(EventKind.lease_granted, meta, {"grantedAt": "T1", "place": "p"},
                             "2026-11-28T12:00:10Z", "p granted")
-    ending = n.lease_event(EventKind.lease_ending, meta, {"expiresAt": "T2"},
+    ending = lease_event(EventKind.lease_ending, meta, {"expiresAt": "T2"},
                            "2026-11-28T12:00:10Z", "p is powered off in 300 s")
-    extended = n.lease_event(EventKind.lease_ending, meta, {"expiresAt": "T3"},
+    extended = lease_event(EventKind.lease_ending, meta, {"expiresAt": "T3"},
                              "2026-11-28T12:00:10Z", "p is powered off in 300 s")
-    ended = n.lease_event(EventKind.lease_ended, meta, {}, "2026-11-28T12:00:10Z", "ended")
+    ended = lease_event(EventKind.lease_ended, meta, {}, "2026-11-28T12:00:10Z", "ended")
     assert len({granted.key, ending.key, extended.key, ended.key}) == 4   # an extension warns again
     campaign = {"metadata": {"namespace": "team-a", "name": "c", "uid": "cu", "generation": 1},
                 "spec": {"release": "11.1"},
@@ -126,58 +137,58 @@ def test_leases_campaigns_and_change_points_have_keys_of_their_own():
                                 "message": "guide published",
                                 "lastTransitionTime": "2026-11-28T12:00:10Z"},
                                {"type": "Regressed", "status": "True", "message": "2 regressed"}]}}
-    event = n.campaign_event(campaign)
+    event = campaign_event(campaign)
     assert event is not None and event.details["changes"] == {"md": "s3://b/changes.md"}
     assert "2 regressed" in event.summary and event.key == "CampaignFinished/cu/1"
     running = {**campaign, "status": {"conditions": [{"type": "Succeeded", "status": "Unknown",
                                                       "lastTransitionTime": "x"}]}}
-    assert n.campaign_event(running) is None
-    point = n.change_point_event("team-a", "r5", "u5", {"metric": "hb/time", "deviceType": "x",
+    assert campaign_event(running) is None
+    point = change_point_event("team-a", "r5", "u5", {"metric": "hb/time", "deviceType": "x",
                                                         "plan": "p"}, "2026-11-28T12:00:10Z",
                                  "regressed +100 %", {"magnitude": 100.0})
     assert point.key == "ChangePoint/team-a/hb/time/x/p/u5" and point.namespace == "team-a"
 
 
 def test_a_delivery_keeps_its_id_and_its_signature_is_hmac_sha256_over_timestamp_and_body():
-    event = n.run_events(run_body())[0]
+    event = run_events(run_body())[0]
     s = sub()
-    body = n.body_of(event, s, Target.webhook)
-    assert body.id == n.body_of(event, s, Target.webhook).id            # every retry, restart
-    assert body.id != n.body_of(event, s, Target.email).id              # one per target
-    assert body.id != n.body_of(event, sub(uid="s-2"), Target.webhook).id
-    payload = n.webhook_payload(body, WebhookFormat.json)
+    body = body_of(event, s, Target.webhook)
+    assert body.id == body_of(event, s, Target.webhook).id            # every retry, restart
+    assert body.id != body_of(event, s, Target.email).id              # one per target
+    assert body.id != body_of(event, sub(uid="s-2"), Target.webhook).id
+    payload = webhook_payload(body, WebhookFormat.json)
     assert NotificationBody.model_validate_json(payload) == body
     assert json.loads(payload)["notification"] == "team-a/tell-me"
     key, stamp = b"s3cr3t", 1764331210
     expected = hmac.new(key, b"1764331210." + payload, hashlib.sha256).hexdigest()
-    assert n.sign(key, stamp, payload) == f"sha256={expected}"
-    assert n.sign(key, stamp + 1, payload) != n.sign(key, stamp, payload)   # replay: stale stamp
-    slack = json.loads(n.webhook_payload(body, WebhookFormat.slack))
+    assert sign(key, stamp, payload) == f"sha256={expected}"
+    assert sign(key, stamp + 1, payload) != sign(key, stamp, payload)   # replay: stale stamp
+    slack = json.loads(webhook_payload(body, WebhookFormat.slack))
     assert list(slack) == ["text"] and "team-a/r1 Succeeded" in slack["text"]
-    subject, text = n.email_text(body)
+    subject, text = email_text(body)
     assert subject.startswith("[benchfarm] run team-a/r1 Succeeded") and "\n" not in subject
     assert body.id in text and "board: vb-x86-0" in text
 
 
 def test_backoff_doubles_to_its_ceiling_spread_by_delivery():
-    settings = n.NotifySettings(backoff_seconds=2, backoff_max_seconds=300)
-    waits = [n.backoff(a, "d-1", settings) for a in range(1, 12)]
+    settings = NotifySettings(backoff_seconds=2, backoff_max_seconds=300)
+    waits = [backoff(a, "d-1", settings) for a in range(1, 12)]
     bases = [2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]
     for wait, base in zip(waits, bases, strict=True):
         assert base * 0.9 <= wait <= base
-    assert waits == [n.backoff(a, "d-1", settings) for a in range(1, 12)]   # deterministic
-    assert waits != [n.backoff(a, "d-2", settings) for a in range(1, 12)]   # spread
-    assert n.backoff(10_000, "d-1", settings) <= 300
+    assert waits == [backoff(a, "d-1", settings) for a in range(1, 12)]   # deterministic
+    assert waits != [backoff(a, "d-2", settings) for a in range(1, 12)]   # spread
+    assert backoff(10_000, "d-1", settings) <= 300
 
 
 def test_settings_are_read_and_refused_by_name():
-    s = n.NotifySettings.from_environ({"BENCHFARM_WEBHOOK_LOOPBACK_PORTS": "8080, 27060-27062",
+    s = NotifySettings.from_environ({"BENCHFARM_WEBHOOK_LOOPBACK_PORTS": "8080, 27060-27062",
                                        "BENCHFARM_NOTIFY_BACKOFF_SECONDS": "0.5"})
     assert s.loopback_ports == {8080, 27060, 27061, 27062} and s.backoff_seconds == 0.5
     with pytest.raises(ValueError, match="LOOPBACK_PORTS"):
-        n.ports("80-x")
+        ports("80-x")
     with pytest.raises(ValueError, match="BACKOFF_MAX"):
-        n.NotifySettings.from_environ({"BENCHFARM_NOTIFY_BACKOFF_MAX_SECONDS": "-1"})
+        NotifySettings.from_environ({"BENCHFARM_NOTIFY_BACKOFF_MAX_SECONDS": "-1"})
     assert mail.SmtpSettings.from_environ({}) is None
     smtp = mail.SmtpSettings.from_environ({"BENCHFARM_SMTP_HOST": "mail.lab"})
     assert smtp is not None and smtp.port == 587
@@ -196,14 +207,14 @@ def test_settings_are_read_and_refused_by_name():
     ("https://hooks.example.com/x\\y", "backslashes"),
 ])
 def test_webhook_urls_pass_the_checks_of_software_urls(url, why):
-    reach = n.WebhookReach(("hooks.example.com", "192.168.7.7"),
+    reach = WebhookReach(("hooks.example.com", "192.168.7.7"),
                            (ipaddress.ip_network("10.96.0.0/12"),))
     problem = reach.url_problem(url)
     assert problem is not None and why in problem, problem
 
 
 def test_listed_private_addresses_and_the_labs_own_loopback_ports_are_allowed():
-    reach = n.WebhookReach(("hooks.example.com", "192.168.7.7", "127.0.0.1:27060"),
+    reach = WebhookReach(("hooks.example.com", "192.168.7.7", "127.0.0.1:27060"),
                            loopback_ports=frozenset({27060}))
     assert reach.url_problem("https://hooks.example.com/services/x") is None
     assert reach.url_problem("http://192.168.7.7:8080/x") is None       # the address, listed
@@ -212,13 +223,13 @@ def test_listed_private_addresses_and_the_labs_own_loopback_ports_are_allowed():
     # a name that resolves to a private address is refused where it resolves (notify.webhook)
     assert reach.address_problem(ipaddress.ip_address("10.0.0.5"), 443) is not None
     # the lab's ports, not listed for this namespace
-    assert "webhookHosts" in n.WebhookReach((), loopback_ports=frozenset({27060})).url_problem(
+    assert "webhookHosts" in WebhookReach((), loopback_ports=frozenset({27060})).url_problem(
         "http://127.0.0.1:27060/hook")
 
 
 def test_a_notification_that_cannot_be_in_force_says_why():
     s = sub(webhook={"url": "http://10.0.0.9/hook", "signingKey": "k"})
-    reach = n.WebhookReach(("hooks.example.com",))
+    reach = WebhookReach(("hooks.example.com",))
     assert n.spec_problem(s, ADMIN, reach, True, True)[0] == NotificationReason.webhook_forbidden
     mail_only = sub(webhook=None, email={"to": ["ci@team-a.example"]})
     assert n.spec_problem(mail_only, ADMIN, reach, False, True)[0] == \
@@ -249,7 +260,7 @@ def _policy(**limits) -> NamespacePolicy:
 
 
 def _judge(subs, policy) -> dict[str, tuple]:
-    return n.judge(subs, policy, ADMIN, n.WebhookReach(("hooks.example.com",)), True, True)
+    return n.judge(subs, policy, ADMIN, WebhookReach(("hooks.example.com",)), True, True)
 
 
 def test_a_namespace_has_the_oldest_of_its_notifications_in_force_up_to_its_cap():
@@ -304,11 +315,11 @@ def test_namespaces_take_turns_for_the_delivery_threads():
 
 
 def test_the_deadline_is_read_from_the_environment():
-    assert n.NotifySettings.from_environ({}).deadline_seconds == 20.0
-    assert n.NotifySettings.from_environ(
+    assert NotifySettings.from_environ({}).deadline_seconds == 20.0
+    assert NotifySettings.from_environ(
         {"BENCHFARM_NOTIFY_DEADLINE_SECONDS": "5"}).deadline_seconds == 5.0
     with pytest.raises(ValueError, match="BENCHFARM_NOTIFY_DEADLINE_SECONDS"):
-        n.NotifySettings.from_environ({"BENCHFARM_NOTIFY_DEADLINE_SECONDS": "0"})
+        NotifySettings.from_environ({"BENCHFARM_NOTIFY_DEADLINE_SECONDS": "0"})
 
 
 def test_a_kcidb_endpoint_gets_finished_runs_only_and_is_checked_as_a_webhook():
@@ -317,11 +328,11 @@ def test_a_kcidb_endpoint_gets_finished_runs_only_and_is_checked_as_a_webhook():
     assert both.targets(EventKind.run_finished) == [Target.webhook, Target.kcidb]
     assert both.targets(EventKind.regression) == [Target.webhook]
     assert both.targets() == [Target.webhook, Target.kcidb]
-    assert n.spec_problem(both, ADMIN, n.WebhookReach(("hooks.example.com",)), True, True) == (
+    assert n.spec_problem(both, ADMIN, WebhookReach(("hooks.example.com",)), True, True) == (
         NotificationReason.webhook_forbidden,
         "kcidb https://kcidb.example.org/submit: host kcidb.example.org:443 is not on the "
         "namespace's webhookHosts (LabPolicy); it may post to: hooks.example.com")
-    assert n.spec_problem(both, ADMIN, n.WebhookReach(("hooks.example.com",
+    assert n.spec_problem(both, ADMIN, WebhookReach(("hooks.example.com",
                                                        "kcidb.example.org")), True, True) is None
 
 
@@ -335,24 +346,24 @@ def test_the_spec_refuses_what_the_crd_does():
 
 
 def test_the_delivered_condition_says_what_failed_last():
-    assert n.delivered_condition([])[0] == "Unknown"
+    assert delivered_condition([])[0] == "Unknown"
     ok = {"id": "d1", "event_kind": "RunFinished", "subject": "team-a/r1", "target": "webhook",
           "attempts": 1, "delivered": "t", "failed": None, "last_error": ""}
     failing = {**ok, "id": "d2", "attempts": 3, "delivered": None,
                "last_error": "the receiver answered HTTP 503"}
-    assert n.delivered_condition([ok])[:2] == ("True", NotificationReason.delivered)
-    status, reason, message = n.delivered_condition([ok, failing])
+    assert delivered_condition([ok])[:2] == ("True", NotificationReason.delivered)
+    status, reason, message = delivered_condition([ok, failing])
     assert (status, reason) == ("False", NotificationReason.retrying) and "HTTP 503" in message
-    assert n.delivered_condition([{**failing, "failed": "t"}])[1] == NotificationReason.gave_up
+    assert delivered_condition([{**failing, "failed": "t"}])[1] == NotificationReason.gave_up
     # the newest event's delivery refused over maxDeliveriesPerHour: never attempted, kept done
     why = n.rate_limited("team-a", 1, "RunFinished", "team-a/r2")
     refused = {**ok, "id": "d3", "attempts": 0, "delivered": None, "failed": "t",
                "last_error": why, "created": 2}
-    assert n.delivered_condition([{**ok, "created": 1}, refused]) == (
+    assert delivered_condition([{**ok, "created": 1}, refused]) == (
         "False", NotificationReason.rate_limited, why)
-    assert n.delivered_condition([{**ok, "created": 3}, refused])[0] == "True"   # newer went
-    assert n.delivery({**refused, "created": None}).state == DeliveryState.refused
-    assert n.delivery({**failing, "failed": "t", "created": None}).state == DeliveryState.failed
+    assert delivered_condition([{**ok, "created": 3}, refused])[0] == "True"   # newer went
+    assert delivery({**refused, "created": None}).state == DeliveryState.refused
+    assert delivery({**failing, "failed": "t", "created": None}).state == DeliveryState.failed
 
 
 # -- one attempt, against real receivers on loopback ---------------------------------------------
@@ -366,13 +377,13 @@ def _free_port() -> int:
 def test_a_webhook_post_reaches_a_real_receiver_and_follows_no_redirect():
     receiver = WebhookReceiver().start()
     try:
-        reach = n.WebhookReach((f"127.0.0.1:{receiver.port}",),
+        reach = WebhookReach((f"127.0.0.1:{receiver.port}",),
                                loopback_ports=frozenset({receiver.port}))
         assert webhook.post(receiver.url, b'{"a": 1}', {"X-Test": "1"}, reach) == 200
         assert receiver.received[0]["body"] == b'{"a": 1}'
         assert receiver.received[0]["headers"]["X-Test"] == "1"
         with pytest.raises(DeliveryFailed, match="loopback"):
-            webhook.post(receiver.url, b"{}", {}, n.WebhookReach((f"127.0.0.1:{receiver.port}",)))
+            webhook.post(receiver.url, b"{}", {}, WebhookReach((f"127.0.0.1:{receiver.port}",)))
         receiver.answer = 302
         with pytest.raises(DeliveryFailed, match="redirects are not followed"):
             webhook.post(receiver.url, b"{}", {}, reach)
@@ -395,8 +406,8 @@ def test_an_email_goes_over_starttls_with_a_verified_certificate(tmp_path):
                       occurredAt="2026-11-28T12:00:10Z",
                       object=ObjectRef(kind="BenchmarkRun", name="r1", namespace="team-a"),
                       summary="run team-a/r1 Succeeded")
-        body = n.body_of(event, sub(), Target.email)
-        subject, text = n.email_text(body)
+        body = body_of(event, sub(), Target.email)
+        subject, text = email_text(body)
         mail.send(settings, ["ci@team-a.example"], subject, text, body.id)
         (got,) = server.wait(1)
         assert got["tls"] and got["to"] == ["ci@team-a.example"]
@@ -417,7 +428,7 @@ def test_a_receiver_that_trickles_is_cut_off_at_the_attempts_deadline():
     for receiver in (TricklingReceiver(every=0.2).start(),
                      TricklingReceiver(every=0.2, answer=b"", read_first=True).start()):
         try:
-            reach = n.WebhookReach((f"127.0.0.1:{receiver.port}",),
+            reach = WebhookReach((f"127.0.0.1:{receiver.port}",),
                                    loopback_ports=frozenset({receiver.port}))
             began = time.monotonic()
             with pytest.raises(DeliveryFailed, match="deadline of 1.5 s"):

@@ -7,7 +7,7 @@ where they go: a webhook (JSON signed with HMAC-SHA256, or a Slack-compatible `{
 and e-mail, and may submit each finished run's results to a KCIDB endpoint (KernelCI's
 database of test results: the same document as `benchfarm export kcidb`). The operator's
 notifier (`operator.notifications.notifier`) matches events to subscriptions
-(`core.notifications.rules`), keeps every delivery in a durable outbox (`history.outbox`) and
+(`core.notifications`), keeps every delivery in a durable outbox (`history.outbox`) and
 delivers it at least once (`notify`). What the CRD, the notifier and a receiver agree on is
 defined here: the spec and status, the event kinds, the body a receiver gets and its headers, the
 Secret the signing keys and tokens live in.

@@ -1,5 +1,5 @@
 """A webhook's POST, to an address that was checked: the host is resolved and every address it
-resolves to must be one the namespace's webhooks may reach (`core.notifications.rules.WebhookReach`), the
+resolves to must be one the namespace's webhooks may reach (`core.notifications.webhooks.WebhookReach`), the
 connection goes to the address checked (no second lookup to rebind), TLS verifies the host's
 name, no proxy is used and no redirect is followed (a receiver that redirects is answered as a
 failure: following it would post the body where no check was made). The attempt has one deadline
@@ -16,7 +16,7 @@ import ssl
 from typing import Any
 from urllib.parse import urlsplit
 
-from benchfarm.core.notifications.rules import WebhookReach
+from benchfarm.core.notifications.webhooks import WebhookReach
 from benchfarm.core.policy.software import DEFAULT_PORTS
 from benchfarm.notify import DeliveryFailed
 from benchfarm.notify.deadline import Deadline

@@ -33,7 +33,7 @@ from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.models import BenchmarkRunSpec, LabPolicySpec
 from benchfarm.api.notifications import Event
 from benchfarm.api.outcomes import FINISHED, Condition, Phase, Reason
-from benchfarm.core.notifications import rules as n
+from benchfarm.core.notifications.retry import NotifySettings
 from benchfarm.core.policy import trust
 from benchfarm.core.scheduling.fairness import RoundRobinFairness
 from benchfarm.errors import Party
@@ -156,7 +156,7 @@ class Runtime:
         except ValueError as exc:
             raise SystemExit(str(exc)) from exc
         try:
-            notify_settings = n.NotifySettings.from_environ(settings.environ)
+            notify_settings = NotifySettings.from_environ(settings.environ)
         except ValueError as exc:
             raise SystemExit(str(exc)) from exc
         kube = Kube()

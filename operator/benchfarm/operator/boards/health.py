@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from benchfarm.api.notifications import EventKind
 from benchfarm.api.outcomes import HealthCheck, HealthCheckEnd, HealthVerdict, fault_words
 from benchfarm.core.conditions import now_iso
-from benchfarm.core.notifications import rules as notify
+from benchfarm.core.notifications.events import board_event
 from benchfarm.errors import InfraError
 from benchfarm.kubeapi.client import API_FAILURES
 from benchfarm.kubeapi.leases import (
@@ -124,7 +124,7 @@ class HealthChecks:
             message = f"{board} quarantined after {rec.failures} board faults: {rec.reason}"
             rt.kube.event({"apiVersion": "benchfarm.io/v1alpha1", "kind": "Board",
                            "metadata": {"name": board}}, "Warning", "Quarantined", message)
-            rt.notify(notify.board_event(EventKind.board_quarantined, board,
+            rt.notify(board_event(EventKind.board_quarantined, board,
                                          _iso(rec.quarantined_since), message))
         return quarantined
 
@@ -227,7 +227,7 @@ class HealthChecks:
                            "Normal" if ok else "Warning",
                            "HealthCheckPassed" if ok else "HealthCheckFailed", message)
         if ok:
-            rt.notify(notify.board_event(EventKind.board_back, name, _iso(time.time()), message))
+            rt.notify(board_event(EventKind.board_back, name, _iso(time.time()), message))
         rt.wake()
 
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from benchfarm.api.notifications import EventKind
 from benchfarm.api.outcomes import Condition, LeasePhase, LeaseReason
 from benchfarm.core.conditions import set_condition
-from benchfarm.core.notifications import rules as notify
+from benchfarm.core.notifications.events import lease_event
 from benchfarm.core.policy import trust
 from benchfarm.core.scheduling import durations
 from benchfarm.errors import BoardBusy, InfraError
@@ -158,7 +158,7 @@ class LeaseGranter:
                            f"{board} granted to {lease.spec.user} until {iso(now + seconds)}: "
                            f"{commands(board, lease.spec.user, self.shown_address)['shell']} "
                            f"labgrid-client -p {board} console")
-        self.rt.notify(notify.lease_event(
+        self.rt.notify(lease_event(
             EventKind.lease_granted, lease.ref()["metadata"], status, iso(now),
             f"{board} granted to {lease.spec.user} until {iso(now + seconds)}"))
 

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from benchfarm.api.notifications import EventKind
 from benchfarm.api.outcomes import Condition, LeaseEnd, LeasePhase, LeaseReason, Refusal
 from benchfarm.core.conditions import now_iso, set_condition
-from benchfarm.core.notifications import rules as notify
+from benchfarm.core.notifications.events import lease_event
 from benchfarm.core.policy import trust
 from benchfarm.core.scheduling import durations
 from benchfarm.kubeapi.client import API_FAILURES
@@ -180,7 +180,7 @@ class LeaseTender:
             message = (f"{st.get('place')} is powered off and released in {left} s "
                        f"(at {st.get('expiresAt')}); raise spec.duration to extend")
             self.rt.kube.event(lease.ref(), "Warning", LeaseReason.expiring, message)
-            self.rt.notify(notify.lease_event(EventKind.lease_ending, lease.ref()["metadata"],
+            self.rt.notify(lease_event(EventKind.lease_ending, lease.ref()["metadata"],
                                               st, iso(now), message))
 
     def _retake_if_forgotten(self, lease: LeaseState) -> None:
@@ -282,7 +282,7 @@ class LeaseTender:
                     lease.generation)})
             metrics.LEASES_ENDED.labels(ended.value).inc()
             self.rt.kube.event(lease.ref(), kind, reason, end.message)
-            self.rt.notify(notify.lease_event(EventKind.lease_ended, lease.ref()["metadata"],
+            self.rt.notify(lease_event(EventKind.lease_ended, lease.ref()["metadata"],
                                               lease.status, now_iso(),
                                               f"ended ({ended}): {end.message}"))
         finally:

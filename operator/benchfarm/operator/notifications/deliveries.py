@@ -29,6 +29,9 @@ from benchfarm.api.notifications import (
 )
 from benchfarm.api.outcomes import Phase
 from benchfarm.core.notifications import rules as n
+from benchfarm.core.notifications.bodies import email_text, sign, webhook_payload
+from benchfarm.core.notifications.retry import NotifySettings
+from benchfarm.core.notifications.webhooks import WebhookReach
 from benchfarm.errors import InfraError, Outage
 from benchfarm.notify import DeliveryFailed, mail, webhook
 from benchfarm.report.ci import decided_outcome, kcidb
@@ -46,7 +49,7 @@ class SenderKube(Protocol):
 
 
 class Sender:
-    def __init__(self, kube: SenderKube, settings: n.NotifySettings,
+    def __init__(self, kube: SenderKube, settings: NotifySettings,
                  smtp: mail.SmtpSettings | None, policy: Callable[[], LabPolicySpec],
                  store: ArtifactStore | None, clock: Callable[[], float] = time.monotonic
                  ) -> None:
@@ -74,19 +77,19 @@ class Sender:
         if target == Target.email:
             if sub.spec.email is None or self.smtp is None:
                 raise DeliveryFailed("the Notification has no e-mail or the lab no SMTP server")
-            subject, text = n.email_text(body)
+            subject, text = email_text(body)
             mail.send(self.smtp, list(sub.spec.email.to), subject, text, body.id,
                       self.settings.deadline_seconds)
             return
         hook = sub.spec.webhook
         if hook is None:
             raise DeliveryFailed("the Notification has no webhook any more")
-        payload = n.webhook_payload(body, hook.format)
+        payload = webhook_payload(body, hook.format)
         stamp = int(time.time())
         headers = {DELIVERY_HEADER: body.id, EVENT_HEADER: body.kind.value,
                    TIMESTAMP_HEADER: str(stamp)}
         if hook.signingKey:
-            headers[SIGNATURE_HEADER] = n.sign(self.key(sub.namespace, hook.signingKey),
+            headers[SIGNATURE_HEADER] = sign(self.key(sub.namespace, hook.signingKey),
                                                stamp, payload)
         webhook.post(hook.url, payload, headers, self.reach(sub.namespace),
                      self.settings.deadline_seconds)
@@ -113,9 +116,9 @@ class Sender:
                                      f"({exc.reason})") from exc
         return json.dumps(kcidb([decided_outcome(run, doc)])).encode()
 
-    def reach(self, namespace: str) -> n.WebhookReach:
+    def reach(self, namespace: str) -> WebhookReach:
         hosts = self.policy().for_namespace(namespace).webhookHosts
-        return n.WebhookReach(tuple(hosts), self.settings.internal,
+        return WebhookReach(tuple(hosts), self.settings.internal,
                               self.settings.loopback_ports)
 
     def key(self, namespace: str, name: str) -> bytes:

@@ -14,7 +14,7 @@ one thread for one attempt's deadline at most (`notify.deadline`), and its names
 deliveries wait behind it, not another namespace's.
 
 On a delivery thread, `operator.notifications.deliveries.Sender` makes one attempt and its outcome is recorded here: a
-failed attempt is tried again with exponential backoff (`core.notifications.rules.backoff`) until it
+failed attempt is tried again with exponential backoff (`core.notifications.retry.backoff`) until it
 succeeds or its event is older than the give-up time; each delivery keeps its id throughout
 (the receiver dedupes on it). An outage of the database leaves the events queued and the
 deliveries due, in the outbox.
@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from benchfarm.api.notifications import NotificationBody, NotificationReason, Target
 from benchfarm.core.notifications import rules as n
+from benchfarm.core.notifications.retry import NotifySettings, backoff
 from benchfarm.errors import Outage
 from benchfarm.history.outbox import Outbox
 from benchfarm.notify import DeliveryFailed
@@ -69,7 +70,7 @@ class Marks(Protocol):
 
 class Dispatcher:
     def __init__(self, cond: threading.Condition, outbox: Outbox | None, inbox: Queued,
-                 statuses: Marks, sender: Sender, settings: n.NotifySettings,
+                 statuses: Marks, sender: Sender, settings: NotifySettings,
                  clock: Callable[[], float]) -> None:
         """`cond`: the notifier's condition, which guards this state too."""
         self.cond = cond
@@ -253,7 +254,7 @@ class Dispatcher:
                                 row["namespace"], row["notification"], id_, row["target"],
                                 attempts, error)
                 else:
-                    wait = n.backoff(attempts, id_, self.settings)
+                    wait = backoff(attempts, id_, self.settings)
                     self.outbox.retry(id_, now, now + timedelta(seconds=wait), error)
                     metrics.NOTIFICATIONS.labels("retried").inc()
                     log.info("%s/%s: delivery %s (%s) failed (attempt %d), again in %.0f s: "

@@ -3,7 +3,7 @@
 kopf feeds every Notification to `observe` (the subscriptions in force, per namespace); the
 operator's parts hand over what happened (`emit`: a lease granted, ending or ended, a board
 quarantined or back, a change point; and `run_seen`/`campaign_seen`: a finished run's or
-campaign's object, whose events are derived here, `core.notifications.rules`). Those calls only append to a
+campaign's object, whose events are derived here, `core.notifications.events`). Those calls only append to a
 queue under the notifier's condition and return: nobody waits for the database, a receiver or
 a mail server. An event of a namespace where nobody subscribed is not even queued.
 
@@ -31,6 +31,9 @@ from pydantic import ValidationError
 
 from benchfarm.api.notifications import Event, NotificationReason, NotificationSpec
 from benchfarm.core.notifications import rules as n
+from benchfarm.core.notifications.bodies import body_of
+from benchfarm.core.notifications.events import campaign_event, run_events
+from benchfarm.core.notifications.retry import NotifySettings, worth_keeping
 
 log = logging.getLogger("benchfarm.notify")
 Problem = tuple[NotificationReason, str]
@@ -50,7 +53,7 @@ class Marks(Protocol):
 
 
 class Inbox:
-    def __init__(self, cond: threading.Condition, statuses: Marks, settings: n.NotifySettings,
+    def __init__(self, cond: threading.Condition, statuses: Marks, settings: NotifySettings,
                  admin_namespace: str) -> None:
         """`cond`: the notifier's condition, which guards this state too."""
         self.cond = cond
@@ -182,12 +185,12 @@ class Inbox:
         event's namespace (a board's: the lab admin's) that matches it, and target."""
         rows: list[dict[str, Any]] = []
         for event in _events(kind, item):
-            if not n.worth_keeping(event, now, self.settings):
+            if not worth_keeping(event, now, self.settings):
                 continue
             subs = self.in_force(event.namespace or self.admin_namespace)
             for sub in n.matches(subs, event, self.admin_namespace):
                 for target in sub.targets(event.kind):
-                    body = n.body_of(event, sub, target)
+                    body = body_of(event, sub, target)
                     rows.append({
                         "id": body.id, "namespace": sub.namespace, "notification": sub.name,
                         "notification_uid": sub.uid, "target": target.value,
@@ -199,9 +202,9 @@ class Inbox:
 
 def _events(kind: str, item: Any) -> list[Event]:
     if kind == "run":
-        return n.run_events(item)
+        return run_events(item)
     if kind == "campaign":
-        event = n.campaign_event(item)
+        event = campaign_event(item)
         return [event] if event is not None else []
     return [item]
 

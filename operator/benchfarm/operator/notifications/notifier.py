@@ -3,7 +3,7 @@
 kopf feeds every Notification to `observe`; the operator's parts hand over what happened
 (`emit`: a lease granted, ending or ended, a board quarantined or back, a change point; and
 `run_seen`/`campaign_seen`: a finished run's or campaign's object, whose events are derived
-here, `core.notifications.rules`). Those calls only append to a queue and return: the scheduler's rounds,
+here, `core.notifications.events`). Those calls only append to a queue and return: the scheduler's rounds,
 kopf's handlers and the indexer never wait for the database, a receiver or a mail server.
 
 The notifier's thread matches each event to the subscriptions of its namespace in force (the
@@ -15,7 +15,7 @@ webhook's POST (`notify.webhook`, signed with the namespace's key from the Secre
 `benchfarm-notifications`), an e-mail (`notify.mail`), or a
 finished run's KCIDB document POSTed to a submission endpoint (`report.ci.kcidb`, built at
 delivery from the run and its metrics.json in the store, with a bearer token from that Secret). An
-attempt that fails is tried again with exponential backoff (`core.notifications.rules.backoff`) until it
+attempt that fails is tried again with exponential backoff (`core.notifications.retry.backoff`) until it
 succeeds or its event is older than the give-up time; each delivery keeps its id throughout
 (the receiver dedupes on it). While the database is away, events wait here and deliveries wait
 in the outbox; while the API server is away, deliveries go on (signing keys read before are
@@ -44,7 +44,7 @@ from kubernetes.client.rest import ApiException
 
 from benchfarm.api.models import LabPolicySpec
 from benchfarm.api.notifications import Event
-from benchfarm.core.notifications import rules as n
+from benchfarm.core.notifications.retry import NotifySettings
 from benchfarm.errors import Outage
 from benchfarm.history.outbox import Outbox
 from benchfarm.notify import mail
@@ -68,7 +68,7 @@ class NotifierKube(SenderKube, StatusKube, Protocol):
 
 
 class Notifier:
-    def __init__(self, outbox: Outbox | None, kube: NotifierKube, settings: n.NotifySettings,
+    def __init__(self, outbox: Outbox | None, kube: NotifierKube, settings: NotifySettings,
                  smtp: mail.SmtpSettings | None, admin_namespace: str,
                  policy: Callable[[], LabPolicySpec], store: ArtifactStore | None = None
                  ) -> None:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from benchfarm.api.notifications import DELIVERIES_SHOWN, NotificationReason
 from benchfarm.core.conditions import set_condition
 from benchfarm.core.notifications import rules as n
+from benchfarm.core.notifications.delivered import delivered_condition, delivery
 from benchfarm.errors import Outage
 from benchfarm.history.outbox import Outbox
 from benchfarm.operator.notifications.deliveries import Sender
@@ -114,10 +115,10 @@ class Statuses:
                 conditions, "Ready", "True", NotificationReason.accepted,
                 f"{', '.join(sub.spec.events)} of namespace {sub.namespace} go to {targets}",
                 sub.generation)
-        conditions = set_condition(conditions, "Delivered", *n.delivered_condition(rows),
+        conditions = set_condition(conditions, "Delivered", *delivered_condition(rows),
                                    sub.generation)
         status = {"conditions": conditions, "deliveries": [
-                      n.delivery(r).model_dump(mode="json") for r in rows],
+                      delivery(r).model_dump(mode="json") for r in rows],
                   "delivered": counts.get("delivered", 0), "pending": counts.get("pending", 0),
                   "failed": counts.get("failed", 0), "refused": counts.get("refused", 0),
                   "observedGeneration": sub.generation}

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 from benchfarm import cpu
 from benchfarm.api.notifications import Event
 from benchfarm.core.conditions import now_iso
-from benchfarm.core.notifications import rules as notify
+from benchfarm.core.notifications.events import change_point_event
 from benchfarm.core.policy.runkey import RunKey
 from benchfarm.errors import InfraError, Outage, Party
 from benchfarm.history.db import Database, Series
@@ -226,7 +226,7 @@ class Indexer:
                        f"{p['magnitude']:+.2f} % (p {p['pvalue']:.2g}) from this run on: "
                        f"software {p['software'] or '?'}, board {p['board']}")
             log.warning("change point: %s/%s: %s", namespace, name, message)
-            self.notify(notify.change_point_event(
+            self.notify(change_point_event(
                 namespace, name, p["uid"], {"metric": row["metric"],
                                             "deviceType": row["device_type"],
                                             "plan": row["plan"]}, now_iso(), message,
