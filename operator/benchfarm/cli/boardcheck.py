@@ -47,6 +47,7 @@ from benchfarm.core.policy.boardnet import (
     unanswered,
 )
 from benchfarm.errors import BenchfarmError, BoardBusy, InfraError
+from benchfarm.logs import configure
 from benchfarm.settings import Settings
 
 if TYPE_CHECKING:
@@ -237,7 +238,7 @@ def main(boards: list[str], extra: list[str], limit: int = 0) -> int:
     from benchfarm.lab.coordinator import Coordinator
     from benchfarm.lab.devicetypes import load_device_types
     from benchfarm.lab.identities import netcheck_identity
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    configure(logging.WARNING, command="check --boards")
     settings = Settings.from_env()
     address = settings.coordinator
     host, user = netcheck_identity(socket.gethostname(), os.getpid())

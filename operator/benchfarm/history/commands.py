@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchfarm.errors import InfraError
+from benchfarm.logs import configure
 
 _RELATIVE = re.compile(r"^(\d+)([hdw])$")
 
@@ -161,7 +162,7 @@ def main_reindex(args: argparse.Namespace) -> int:
     from benchfarm.history.index import reindex
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
     # each skipped document is a line on stderr (the index module's log), the count on stdout
-    logging.basicConfig(level=logging.WARNING, format="benchfarm results reindex: %(message)s")
+    configure(logging.WARNING, command="results reindex")
     t0 = time.monotonic()
     try:
         done = reindex(Database.from_env(), ArtifactStore(StoreConfig.from_env()),

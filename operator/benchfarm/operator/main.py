@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import kopf
 
+from benchfarm.logs import configure
 from benchfarm.settings import Settings
 
 
 def run(liveness: str | None = None) -> int:
     settings = Settings.from_env()     # SystemExit naming the variable when one is unusable
-    logging.basicConfig(level=settings.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    configure(settings.log_level)
     from benchfarm.operator import (
         handlers,  # registers the handlers; the leader Lease goes at cleanup
     )

@@ -175,8 +175,8 @@ class HealthCheckSession:
 
 
 def main(board: str, check: int | str) -> int:
-    from benchfarm.session.runner import _logging
+    from benchfarm.logs import configure
     settings = Settings.from_env()
-    _logging(settings)
+    configure(settings.log_level)
     namespace = settings.health_namespace or settings.namespace
     return HealthCheckSession(board, int(check), Config.from_env(settings), namespace).run()

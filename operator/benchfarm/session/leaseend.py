@@ -62,9 +62,9 @@ def power_off_and_release(coordinator: Coordinator, place: str, config: Config) 
 
 
 def main(ref: str) -> int:
-    from benchfarm.session.runner import _logging
+    from benchfarm.logs import configure
     settings = Settings.from_env()
-    _logging(settings)
+    configure(settings.log_level)
     namespace, name = ref.split("/", 1)
     config = Config.from_env(settings)
     kube = Kube(outage_budget=120.0)

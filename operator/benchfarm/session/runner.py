@@ -40,6 +40,7 @@ from benchfarm.kubeapi.client import API_FAILURES, Kube
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.identities import run_identity
 from benchfarm.lab.session import Cancelled
+from benchfarm.logs import configure
 from benchfarm.session.context import Config, RunContext
 from benchfarm.session.lifeline import Fenced, Lifeline, api_version_of
 from benchfarm.session.onboard import OnBoard
@@ -250,12 +251,6 @@ def _ts(iso: str) -> float:
     return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
-def _logging(settings: Settings) -> None:
-    logging.basicConfig(level=settings.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kubernetes").setLevel(logging.WARNING)
-
-
 def _process_age() -> float:
     """Seconds since this process started (for the log: what Python and the imports took)."""
     try:
@@ -268,7 +263,7 @@ def _process_age() -> float:
 
 def main(ref: str) -> int:
     settings = Settings.from_env()
-    _logging(settings)
+    configure(settings.log_level)
     log.info("session of %s: started %.2f s after its process (Python and imports)", ref,
              _process_age())
     namespace, _, name = ref.partition("/")

@@ -34,6 +34,7 @@ import traceback
 from typing import Any
 
 from benchfarm.api.outcomes import SessionKind
+from benchfarm.logs import configure
 from benchfarm.settings import Settings, adopt
 
 log = logging.getLogger("benchfarm.session")
@@ -146,8 +147,7 @@ def reply(message: dict[str, Any]) -> None:
 
 def serve() -> int:
     t0 = time.monotonic()
-    from benchfarm.session import runner
-    runner._logging(Settings.from_env())
+    configure(Settings.from_env().log_level)
     _import_everything()
     if _threads() > 1:
         log.warning("the session server has %d threads after its imports; forking may copy a "

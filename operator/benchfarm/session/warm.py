@@ -22,6 +22,7 @@ from kubernetes.client.rest import ApiException
 from benchfarm.api.grants import READY_FILE, SessionGrant
 from benchfarm.core.policy import trust
 from benchfarm.kubeapi.client import Kube
+from benchfarm.logs import configure
 from benchfarm.session import runner, server
 from benchfarm.settings import Settings, adopt
 
@@ -72,7 +73,7 @@ def _await_rights(kube: Kube, grant: SessionGrant) -> None:
 
 def main() -> int:
     settings = Settings.from_env()
-    runner._logging(settings)
+    configure(settings.log_level)
     slot, namespace, idle_s = settings.warm_slot, settings.namespace, settings.warm_idle_seconds
     if not slot:
         print("benchfarm session warm: BENCHFARM_WARM_SLOT is not set", flush=True)

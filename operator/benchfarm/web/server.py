@@ -39,6 +39,7 @@ from benchfarm.api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
 from benchfarm.core.policy.software import Network
 from benchfarm.errors import BenchfarmError
 from benchfarm.kubeapi.client import Kube
+from benchfarm.logs import configure
 from benchfarm.settings import SettingError, Settings
 from benchfarm.store.artifacts import ArtifactStore, StoreConfig, run_prefix
 from benchfarm.web import rendering, views
@@ -387,7 +388,7 @@ def _scope(person: Person) -> frozenset[str] | None:
 
 
 def serve(address: str, port: int, history_source: str | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure(logging.INFO)
     settings = Settings.from_env()
     try:
         trusted = proxies(settings.web_trusted_proxies)
