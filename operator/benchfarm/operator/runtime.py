@@ -12,10 +12,11 @@ restarts. A run's transitions are written by `operator.runs.writes`, its session
 `operator.runs.seating`.
 
 The runtime builds the inventory, the session supervisor, the lease keeper, the seats, the
-transitions and the scheduler and hands each itself, typed by the narrow Protocol that module
-declares (`inventory.InventoryRuntime`, `sessions.SessionRuntime`, `scheduler.SchedulerRuntime`,
-...): they never import the runtime, and mypy checks here that the runtime is each of them. The
-import contracts in pyproject.toml keep `kube` in layers, without cycles.
+transitions and the scheduler and hands each itself, typed by the one Protocol its room declares
+(what every room reads, `state.records.Registry`, and per room `boards.health.BoardsRuntime`,
+`leases.book.LeaseRuntime`, `runs.writes.RunsRuntime`, which the scheduler's `SchedulerRuntime`
+extends): no room imports the runtime, and mypy checks here that the runtime is each of them.
+The import contracts in pyproject.toml keep the operator's rooms in layers, without cycles.
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from pydantic import ValidationError
 
 from benchfarm.api.campaigns import AVOID_ANNOTATION
 from benchfarm.api.devicetype import DeviceType
-from benchfarm.api.models import BenchmarkRunSpec, LabPolicySpec
+from benchfarm.api.models import BenchmarkRunSpec, BenchmarkRunStatus, LabPolicySpec
 from benchfarm.api.notifications import Event
 from benchfarm.api.outcomes import FINISHED, Condition, Phase, Reason
-from benchfarm.core.notifications.retry import NotifySettings
+from benchfarm.core.conditions import get_condition
 from benchfarm.core.policy import trust
 from benchfarm.core.scheduling.fairness import RoundRobinFairness
 from benchfarm.errors import Party
@@ -48,7 +49,7 @@ from benchfarm.operator.boards.inventory import Inventory
 from benchfarm.operator.launch import launchers
 from benchfarm.operator.launch.interface import Launch
 from benchfarm.operator.leases.keeper import Leases
-from benchfarm.operator.notifications.notifier import Notifier
+from benchfarm.operator.notifications.notifier import Notifier, notify_settings_from
 from benchfarm.operator.runs import admission
 from benchfarm.operator.runs.fairness import FairnessBook
 from benchfarm.operator.runs.scheduler import POLICY_NAME, Scheduler
@@ -65,7 +66,7 @@ from benchfarm.operator.stores.indexer import Indexer
 from benchfarm.operator.stores.reachability import Reachability
 from benchfarm.settings import Settings
 from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-from benchfarm.store.software import internal_from_env
+from benchfarm.store.software import internal_from
 
 log = logging.getLogger("benchfarm")
 
@@ -148,27 +149,28 @@ class Runtime:
     @classmethod
     def from_settings(cls, settings: Settings) -> Runtime:
         device_types = load_device_types(settings.device_types)
-        coordinator = Coordinator(settings.coordinator, user=settings.labgrid_user,
-                                  host=settings.labgrid_host)
-        store = ArtifactStore(StoreConfig.from_env(settings))
+        coordinator = Coordinator.from_settings(settings, user=settings.labgrid_user,
+                                                host=settings.labgrid_host)
+        store = ArtifactStore(StoreConfig.from_settings(settings))
         try:
-            key = trust.key_from(settings.environ)
+            key = trust.key_from(settings.signing_key)
         except ValueError as exc:
             raise SystemExit(str(exc)) from exc
         try:
-            notify_settings = NotifySettings.from_environ(settings.environ)
+            notify_settings = notify_settings_from(settings)
         except ValueError as exc:
             raise SystemExit(str(exc)) from exc
-        kube = Kube()
+        kube = Kube(settings)
         url = settings.database_url
         db = Database(url) if url else None
         indexer = Indexer(db, store, kube) if db is not None else None
         rt = cls(settings, kube, coordinator, store, device_types,
                  launchers.from_settings(settings, kube), signing_key=key,
-                 internal=internal_from_env(settings), indexer=indexer)
+                 internal=internal_from(settings), indexer=indexer)
         # its own API client, with a short outage budget: it waits an outage out itself
-        rt.notifier = Notifier(Outbox(db) if db is not None else None, Kube(outage_budget=10.0),
-                               notify_settings, SmtpSettings.from_environ(settings.environ),
+        rt.notifier = Notifier(Outbox(db) if db is not None else None,
+                               Kube(settings, outage_budget=10.0),
+                               notify_settings, SmtpSettings.from_settings(settings),
                                rt.namespace, lambda: rt.policy, store)
         rt.store_accounts = store_accounts_from(settings, store.config)
         return rt
@@ -217,13 +219,14 @@ class Runtime:
             run = self.runs.pop(key, None)
             self.index.forget(key)
             if run is not None:
-                self.inventory.free(run.status.get("board"), key)
+                self.inventory.free(run.board, key)
             return
         try:
             spec = BenchmarkRunSpec(**(body.get("spec") or {}))
         except ValidationError:  # invalid bodies are rejected by admission; ignore them here
             return
         status = dict(body.get("status") or {})
+        seen = BenchmarkRunStatus.of(status)     # parsed once for the event
         current = self.runs.get(key)
         if current is not None and current.uid == meta["uid"]:
             if current.stale(body):       # the operator's own later write stands
@@ -234,8 +237,8 @@ class Runtime:
             current.generation = meta.get("generation", 1)
             current.deleting = bool(meta.get("deletionTimestamp"))
             # our own in-flight transitions win over an older watch event
-            if not (current.starting and status.get("phase") == Phase.pending):
-                current.status = status
+            if not (current.starting and seen.phase == Phase.pending):
+                current.take(status, seen)
             run = current
         else:
             run = self.runs[key] = RunState(meta["namespace"], meta["name"], meta["uid"],
@@ -244,14 +247,14 @@ class Runtime:
                                             deleting=bool(meta.get("deletionTimestamp")),
                                             avoid_boards=avoid_annotation(meta),
                                             version=versions.of(body))
-        board = status.get("board")
+            run.take(status, seen)
+        board = seen.board
         if board:
-            if run.phase == Phase.running and not status.get("boardReleased"):
+            if run.phase == Phase.running and not seen.boardReleased:
                 self.inventory.claim(board, key)          # adopted after a restart, too
             else:
                 self.inventory.free(board, key)
-                cond: dict[str, Any] = next((c for c in status.get("conditions") or []
-                             if c.get("type") == Condition.succeeded), {})
+                cond = get_condition(seen.conditions, Condition.succeeded) or {}
                 if run.phase == Phase.succeeded or cond.get("reason") in _BOARD_IS_FINE:
                     self.inventory.health.board_ok(board)
         self.reindex(run)
@@ -323,12 +326,12 @@ class Runtime:
             return now
         lease = self.leases.leases.get(rec.run or "")
         if lease is not None:
-            expires = lease.status.get("expiresAt")
+            expires = lease.typed.expiresAt
             return ts(expires) if expires else None
         run = self.runs.get(rec.run or "")
         if run is None:
             return None
-        started = run.status.get("startTime")
+        started = run.typed.startTime
         return (ts(started) if started else now) + run.spec.timeoutSeconds
 
     def active_lease_places(self) -> dict[str, str]:
@@ -336,7 +339,7 @@ class Runtime:
         the owner's thread."""
         held = {rec.run: name for name, rec in self.boards.items() if rec.run}
         # a lease being granted has its board before its status names it
-        return {lease.uid: lease.status.get("place") or held.get(lease.key, "")
+        return {lease.uid: lease.typed.place or held.get(lease.key, "")
                 for lease in self.index.leases.values()}
 
     def reindex(self, run: RunState) -> None:

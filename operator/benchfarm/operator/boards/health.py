@@ -15,9 +15,10 @@ handed back, which may quote a console line of that run's kernel or suite (that 
 run's own status, and in the operator's log).
 
 The inventory (`operator.boards.inventory`) owns the board records and hands them here with the way to
-publish a board's status; what the checks need of the operator is `HealthRuntime` (the registry's
-owner, the API, the coordinator, the policy, the device types, the launcher, its namespace, a
-wake-up): this module imports neither the runtime nor the inventory.
+publish a board's status; what the boards room needs of the operator is `BoardsRuntime`, here
+(the registry's owner, the API, the coordinator, the policy, the device types, the launcher, its
+namespace, the active runs and leases, a wake-up): no module of the room imports the runtime,
+and this one not the inventory.
 """
 
 from __future__ import annotations
@@ -25,12 +26,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from benchfarm.api.notifications import EventKind
 from benchfarm.api.outcomes import HealthCheck, HealthCheckEnd, HealthVerdict, fault_words
-from benchfarm.core.conditions import now_iso
+from benchfarm.core.conditions import iso, now_iso
 from benchfarm.core.notifications.events import board_event
 from benchfarm.errors import InfraError
 from benchfarm.kubeapi.client import API_FAILURES
@@ -42,8 +42,15 @@ from benchfarm.kubeapi.leases import (
 )
 from benchfarm.lab.identities import health_identity
 from benchfarm.operator.launch.interface import LAUNCH_FAILURES, Launch, Launcher
-from benchfarm.operator.state.pools import Workers
-from benchfarm.operator.state.records import BoardRecord, Boards, Owned, Registry, ts, written
+from benchfarm.operator.state.records import (
+    BoardRecord,
+    Boards,
+    Owned,
+    Registry,
+    RunState,
+    ts,
+    written,
+)
 
 if TYPE_CHECKING:
     from kubernetes.client import V1Lease
@@ -56,13 +63,16 @@ HEALTH_STARTUP_GRACE = 45.0     # seconds a launched health check has to take it
 
 
 def _iso(t: float | None) -> str:
-    return datetime.fromtimestamp(t or time.time(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return iso(t or time.time())
 
 
-class HealthRuntime(Registry, Protocol):
-    """What the health checks need of the operator's registry (`operator.runtime.Runtime` is one)."""
+class BoardsRuntime(Registry, Protocol):
+    """What the boards room (the inventory, its health checks, its place reads) needs of the
+    operator's registry (`operator.runtime.Runtime` is one): the one Protocol between the room
+    and the runtime, which it must not import."""
 
     namespace: str              # the operator's: health checks' Leases live there
+    inventory_known: bool       # set once the coordinator's places have been read
 
     @property
     def device_types(self) -> Mapping[str, DeviceType]: ...
@@ -70,14 +80,13 @@ class HealthRuntime(Registry, Protocol):
     @property
     def launcher(self) -> Launcher: ...
 
-    @property
-    def launches(self) -> Workers: ...     # the launch threads: writes no round waits for
+    def active_runs(self) -> list[RunState]: ...
 
-    def wake(self) -> None: ...
+    def active_lease_places(self) -> dict[str, str]: ...
 
 
 class HealthChecks:
-    def __init__(self, rt: HealthRuntime, boards: Boards, sync: Callable[[str], None]) -> None:
+    def __init__(self, rt: BoardsRuntime, boards: Boards, sync: Callable[[str], None]) -> None:
         self.rt = rt
         self.boards = boards                # the inventory's records
         self.sync = sync                    # publishes a board's status (the inventory's `sync`)

@@ -12,10 +12,10 @@ hands the records: a board's faults, quarantine and health checks (`operator.boa
 statuses by a thread of their own (`operator.boards.statuses`: `sync`). The rest of the operator calls
 them here, on the inventory.
 
-What the inventory needs of the operator is `InventoryRuntime` (the registry's owner, the API, the
-coordinator, the device types, the policy, the launcher, its namespace, the active runs, a
-wake-up; it sets `inventory_known`):
-it imports neither the runtime nor the session supervisor.
+What the inventory needs of the operator is the room's `operator.boards.health.BoardsRuntime`
+(the registry's owner, the API, the coordinator, the device types, the policy, the launcher, its
+namespace, the active runs, a wake-up; it sets `inventory_known`): it imports neither the
+runtime nor the session supervisor.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from typing import Protocol
 
 from benchfarm.api.models import DirectLocks
 from benchfarm.core.conditions import set_condition
@@ -33,12 +32,12 @@ from benchfarm.errors import InfraError
 from benchfarm.lab.identities import SESSION_HOST, health_check_of, is_netcheck, lease_uid_of
 from benchfarm.operator.boards.health import (
     HEALTH_STARTUP_GRACE as HEALTH_STARTUP_GRACE,
+    BoardsRuntime,
     HealthChecks,
-    HealthRuntime,
 )
 from benchfarm.operator.boards.places import PlaceReader
 from benchfarm.operator.boards.statuses import BoardStatuses
-from benchfarm.operator.state.records import BoardRecord, Boards, RunState
+from benchfarm.operator.state.records import BoardRecord, Boards
 
 log = logging.getLogger("benchfarm")
 REFRESH_EVERY = 3.0
@@ -52,19 +51,8 @@ def run_uid_of(holder: str | None) -> str | None:
     return holder[len(prefix):] if holder and holder.startswith(prefix) else None
 
 
-class InventoryRuntime(HealthRuntime, Protocol):
-    """What the inventory needs of the operator's registry (`operator.runtime.Runtime` is one): what
-    its health checks need (`health.HealthRuntime`), and the runs that hold boards."""
-
-    inventory_known: bool       # set once the coordinator's places have been read
-
-    def active_runs(self) -> list[RunState]: ...
-
-    def active_lease_places(self) -> dict[str, str]: ...
-
-
 class Inventory:
-    def __init__(self, rt: InventoryRuntime) -> None:
+    def __init__(self, rt: BoardsRuntime) -> None:
         self.rt = rt
         self.boards = Boards()
         self.index = BoardIndex()    # the available boards as the rounds see them (`board_index`)
@@ -254,7 +242,7 @@ class Inventory:
                 if lock:
                     direct.append((name, lock))
             run = running_uids.get(uid) if uid else None
-            if uid and (run is None or run.status.get("board") != name):
+            if uid and (run is None or run.board != name):
                 orphans[name] = place.acquired
             if lease_uid is not None and leased.get(lease_uid) != name:
                 orphans[name] = place.acquired    # a lease that ended while we were away

@@ -15,13 +15,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
 
 from benchfarm.errors import InfraError
 from benchfarm.kubeapi.client import API_FAILURES
 from benchfarm.lab.place_index import PlaceInfo
 from benchfarm.operator.state import metrics
-from benchfarm.operator.state.pools import Workers
 from benchfarm.operator.state.records import Registry
 
 log = logging.getLogger("benchfarm")
@@ -29,15 +27,8 @@ log = logging.getLogger("benchfarm")
 Places = tuple[dict[str, PlaceInfo], set[str], float]   # every place, those changed, read at
 
 
-class ReaderRuntime(Registry, Protocol):
-    @property
-    def launches(self) -> Workers: ...
-
-    def wake(self) -> None: ...
-
-
 class PlaceReader:
-    def __init__(self, rt: ReaderRuntime, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, rt: Registry, clock: Callable[[], float] = time.monotonic) -> None:
         self.rt = rt
         self.clock = clock
         self.reading = False           # a read is on a launch thread

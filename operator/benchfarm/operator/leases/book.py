@@ -7,28 +7,62 @@ leases, the queue positions) read and write leases through it.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Mapping
 from typing import Any, Protocol
 
+from benchfarm.core.conditions import iso as iso
 from benchfarm.core.scheduling import queue as q
-from benchfarm.operator.state.records import LeaseState, Owned, Registry, RunIndex
+from benchfarm.core.scheduling.fairness import FairnessPolicy
+from benchfarm.operator.launch.interface import Launch
+from benchfarm.operator.state.records import BoardRecord, LeaseState, Owned, Registry, RunIndex
+from benchfarm.settings import Settings
 
 PLURAL = "boardleases"
 
 
-def iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+class LeaseBoards(Protocol):
+    """What the leases room asks of the inventory (`operator.boards.inventory.Inventory`, a
+    room beside it): its boards, when it last read the coordinator, and who holds one."""
+
+    @property
+    def boards(self) -> Mapping[str, BoardRecord]: ...
+
+    last_refresh: float
+
+    def claim(self, board: str, key: str) -> None: ...
+
+    def free(self, board: str | None, key: str) -> None: ...
+
+    def kinds_matching(self, selector: q.Selector) -> frozenset[str]: ...
 
 
-class BookRuntime(Registry, Protocol):
-    """What the book needs of the operator's registry (`operator.runtime.Runtime` is one)."""
+class LeaseRuntime(Registry, Protocol):
+    """What the leases room (the keeper, the book, the grant, the keeping of granted leases,
+    the queue positions) needs of the operator's registry (`operator.runtime.Runtime` is one):
+    the one Protocol between the room and the runtime, which it must not import."""
 
     @property
     def index(self) -> RunIndex: ...
 
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def inventory(self) -> LeaseBoards: ...
+
+    @property
+    def inventory_known(self) -> bool: ...
+
+    @property
+    def fairness(self) -> FairnessPolicy: ...
+
+    def launch_session(self, req: Launch) -> str: ...
+
+    def board_free_at(self, board: str, now: float) -> float | None: ...
+
 
 class LeaseBook:
-    def __init__(self, rt: BookRuntime) -> None:
+    def __init__(self, rt: LeaseRuntime) -> None:
         self.rt = rt
         self.leases: Owned[str, LeaseState] = Owned("lease")
 
@@ -62,5 +96,5 @@ class LeaseBook:
     def _wrote(self, key: str, status: dict[str, Any]) -> None:
         lease = self.leases.get(key)
         if lease is not None:
-            lease.status.update(status)
+            lease.status = {**lease.status, **status}   # replaced, never changed in place (`typed`)
             self.reindex(lease)

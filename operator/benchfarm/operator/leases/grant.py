@@ -20,7 +20,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from benchfarm.api.notifications import EventKind
 from benchfarm.api.outcomes import Condition, LeasePhase, LeaseReason
@@ -32,13 +32,11 @@ from benchfarm.errors import BoardBusy, InfraError
 from benchfarm.kubeapi.client import PreconditionFailed
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.identities import lease_identity
-from benchfarm.lab.labgrid_compat import ENV_CA
-from benchfarm.lab.labgrid_pki import issuer_from_env, person_access, ssh_key_id
+from benchfarm.lab.labgrid_pki import issuer_from, person_access, ssh_key_id
 from benchfarm.lab.lease_ssh import exporter_hosts
-from benchfarm.operator.leases.book import PLURAL, LeaseBook, iso
+from benchfarm.operator.leases.book import PLURAL, LeaseBook, LeaseRuntime, iso
 from benchfarm.operator.state import metrics
-from benchfarm.operator.state.records import LeaseState, Registry
-from benchfarm.settings import Settings
+from benchfarm.operator.state.records import LeaseState
 
 log = logging.getLogger("benchfarm")
 
@@ -59,18 +57,8 @@ def commands(place: str, user: str, coordinator: str | None) -> dict[str, Any]:
             "shell": " ".join(f"{k}={v}" for k, v in env.items())}
 
 
-class GrantRuntime(Registry, Protocol):
-    """What a grant needs of the operator's registry (`operator.runtime.Runtime` is one)."""
-
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def signing_key(self) -> bytes: ...
-
-
 class LeaseGranter:
-    def __init__(self, rt: GrantRuntime, book: LeaseBook, forget: Callable[[str], None],
+    def __init__(self, rt: LeaseRuntime, book: LeaseBook, forget: Callable[[str], None],
                  clock: Callable[[], float] = time.monotonic) -> None:
         """`forget`: a granted lease's queue position is shown no more (`operator.leases.positions`)."""
         self.rt = rt
@@ -81,8 +69,8 @@ class LeaseGranter:
         self.address = rt.settings.lease_coordinator or rt.coordinator.address
         self.client: Callable[[str, str], Coordinator] = rt.coordinator.as_identity
         # the lab's labgrid issuer: each granted lease's person gets a certificate of its own
-        self.issuer = issuer_from_env(rt.settings.environ)
-        ca = rt.settings.environ.get(ENV_CA, "")
+        self.issuer = issuer_from(rt.settings)
+        ca = rt.settings.labgrid_ca
         self.coordinator_ca = open(ca).read() if ca and self.issuer else ""
 
     @property
@@ -107,7 +95,7 @@ class LeaseGranter:
         try:
             return person_access(self.issuer, self.coordinator_ca, self.address, lease.spec.user,
                                  lease.spec.publicKey, datetime.fromtimestamp(expires, UTC),
-                                 place=place or str(lease.status.get("place") or ""),
+                                 place=place or str(lease.typed.place or ""),
                                  key_id=ssh_key_id(lease.namespace, lease.name, lease.uid),
                                  ssh_hosts=hosts, known_hosts=known)
         except ValueError as exc:
@@ -139,8 +127,7 @@ class LeaseGranter:
                                                                self.shown_address),
                   "access": self.access(lease, now + seconds, board),
                   "conditions": set_condition(
-                      lease.status.get("conditions"), Condition.granted, "True",
-                      LeaseReason.granted,
+                      lease.typed.conditions, Condition.granted, "True", LeaseReason.granted,
                       f"{board} is {lease.spec.user}'s until {iso(now + seconds)}",
                       lease.generation)}
         try:
@@ -164,7 +151,7 @@ class LeaseGranter:
 
     def _granted(self, lease: LeaseState, status: dict[str, Any]) -> None:
         lease.starting = False
-        lease.status.update(status)
+        lease.status = {**lease.status, **status}
         lease.granted_at = self.clock()
         self.book.reindex(lease)
         self.forget(lease.key)

@@ -23,40 +23,37 @@ Ended with no board claimed or touched.
 
 `Leases` is what the operator calls: the registry kopf feeds (`observe`, `recover`), admission
 and deletion are here; the leases' records and their one write are `operator.leases.book`'s. What the
-keeper needs of the operator is `LeaseRuntime` (what each of those modules needs, together); it
-imports neither the runtime nor the inventory.
+room needs of the operator is `operator.leases.book.LeaseRuntime` (its one Protocol: what each
+of those modules needs, together); no module of it imports the runtime or the inventory.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
 from benchfarm.api.labgridusers import user_problem
-from benchfarm.api.models import BoardLeaseSpec
+from benchfarm.api.models import BoardLeaseSpec, BoardLeaseStatus
 from benchfarm.api.outcomes import Condition, LeaseEnd, LeasePhase, LeaseReason
 from benchfarm.core.conditions import now_iso, set_condition
 from benchfarm.core.policy import trust
 from benchfarm.core.scheduling import durations, queue as q
 from benchfarm.kubeapi.client import API_FAILURES
-from benchfarm.operator.leases.book import PLURAL as PLURAL, BookRuntime, LeaseBook, iso as iso
-from benchfarm.operator.leases.grant import GrantRuntime, LeaseGranter, commands as commands
+from benchfarm.operator.leases.book import PLURAL as PLURAL, LeaseBook, LeaseRuntime, iso as iso
+from benchfarm.operator.leases.grant import LeaseGranter, commands as commands
 from benchfarm.operator.leases.positions import (
     POSITIONS_EVERY as POSITIONS_EVERY,
     LeasePositions,
-    PositionsRuntime,
 )
 from benchfarm.operator.leases.tending import (
     END_GRACE as END_GRACE,
     LeaseTender,
-    TendRuntime,
     _end_reason as _end_reason,
 )
-from benchfarm.operator.state.records import BoardRecord, LeaseState, ts, written
+from benchfarm.operator.state.records import LeaseState, ts
 
 log = logging.getLogger("benchfarm")
 
@@ -65,33 +62,6 @@ GRANT_RETRY = 2.0         # seconds before a lease whose grant failed may be tri
 
 def trusted(key: bytes, uid: str, user: str, status: dict[str, Any]) -> bool:
     return trust.lease_trusted(key, uid, user, status)
-
-
-class LeaseBoards(Protocol):
-    """What the keeper asks of the inventory: its boards, and who holds one."""
-
-    @property
-    def boards(self) -> Mapping[str, BoardRecord]: ...
-
-    last_refresh: float
-
-    def claim(self, board: str, key: str) -> None: ...
-
-    def free(self, board: str | None, key: str) -> None: ...
-
-    def kinds_matching(self, selector: q.Selector) -> frozenset[str]: ...
-
-
-class LeaseRuntime(BookRuntime, GrantRuntime, TendRuntime, PositionsRuntime, Protocol):
-    """What the lease keeper needs of the operator's registry (`operator.runtime.Runtime` is one)."""
-
-    @property
-    def inventory(self) -> LeaseBoards: ...
-
-    @property
-    def inventory_known(self) -> bool: ...
-
-    def wake(self) -> None: ...
 
 
 class Leases:
@@ -112,14 +82,15 @@ class Leases:
             lease = self.leases.pop(key, None)
             self.rt.index.forget(key)
             if lease is not None:
-                self.rt.inventory.free(lease.status.get("place"), key)
+                self.rt.inventory.free(lease.typed.place, key)
             return
         try:
             spec = BoardLeaseSpec(**(body.get("spec") or {}))
         except ValidationError:  # refused at admission by the schema; ignored here
             return
-        status = dict(body.get("status") or {})
-        forged = status.get("phase") in (LeasePhase.granted, LeasePhase.releasing) and \
+        status = dict(body.get("status") or {})    # as signed: the signature is over it
+        seen = BoardLeaseStatus.of(status)
+        forged = seen.phase in (LeasePhase.granted, LeasePhase.releasing) and \
             not trusted(self.rt.signing_key, meta["uid"], spec.user, status)
         lease = self.leases.get(key)
         ours = lease is not None and lease.uid == meta["uid"]
@@ -133,7 +104,7 @@ class Leases:
             lease.spec, lease.generation = spec, meta.get("generation", 1)
             lease.deleting = bool(meta.get("deletionTimestamp"))
             if not tampered and not (lease.starting and
-                                     status.get("phase") == LeasePhase.pending):
+                                     seen.phase == LeasePhase.pending):
                 lease.status = status
         else:
             lease = self.leases[key] = LeaseState(
@@ -148,7 +119,7 @@ class Leases:
                 self.rt.launches.submit(
                     self.tender.tampered if tampered else self.tender.untrusted, lease)
             return
-        place = status.get("place")
+        place = seen.place
         if place and lease.phase in (LeasePhase.granted, LeasePhase.releasing):
             # adopted after a restart, too; never from another holder: a replayed old status
             # takes nothing
@@ -159,7 +130,7 @@ class Leases:
             if other is not None:
                 log.warning("%s: its status names %s, which %s holds; not claimed for it", key,
                             place, other)
-        end = written(LeaseEnd, status, "leaseEnd")
+        end = seen.leaseEnd
         act = not lease.busy and (
             (end is not None and lease.phase == LeasePhase.releasing) or
             (lease.phase == LeasePhase.pending and lease.spec.release and not lease.starting))

@@ -7,43 +7,17 @@ scheduler's thread, and only where it changed.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterator
 
 from benchfarm.core.scheduling import queue as q
 from benchfarm.core.scheduling.boardindex import BoardView, matches
-from benchfarm.core.scheduling.fairness import FairnessPolicy
-from benchfarm.operator.leases.book import LeaseBook, iso
-from benchfarm.operator.state.records import BoardRecord, Registry, RunIndex
+from benchfarm.operator.leases.book import LeaseBook, LeaseRuntime, iso
 
 POSITIONS_EVERY = 5.0     # seconds between two writes of the waiting leases' positions
 
 
-class PositionsBoards(Protocol):
-    """What the positions ask of the inventory: its boards."""
-
-    @property
-    def boards(self) -> Mapping[str, BoardRecord]: ...
-
-
-class PositionsRuntime(Registry, Protocol):
-    """What the queue positions need of the operator's registry (`operator.runtime.Runtime` is
-    one)."""
-
-    @property
-    def inventory(self) -> PositionsBoards: ...
-
-    @property
-    def index(self) -> RunIndex: ...
-
-    @property
-    def fairness(self) -> FairnessPolicy: ...
-
-    def board_free_at(self, board: str, now: float) -> float | None: ...
-
-
 class LeasePositions:
-    def __init__(self, rt: PositionsRuntime, book: LeaseBook,
+    def __init__(self, rt: LeaseRuntime, book: LeaseBook,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.rt = rt
         self.book = book

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from concurrent.futures import Executor
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from benchfarm.api.notifications import EventKind
@@ -29,9 +28,9 @@ from benchfarm.core.policy import trust
 from benchfarm.core.scheduling import durations
 from benchfarm.kubeapi.client import API_FAILURES
 from benchfarm.operator.launch.interface import LAUNCH_FAILURES, Launch
-from benchfarm.operator.leases.book import LeaseBook, iso
+from benchfarm.operator.leases.book import LeaseBook, LeaseRuntime, iso
 from benchfarm.operator.state import metrics
-from benchfarm.operator.state.records import BoardRecord, LeaseState, Registry, ts, written
+from benchfarm.operator.state.records import LeaseState, ts
 
 log = logging.getLogger("benchfarm")
 
@@ -52,9 +51,9 @@ def _end_reason(raw: Any) -> LeaseReason | Refusal:
 def extension(lease: LeaseState) -> float | None:
     """The expiry spec.duration asks for, when it is not the one granted (and was not refused
     at this generation)."""
-    st = lease.status
-    wanted = ts(st.get("grantedAt")) + durations.parse(lease.spec.duration)
-    if wanted != ts(st.get("expiresAt")) and st.get("refusedGeneration") != lease.generation:
+    st = lease.typed
+    wanted = ts(st.grantedAt) + durations.parse(lease.spec.duration)
+    if wanted != ts(st.expiresAt) and st.refusedGeneration != lease.generation:
         return wanted
     return None
 
@@ -66,12 +65,12 @@ def end_reason(lease: LeaseState, now: float, expires: float) -> LeaseReason | N
 
 
 def warning_due(lease: LeaseState, now: float, expires: float, warning_s: float) -> bool:
-    st = lease.status
-    return now >= expires - warning_s and st.get("warnedFor") != st.get("expiresAt")
+    st = lease.typed
+    return now >= expires - warning_s and st.warnedFor != st.expiresAt
 
 
 def granted_due(lease: LeaseState, now: float, warning_s: float) -> bool:
-    expires = ts(lease.status.get("expiresAt"))
+    expires = ts(lease.typed.expiresAt)
     return extension(lease) is not None or end_reason(lease, now, expires) is not None or \
         warning_due(lease, now, expires, warning_s)
 
@@ -79,36 +78,8 @@ def granted_due(lease: LeaseState, now: float, warning_s: float) -> bool:
 def ending_due(lease: LeaseState, mono: float) -> bool:
     """Its end session is to be launched (again, after a restart), or is over its grace; not
     once it reported (`observe` acts on that)."""
-    return written(LeaseEnd, lease.status, "leaseEnd") is None and \
+    return lease.typed.leaseEnd is None and \
         (lease.ending_since is None or mono - lease.ending_since >= END_GRACE)
-
-
-class TendBoards(Protocol):
-    """What the keeping asks of the inventory: its boards, when it last read the coordinator,
-    and a board given back."""
-
-    @property
-    def boards(self) -> Mapping[str, BoardRecord]: ...
-
-    last_refresh: float
-
-    def free(self, board: str | None, key: str) -> None: ...
-
-
-class TendRuntime(Registry, Protocol):
-    """What keeping granted leases needs of the operator's registry (`operator.runtime.Runtime` is
-    one)."""
-
-    @property
-    def inventory(self) -> TendBoards: ...
-
-    @property
-    def launches(self) -> Executor: ...
-
-    @property
-    def signing_key(self) -> bytes: ...
-
-    def launch_session(self, req: Launch) -> str: ...
 
 
 class LeaseHolds(Protocol):
@@ -123,7 +94,7 @@ class LeaseHolds(Protocol):
 
 
 class LeaseTender:
-    def __init__(self, rt: TendRuntime, book: LeaseBook, holds: LeaseHolds,
+    def __init__(self, rt: LeaseRuntime, book: LeaseBook, holds: LeaseHolds,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.rt = rt
         self.book = book
@@ -165,8 +136,8 @@ class LeaseTender:
         self.rt.launches.submit(run)
 
     def _tend_granted(self, lease: LeaseState, now: float) -> None:
-        st = lease.status
-        expires = ts(st.get("expiresAt"))
+        st = lease.typed
+        expires = ts(st.expiresAt)
         wanted = extension(lease)
         if wanted is not None:
             expires = self._extend(lease, wanted, expires)
@@ -176,15 +147,15 @@ class LeaseTender:
             return
         if warning_due(lease, now, expires, self.rt.policy.leaseWarningSeconds):
             left = max(0, round(expires - now))
-            self.book.write(lease.namespace, lease.name, {"warnedFor": st.get("expiresAt")})
-            message = (f"{st.get('place')} is powered off and released in {left} s "
-                       f"(at {st.get('expiresAt')}); raise spec.duration to extend")
+            self.book.write(lease.namespace, lease.name, {"warnedFor": st.expiresAt})
+            message = (f"{st.place} is powered off and released in {left} s "
+                       f"(at {st.expiresAt}); raise spec.duration to extend")
             self.rt.kube.event(lease.ref(), "Warning", LeaseReason.expiring, message)
             self.rt.notify(lease_event(EventKind.lease_ending, lease.ref()["metadata"],
-                                              st, iso(now), message))
+                                              lease.status, iso(now), message))
 
     def _retake_if_forgotten(self, lease: LeaseState) -> None:
-        rec = self.rt.inventory.boards.get(lease.status.get("place") or "")
+        rec = self.rt.inventory.boards.get(lease.typed.place or "")
         if rec is not None and rec.holder is None and \
                 self.rt.inventory.last_refresh > lease.granted_at:
             lease.busy = True            # the coordinator forgot the lock: take it back
@@ -197,7 +168,7 @@ class LeaseTender:
         if seconds > longest:
             message = (f"duration {lease.spec.duration} ({seconds} s) is over this namespace's "
                        f"maximum ({longest} s, LabPolicy leases.maxLeaseSeconds); the lease "
-                       f"still ends at {lease.status.get('expiresAt')}")
+                       f"still ends at {lease.typed.expiresAt}")
             self.book.write(lease.namespace, lease.name, {"refusedGeneration": lease.generation})
             self.rt.kube.event(lease.ref(), "Warning", LeaseReason.too_long, message)
             return expires
@@ -206,8 +177,8 @@ class LeaseTender:
         self.book.write(lease.namespace, lease.name, {
             **self._signed(lease, expiresAt=new), **({"access": access} if access else {}),
             "conditions": set_condition(
-                lease.status.get("conditions"), Condition.granted, "True", LeaseReason.extended,
-                f"{lease.status.get('place')} is {lease.spec.user}'s until {new}",
+                lease.typed.conditions, Condition.granted, "True", LeaseReason.extended,
+                f"{lease.typed.place} is {lease.spec.user}'s until {new}",
                 lease.generation)})
         self.rt.kube.event(lease.ref(), "Normal", LeaseReason.extended,
                            f"{lease.spec.duration}: now ends at {new}")
@@ -216,7 +187,7 @@ class LeaseTender:
     def _end(self, lease: LeaseState, reason: LeaseReason) -> None:
         """The lease is over: its end session powers the board off (launched first: the next
         run waits for it, not for our writes), and the lease goes Releasing."""
-        place = lease.status.get("place") or ""
+        place = lease.typed.place or ""
         message = {LeaseReason.expired: "the lease expired",
                    LeaseReason.released: "released by its holder (spec.release)",
                    LeaseReason.deleted: "the lease was deleted"}.get(reason, str(reason))
@@ -224,7 +195,7 @@ class LeaseTender:
         self.book.write(lease.namespace, lease.name, {
             **self._signed(lease, phase=LeasePhase.releasing), "endReason": reason,
             "conditions": set_condition(
-                lease.status.get("conditions"), Condition.granted, "False", reason,
+                lease.typed.conditions, Condition.granted, "False", reason,
                 f"{message}; powering {place} off", lease.generation)})
         if reason == LeaseReason.expired:
             metrics.LEASES_EXPIRED.inc()
@@ -241,7 +212,7 @@ class LeaseTender:
     def _launch_end(self, lease: LeaseState) -> None:
         self.rt.owner.call(setattr, lease, "ending_since", self.clock())
         req = Launch.lease_end(lease.namespace, lease.name, lease.uid,
-                               lease.status.get("place") or "")
+                               lease.typed.place or "")
         try:
             handle = self.rt.launch_session(req)
         except LAUNCH_FAILURES as exc:   # given up after END_GRACE: the place is released anyway
@@ -252,7 +223,7 @@ class LeaseTender:
         if lease.ending_since is None:  # adopted after a restart: end it again
             self._launch_end(lease)
             return
-        place = lease.status.get("place") or ""
+        place = lease.typed.place or ""
         self.holds.release(lease, place)
         end = LeaseEnd(poweredOff=False, at=now_iso(),
                        message=f"its end session did not report in {END_GRACE:.0f} s; {place} "
@@ -269,7 +240,7 @@ class LeaseTender:
             if lease.phase == LeasePhase.pending:
                 ended, reason, kind = LeaseReason.released, LeaseReason.released, "Normal"
             elif lease.phase == LeasePhase.releasing:
-                ended = _end_reason(lease.status.get("endReason"))
+                ended = _end_reason(lease.typed.endReason)
                 reason = LeaseReason.powered_off if end.poweredOff else \
                     LeaseReason.power_off_failed
                 kind = "Normal" if end.poweredOff else "Warning"
@@ -278,7 +249,7 @@ class LeaseTender:
             self.book.write(lease.namespace, lease.name, {
                 "phase": LeasePhase.ended, "endedAt": now_iso(), "queuePosition": None,
                 "estimatedStart": None, "conditions": set_condition(
-                    lease.status.get("conditions"), Condition.granted, "False", ended, end.message,
+                    lease.typed.conditions, Condition.granted, "False", ended, end.message,
                     lease.generation)})
             metrics.LEASES_ENDED.labels(ended.value).inc()
             self.rt.kube.event(lease.ref(), kind, reason, end.message)
@@ -296,7 +267,7 @@ class LeaseTender:
         try:
             self.book.write(lease.namespace, lease.name, {
                 "phase": LeasePhase.ended, "endedAt": now_iso(), "conditions": set_condition(
-                    lease.status.get("conditions"), Condition.granted, "False",
+                    lease.typed.conditions, Condition.granted, "False",
                     Refusal.statusTampered, message, lease.generation)})
             self.rt.kube.event(lease.ref(), "Warning", Refusal.statusTampered, message)
         finally:
@@ -306,7 +277,7 @@ class LeaseTender:
         """Someone else rewrote the status of a lease the operator granted (a later expiry,
         another phase or board): the lease ends now, as if it had expired, with the status the
         operator signed; its end session powers its board off and releases it."""
-        place = lease.status.get("place") or ""
+        place = lease.typed.place or ""
         message = ("the lease's status was rewritten outside benchfarm (its phase, place, "
                    "grant or expiry no longer match the operator's signature): the lease ends "
                    f"now; powering {place} off")
@@ -316,8 +287,8 @@ class LeaseTender:
             self.book.write(lease.namespace, lease.name, {
                 **self._signed(lease, phase=LeasePhase.releasing),
                 "endReason": Refusal.statusTampered, "conditions": set_condition(
-                    lease.status.get("conditions"), Condition.granted, "False",
-                    Refusal.statusTampered, message, lease.generation)})
+                    lease.typed.conditions, Condition.granted, "False", Refusal.statusTampered,
+                    message, lease.generation)})
             if not ending:
                 self._launch_end(lease)
             self.rt.kube.event(lease.ref(), "Warning", Refusal.statusTampered, message)
@@ -329,7 +300,7 @@ class LeaseTender:
 
     def _retake(self, lease: LeaseState) -> None:
         """After a coordinator restart: the lease's lock and the person's allowance again."""
-        place = lease.status.get("place") or ""
+        place = lease.typed.place or ""
         try:
             self.holds.hold(lease, place)
             self.rt.owner.call(setattr, lease, "granted_at", self.clock())
@@ -346,9 +317,9 @@ class LeaseTender:
         """Seconds until the next granted lease's warning or end is due (None: none is)."""
         due = []
         for lease in self.book.active():
-            if lease.phase == LeasePhase.granted and lease.status.get("expiresAt"):
-                expires = ts(lease.status["expiresAt"])
+            if lease.phase == LeasePhase.granted and lease.typed.expiresAt:
+                expires = ts(lease.typed.expiresAt)
                 due.append(expires)
-                if lease.status.get("warnedFor") != lease.status["expiresAt"]:
+                if lease.typed.warnedFor != lease.typed.expiresAt:
                     due.append(expires - self.rt.policy.leaseWarningSeconds)
         return max(0.0, min(due) - now) if due else None

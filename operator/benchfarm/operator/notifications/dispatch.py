@@ -26,18 +26,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
-from benchfarm.api.notifications import NotificationBody, NotificationReason, Target
+from benchfarm.api.notifications import NotificationBody, Target
 from benchfarm.core.notifications import rules as n
 from benchfarm.core.notifications.retry import NotifySettings, backoff
 from benchfarm.errors import Outage
 from benchfarm.history.outbox import Outbox
 from benchfarm.notify import DeliveryFailed
 from benchfarm.operator.notifications.deliveries import Sender
+from benchfarm.operator.notifications.inbox import Inbox
+from benchfarm.operator.notifications.status import Statuses
 from benchfarm.operator.state import metrics
 from benchfarm.operator.state.pools import Workers
 
@@ -49,28 +50,9 @@ PRUNE_EVERY = 3600.0        # seconds between two prunings of done deliveries
 IDLE = 30.0                 # seconds the thread sleeps with nothing due (new work wakes it)
 
 
-class Queued(Protocol):
-    """What the outbox's work asks of the inbox (`operator.notifications.inbox`): its queue, the Notifications in
-    force, the deleted ones' uids (each read under the condition's lock) and the matching."""
-
-    items: deque[tuple[str, Any]]
-    subs: dict[str, n.Subscription]
-    forgotten: list[str]
-
-    def rows(self, kind: str, item: Any, now: datetime) -> list[dict[str, Any]]: ...
-
-    def problem(self, sub: n.Subscription) -> tuple[NotificationReason, str] | None: ...
-
-
-class Marks(Protocol):
-    """What the outbox's work asks of the Notifications' statuses (`operator.notifications.status`)."""
-
-    def mark(self, uid: str) -> None: ...
-
-
 class Dispatcher:
-    def __init__(self, cond: threading.Condition, outbox: Outbox | None, inbox: Queued,
-                 statuses: Marks, sender: Sender, settings: NotifySettings,
+    def __init__(self, cond: threading.Condition, outbox: Outbox | None, inbox: Inbox,
+                 statuses: Statuses, sender: Sender, settings: NotifySettings,
                  clock: Callable[[], float]) -> None:
         """`cond`: the notifier's condition, which guards this state too."""
         self.cond = cond

@@ -23,37 +23,25 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
-from benchfarm.api.notifications import Event, NotificationReason, NotificationSpec
+from benchfarm.api.notifications import Event, NotificationSpec, NotificationStatus
+from benchfarm.core.conditions import as_written
 from benchfarm.core.notifications import rules as n
 from benchfarm.core.notifications.bodies import body_of
 from benchfarm.core.notifications.events import campaign_event, run_events
 from benchfarm.core.notifications.retry import NotifySettings, worth_keeping
+from benchfarm.operator.notifications.status import Problem, Statuses
 
 log = logging.getLogger("benchfarm.notify")
-Problem = tuple[NotificationReason, str]
-
-
-class Marks(Protocol):
-    """What the inbox asks of the Notifications' statuses (`operator.notifications.status`); each
-    called under the condition's lock."""
-
-    def mark(self, uid: str) -> None: ...
-
-    def seen(self, uid: str, conditions: list[dict[str, Any]]) -> None: ...
-
-    def drop(self, uid: str) -> None: ...
-
-    def judge(self, namespace: str, subs: Sequence[n.Subscription]) -> dict[str, Problem]: ...
 
 
 class Inbox:
-    def __init__(self, cond: threading.Condition, statuses: Marks, settings: NotifySettings,
+    def __init__(self, cond: threading.Condition, statuses: Statuses, settings: NotifySettings,
                  admin_namespace: str) -> None:
         """`cond`: the notifier's condition, which guards this state too."""
         self.cond = cond
@@ -98,7 +86,7 @@ class Inbox:
             self.by_namespace.setdefault(sub.namespace, {})[uid] = sub
             if old is None or old.generation != sub.generation:
                 self.stale.add(sub.namespace)
-            conditions = list((body.get("status") or {}).get("conditions") or [])
+            conditions = as_written(NotificationStatus.of(body.get("status")).conditions)
             self.statuses.seen(uid, conditions)
             if old is None or old.generation != sub.generation or \
                     not conditions:

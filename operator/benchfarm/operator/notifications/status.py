@@ -29,6 +29,7 @@ from benchfarm.operator.notifications.deliveries import Sender
 
 PLURAL = "notifications"
 STATUS_EVERY = 2.0          # seconds, at least, between two status writes of one Notification
+Problem = tuple[NotificationReason, str]    # why a Notification is not in force
 
 
 class StatusKube(Protocol):
@@ -52,8 +53,7 @@ class Statuses:
         self.dirty: dict[str, float] = {}                    # uid -> when its status is due
         self.written_at: dict[str, float] = {}
 
-    def judge(self, namespace: str, subs: Sequence[n.Subscription]
-              ) -> dict[str, tuple[NotificationReason, str]]:
+    def judge(self, namespace: str, subs: Sequence[n.Subscription]) -> dict[str, Problem]:
         """Why each of the namespace's Notifications is not in force (`core.notifications.rules.judge`),
         under the LabPolicy in force and the lab's SMTP server and outbox."""
         return n.judge(subs, self.sender.policy().for_namespace(namespace), self.admin_namespace,

@@ -25,36 +25,26 @@ from benchfarm.core.scheduling import queue as q, transitions
 from benchfarm.core.steps import safe_name
 from benchfarm.errors import RunError
 from benchfarm.operator.boards.inventory import Inventory
-from benchfarm.operator.state.records import RunState
+from benchfarm.operator.state.records import Registry, RunState
 from benchfarm.store.artifacts import run_prefix
 from benchfarm.suites.registry import check_parameters
 
 if TYPE_CHECKING:
     from benchfarm.api.devicetype import DeviceType
-    from benchfarm.api.models import LabPolicySpec
-    from benchfarm.kubeapi.client import Kube
     from benchfarm.store.artifacts import ArtifactStore
 
 MAX_INLINE_BYTES = 64 * 1024   # commands, backgrounds and parameters of inline suites together
 
 
-class AdmissionRuntime(Protocol):
-    """What admission needs of the operator's registry (`operator.runtime.Runtime` is one)."""
-
-    @property
-    def policy(self) -> LabPolicySpec: ...
-
-    @property
-    def kube(self) -> Kube: ...
+class AdmissionRuntime(Registry, Protocol):
+    """What admission needs of the operator's registry (`operator.runtime.Runtime` is one), the
+    base of the room's Protocol (`operator.runs.writes.RunsRuntime`)."""
 
     @property
     def store(self) -> ArtifactStore: ...
 
     @property
     def internal(self) -> tuple[Any, ...]: ...
-
-    @property
-    def signing_key(self) -> bytes: ...
 
     @property
     def device_types(self) -> Mapping[str, DeviceType]: ...
@@ -64,8 +54,6 @@ class AdmissionRuntime(Protocol):
 
     @property
     def inventory(self) -> Inventory: ...      # the device types a selector matches
-
-    def wake(self) -> None: ...
 
 
 def needs_gpu(suites: list[Any]) -> bool:

@@ -38,7 +38,6 @@ from benchfarm.operator.state import metrics
 from benchfarm.operator.state.collector import HeapTender
 from benchfarm.operator.state.pools import Workers
 from benchfarm.operator.state.records import RunIndex, RunState
-from benchfarm.store.artifacts import ArtifactStore
 
 log = logging.getLogger("benchfarm")
 
@@ -65,7 +64,6 @@ class SchedulerRuntime(RunsRuntime, Protocol):
     classes (the room's top: it imports them all)."""
 
     policy: LabPolicySpec       # read back at a start (`recover`)
-    store: ArtifactStore
     index: RunIndex
     leases: Leases
     sessions: Supervisor
@@ -151,7 +149,8 @@ class Scheduler:
         adopted = 0
         for body in self.rt.kube.list_runs_paged():
             self.rt.observe_run("ADDED", body)
-            adopted += (body.get("status") or {}).get("phase") == Phase.running
+            run = self.rt.runs.get(f"{body['metadata']['namespace']}/{body['metadata']['name']}")
+            adopted += run is not None and run.phase == Phase.running   # as observe_run read it
         if adopted:
             log.info("adopted %d running session(s); their Leases say whether they live", adopted)
         self.rt.leases.recover()

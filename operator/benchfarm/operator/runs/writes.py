@@ -24,12 +24,11 @@ from benchfarm.core.scheduling.boardindex import could_ever_match
 from benchfarm.core.scheduling.lifecycle import Move
 from benchfarm.errors import RunError
 from benchfarm.kubeapi.client import API_FAILURES, PreconditionFailed
-from benchfarm.operator.boards.inventory import Inventory
 from benchfarm.operator.launch.interface import Launcher
-from benchfarm.operator.runs.admission import selector
+from benchfarm.operator.runs.admission import AdmissionRuntime, selector
 from benchfarm.operator.state import metrics
 from benchfarm.operator.state.pools import Workers
-from benchfarm.operator.state.records import BoardRecord, Registry, RunState, ts
+from benchfarm.operator.state.records import BoardRecord, RunState, ts
 
 log = logging.getLogger("benchfarm")
 P = ParamSpec("P")
@@ -49,18 +48,16 @@ class SeatQuestions(Protocol):
     def standing_by(self, r: RunState) -> bool: ...
 
 
-class RunsRuntime(Registry, Protocol):
+class RunsRuntime(AdmissionRuntime, Protocol):
     """What the runs room needs of the operator's registry (`operator.runtime.Runtime` is one):
-    its records, the inventory, the room's own parts, the launcher and the round writes' thread."""
+    what admission needs, its records, the room's own parts, the launcher and the round writes'
+    thread."""
 
     @property
     def runs(self) -> dict[str, RunState]: ...
 
     @property
     def boards(self) -> dict[str, BoardRecord]: ...
-
-    @property
-    def inventory(self) -> Inventory: ...
 
     @property
     def sessions(self) -> Sessions: ...
@@ -77,14 +74,9 @@ class RunsRuntime(Registry, Protocol):
     @property
     def launcher(self) -> Launcher: ...
 
-    @property
-    def signing_key(self) -> bytes: ...
-
     def active_runs(self) -> list[RunState]: ...
 
     def reindex(self, run: RunState) -> None: ...
-
-    def wake(self) -> None: ...
 
 
 class RunWrites:

@@ -11,14 +11,21 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from benchfarm.api.models import BenchmarkRunSpec, BoardLeaseSpec, BoardState, LabPolicySpec
+from benchfarm.api.models import (
+    BenchmarkRunSpec,
+    BenchmarkRunStatus,
+    BoardLeaseSpec,
+    BoardLeaseStatus,
+    BoardState,
+    LabPolicySpec,
+)
 from benchfarm.api.notifications import Event
 from benchfarm.api.outcomes import FINISHED, LeasePhase, Phase
+from benchfarm.core.conditions import seconds_of
 from benchfarm.core.scheduling.lifecycle import MOVES, InFlight
 from benchfarm.core.scheduling.queue import QueueEntry, WaitingQueue, lease_key
 from benchfarm.core.scheduling.seats import Seat
@@ -26,12 +33,16 @@ from benchfarm.kubeapi import versions
 from benchfarm.kubeapi.client import Kube
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.operator.state.owner import Owner, check_write
+from benchfarm.operator.state.pools import Workers
 
 
 class Registry(Protocol):
-    """What every part of the operator reads of its registry (`operator.runtime.Runtime` is one):
-    the owner of these records, the API client, the coordinator and the LabPolicy. Each part's
-    own Protocol (SessionRuntime, InventoryRuntime, LeaseRuntime) adds what else it needs."""
+    """What every room of the operator reads of its registry (`operator.runtime.Runtime` is one):
+    the owner of these records, the API client, the coordinator, the LabPolicy, the key that
+    signs what sessions may do, the launch threads and a wake-up. Each room that must not import
+    the runtime declares one Protocol of its own that adds what else it needs
+    (`operator.runs.writes.RunsRuntime`, `operator.leases.book.LeaseRuntime`,
+    `operator.boards.health.HealthRuntime` and the inventory's `InventoryRuntime`)."""
 
     @property
     def owner(self) -> Owner: ...
@@ -45,6 +56,15 @@ class Registry(Protocol):
     @property
     def policy(self) -> LabPolicySpec: ...
 
+    @property
+    def signing_key(self) -> bytes: ...
+
+    @property
+    def launches(self) -> Workers: ...     # the launch threads: writes no round waits for
+
+    def wake(self) -> None:
+        """A scheduler iteration soon (from any thread)."""
+
     def notify(self, event: Event) -> None:
         """Something a Notification may subscribe to happened (`operator.notifications.notifier`; never waits)."""
 
@@ -52,7 +72,7 @@ class Registry(Protocol):
 def ts(iso: str | None) -> float:
     if not iso:
         return time.time()
-    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    return seconds_of(iso)
 
 
 @dataclass
@@ -73,10 +93,30 @@ class RunState:
     avoid_boards: tuple[str, ...] = ()   # boards a campaign's retried column must not get
     seat: Seat = field(default_factory=lambda: Seat())    # its session seat (`Seat`)
     version: str | None = None      # the newest resourceVersion known: events' and own writes'
+    # `status` as its model, read once per change of `status` (`typed`): a record's status is
+    # only ever replaced, never changed in place, so the rounds read fields, not dicts
+    _typed: BenchmarkRunStatus | None = field(default=None, repr=False, compare=False)
 
     def __setattr__(self, key: str, value: Any) -> None:
         check_write("run")
         object.__setattr__(self, key, value)
+        if key == "status":
+            object.__setattr__(self, "_typed", None)
+
+    @property
+    def typed(self) -> BenchmarkRunStatus:
+        """Its status as `BenchmarkRunStatus` (parsed at the first read after a change; any
+        thread may read it: two parses of one status are equal)."""
+        typed = self._typed
+        if typed is None:
+            typed = BenchmarkRunStatus.of(self.status)
+            object.__setattr__(self, "_typed", typed)
+        return typed
+
+    def take(self, status: dict[str, Any], typed: BenchmarkRunStatus) -> None:
+        """A watch event's status, with its model (parsed once for the event)."""
+        self.status = status
+        self._typed = typed
 
     @property
     def key(self) -> str:
@@ -102,17 +142,17 @@ class RunState:
 
     @property
     def phase(self) -> str | None:
-        return self.status.get("phase")
+        return self.typed.phase
 
     @property
     def board(self) -> str | None:
         """The board its status names."""
-        return self.status.get("board")
+        return self.typed.board
 
     @property
     def released(self) -> bool:
         """Its session released its board (it only uploads and reports now)."""
-        return bool(self.status.get("boardReleased"))
+        return bool(self.typed.boardReleased)
 
     def wrote(self, written: dict[str, Any], status: dict[str, Any]) -> None:
         """After the operator's own status write (on the owner's thread): the status as the API
@@ -164,10 +204,22 @@ class LeaseState:
     ending_since: float | None = None   # monotonic: when its end session was launched
     busy: bool = False              # an end or a retake on a launch thread
     granted_at: float = 0.0         # monotonic: when its lock was (re)taken
+    _typed: BoardLeaseStatus | None = field(default=None, repr=False, compare=False)   # as a run's
 
     def __setattr__(self, key: str, value: Any) -> None:
         check_write("lease")
         object.__setattr__(self, key, value)
+        if key == "status":
+            object.__setattr__(self, "_typed", None)
+
+    @property
+    def typed(self) -> BoardLeaseStatus:
+        """Its status as `BoardLeaseStatus` (parsed at the first read after a change)."""
+        typed = self._typed
+        if typed is None:
+            typed = BoardLeaseStatus.of(self.status)
+            object.__setattr__(self, "_typed", typed)
+        return typed
 
     @property
     def key(self) -> str:
@@ -175,7 +227,7 @@ class LeaseState:
 
     @property
     def phase(self) -> str | None:
-        return self.status.get("phase")
+        return self.typed.phase
 
     @property
     def waiting(self) -> bool:
@@ -303,7 +355,7 @@ M = TypeVar("M", bound=BaseModel)
 def written(model: type[M], status: dict[str, Any], field: str) -> M | None:
     """What a session wrote into `status[field]` (its `sessionEnd`, a check's `healthCheckEnd`),
     read as the typed definition both programs share; None when absent or not one (logged)."""
-    raw = status.get(field)
+    raw = status[field] if field in status else None
     if not raw:
         return None
     try:
