@@ -105,7 +105,7 @@ def lease_lines(key_id: str, cert_principals: Iterable[str],
     """What the principals command prints for a certificate: a line per `place:P` principal
     whose place is held for the lease the key id names. `acquired`: place -> (holder,
     resources) as the coordinator has them."""
-    from benchfarm.lab.identities import lease_uid_of
+    from benchfarm.api.places import lease_uid_of
     from benchfarm.lab.labgrid_pki import ssh_lease_uid, ssh_place
     uid = ssh_lease_uid(key_id)
     lines = []
@@ -160,7 +160,7 @@ def _places() -> dict[str, Any]:
 
 def held(uid: str, places: Iterable[str], now: Mapping[str, Any]) -> bool:
     """Whether any of `places` is still held for lease `uid` (`now`: place -> PlaceInfo)."""
-    from benchfarm.lab.identities import lease_uid_of
+    from benchfarm.api.places import lease_uid_of
     return any(lease_uid_of(now[p].acquired) == uid for p in places if p in now)
 
 

@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
+from benchfarm.api.places import SESSION_HOST
 from benchfarm.lab.coordinator import Coordinator
-from benchfarm.lab.identities import SESSION_HOST
 from benchfarm_devlab import scale
 from benchmarks import scale_bench as bench
 from tests.stack.conftest import off_owner_writes, wait_for
@@ -52,12 +52,11 @@ def test_a_session_knows_only_its_own_place_and_its_lock_is_its_own(scale_lab):
     of the lab's places and resources) and still takes who holds the place from the coordinator:
     a second run's session is refused, a resumed one finds the place its own, and the place's
     resources, expanded from the handed copy, power the board."""
-    from benchfarm.api.places import HandedPlace
+    from benchfarm.api.places import HandedPlace, run_identity
     from benchfarm.errors import BoardBusy, Outage
     from benchfarm.lab.coordinator import Coordinator
     from benchfarm.lab.devicetypes import load_device_types
     from benchfarm.lab.environment import build_target, derived_environment, forget_target
-    from benchfarm.lab.identities import run_identity
 
     address = os.environ["LG_COORDINATOR"]
     name = scale.place_name(BOARDS - 1)               # a probe board: the flood never asks for it
@@ -327,8 +326,8 @@ def test_a_standby_session_takes_the_seat_its_relay_names_with_the_operator_down
     from kubernetes import client
 
     from benchfarm.api.grants import GO_AHEAD_FIELD
+    from benchfarm.api.places import run_holder
     from benchfarm.core.policy import trust
-    from benchfarm.lab.identities import run_holder
     custom = client.CustomObjectsApi(kube)
     group = ("benchfarm.io", "v1alpha1")
     ns = bench.PROBE_NS

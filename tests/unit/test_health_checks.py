@@ -132,7 +132,7 @@ def test_a_check_whose_session_holds_no_lease_is_given_up_and_its_place_released
 
 
 def test_a_health_checks_lock_is_ours_and_an_abandoned_one_is_an_orphan():
-    from benchfarm.lab.identities import health_check_of, health_identity
+    from benchfarm.api.places import health_check_of, health_identity
     assert health_check_of("/".join(health_identity("vb-x86.0-a", 12))) == ("vb-x86.0-a", 12)
     assert health_check_of("benchfarm/run-1234") is None
     assert health_check_of("benchfarm/health-x-vb") is None and health_check_of(None) is None

@@ -10,8 +10,7 @@ from types import SimpleNamespace
 
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.models import LabPolicySpec
-from benchfarm.lab.identities import run_identity
-from benchfarm.lab.place_index import PlaceInfo
+from benchfarm.api.places import PlaceInfo, run_identity
 from benchfarm.operator.boards import inventory
 from benchfarm.operator.state.owner import Owner
 
@@ -159,7 +158,7 @@ def test_a_board_network_audit_holds_a_board_without_being_a_direct_lock():
     is not schedulable meanwhile, but it is benchfarm's own lock (no DirectLock condition or
     event, where a person's lock under `directLocks: Report` gets both) and never an orphan."""
     from benchfarm.api.models import DirectLocks
-    from benchfarm.lab.identities import is_netcheck, netcheck_identity
+    from benchfarm.api.places import is_netcheck, netcheck_identity
     audit = "/".join(netcheck_identity("pod-1", 42))
     assert is_netcheck(audit) and not is_netcheck("desk/alice") and not is_netcheck(None)
     rt = FakeRuntime({"p0": place("p0", acquired=audit), "p1": place("p1", acquired="desk/alice")})

@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives.serialization import (
 )
 
 from benchfarm.api.models import LeaseAccess, LeaseSshHost
+from benchfarm.api.places import lease_identity
 from benchfarm.lab import labgrid_pki as pki
-from benchfarm.lab.identities import lease_identity
 from benchfarm.lab.labgrid_forward import client_command
 from benchfarm.lab.lease_ssh import _names, client_config, exporter_hosts
 from benchfarm_devlab import sshauth
@@ -154,7 +154,7 @@ def test_a_certificate_counts_only_while_its_place_is_held_for_its_lease() -> No
 
 
 def test_a_login_is_watched_until_its_place_is_no_longer_held_for_its_lease() -> None:
-    from benchfarm.lab.place_index import PlaceInfo
+    from benchfarm.api.places import PlaceInfo
     holder = "/".join(lease_identity(UID))
     now = {"vb-x86-1": PlaceInfo("vb-x86-1", acquired=holder),
            "vb-x86-0": PlaceInfo("vb-x86-0", acquired="/".join(lease_identity("other")))}

@@ -19,8 +19,8 @@ from benchfarm.api.labgridusers import (
     user_problem,
 )
 from benchfarm.api.models import BoardLeaseSpec, LabPolicySpec
+from benchfarm.api.places import DEFAULT_HOST, SESSION_HOST, lease_identity, run_identity
 from benchfarm.cli.lease import default_user, lease_name
-from benchfarm.lab.identities import DEFAULT_HOST, SESSION_HOST, lease_identity, run_identity
 from benchfarm.operator.runs import admission
 
 

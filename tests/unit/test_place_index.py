@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from labgrid.remote.common import Place, ResourceEntry, ResourceMatch
 
-from benchfarm.lab.place_index import candidates
+from benchfarm.lab.labgrid_client import candidates
 
 
 def entry(cls):
@@ -59,15 +59,15 @@ class _Session:
 
 
 def test_the_index_rereads_only_places_an_update_touched(monkeypatch):
-    from benchfarm.lab import place_index
+    from benchfarm.lab import labgrid_client
     read = []
-    real = place_index._place_info
-    monkeypatch.setattr(place_index, "_place_info",
+    real = labgrid_client._place_info
+    monkeypatch.setattr(labgrid_client, "_place_info",
                         lambda place, res: read.append(place.name) or real(place, res))
     session = _Session([Place("a", matches=[ResourceMatch("rack1", "b1", "*")]),
                         Place("b", matches=[ResourceMatch("rack2", "b1", "*")]),
                         Place("w", matches=[ResourceMatch("rack*", "b2", "*")])])
-    index = place_index.PlaceIndex(session)
+    index = labgrid_client.PlaceIndex(session)
     first = index.current()
     assert sorted(read) == ["a", "b", "w"] and first["a"].resources.keys() == {
         "NetworkSerialPort", "NetworkPowerPort"}
@@ -90,25 +90,25 @@ def test_the_index_rereads_only_places_an_update_touched(monkeypatch):
 
 
 def test_a_resource_its_exporter_deleted_is_left_out_not_a_crash():
-    from benchfarm.lab import place_index
+    from benchfarm.lab import labgrid_client
     resources = {"rack1": {"b1": {"NetworkSerialPort": entry("NetworkSerialPort"),
                                   "NetworkPowerPort": ResourceEntry({})}}}   # labgrid empties it
     session = _Session([Place("a", matches=[ResourceMatch("rack1", "b1", "*")])])
     session.resources = resources
-    assert set(place_index.PlaceIndex(session).current()["a"].resources) == {"NetworkSerialPort"}
+    assert set(labgrid_client.PlaceIndex(session).current()["a"].resources) == {"NetworkSerialPort"}
 
 
 def test_a_failed_read_leaves_every_place_it_was_reading_to_the_next(monkeypatch):
-    from benchfarm.lab import place_index
+    from benchfarm.lab import labgrid_client
     session = _Session([Place("a", matches=[ResourceMatch("rack1", "b1", "*")]),
                         Place("b", matches=[ResourceMatch("rack1", "b1", "*")])])
-    index = place_index.PlaceIndex(session)
+    index = labgrid_client.PlaceIndex(session)
     index.current()
-    real = place_index._place_info
-    monkeypatch.setattr(place_index, "_place_info", lambda place, res: 1 / 0)
+    real = labgrid_client._place_info
+    monkeypatch.setattr(labgrid_client, "_place_info", lambda place, res: 1 / 0)
     session.touched_groups.add(("rack1", "b1"))
     with pytest.raises(ZeroDivisionError):
         index.current()
     assert session.touched_places == {"a", "b"}
-    monkeypatch.setattr(place_index, "_place_info", real)
+    monkeypatch.setattr(labgrid_client, "_place_info", real)
     assert set(index.current()) == {"a", "b"} and not session.touched_places

@@ -7,7 +7,7 @@ lab must give its boards a network of their own (the README's "The board network
 checks that it did. This audits it from where it matters, the boards themselves.
 
 For each idle board (or each board named) it runs a short session on the board, the way a health
-check does: it acquires the place under an identity of its own (`lab.identities.
+check does: it acquires the place under an identity of its own (`api.places.
 netcheck_identity`; a place someone holds — a run, a lease, a person — is never touched), boots
 the board's own image to its shell with the device type's boot (`lab.session.BoardSession`),
 tries every control endpoint the lab's configuration names (`core.policy.boardnet`: the API server, the
@@ -52,8 +52,8 @@ from benchfarm.settings import Settings
 
 if TYPE_CHECKING:
     from benchfarm.api.devicetype import DeviceType
+    from benchfarm.api.places import PlaceInfo
     from benchfarm.lab.coordinator import Coordinator
-    from benchfarm.lab.place_index import PlaceInfo
 
 log = logging.getLogger("benchfarm.cli.check")
 
@@ -235,9 +235,9 @@ def audit_board(c: Coordinator, name: str, lab: Lab, probes: list[Probe],
 
 
 def main(boards: list[str], extra: list[str], limit: int = 0) -> int:
+    from benchfarm.api.places import netcheck_identity
     from benchfarm.lab.coordinator import Coordinator
     from benchfarm.lab.devicetypes import load_device_types
-    from benchfarm.lab.identities import netcheck_identity
     configure(logging.WARNING, command="check --boards")
     settings = Settings.from_env()
     address = settings.coordinator

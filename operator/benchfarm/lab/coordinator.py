@@ -4,9 +4,9 @@ labgrid's ClientSession is asyncio code bound to its own event loop. kopf has it
 the session lives in a dedicated worker thread and every call is handed to that thread; callers
 get plain blocking methods (call them from a worker thread or through `asyncio.to_thread`).
 
-The client's parts live beside it: the identities it acquires under (`lab.identities`), the
-places as it reads them (`lab.place_index`) and its subclasses of labgrid's ClientSession
-(`lab.labgrid_client`, beside `lab.labgrid_compat`: the one seam into labgrid's internals).
+What it acquires under and reads places as is pure (`api.places`: the holder identities,
+`PlaceInfo`); its subclasses of labgrid's ClientSession and the place index they feed live in
+`lab.labgrid_client`, beside `lab.labgrid_compat`: the one seam into labgrid's internals.
 """
 
 from __future__ import annotations
@@ -25,12 +25,17 @@ from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
 from labgrid.util.proxy import proxymanager
 
 from benchfarm.api.outcomes import RunFailure
-from benchfarm.api.places import HandedMatch, HandedPlace, HandedResource
+from benchfarm.api.places import (
+    DEFAULT_HOST,
+    DEFAULT_USER,
+    HandedMatch,
+    HandedPlace,
+    HandedResource,
+    PlaceInfo,
+)
 from benchfarm.errors import BoardBusy, InfraError, Outage, Party
-from benchfarm.lab.identities import DEFAULT_HOST, DEFAULT_USER
-from benchfarm.lab.labgrid_client import IndexedSession, OnePlaceSession
+from benchfarm.lab.labgrid_client import IndexedSession, OnePlaceSession, PlaceIndex, candidates
 from benchfarm.lab.labgrid_compat import TlsSettings, claim_identity, use_ssh_config
-from benchfarm.lab.place_index import PlaceIndex, PlaceInfo, candidates
 from benchfarm.settings import Settings
 
 log = logging.getLogger(__name__)

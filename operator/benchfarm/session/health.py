@@ -4,7 +4,7 @@ The operator never opens a board's console (the design: it schedules, sessions t
 a board it quarantined is checked the way runs are run: the launcher starts this session (a
 process, or a Job), which holds a Lease of its own (`benchfarm-health-<board>` in the operator's
 namespace, owned by the Board) and acquires the place under an identity of its own, one per check
-(`lab.identities.health_identity`). It powers the board on with its own image, waits for the
+(`api.places.health_identity`). It powers the board on with its own image, waits for the
 prompt (the device type's boot, its retries too), powers it off, releases the place and writes
 the verdict to the Board's `status.healthCheckEnd` (`api.outcomes.HealthCheckEnd`) before it
 gives up its Lease. The operator acts on that verdict: back in service, or quarantined again
@@ -25,6 +25,7 @@ import time
 
 from benchfarm.api.models import GROUP, VERSION
 from benchfarm.api.outcomes import HealthCheckEnd, HealthVerdict, RunFailure, fault_words
+from benchfarm.api.places import health_identity
 from benchfarm.errors import BoardBusy, InfraError
 from benchfarm.kubeapi.client import Kube
 from benchfarm.kubeapi.leases import (
@@ -36,7 +37,6 @@ from benchfarm.kubeapi.leases import (
 from benchfarm.lab.board import SerialLog
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.devicetypes import load_device_types
-from benchfarm.lab.identities import health_identity
 from benchfarm.lab.session import BoardSession
 from benchfarm.session.context import Config
 from benchfarm.session.lifeline import Fenced, Lifeline

@@ -3,7 +3,7 @@
 When a lease ends (its expiry, `spec.release`, or its deletion) the board must be switched off
 before the next holder gets it, and the operator never drives a board (the import contract "The
 operator never drives a board"): it launches this short session as it launches a run's. The
-session takes the lease's own labgrid identity (`lab.identities.lease_identity`), takes the lock
+session takes the lease's own labgrid identity (`api.places.lease_identity`), takes the lock
 back if the coordinator forgot it (a restart), powers the board off through the place's power
 driver (labgrid's PowerProtocol, as a run's session ends; the console is never opened), releases
 the place and writes `status.leaseEnd` (`api.outcomes.LeaseEnd`). A place someone else holds now
@@ -17,12 +17,12 @@ import logging
 from datetime import UTC, datetime
 
 from benchfarm.api.outcomes import LeaseEnd
+from benchfarm.api.places import lease_identity
 from benchfarm.core.policy import trust
 from benchfarm.kubeapi.client import Kube
 from benchfarm.lab.board import Board
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.devicetypes import load_device_types
-from benchfarm.lab.identities import lease_identity
 from benchfarm.session.context import Config
 from benchfarm.settings import Settings
 

@@ -33,12 +33,11 @@ from kubernetes.client.rest import ApiException
 
 from benchfarm.api.models import BenchmarkRunSpec, SuiteSpec
 from benchfarm.api.outcomes import Phase, Reason, Refusal, RunFailure, attempt_of
-from benchfarm.api.places import HandedPlace
+from benchfarm.api.places import HandedPlace, run_identity
 from benchfarm.core.policy import trust
 from benchfarm.errors import RunError
 from benchfarm.kubeapi.client import API_FAILURES, Kube
 from benchfarm.lab.coordinator import Coordinator
-from benchfarm.lab.identities import run_identity
 from benchfarm.lab.session import Cancelled
 from benchfarm.logs import configure
 from benchfarm.session.context import Config, RunContext

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from benchfarm.api.notifications import EventKind
 from benchfarm.api.outcomes import HealthCheck, HealthCheckEnd, HealthVerdict, fault_words
+from benchfarm.api.places import health_identity
 from benchfarm.core.conditions import iso, now_iso
 from benchfarm.core.notifications.events import board_event
 from benchfarm.errors import InfraError
@@ -40,7 +41,6 @@ from benchfarm.kubeapi.leases import (
     health_lease_name,
     list_leases,
 )
-from benchfarm.lab.identities import health_identity
 from benchfarm.operator.launch.interface import LAUNCH_FAILURES, Launch, Launcher
 from benchfarm.operator.state.records import (
     BoardRecord,

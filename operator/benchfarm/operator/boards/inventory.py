@@ -25,11 +25,11 @@ import time
 from collections.abc import Iterable
 
 from benchfarm.api.models import DirectLocks
+from benchfarm.api.places import SESSION_HOST, health_check_of, is_netcheck, lease_uid_of
 from benchfarm.core.conditions import set_condition
 from benchfarm.core.scheduling import queue as q
 from benchfarm.core.scheduling.boardindex import BoardIndex, BoardView, matches
 from benchfarm.errors import InfraError
-from benchfarm.lab.identities import SESSION_HOST, health_check_of, is_netcheck, lease_uid_of
 from benchfarm.operator.boards.health import (
     HEALTH_STARTUP_GRACE as HEALTH_STARTUP_GRACE,
     BoardsRuntime,

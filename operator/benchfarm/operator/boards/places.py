@@ -16,9 +16,9 @@ import logging
 import time
 from collections.abc import Callable
 
+from benchfarm.api.places import PlaceInfo
 from benchfarm.errors import InfraError
 from benchfarm.kubeapi.client import API_FAILURES
-from benchfarm.lab.place_index import PlaceInfo
 from benchfarm.operator.state import metrics
 from benchfarm.operator.state.records import Registry
 

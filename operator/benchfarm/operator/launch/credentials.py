@@ -12,8 +12,8 @@ import datetime as dt
 from collections.abc import Mapping
 
 from benchfarm.api.outcomes import SessionKind
+from benchfarm.api.places import health_identity, lease_identity, run_identity
 from benchfarm.core.policy import trust
-from benchfarm.lab.identities import health_identity, lease_identity, run_identity
 from benchfarm.lab.labgrid_compat import ENV_CA, ENV_CERT, ENV_KEY, ENV_SEALED
 from benchfarm.lab.labgrid_pki import ENV_ISSUER_CERT, ENV_ISSUER_KEY, Issuer, issuer_from_env, seal
 from benchfarm.operator.launch.interface import Launch

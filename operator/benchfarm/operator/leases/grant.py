@@ -24,6 +24,7 @@ from typing import Any
 
 from benchfarm.api.notifications import EventKind
 from benchfarm.api.outcomes import Condition, LeasePhase, LeaseReason
+from benchfarm.api.places import lease_identity
 from benchfarm.core.conditions import set_condition
 from benchfarm.core.notifications.events import lease_event
 from benchfarm.core.policy import trust
@@ -31,7 +32,6 @@ from benchfarm.core.scheduling import durations
 from benchfarm.errors import BoardBusy, InfraError
 from benchfarm.kubeapi.client import PreconditionFailed
 from benchfarm.lab.coordinator import Coordinator
-from benchfarm.lab.identities import lease_identity
 from benchfarm.lab.labgrid_pki import issuer_from, person_access, ssh_key_id
 from benchfarm.lab.lease_ssh import exporter_hosts
 from benchfarm.operator.leases.book import PLURAL, LeaseBook, LeaseRuntime, iso

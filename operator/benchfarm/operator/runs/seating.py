@@ -17,12 +17,12 @@ import logging
 
 from benchfarm.api.grants import Relay
 from benchfarm.api.outcomes import Phase, attempt_of
+from benchfarm.api.places import run_holder
 from benchfarm.core.policy import trust
 from benchfarm.core.scheduling import seats, transitions
 from benchfarm.core.scheduling.lifecycle import InFlight, Move
 from benchfarm.errors import InfraError
 from benchfarm.kubeapi.client import API_FAILURES
-from benchfarm.lab.identities import run_holder
 from benchfarm.operator.runs.writes import RunsRuntime
 from benchfarm.operator.state import metrics
 from benchfarm.operator.state.records import RunState

@@ -24,6 +24,7 @@ from typing import Any
 
 from benchfarm.api.grants import Relay
 from benchfarm.api.outcomes import Condition, HandBack, Phase, Reason, SessionEnd, attempt_of
+from benchfarm.api.places import run_holder
 from benchfarm.core.policy.trust import has_go_ahead, read_go_ahead, sign_go_ahead
 from benchfarm.core.scheduling import transitions
 from benchfarm.core.scheduling.lifecycle import InFlight, Move
@@ -35,7 +36,6 @@ from benchfarm.kubeapi.leases import (
     list_leases,
     session_lease_name,
 )
-from benchfarm.lab.identities import run_holder
 from benchfarm.operator.launch.interface import LAUNCH_FAILURES, Launch
 from benchfarm.operator.runs.writes import RunsRuntime
 from benchfarm.operator.state import metrics
