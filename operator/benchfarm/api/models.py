@@ -112,7 +112,11 @@ class Artifact(Model):
         "name, as a build publishes it beside its outputs."))
 
 
-SOFTWARE_PARTS = ("kernel", "initrd", "dtb", "modules", "bootArgs")
+#: The parts of a run's software that are files, an Artifact each (the modules are laid over the
+#: initrd as it is staged).
+ARTIFACT_PARTS = ("kernel", "initrd", "dtb", "modules")
+#: Every part of a SoftwareSet: its files and the kernel command line it adds.
+SOFTWARE_PARTS = (*ARTIFACT_PARTS, "bootArgs")
 
 
 class SoftwareSet(Model):

@@ -25,13 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchfarm.api.models import GROUP, SOFTWARE_PARTS, VERSION, BenchmarkRunSpec
+from benchfarm.api.models import ARTIFACT_PARTS, GROUP, VERSION, BenchmarkRunSpec
 from benchfarm.api.outcomes import Phase
 from benchfarm.cli.outcome import lab_api, namespace_store, outcome_of
 from benchfarm.core.statistics.gate import Exit, condition
 
 PLURAL = "benchmarkruns"
-PARTS = tuple(p for p in SOFTWARE_PARTS if p != "bootArgs")
 SUBMITTED_LABEL = "benchfarm.io/submitted-by"
 
 
@@ -53,7 +52,7 @@ def add_parsers(sub: Any) -> None:
     which.add_argument("--device-type", help="any board of this device type")
     which.add_argument("--board", help="this board (labgrid place)")
     p.add_argument("--label", action="append", default=[], help="KEY=VALUE the board must carry")
-    for part in PARTS:
+    for part in ARTIFACT_PARTS:
         p.add_argument(f"--{part}", metavar="URL", help=f"the {part} to boot (s3:// or https://)")
         p.add_argument(f"--{part}-sha256", metavar="HEX", help=f"the {part}'s SHA-256")
     p.add_argument("--sha256sums", metavar="URL",
@@ -102,7 +101,7 @@ def _spec(args: argparse.Namespace, base: dict[str, Any]) -> dict[str, Any]:
         spec.pop("suites", None)
         spec["plan"] = args.plan
     software = dict(spec.get("software") or {})
-    for part in PARTS:
+    for part in ARTIFACT_PARTS:
         url = getattr(args, part)
         if url:
             digest = getattr(args, f"{part}_sha256")

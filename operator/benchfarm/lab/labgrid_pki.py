@@ -40,6 +40,7 @@ from cryptography.hazmat.primitives.serialization import SSHCertificateBuilder, 
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from benchfarm.api.models import LeaseAccess, LeaseSshAccess, LeaseSshHost
+from benchfarm.core.conditions import iso
 from benchfarm.core.policy.identity import grant_uri
 
 # the public keys a certificate is issued for: a session's (EC) or a person's (EC or RSA)
@@ -251,7 +252,7 @@ def ssh_certificate(issuer: Issuer, public_key: PublicKey, *, key_id: str, place
     now = _now()
     end = min(not_after, issuer.cert.not_valid_after_utc)
     if end <= now:
-        raise ValueError(f"the certificate would end at {end:%Y-%m-%dT%H:%M:%SZ}, before now")
+        raise ValueError(f"the certificate would end at {iso(end)}, before now")
     cert = (SSHCertificateBuilder().public_key(public_key).type(SSHCertificateType.USER)
             .serial(int.from_bytes(os.urandom(8), "big")).key_id(key_id.encode())
             .valid_principals([ssh_principal(place).encode()])
@@ -277,7 +278,7 @@ def person_access(issuer: Issuer, coordinator_ca: str, coordinator: str, user: s
         principal=ssh_principal(place), hosts=list(ssh_hosts), knownHosts=known_hosts,
     ) if place else None
     return LeaseAccess(coordinator=coordinator, certificate=cert, ca=coordinator_ca,
-                       expiresAt=expiry(cert).strftime("%Y-%m-%dT%H:%M:%SZ"), ssh=ssh,
+                       expiresAt=iso(expiry(cert)), ssh=ssh,
                        ).model_dump(mode="json", exclude_none=True)
 
 

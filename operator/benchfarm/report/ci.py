@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchfarm.api.models import ARTIFACT_PARTS
 from benchfarm.api.outcomes import Blame, Condition, Phase, Verdict
 from benchfarm.core.statistics.gate import Decision, Exit, decide
 
@@ -262,7 +263,7 @@ def junit(outcomes: Sequence[Outcome]) -> bytes:
 def _software_props(software: Mapping[str, Any]) -> list[tuple[str, Any]]:
     out = []
     for side, sw in software.items():
-        for part in ("kernel", "initrd", "dtb", "modules"):
+        for part in ARTIFACT_PARTS:
             art = sw.get(part) or {}
             if art:
                 out.append((f"{side}.{part}", art.get("url")))
@@ -311,7 +312,7 @@ def _path_part(text: str) -> str:
 
 def _software_id(o: Outcome) -> str:
     digests = {side: {p: (sw.get(p) or {}).get("sha256") or (sw.get(p) or {}).get("url")
-                      for p in ("kernel", "initrd", "dtb", "modules") if sw.get(p)}
+                      for p in ARTIFACT_PARTS if sw.get(p)}
                | ({"bootArgs": sw["bootArgs"]} if sw.get("bootArgs") else {})
                for side, sw in o.software.items()}
     if not digests:     # the board's own image: nothing to name it by but the run
@@ -350,8 +351,7 @@ def kcidb(outcomes: Sequence[Outcome]) -> dict[str, Any]:
                        f"the board's own image ({o.device_type})",
             "misc": {"software": dict(o.software)}})
         files = [{"name": f"{side}-{part}", "url": art["url"]}
-                 for side, s in o.software.items() for part in ("kernel", "initrd", "dtb",
-                                                                "modules")
+                 for side, s in o.software.items() for part in ARTIFACT_PARTS
                  if (art := s.get(part))]
         build: dict[str, Any] = {"id": build_id, "origin": ORIGIN, "checkout_id": checkout_id,
                                  "status": "PASS",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchfarm import budgeted
 from benchfarm.api.devicetype import DeviceType
-from benchfarm.api.models import LabPolicySpec
+from benchfarm.api.models import ARTIFACT_PARTS, LabPolicySpec
 from benchfarm.api.outcomes import Condition, Phase, Reason, RunFailure
 from benchfarm.core.conditions import now_iso
 from benchfarm.errors import InfraError, RunError
@@ -119,7 +119,7 @@ def software_sets(ctx: RunContext) -> dict[str, dict[str, Any]]:
     for _key, label, software in ctx.sides():
         if software is None:
             continue
-        digests = {part: a.sha256 or a.sha256Url for part in ("kernel", "initrd", "dtb", "modules")
+        digests = {part: a.sha256 or a.sha256Url for part in ARTIFACT_PARTS
                    if (a := getattr(software, part)) is not None}
         if software.bootArgs:
             digests["bootArgs"] = software.bootArgs

@@ -26,7 +26,6 @@ import signal
 import socket
 import threading
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes.client.rest import ApiException
@@ -34,6 +33,7 @@ from kubernetes.client.rest import ApiException
 from benchfarm.api.models import BenchmarkRunSpec, SuiteSpec
 from benchfarm.api.outcomes import Phase, Reason, Refusal, RunFailure, attempt_of
 from benchfarm.api.places import HandedPlace, run_identity
+from benchfarm.core.conditions import seconds_of
 from benchfarm.core.policy import trust
 from benchfarm.errors import RunError
 from benchfarm.kubeapi.client import API_FAILURES, Kube
@@ -103,7 +103,7 @@ class Runner:
             self.kube, self.namespace, self.name, uid, self.identity, api_version_of(body),
             lease_seconds=self.config.lease_seconds, renew_seconds=self.config.renew_seconds)
         started = status.get("startTime")
-        start_wall = _ts(started) if started else time.time()
+        start_wall = seconds_of(started) if started else time.time()
         spec = BenchmarkRunSpec(**body["spec"])
         lifeline.deadline = time.monotonic() + (start_wall + spec.timeoutSeconds -
                                                 time.time())
@@ -246,8 +246,6 @@ def _start_parsing() -> None:
         log.debug("the parses' forkserver did not start ahead", exc_info=True)
 
 
-def _ts(iso: str) -> float:
-    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
 def _process_age() -> float:

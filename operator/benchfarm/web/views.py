@@ -16,11 +16,11 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from benchfarm.api.models import BoardState, held_by
 from benchfarm.api.outcomes import FINISHED, Condition, LeasePhase, Phase
+from benchfarm.core.conditions import seconds_of
 from benchfarm.core.scheduling import durations, queue as q
 from benchfarm.core.scheduling.boardindex import BoardView, matches
 from benchfarm.core.scheduling.fairness import RoundRobinFairness
@@ -84,7 +84,7 @@ def local_path(value: object, default: str = "/lab") -> str:
 def parse_time(value: str | None) -> float | None:
     if not value:
         return None
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    return seconds_of(value)
 
 
 def key_of(run: Mapping[str, Any]) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from benchfarm.api.notifications import Delivery, DeliveryState, NotificationReason
+from benchfarm.core.conditions import iso
 
 
 def refused(row: Mapping[str, Any]) -> bool:
@@ -29,7 +30,7 @@ def delivery(row: Mapping[str, Any]) -> Delivery:
     at = row.get("last_attempt") or row.get("created")
     return Delivery(id=row["id"], event=row["event_kind"], subject=row["subject"],
                     target=row["target"], state=_delivery_state(row), attempts=row["attempts"],
-                    time=at.strftime("%Y-%m-%dT%H:%M:%SZ") if at else "",
+                    time=iso(at) if at else "",
                     error=row.get("last_error") or "")
 
 

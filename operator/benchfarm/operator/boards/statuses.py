@@ -11,10 +11,10 @@ module imports neither the runtime nor the inventory.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 from benchfarm.api.models import HELD_PREFIX
+from benchfarm.core.conditions import iso
 from benchfarm.kubeapi.client import API_FAILURES
 from benchfarm.operator.state.pools import Workers
 from benchfarm.operator.state.records import Boards, Owned, Registry
@@ -46,8 +46,8 @@ class BoardStatuses:
                   "run": rec.run or (f"{HELD_PREFIX}{rec.held_by_other}" if rec.held_by_other
                                      else None),
                   "consecutiveInfraFailures": rec.failures, "reason": rec.reason,
-                  "quarantinedAt": datetime.fromtimestamp(rec.quarantined_since, UTC)
-                  .strftime("%Y-%m-%dT%H:%M:%SZ") if rec.quarantined_since else None,
+                  "quarantinedAt": iso(rec.quarantined_since) if rec.quarantined_since
+                  else None,
                   **({"conditions": rec.conditions} if rec.conditions else {})}
         if status == rec.last_status:
             return
