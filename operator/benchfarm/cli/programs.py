@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from benchfarm.api.outcomes import SessionKind
+
 
 def add_parsers(sub: Any) -> None:
     op = sub.add_parser("operator", help="run the operator (kopf) in the foreground")
@@ -25,16 +27,18 @@ def add_parsers(sub: Any) -> None:
     st.set_defaults(func=_settings)
     sess = sub.add_parser("session", help="a board session (what the operator launches)")
     sess_sub = sess.add_subparsers(dest="session_cmd", required=True)
-    sess_run = sess_sub.add_parser("run", help="run (or resume) the session of a scheduled run")
+    sess_run = sess_sub.add_parser(SessionKind.run,
+                                   help="run (or resume) the session of a scheduled run")
     sess_run.add_argument("run", help="NAMESPACE/NAME")
     sess_run.set_defaults(func=_session_run)
-    sess_health = sess_sub.add_parser("health", help="a quarantined board's health check: boot "
-                                                      "its own image to its prompt, report")
+    sess_health = sess_sub.add_parser(SessionKind.health_check,
+                                      help="a quarantined board's health check: boot its own "
+                                           "image to its prompt, report")
     sess_health.add_argument("board", help="the board (labgrid place)")
     sess_health.add_argument("check", type=int, help="the number of the check (the operator's)")
     sess_health.set_defaults(func=_session_health)
-    sess_end = sess_sub.add_parser("lease-end", help="the end of a BoardLease: power its board "
-                                                     "off, release the place")
+    sess_end = sess_sub.add_parser(SessionKind.lease_end, help="the end of a BoardLease: power "
+                                                               "its board off, release the place")
     sess_end.add_argument("lease", help="NAMESPACE/NAME")
     sess_end.set_defaults(func=_session_lease_end)
     sess_sub.add_parser("server", help="import everything once, then fork a session for each "
