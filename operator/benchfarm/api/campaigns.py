@@ -10,7 +10,7 @@ release. What the operator and `kubectl` agree on about a campaign is defined he
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
@@ -23,6 +23,7 @@ from benchfarm.api.models import (
     RepeatSpec,
     SoftwareSet,
 )
+from benchfarm.api.status import Status
 
 CAMPAIGN_LABEL = "benchfarm.io/campaign"       # on its runs: the campaign's name
 CAMPAIGN_UID_LABEL = "benchfarm.io/campaign-uid"
@@ -117,25 +118,17 @@ class ColumnStatus(Model):
     message: str = ""
 
 
-class BenchmarkCampaignStatus(Model):
-    model_config = ConfigDict(extra="allow")
-    phase: str | None = None
+class BenchmarkCampaignStatus(Status):
+    """`status` of a BenchmarkCampaign (`operator.campaigns` writes it); read as `.of`."""
+
+    phase: str | None = Field(None, description="Running, Succeeded, Failed or Cancelled.")
     conditions: list[Condition] = Field(default_factory=list)
     columns: list[ColumnStatus] = Field(default_factory=list)
-    done: str | None = None            # "2/3": columns with results of all
-    running: int = 0
-    failed: int = 0
+    done: str | None = Field(None, description="Columns with results of all columns, e.g. 2/3.")
+    running: int = Field(0, description="Column runs queued or running now.")
+    failed: int = Field(0, description="Columns whose runs ended without results.")
     guide: dict[str, str] | None = None      # format -> s3:// URL of guide.rst, .md, .html
     changes: dict[str, str] | None = None    # changes.md, .html against the previous release
     previous: str | None = None
     observedGeneration: int | None = None
 
-
-def status_schema() -> dict[str, Any]:
-    """What kubectl prints; the rest of status is preserved as the operator writes it."""
-    return {"phase": {"type": "string", "description": "Running, Succeeded, Failed or Cancelled."},
-            "done": {"type": "string",
-                     "description": "Columns with results of all columns, e.g. 2/3."},
-            "running": {"type": "integer", "description": "Column runs queued or running now."},
-            "failed": {"type": "integer",
-                       "description": "Columns whose runs ended without results."}}

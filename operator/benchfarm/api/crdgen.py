@@ -15,7 +15,11 @@ import yaml
 from pydantic import BaseModel
 
 from benchfarm.api import labgridusers, notifications
-from benchfarm.api.campaigns import CAMPAIGN_SPEC_RULES, BenchmarkCampaignSpec, status_schema
+from benchfarm.api.campaigns import (
+    CAMPAIGN_SPEC_RULES,
+    BenchmarkCampaignSpec,
+    BenchmarkCampaignStatus,
+)
 from benchfarm.api.models import (
     BENCHMARKRUN_SPEC_RULES,
     BOARDLEASE_SPEC_RULES,
@@ -23,13 +27,15 @@ from benchfarm.api.models import (
     LABPOLICY_RULES,
     VERSION,
     BenchmarkRunSpec,
+    BenchmarkRunStatus,
     BoardLeaseSpec,
+    BoardLeaseStatus,
     BoardSpec,
     LabPolicySpec,
-    LeaseAccess,
     LeasePolicy,
     TestPlanSpec,
 )
+from benchfarm.api.status import Status
 
 _DROP = {"title", "discriminator"}
 
@@ -90,7 +96,6 @@ def schema_of(model: type[BaseModel]) -> dict[str, Any]:
     return inlined
 
 
-_STATUS_SCHEMA = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 def _described(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {**schema, "description": description}
 
@@ -122,6 +127,17 @@ _CONDITIONS = _described({
 def _status(extra: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
             "properties": {"conditions": _CONDITIONS, **extra}}
+
+
+def status_schema(model: type[Status]) -> dict[str, Any]:
+    """A kind's status schema from its model: the fields the model describes (its
+    `Field(description=...)`: what kubectl prints and people read), typed as the model reads
+    them, with no default (the API server would write it into every status), and the
+    conditions in Kubernetes' form; the rest of the status is preserved as written."""
+    properties = schema_of(model).get("properties", {})
+    return _status({name: {k: v for k, v in properties[name].items() if k != "default"}
+                    for name, field in model.model_fields.items()
+                    if field.description and name != "conditions"})
 
 
 def crd(kind: str, plural: str, short: list[str], scope: str, spec: dict[str, Any],
@@ -165,10 +181,7 @@ def all_crds() -> dict[str, dict[str, Any]]:
     return {
         "benchmarkruns": crd(
             "BenchmarkRun", "benchmarkruns", ["br"], "Namespaced", run_spec,
-            _status({"phase": _described({"type": "string"}, "Pending, Running, Succeeded, "
-                                                              "Failed or Cancelled."),
-                     "board": _described({"type": "string"},
-                                         "The board (labgrid place) the run holds or held.")}),
+            status_schema(BenchmarkRunStatus),
             [{"name": "Succeeded", "type": "string",
               "jsonPath": '.status.conditions[?(@.type=="Succeeded")].status'},
              {"name": "Reason", "type": "string",
@@ -181,7 +194,7 @@ def all_crds() -> dict[str, dict[str, Any]]:
              age]),
         "benchmarkcampaigns": crd(
             "BenchmarkCampaign", "benchmarkcampaigns", ["bc"], "Namespaced", campaign_spec,
-            _status(status_schema()),
+            status_schema(BenchmarkCampaignStatus),
             [{"name": "Release", "type": "string", "jsonPath": ".spec.release"},
              {"name": "Succeeded", "type": "string",
               "jsonPath": '.status.conditions[?(@.type=="Succeeded")].status'},
@@ -209,25 +222,7 @@ def all_crds() -> dict[str, dict[str, Any]]:
              age]),
         "boardleases": crd(
             "BoardLease", "boardleases", ["bl"], "Namespaced", lease_spec,
-            _status({"phase": _described({"type": "string"},
-                                         "Pending, Granted, Releasing, Ended or Refused."),
-                     "place": _described({"type": "string"},
-                                         "The board (labgrid place) granted to the lease."),
-                     "expiresAt": _described(
-                         {"type": "string", "format": "date-time"},
-                         "When the lease ends and its board is powered off and released; raise "
-                         "spec.duration to extend."),
-                     "estimatedStart": _described(
-                         {"type": "string", "format": "date-time"},
-                         "While pending: when a fitting board should be free (a lease's expiry, "
-                         "a run's timeout)."),
-                     "queuePosition": _described({"type": "integer", "format": "int64"},
-                                                 "While pending: the lease's place in the lab's "
-                                                 "queue."),
-                     "access": _described(schema_of(LeaseAccess),
-                                          "While granted, where spec.publicKey was given: the "
-                                          "lease's certificates (labgrid's coordinator, the "
-                                          "exporter hosts' SSH) and where they lead.")}),
+            status_schema(BoardLeaseStatus),
             [{"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
              {"name": "Position", "type": "integer", "jsonPath": ".status.queuePosition"},
              {"name": "Estimated Start", "type": "string", "jsonPath": ".status.estimatedStart"},
@@ -237,7 +232,7 @@ def all_crds() -> dict[str, dict[str, Any]]:
              age]),
         "notifications": crd(
             "Notification", "notifications", ["bn"], "Namespaced", notification_spec,
-            _status(notifications.status_schema()),
+            status_schema(notifications.NotificationStatus),
             [{"name": "Ready", "type": "string",
               "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
              {"name": "Delivered", "type": "string",

@@ -14,7 +14,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from benchfarm.api.grants import GoAhead
-from benchfarm.api.outcomes import SessionEnd
+from benchfarm.api.outcomes import LeaseEnd, SessionEnd
+from benchfarm.api.status import Status
 from benchfarm.api.suites import SUITE_NAMES
 
 GROUP = "benchfarm.io"
@@ -231,6 +232,9 @@ BENCHMARKRUN_SPEC_RULES = [
 
 
 class Condition(Model):
+    """One of a status's conditions (Kubernetes' form); fields another writer added are kept."""
+
+    model_config = ConfigDict(extra="allow")
     type: str
     status: str
     reason: str = ""
@@ -248,15 +252,15 @@ class StepsDone(Model):
     last: str
 
 
-class BenchmarkRunStatus(Model):
+class BenchmarkRunStatus(Status):
     """`status` of a BenchmarkRun, as the operator and its session write it. Read leniently
-    (`extra="allow"`: a status from another version of benchfarm still reads); the operator's
-    writes are `BenchmarkRunStatusPatch`, which takes only these fields."""
+    (`BenchmarkRunStatus.of`: a status from another version of benchfarm still reads); the
+    operator's writes are `BenchmarkRunStatusPatch`, which takes only these fields. A field
+    with a description is in the CRD's status schema (`api.crdgen.status_schema`)."""
 
-    model_config = ConfigDict(extra="allow")
-    phase: str | None = None
+    phase: str | None = Field(None, description="Pending, Running, Succeeded, Failed or Cancelled.")
     conditions: list[Condition] = Field(default_factory=list)
-    board: str | None = None
+    board: str | None = Field(None, description="The board (labgrid place) the run holds or held.")
     queuePosition: int | None = None
     progress: str | None = None
     bootSeconds: str | None = None
@@ -324,8 +328,7 @@ class BoardSpec(Model):
     maintenance: bool = Field(False, description="Drain: finish the current run, take no new one.")
 
 
-class BoardStatus(Model):
-    model_config = ConfigDict(extra="allow")
+class BoardStatus(Status):
     deviceType: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     state: BoardState | None = None
@@ -563,6 +566,33 @@ class LeaseAccess(Model):
     expiresAt: str = Field(description="When the certificates expire (the lease's end).")
     ssh: LeaseSshAccess | None = Field(None, description=(
         "The exporter hosts' SSH, through which labgrid reaches the place's console and power."))
+
+
+class BoardLeaseStatus(Status):
+    """`status` of a BoardLease: the operator's (its place in the queue, the grant it signed,
+    the end) and its end session's (`leaseEnd`). Read as `BoardLeaseStatus.of`; a field with a
+    description is in the CRD's status schema (`api.crdgen.status_schema`)."""
+
+    phase: str | None = Field(None, description="Pending, Granted, Releasing, Ended or Refused.")
+    conditions: list[Condition] = Field(default_factory=list)
+    place: str | None = Field(None, description="The board (labgrid place) granted to the lease.")
+    grantedAt: str | None = None
+    expiresAt: str | None = Field(None, json_schema_extra={"format": "date-time"}, description=(
+        "When the lease ends and its board is powered off and released; raise spec.duration to "
+        "extend."))
+    grantSignature: str | None = None       # the operator's over `core.policy.trust.LEASE_SIGNED`
+    queuePosition: int | None = Field(None, description=(
+        "While pending: the lease's place in the lab's queue."))
+    estimatedStart: str | None = Field(None, json_schema_extra={"format": "date-time"}, description=(
+        "While pending: when a fitting board should be free (a lease's expiry, a run's timeout)."))
+    access: LeaseAccess | None = Field(None, description=(
+        "While granted, where spec.publicKey was given: the lease's certificates (labgrid's "
+        "coordinator, the exporter hosts' SSH) and where they lead."))
+    warnedFor: str | None = None            # the expiry its LeaseEnding warning was given for
+    endReason: str | None = None            # why it is Releasing (`LeaseReason`, `Refusal`)
+    endedAt: str | None = None
+    refusedGeneration: int | None = None    # a spec.duration over the namespace's maximum
+    leaseEnd: LeaseEnd | None = None        # its end session's report: the board is off
 
 
 BOARDLEASE_SPEC_RULES = [

@@ -21,6 +21,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from benchfarm.api.models import Condition, Model
+from benchfarm.api.status import Status
 
 #: The one Secret (per namespace) the operator may read, by RBAC resourceNames: the signing keys
 #: of the namespace's webhooks, one data key each (security.md says why one fixed name).
@@ -188,32 +189,26 @@ class Delivery(Model):
     error: str = ""
 
 
-class NotificationStatus(Model):
-    model_config = ConfigDict(populate_by_name=True, extra="allow")
+class NotificationStatus(Status):
+    """`status` of a Notification (`operator.notifications.status` writes it)."""
+
     conditions: list[Condition] = Field(default_factory=list)
     deliveries: list[Delivery] = Field(default_factory=list)
-    delivered: int = 0
-    pending: int = 0
-    failed: int = 0
-    refused: int = 0
+    delivered: int = Field(0, description=(
+        "Deliveries made, of those the outbox keeps (a week after they were done)."))
+    pending: int = Field(0, description=(
+        "Deliveries not made yet: queued, or failed and to be tried again."))
+    failed: int = Field(0, description=(
+        "Deliveries given up (their event older than BENCHFARM_NOTIFY_GIVE_UP_SECONDS), of "
+        "those the outbox keeps."))
+    refused: int = Field(0, description=(
+        "Deliveries never attempted: the namespace had as many queued in the hour before as "
+        "its LabPolicy's notifications.maxDeliveriesPerHour (kept a week)."))
     observedGeneration: int | None = None
 
 
 DELIVERIES_SHOWN = 10      # status.deliveries: the latest this many
 
-
-def status_schema() -> dict[str, Any]:
-    """What the CRD declares of status (the rest is preserved as the operator writes it)."""
-    return {"delivered": {"type": "integer", "description": (
-                "Deliveries made, of those the outbox keeps (a week after they were done).")},
-            "pending": {"type": "integer", "description": (
-                "Deliveries not made yet: queued, or failed and to be tried again.")},
-            "failed": {"type": "integer", "description": (
-                "Deliveries given up (their event older than BENCHFARM_NOTIFY_GIVE_UP_SECONDS), "
-                "of those the outbox keeps.")},
-            "refused": {"type": "integer", "description": (
-                "Deliveries never attempted: the namespace had as many queued in the hour "
-                "before as its LabPolicy's notifications.maxDeliveriesPerHour (kept a week).")}}
 
 
 class ObjectRef(BaseModel):

@@ -3,8 +3,24 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
+
+from pydantic import BaseModel
+
+# a status's conditions as read: its typed model's (`api.models.Condition`) or the raw dicts
+Conditions = Sequence[BaseModel | Mapping[str, Any]] | None
+
+
+def _raw(c: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
+    return c.model_dump(exclude_none=True) if isinstance(c, BaseModel) else dict(c)
+
+
+def as_written(conditions: Conditions) -> list[dict[str, Any]]:
+    """The conditions as a status write carries them (the others are written back as read)."""
+    return [_raw(c) for c in conditions or []]
+
 
 #: The form of every time the lab writes into a status, an event or a lease's access (Kubernetes'
 #: own: UTC, whole seconds), and reads back (`seconds_of`).
@@ -27,9 +43,9 @@ def now_iso() -> str:
     return iso()
 
 
-def set_condition(conditions: list[dict[str, Any]] | None, type_: str, status: str, reason: str,
+def set_condition(conditions: Conditions, type_: str, status: str, reason: str,
                   message: str, generation: int | None = None) -> list[dict[str, Any]]:
-    out = [dict(c) for c in (conditions or [])]
+    out = as_written(conditions)
     new: dict[str, Any] = {"type": type_, "status": status, "reason": reason, "message": message[:4000],
            "lastTransitionTime": now_iso()}
     if generation is not None:
@@ -44,5 +60,5 @@ def set_condition(conditions: list[dict[str, Any]] | None, type_: str, status: s
     return out
 
 
-def get_condition(conditions: list[dict[str, Any]] | None, type_: str) -> dict[str, Any] | None:
-    return next((c for c in conditions or [] if c.get("type") == type_), None)
+def get_condition(conditions: Conditions, type_: str) -> dict[str, Any] | None:
+    return next((raw for c in conditions or [] if (raw := _raw(c)).get("type") == type_), None)

@@ -136,12 +136,18 @@ def sign_go_ahead(key: bytes, uid: str, attempt: int,
 
 
 def read_go_ahead(key: bytes, uid: str, attempt: int, raw: Any) -> GoAhead | None:
-    """`status.goAhead` if the operator signed it for this attempt of this run, else None."""
-    if not isinstance(raw, dict) or raw.get("attempt") != attempt:
+    """`status.goAhead` (as read: `BenchmarkRunStatus.goAhead`, or the raw dict) if the operator
+    signed it for this attempt of this run, else None."""
+    if isinstance(raw, GoAhead):
+        go = raw
+    elif not isinstance(raw, dict):
         return None
-    try:
-        go = GoAhead.model_validate(raw)
-    except ValidationError:
+    else:
+        try:
+            go = GoAhead.model_validate(raw)
+        except ValidationError:
+            return None
+    if go.attempt != attempt:
         return None
     text = _go_ahead_text(uid, attempt, go.after)
     return go if verify_text(key, GO_AHEAD_PURPOSE, text, go.signature) else None
