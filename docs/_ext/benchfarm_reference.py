@@ -402,7 +402,8 @@ def event_reasons() -> list[tuple[str, str, list[str]]]:
             if isinstance(typ, ast.Constant):
                 types.add(str(typ.value))
             where.add(str(path.relative_to(REPO / "operator")))
-    for cls in ("Reason", "Refusal", "LeaseReason", "CampaignReason", "NotificationReason"):
+    for cls in ("Reason", "Underway", "RunFailure", "Refusal", "BoardFaultKind", "Regression",
+                "LeaseReason", "CampaignReason", "NotificationReason"):
         for value in enums.get(cls, {}).values():
             types, where = found.setdefault(value, (set(), set()))
             where.add(f"benchfarm.api: {cls}")
@@ -422,7 +423,7 @@ def _observability_page() -> str:
                      f"{_cell(help_)} |")
     lines += ["", "## Event and condition reasons", "",
               "Reasons of the events benchfarm posts and of its conditions (`Succeeded`, "
-              "`Regressed`, a lease's `Granted`); a reason posted under a variable name is "
+              "`Scheduled`, `Regressed`, a lease's `Granted`); a reason posted under a variable name is "
               "listed through the enum it comes from (`benchfarm.api.outcomes`, "
               "`benchfarm.api.campaigns`).", "",
               "| reason | event type | what it means | posted by |", "|---|---|---|---|"]

@@ -134,9 +134,10 @@ class Condition(StrEnum):
 class Regression(StrEnum):
     """Reasons of the `Regressed` condition of a run (with a baseline) and a campaign."""
 
-    regressed = "MetricsRegressed"            # True: the metrics that regressed are named
-    none = "NoRegression"                     # False
-    baseline_unavailable = "BaselineUnavailable"   # Unknown: no baseline to compare with
+    regressed = "MetricsRegressed"   # Regressed True: the metrics that regressed are named
+    none = "NoRegression"            # Regressed False: no metric compared regressed
+    #: Regressed Unknown: the baseline run was not found, had not finished or was unreadable
+    baseline_unavailable = "BaselineUnavailable"
 
 
 class Underway(StrEnum):
