@@ -33,6 +33,7 @@ import uuid
 import benchfarm_devlab as devlab
 from benchfarm.core.statistics.changepoints import detect
 from benchfarm.history import Database, history
+from benchfarm.settings import Settings
 
 DEVICE_TYPE = "qemu-arm64-a53-icount"
 METRIC = "hackbench/hackbench-time"
@@ -105,7 +106,7 @@ def main() -> None:
     tag = uuid.uuid4().hex[:4]
     step_plan, quiet_plan = f"hist-step-{tag}", f"hist-quiet-{tag}"
     os.environ.update({k: v for k, v in devlab.lab_env().items() if k != "PATH"})
-    db = Database.from_env()
+    db = Database.from_settings(Settings.from_env())
     print(f"step series ({args.runs} runs, the slower build from run {args.step_at}):", flush=True)
     series(args.runs, step_plan, args.step_at, args.device_type)
     print(f"quiet series ({args.runs} runs):", flush=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from benchfarm.cli import readback
+from benchfarm.settings import Settings
 from benchfarm_devlab import lab
 from benchfarm_devlab.config import REPO
 from benchfarm_devlab.env import kubectl, lab_env
@@ -28,7 +29,7 @@ def demo(manifest: str | None = None) -> int:
     lab.up()
     os.environ.update({k: v for k, v in lab_env().items() if k != "PATH"})
     lab.start_operator()
-    return 0 if run_demo(manifest, t0).ok else 1
+    return 0 if run_demo(manifest, t0, Settings.from_env()).ok else 1
 
 
 @dataclass
@@ -38,9 +39,10 @@ class DemoRun:
     ratio: float | None = None        # apply -> Succeeded seen, over boots + suites on the console
 
 
-def run_demo(manifest: str | None, t0: float, after=None) -> DemoRun:
-    """Apply the demo run, follow it, print its results table and its e2e-to-console ratio.
-    `after(namespace, name, applied, first_power_on)` (wall clock) may print more about the run."""
+def run_demo(manifest: str | None, t0: float, settings: Settings, after=None) -> DemoRun:
+    """Apply the demo run, follow it, print its results table and its e2e-to-console ratio
+    (read as `settings`, the demo's, say). `after(namespace, name, applied, first_power_on)`
+    (wall clock) may print more about the run."""
     path = Path(manifest) if manifest else REPO / "testplans" / "examples" / "demo-run.yaml"
     body = yaml.safe_load(path.read_text())
     ns, name = body["metadata"].get("namespace", "default"), body["metadata"]["name"]
@@ -68,11 +70,11 @@ def run_demo(manifest: str | None, t0: float, after=None) -> DemoRun:
     kubectl("get", "benchmarkrun", "-n", ns, name)
     print()
     if status.get("artifacts"):
-        print(readback.report(f"{ns}/{name}"))
+        print(readback.report(settings, f"{ns}/{name}"))
         print("Artifacts (MinIO at " + lab_env()["BENCHFARM_S3_ENDPOINT"] + "):")
         for url in status["artifacts"]:
             print(f"  {url}")
-    doc = readback.metrics(f"{ns}/{name}") if status.get("artifacts") else None
+    doc = readback.metrics(settings, f"{ns}/{name}") if status.get("artifacts") else None
     result = DemoRun(ok=False)
     if doc and doc.get("powerOnTimes"):
         console = sum(b.get("power-to-prompt", 0) for b in doc["boots"]) + \

@@ -277,6 +277,7 @@ def print_timeline(namespace: str, name: str, applied: float, power_on: float) -
 
 
 def demo_cluster(manifest: str | None = None, runs: int = 1) -> int:
+    from benchfarm.settings import Settings
     from benchfarm_devlab.demo import DemoRun, run_demo
     t0 = time.monotonic()
     try:
@@ -297,7 +298,7 @@ def demo_cluster(manifest: str | None = None, runs: int = 1) -> int:
         warm_pods_ready(int(values().get("sessions", {}).get("warm", WARM_DEFAULT)))
         if runs > 1:
             say(f"demo run {i + 1} of {runs}")
-        results.append(run_demo(manifest, t0, after=print_timeline))
+        results.append(run_demo(manifest, t0, Settings.from_env(), after=print_timeline))
     ok = all(r.ok for r in results)
     # the session writes the run's end, then powers off and exits: its Job completes just after
     deadline = time.monotonic() + 60

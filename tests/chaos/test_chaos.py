@@ -20,6 +20,7 @@ import yaml
 
 import benchfarm_devlab as devlab
 from benchfarm.core import steps
+from benchfarm.settings import Settings
 from tests.stack.conftest import apply, kube, lab, operator, wait_for  # noqa: F401 (fixtures)
 from tests.stack.runs import (
     GROUP,
@@ -63,7 +64,7 @@ def custom(kube, operator):  # noqa: F811
 
 def store():
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-    return ArtifactStore(StoreConfig.from_env())
+    return ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
 
 
 def objects(custom, name):

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
+from benchfarm.settings import Settings
 from benchfarm_devlab import labnet
 from benchfarm_devlab.lab import LAB_POLICY, apply_lab_policy
 from tests.conftest import FULL
@@ -79,7 +80,7 @@ def charged(before, after):
 
 def store():
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-    return ArtifactStore(StoreConfig.from_env())
+    return ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
 
 
 def _namespace(name: str) -> None:
@@ -589,7 +590,7 @@ def test_software_from_a_private_address_is_refused_before_any_connection(custom
     carrier-grade NAT, NAT64 and 6to4 literals are refused at admission. Each URL is checked
     in this process first with the code the lab runs: if that let one through, the test fails
     before the lab is asked, so no packet ever leaves this host."""
-    from benchfarm.api.models import NamespacePolicy
+    from benchfarm.api.labpolicy import NamespacePolicy
     from benchfarm.core.policy.software import SoftwareReach
     from benchfarm.errors import RunError
     from benchfarm.store.software import _checked_addresses
@@ -634,7 +635,8 @@ def test_the_software_cache_serves_no_file_by_its_digest_alone(custom, attempt):
     import hashlib
     import io
 
-    from benchfarm.api.models import Artifact, NamespacePolicy
+    from benchfarm.api.labpolicy import NamespacePolicy
+    from benchfarm.api.runs import Artifact
     from benchfarm.store.software import SoftwareCache
     s = store()
     private = os.urandom(4096) + b"team B's private build"
@@ -769,10 +771,10 @@ def test_a_forged_labgrid_identity_drives_nothing(custom, attempt, tmp_path):
         from benchfarm.operator.launch.interface import Launch
         issuing = {**devlab.operator_env(), **{k: os.environ[k] for k in (
             "BENCHFARM_LABGRID_CA", "BENCHFARM_SIGNING_KEY")}}
-        creds = SessionCredentials.from_env(issuing)
+        creds = SessionCredentials.from_settings(Settings.from_env(issuing))
         assert creds is not None, "the lab's operator issues sessions no certificate"
-        tls = TlsSettings.from_env({**issuing, **creds.issue(
-            Launch("default", run, uid, 1, 0, deadline_s=600, board=run_board))})
+        tls = TlsSettings.from_settings(Settings.from_env({**issuing, **creds.issue(
+            Launch("default", run, uid, 1, 0, deadline_s=600, board=run_board))}))
         other = Coordinator(os.environ["LG_COORDINATOR"], host="benchfarm",
                             user=f"lease-{victor_uid}", tls=tls, timeout=10)
         try:
@@ -873,7 +875,7 @@ def test_a_webhook_at_the_labs_own_addresses_is_refused(custom, attempt):
 
     from benchfarm.history import Database
     from benchfarm.history.schema import notification_outbox as t
-    with Database.from_env().engine.connect() as conn:
+    with Database.from_settings(Settings.from_env()).engine.connect() as conn:
         queued = conn.execute(select(t.c.id).where(t.c.namespace == ns)).all()
     refused = all(v["status"] == "False" and v["reason"] == "WebhookForbidden"
                   for v in verdicts.values())
@@ -996,7 +998,7 @@ def test_more_notifications_recipients_and_deliveries_than_the_caps(custom, atte
 
     from benchfarm.history import Database
     from benchfarm.history.schema import notification_outbox as t
-    with Database.from_env().engine.connect() as conn:
+    with Database.from_settings(Settings.from_env()).engine.connect() as conn:
         queued = conn.execute(select(t.c.namespace, t.c.notification).where(
             t.c.namespace.in_([ns, mailer]), t.c.attempts > 0)).all()      # refused: none
     reasons = {k: v["reason"] for k, v in verdicts.items() if v["status"] == "False"}
@@ -1224,7 +1226,7 @@ def test_a_teams_store_credential_reaches_no_other_namespace_and_not_builds(
         f"misuse-sv-{tag}", tmp_path / "b")
     let_in({"namespace": team.ns}, {"namespace": other.ns})
     try:
-        lab_store = ArtifactStore(StoreConfig.from_env())
+        lab_store = ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
         bucket = lab_store.config.bucket
         metrics = f"{other.ns}/run/uid/metrics.json"
         lab_store.put(metrics, b'{"metrics": []}')

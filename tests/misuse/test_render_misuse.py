@@ -17,6 +17,7 @@ import uuid
 import pytest
 import yaml
 
+from benchfarm.settings import Settings
 from benchfarm_devlab.lab import LAB_POLICY, apply_lab_policy
 from tests.stack.conftest import apply, kube, lab, operator, wait_for  # noqa: F401 (fixtures)
 from tests.stack.crossns import dashboard, http, tenant
@@ -50,7 +51,7 @@ def test_figures_one_ulp_apart_leave_the_dashboard_answering(kube, operator, att
         apply_lab_policy()
     assert st["phase"] == "Succeeded", st
     from benchfarm.history import Database
-    db = Database.from_env()
+    db = Database.from_settings(Settings.from_env())
     wait_for("the run in the results database", lambda: db.series_rows(
         ns, "hb/hackbench-time", "qemu-x86", "(inline)"), timeout=120, every=1)
     with dashboard() as url:             # this checkout's dashboard, its history the database's

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 import benchfarm_devlab as devlab
+from benchfarm.settings import Settings
 from benchfarm_devlab import VENV_BIN
 from benchfarm_devlab.lab import LAB_POLICY, apply_lab_policy
 from tests.stack.conftest import apply, wait_for
@@ -94,7 +95,7 @@ def series(kube: Any) -> dict[str, Any]:
         GROUP, VERSION, ns, "benchmarkruns", name)["metadata"]["uid"]
         for ns, names in runs.items() for name in names}
     from benchfarm.history import Database
-    db = Database.from_env()
+    db = Database.from_settings(Settings.from_env())
 
     def indexed() -> bool:
         return all(len(db.series_rows(ns, METRIC, DEVICE_TYPE, PLAN)) == len(names)

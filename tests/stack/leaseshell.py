@@ -14,6 +14,7 @@ from pathlib import Path
 
 import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import Coordinator
+from benchfarm.settings import Settings
 from benchfarm_devlab import sshauth
 from tests.stack.conftest import wait_for
 
@@ -32,7 +33,8 @@ while [ ! -e {d}/done ]; do sleep 0.2; done
 def resources_of(place: str) -> dict[str, dict]:
     """A place's resources (class -> parameters) as the coordinator publishes them."""
     env = devlab.lab_env()
-    coordinator = Coordinator(env["LG_COORDINATOR"], user="lab-admin", host="stacktest")
+    coordinator = Coordinator.from_settings(Settings.from_env(), address=env["LG_COORDINATOR"],
+                                            user="lab-admin", host="stacktest")
     try:
         return coordinator.places()[place].resources
     finally:

@@ -12,6 +12,7 @@ import yaml
 
 import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import Coordinator
+from benchfarm.settings import Settings
 from tests.stack.conftest import wait_for
 
 GROUP, VERSION = "benchfarm.io", "v1alpha1"
@@ -58,7 +59,7 @@ class PersonLock:
 
     def __init__(self, place):
         self.place = place
-        self.c = Coordinator(os.environ["LG_COORDINATOR"], user="alice", host="desk")
+        self.c = Coordinator.from_settings(Settings.from_env(), user="alice", host="desk")
 
     def __enter__(self):
         wait_for(f"{self.place} free", lambda: self.c.places()[self.place].free, timeout=300)
@@ -131,7 +132,7 @@ def seen_held(custom, board):
 
 
 def place_acquired(place):
-    c = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="check")
+    c = Coordinator.from_settings(Settings.from_env(), user="pytest", host="check")
     try:
         return c.places()[place].acquired
     finally:

@@ -17,6 +17,7 @@ import pytest
 
 import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import Coordinator
+from benchfarm.settings import Settings
 from benchfarm_devlab import labnet
 from tests.stack.conftest import apply, wait_for
 from tests.stack.runs import board_index, cond, finished, outlet_on, run_yaml, unique
@@ -28,7 +29,7 @@ PLACE = "vb-bench-0"
 
 
 def test_the_bench_place_is_a_ser2net_console_and_a_pdudaemon_port(lab):
-    c = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="wiring")
+    c = Coordinator.from_settings(Settings.from_env(), user="pytest", host="wiring")
     try:
         wait_for(f"{PLACE} free", lambda: not c.places()[PLACE].acquired, timeout=300)
         assert c.places()[PLACE].resources["NetworkSerialPort"]["port"] is None  # not served yet
@@ -65,7 +66,7 @@ def test_each_boards_power_switch_and_pdudaemon_drive_that_board_only(lab):
     switch as the coordinator publishes it answers for its own board and refuses another
     board's outlet and the lab's test hooks; the bench board's pdudaemon refuses any plug but
     its own (and drives its own: the run below)."""
-    c = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="wiring")
+    c = Coordinator.from_settings(Settings.from_env(), user="pytest", host="wiring")
     try:
         places = {name: p.resources for name, p in c.places().items()}
     finally:

@@ -18,6 +18,7 @@ import pytest
 
 import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import Coordinator
+from benchfarm.settings import Settings
 from tests.conftest import FULL
 from tests.stack.conftest import lab, wait_for  # noqa: F401 (fixtures)
 
@@ -70,7 +71,7 @@ class Held:
 
     def __init__(self, place: str) -> None:
         self.place = place
-        self.c = Coordinator(os.environ["LG_COORDINATOR"], user="boardnet", host="stacktest")
+        self.c = Coordinator.from_settings(Settings.from_env(), user="boardnet", host="stacktest")
 
     def __enter__(self) -> Held:
         wait_for(f"{self.place} free", lambda: self.c.places()[self.place].free, timeout=300)

@@ -20,6 +20,7 @@ import yaml
 
 import benchfarm_devlab as devlab
 from benchfarm.core.guides.guide import read_guide
+from benchfarm.settings import Settings
 from tests.stack.conftest import apply, wait_for
 from tests.stack.runs import GROUP, VERSION, cond, unique
 
@@ -40,7 +41,7 @@ def custom(kube, operator):
 @pytest.fixture(scope="module")
 def store():
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-    return ArtifactStore(StoreConfig.from_env())
+    return ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
 
 
 def example(file: str, name: str, previous: str | None = None, **spec) -> str:

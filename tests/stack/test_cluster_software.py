@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
+from benchfarm.settings import Settings
 from benchfarm_devlab import cluster, democluster
 from tests.stack.conftest import apply
 from tests.stack.runs import cond, finished, get, run_yaml, unique
@@ -89,7 +90,7 @@ def test_runs_staging_software_and_measuring_sigrok_rails_succeed_in_session_job
     st = finished(custom, deploy, timeout=900)
     assert cond(st)["status"] == "True", st
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-    store = ArtifactStore(StoreConfig.from_env())
+    store = ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
     published = store.get("builds/qemu-arm64/debian-cloud-arm64/SHA256SUMS").decode().split()[0]
     assert st["provenance"]["software"]["kernel"]["sha256"] == published
     assert st["provenance"]["kernelRelease"].endswith("-cloud-arm64"), st["provenance"]

@@ -16,6 +16,7 @@ import time
 import pytest
 
 import benchfarm_devlab as devlab
+from benchfarm.settings import Settings
 from benchfarm_devlab import cluster, democluster, image
 from tests.stack.conftest import apply, wait_for
 from tests.stack.runs import cond, finished, get, run_yaml, status, unique
@@ -52,7 +53,7 @@ def step_objects(custom, name):  # noqa: F811
     """key -> LastModified of the run's raw outputs and checkpoints in MinIO."""
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
     uid = get(custom, name)["metadata"]["uid"]
-    store = ArtifactStore(StoreConfig.from_env())
+    store = ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
     return {o.object_name: o.last_modified
             for sub in ("raw/", "checkpoints/")
             for o in store.client.list_objects(store.config.bucket,

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
+from benchfarm.settings import Settings
 from tests.stack.conftest import apply
 from tests.stack.test_operator import cond, custom, finished, get, unique  # noqa: F401
 
@@ -25,7 +26,8 @@ def _example(file: str, name: str, **spec_changes) -> tuple[str, str]:
 def _metrics(custom, name):
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
     uid = get(custom, name)["metadata"]["uid"]
-    return json.loads(ArtifactStore(StoreConfig.from_env()).get(f"default/{name}/{uid}/metrics.json"))
+    store = ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
+    return json.loads(store.get(f"default/{name}/{uid}/metrics.json"))
 
 
 def test_glmark2_renders_on_the_virtual_gpu_board(custom):
@@ -73,7 +75,7 @@ def test_low_power_run_reports_every_rail_and_proves_the_board_slept(custom):
     assert evidence["qmpEvents"][:2] == ["SUSPEND", "WAKEUP"]
     uid = get(custom, name)["metadata"]["uid"]
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-    store = ArtifactStore(StoreConfig.from_env())
+    store = ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
     serial = store.get(f"default/{name}/{uid}/serial.log").decode(errors="replace")
     assert "PM: suspend entry (deep)" in serial and "PM: suspend exit" in serial
     report = store.get(f"default/{name}/{uid}/report.rst").decode()

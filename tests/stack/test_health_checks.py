@@ -22,6 +22,7 @@ import yaml
 
 import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import Coordinator
+from benchfarm.settings import Settings
 from benchfarm_devlab.processes import pids_where
 from tests.stack.conftest import apply, wait_for
 from tests.stack.runs import GROUP, VERSION, fault, finished, pids_logging_to, run_yaml, unique
@@ -36,7 +37,7 @@ def board_status(custom) -> dict:
 
 
 def console_port() -> int:
-    c = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="health")
+    c = Coordinator.from_settings(Settings.from_env(), user="pytest", host="health")
     try:
         return int(c.places()[BOARD].resources["NetworkSerialPort"]["port"])
     finally:

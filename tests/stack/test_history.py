@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
+from benchfarm.settings import Settings
 from benchfarm_devlab import VENV_BIN
 from benchfarm_devlab.postgres import start_postgres, stop_postgres
 from tests.conftest import FULL
@@ -90,14 +91,14 @@ def test_a_finished_run_is_indexed_with_every_sample_and_history_shows_it(custom
 
     from benchfarm.history import Database
     from benchfarm.history.schema import results
-    with Database.from_env().engine.connect() as conn:
+    with Database.from_settings(Settings.from_env()).engine.connect() as conn:
         row = conn.execute(select(results).where(results.c.run_uid == point["uid"],
                                                  results.c.metric == METRIC)).one()._mapping
     assert row["labels"] == {"benchfarm.io/release": "11.01"}
     assert row["higher_is_better"] is False and row["unit"] == "us"
     assert row["plan_digest"] == st["provenance"]["planDigest"]
     # the dashboard's list of series (an index skip scan) is the counted one's keys
-    db = Database.from_env()
+    db = Database.from_settings(Settings.from_env())
     keys = db.series_keys(None)
     assert ("default", METRIC, "qemu-x86", "stacktest-history") in keys
     assert sorted(keys) == sorted((s["namespace"], s["metric"], s["deviceType"], s["plan"])
@@ -112,7 +113,7 @@ def test_reindex_after_dropping_the_database_gives_the_same_history(custom):
     before = history()
     assert before["series"], "the test above left runs to index"
     from benchfarm.history import Database
-    Database.from_env().drop()
+    Database.from_settings(Settings.from_env()).drop()
     out = benchfarm("results", "reindex")
     assert out.startswith("indexed ")
     assert history() == before
@@ -207,7 +208,7 @@ spec:
   suites:
     - {{name: probe, suite: sysbench, command: "echo 'events per second: 500.00'", timeoutSeconds: 30}}
 """)
-    db = Database.from_env()
+    db = Database.from_settings(Settings.from_env())
     db.migrate()
     now = dt.datetime.now(dt.UTC)
 

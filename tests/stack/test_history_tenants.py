@@ -16,6 +16,7 @@ import json
 import pytest
 
 from benchfarm.core.statistics.changepoints import detect
+from benchfarm.settings import Settings
 from tests.stack.crossns import (
     DEVICE_TYPE,
     METRIC,
@@ -50,7 +51,7 @@ def cli_history(ns: str) -> dict:
 def test_team_as_change_points_and_events_are_its_own_runs_only(kube, made):
     a, b = made["a"], made["b"]
     from benchfarm.history import Database
-    db = Database.from_env()
+    db = Database.from_settings(Settings.from_env())
     own = {ns: db.series_rows(ns, METRIC, DEVICE_TYPE, PLAN) for ns in (a, b)}   # time order
     rows = sorted(own[a] + own[b], key=lambda r: r["time"])
     # the runs as they ran, merged: what history across namespaces saw (the breach of issue 40):
@@ -131,7 +132,7 @@ def test_reindex_skips_a_document_whose_identity_is_not_its_keys(made):
     store would): reindex indexes everything else, skips it, counts it and names it."""
     a, b = made["a"], made["b"]
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-    store = ArtifactStore(StoreConfig.from_env())
+    store = ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
     theirs = made["runs"][b][0]
     doc = store.get(f"{b}/{theirs}/{made['uids'][f'{b}/{theirs}']}/metrics.json")
     assert json.loads(doc)["run"]["namespace"] == b

@@ -19,6 +19,7 @@ from benchfarm.core.readings.capture import KERNEL_TEXT_LINES
 from benchfarm.lab.board import Board
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.devicetypes import load_device_types
+from benchfarm.settings import Settings
 from benchfarm_devlab import labnet
 from tests.stack.conftest import wait_for
 
@@ -91,7 +92,7 @@ def test_rbac_denies_an_unprivileged_token(kube, lab):
 
 def test_minio_upload_and_read_back_with_checksum(lab):
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-    store = ArtifactStore(StoreConfig.from_env())
+    store = ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
     data = os.urandom(300_000)
     key = f"stacktest/{time.time_ns()}/blob.bin"
     url = store.put(key, data)
@@ -104,7 +105,7 @@ def test_minio_upload_and_read_back_with_checksum(lab):
 
 
 def test_coordinator_lists_places_with_tags(lab):
-    c = Coordinator(lab["LG_COORDINATOR"], user="pytest", host="stacktest")
+    c = Coordinator.from_settings(Settings.from_env(), address=lab["LG_COORDINATOR"], user="pytest", host="stacktest")
     try:
         places = c.places()
     finally:
@@ -127,7 +128,7 @@ def _device_type(name: str) -> DeviceType:
 
 @pytest.mark.parametrize("place,dtype", [("vb-x86-1", "qemu-x86"), ("vb-a53-0", "qemu-arm64-a53")])
 def test_power_cycle_through_labgrid_reaches_the_shell(lab, place, dtype):
-    c = Coordinator(lab["LG_COORDINATOR"], user="pytest", host="stacktest")
+    c = Coordinator.from_settings(Settings.from_env(), address=lab["LG_COORDINATOR"], user="pytest", host="stacktest")
     wait_for(f"{place} free", lambda: c.places()[place].free, timeout=300)
     c.acquire(place)
     try:
@@ -216,7 +217,7 @@ def test_a_device_types_labgrid_environment_is_a_file_labgrid_client_drives(lab,
         assert res.returncode == 0, (args, res.stdout, res.stderr)
         return res.stdout
 
-    c = Coordinator(lab["LG_COORDINATOR"], user="pytest", host="stacktest")
+    c = Coordinator.from_settings(Settings.from_env(), address=lab["LG_COORDINATOR"], user="pytest", host="stacktest")
     try:
         wait_for(f"{place} free", lambda: c.places()[place].free, timeout=300)
         client("acquire")
@@ -238,7 +239,7 @@ def _outlet(index: int) -> str:
 def test_serial_port_is_connectable_while_off_and_shows_the_next_boot_from_its_start(lab):
     config = yaml.safe_load((devlab.STATE / "vlab" / "vlab.json").read_text())
     b = next(x for x in config["boards"] if x["name"] == "vb-x86-1")
-    c = Coordinator(lab["LG_COORDINATOR"], user="pytest", host="stacktest")
+    c = Coordinator.from_settings(Settings.from_env(), address=lab["LG_COORDINATOR"], user="pytest", host="stacktest")
     wait_for("vb-x86-1 free", lambda: c.places()["vb-x86-1"].free, timeout=300)
     c.acquire("vb-x86-1")
     try:

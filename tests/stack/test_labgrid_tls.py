@@ -24,6 +24,7 @@ from benchfarm.errors import InfraError, Outage
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.labgrid_compat import TlsSettings
 from benchfarm.lab.labgrid_pki import Issuer, make_ca, write_private
+from benchfarm.settings import Settings
 
 pytestmark = pytest.mark.stack
 BIN = Path(sys.executable).parent
@@ -98,7 +99,7 @@ def coordinator(tmp_path: Path) -> Iterator[tuple[str, Pki, Path]]:
                 stdout=out, stderr=subprocess.STDOUT, env={**base_env, **pki.env("exporter-a")})
             procs.append(exporter)
             admin = Coordinator(address, user="lab-admin", host="benchfarm-lab",
-                                tls=TlsSettings.from_env(pki.env("admin")))
+                                tls=TlsSettings.from_settings(Settings.from_env(pki.env("admin"))))
             try:
                 deadline = time.monotonic() + 30
                 while len(admin.resources().get("exporter-a", [])) < 2:

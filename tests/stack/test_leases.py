@@ -27,6 +27,7 @@ import yaml
 import benchfarm_devlab as devlab
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.labgrid_pki import expiry, grant_uris
+from benchfarm.settings import Settings
 from tests.stack.conftest import apply, off_owner_writes, wait_for
 from tests.stack.runs import (
     GROUP,
@@ -254,7 +255,7 @@ def test_a_lease_outlives_an_operator_kill_and_a_coordinator_restart(custom, lab
     lease_policy(ns_c)
 
     def held():
-        c = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="lease")
+        c = Coordinator.from_settings(Settings.from_env(), user="pytest", host="lease")
         try:
             return c.places()["vb-x86-0"].acquired == holder
         finally:

@@ -31,6 +31,7 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
+from benchfarm.settings import Settings
 from benchfarm_devlab.lab import LAB_POLICY, apply_lab_policy
 from tests.receivers import SmtpServer, TricklingReceiver, WebhookReceiver, tls_files
 from tests.stack.conftest import apply, wait_for
@@ -213,7 +214,7 @@ def test_team_as_runs_reach_its_receivers_signed_and_team_b_hears_nothing(custom
 
     from benchfarm.history import Database
     from benchfarm.history.schema import notification_outbox as t
-    with Database.from_env().engine.connect() as conn:
+    with Database.from_settings(Settings.from_env()).engine.connect() as conn:
         queued = conn.execute(select(t.c.namespace, t.c.notification)).all()
     assert (teams["b"], "all") not in {tuple(r) for r in queued}
     assert (a, "ci") in {tuple(r) for r in queued}
@@ -493,7 +494,7 @@ def test_over_its_caps_a_namespaces_notifications_say_so_and_send_nothing(custom
 
     from benchfarm.history import Database
     from benchfarm.history.schema import notification_outbox as t
-    with Database.from_env().engine.connect() as conn:
+    with Database.from_settings(Settings.from_env()).engine.connect() as conn:
         queued = conn.execute(select(t.c.notification, t.c.attempts).where(
             t.c.namespace == ns)).all()
     # nothing for the Notifications not in force; n1-hook's second never attempted

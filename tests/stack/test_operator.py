@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
+from benchfarm.settings import Settings
 from tests.stack.conftest import apply, wait_for
 from tests.stack.runs import (
     GROUP,
@@ -76,7 +77,7 @@ def test_demo_run_succeeds_with_boot_times_results_and_artifacts(custom, lab):
     assert prov["board"] == st["board"] and prov["uname"].startswith("Linux")
     assert "console=ttyS0" in prov["cmdline"] and prov["planDigest"].startswith("sha256:")
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-    store = ArtifactStore(StoreConfig.from_env())
+    store = ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
     uid = get(custom, name)["metadata"]["uid"]
     keys = set(store.list(f"default/{name}/{uid}/"))
     for k in ("serial.log", "metrics.json", "report.md", "report.rst",
@@ -324,7 +325,7 @@ def test_a_boot_that_fails_once_is_power_cycled_again_and_the_board_is_not_charg
     assert len(retried) == 1 and "2 power cycles" in retried[0] and "BootFailed" in retried[0], \
         retried
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-    store = ArtifactStore(StoreConfig.from_env())
+    store = ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
     uid = get(custom, name)["metadata"]["uid"]
     doc = json.loads(store.get(f"default/{name}/{uid}/metrics.json"))
     assert list(doc["bootRetries"]) == ["1"] and "Kernel panic" in doc["bootRetries"]["1"][0]

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from benchfarm.settings import Settings
 from tests.stack.conftest import apply
 from tests.stack.runs import cond, finished, run_yaml, unique
 from tests.stack.test_operator import custom  # noqa: F401
@@ -43,7 +44,7 @@ def test_a_virtual_board_run_compared_with_a_guide_lines_up_every_family(custom)
     st = finished(custom, name, timeout=400)
     assert cond(st)["status"] == "True", st["results"]
     guide = REPO / "tests" / "data" / "guides" / "ti_am64x_rt_linux_performance_guide.rst"
-    table, _ = compare(f"default/{name}", str(guide))
+    table, _ = compare(Settings.from_env(), f"default/{name}", str(guide))
     rows = [line.split("|")[1].strip() for line in table.splitlines()
             if line.startswith("| ") and not line.startswith("| Metric")]
     families = {"cyclictest": "cyclictest-t0-", "openssl": "openssl-aes-128-cbc-",

@@ -23,6 +23,7 @@ import yaml
 import benchfarm_devlab as devlab
 from benchfarm.api.places import SESSION_HOST
 from benchfarm.lab.coordinator import Coordinator
+from benchfarm.settings import Settings
 from benchfarm_devlab import scale
 from benchmarks import scale_bench as bench
 from tests.stack.conftest import off_owner_writes, wait_for
@@ -60,10 +61,10 @@ def test_a_session_knows_only_its_own_place_and_its_lock_is_its_own(scale_lab):
 
     address = os.environ["LG_COORDINATOR"]
     name = scale.place_name(BOARDS - 1)               # a probe board: the flood never asks for it
-    operator = Coordinator(address, user="pytest", host="operator-view")
+    operator = Coordinator.from_settings(Settings.from_env(), address=address, user="pytest", host="operator-view")
     try:
         everything = operator.places()
-        handed = HandedPlace.from_env(operator.handover(name).to_env())
+        handed = HandedPlace.from_setting(operator.handover(name).to_setting())
     finally:
         operator.close()
     assert handed is not None and handed.name == name and handed.tags["pool"] == "probe"
@@ -75,7 +76,7 @@ def test_a_session_knows_only_its_own_place_and_its_lock_is_its_own(scale_lab):
         coordinator takes one stream per peer: a departed one may linger a moment)."""
         for attempt in range(3):
             host, user = run_identity(uid)
-            c = Coordinator(address, host=host, user=user, place=handed)
+            c = Coordinator.from_settings(Settings.from_env(), address=address, host=host, user=user, place=handed)
             try:
                 return c, first(c)
             except Outage:
@@ -177,7 +178,7 @@ def test_a_thousand_queued_runs_on_a_hundred_places(scale_lab, kube):
     busy_seen = leases_checked = samples = most_held = 0
     first_seen: dict[tuple[str, str], float] = {}
     most_standby = 0.0
-    view = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="scale-view")
+    view = Coordinator.from_settings(Settings.from_env(), user="pytest", host="scale-view")
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         # the limit is on sessions holding a board in labgrid; a few more keep one on standby
@@ -273,7 +274,7 @@ def test_a_standby_session_takes_its_board_on_the_operators_go_ahead_only(scale_
     holders = [f"hold-{k}" for k in range(SESSIONS)]
     bench.kubectl("create", "-f", "-", input=yaml.safe_dump_all(
         [_probe_run(n, "scale-hold") for n in holders]))
-    view = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="standby-view")
+    view = Coordinator.from_settings(Settings.from_env(), user="pytest", host="standby-view")
     try:
         def held() -> list[str]:
             return [n for n, p in view.places().items()
@@ -340,7 +341,7 @@ def test_a_standby_session_takes_the_seat_its_relay_names_with_the_operator_down
     holders = [f"relay-hold-{k}" for k in range(SESSIONS)]
     bench.kubectl("create", "-f", "-", input=yaml.safe_dump_all(
         [_probe_run(n, "relay-hold") for n in holders]))
-    view = Coordinator(os.environ["LG_COORDINATOR"], user="pytest", host="relay-view")
+    view = Coordinator.from_settings(Settings.from_env(), user="pytest", host="relay-view")
     operator_down = False
     try:
         def held() -> dict[str, str]:

@@ -24,6 +24,7 @@ from benchfarm.errors import InfraError
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.labgrid_compat import TlsSettings
 from benchfarm.lab.labgrid_pki import grant_uris
+from benchfarm.settings import Settings
 from tests.stack.chart import (
     CHART,
     create_restricted_namespace,
@@ -140,7 +141,7 @@ def test_a_session_runs_as_a_job_under_an_account_of_its_own(jobs_namespace, kub
         assert not {"BENCHFARM_LABGRID_ISSUER_CERT", "BENCHFARM_LABGRID_ISSUER_KEY"} & set(penv)
         assert sorted(p.name for p in Path(penv["BENCHFARM_LABGRID_CA"]).parent.iterdir()) == \
             ["ca.crt"]
-        own = TlsSettings.from_env(penv)
+        own = TlsSettings.from_settings(Settings.from_env(penv))
         assert own is not None and grant_uris(own.cert) == [
             f"labgrid:session:benchfarm/run-{uid}", f"labgrid:place:{penv['BENCHFARM_RUN_BOARD']}"]
         service_account_kubeconfig(kube, NS, account, tmp_path / "session.kubeconfig")
@@ -299,9 +300,9 @@ def test_a_warm_slot_takes_a_run_and_may_touch_only_that_run(jobs_namespace, kub
         grant = core.read_namespaced_config_map(slot, NS).data
         assert "PRIVATE KEY" not in grant["grant.json"]
         sealed = json.loads(grant["grant.json"])["env"]["BENCHFARM_LABGRID_SESSION"]
-        own = TlsSettings.from_env({"BENCHFARM_LABGRID_SESSION": sealed,
+        own = TlsSettings.from_settings(Settings.from_env({"BENCHFARM_LABGRID_SESSION": sealed,
                                     "BENCHFARM_LABGRID_CA": penv["BENCHFARM_LABGRID_CA"],
-                                    "BENCHFARM_SIGNING_KEY": penv["BENCHFARM_SIGNING_KEY"]})
+                                    "BENCHFARM_SIGNING_KEY": penv["BENCHFARM_SIGNING_KEY"]}))
         assert own is not None and f"labgrid:session:benchfarm/run-{uid}" in grant_uris(own.cert)
         assert "BENCHFARM_LABGRID_CERT" not in penv
         run_jobs = batch.list_namespaced_job(NS, label_selector=f"benchfarm.io/run-uid={uid}")

@@ -18,6 +18,7 @@ from benchfarm.api.devicetype import DeviceType
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.devicetypes import load_device_types
 from benchfarm.lab.rails import SigrokRailMonitor
+from benchfarm.settings import Settings
 from tests.stack.conftest import apply
 from tests.stack.test_gpu_power import _example, _metrics
 from tests.stack.test_operator import cond, custom, finished, unique  # noqa: F401
@@ -36,7 +37,7 @@ def _expected_mw(dtype: DeviceType) -> dict[str, float]:
 
 
 def test_labgrid_sigrok_driver_measures_the_demo_device_the_place_carries(lab):
-    c = Coordinator(lab["LG_COORDINATOR"], user="pytest", host="stacktest")
+    c = Coordinator.from_settings(Settings.from_env(), address=lab["LG_COORDINATOR"], user="pytest", host="stacktest")
     try:
         resources = c.places()[PLACE].resources
     finally:

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 import benchfarm_devlab as devlab
+from benchfarm.settings import Settings
 from tests.conftest import FULL
 from tests.stack.conftest import apply, wait_for
 from tests.stack.runs import GROUP, VERSION, cond, finished, unique
@@ -54,7 +55,7 @@ def booted_published_cloud_kernel(custom, name: str) -> tuple[dict, str]:
     assert cond(st)["status"] == "True", st
     prov = st["provenance"]
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-    store = ArtifactStore(StoreConfig.from_env())
+    store = ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
     published = store.get("builds/qemu-arm64/debian-cloud-arm64/SHA256SUMS").decode().split()[0]
     assert prov["software"]["kernel"]["sha256"] == published
     assert prov["kernelRelease"].endswith("-cloud-arm64"), prov     # the deployed one booted
@@ -104,7 +105,7 @@ def test_an_ab_run_alternates_two_kernels_and_judges_b_against_a(custom):
     assert st["provenance"]["arm64"]["kernelRelease"].endswith("-arm64")
     assert st["provenance"]["cloud-arm64"]["kernelRelease"].endswith("-cloud-arm64")
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-    store = ArtifactStore(StoreConfig.from_env())
+    store = ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
     report_url = next(u for u in st["artifacts"] if u.endswith("/report.md"))
     report = store.get(report_url.split("/", 3)[3]).decode()
     assert "## A/B: B (cloud-arm64) against A (arm64)" in report
@@ -122,7 +123,7 @@ def own(custom):
     """A folder of the namespace's own prefix in the lab's store (http(s) from this machine is
     loopback, which no run may reach), holding a file that is no kernel."""
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-    store = ArtifactStore(StoreConfig.from_env())
+    store = ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
     store.put("default/stacktest-builds/Image", b"not a kernel")
     return f"s3://{store.config.bucket}/default/stacktest-builds"
 

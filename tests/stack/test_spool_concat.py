@@ -13,6 +13,7 @@ import os
 
 import pytest
 
+from benchfarm.settings import Settings
 from benchfarm.store.artifacts import ArtifactStore, StoreConfig
 from benchfarm.store.spool import Spool
 
@@ -29,7 +30,7 @@ def _vm_hwm() -> int:
 
 @pytest.fixture
 def spool(lab, tmp_path):
-    store = ArtifactStore(StoreConfig.from_env())
+    store = ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
     store.ensure_bucket()
     return Spool(tmp_path / "spool", store)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from benchfarm.settings import Settings
 from tests.stack.conftest import apply
 from tests.stack.test_operator import cond, custom, finished, get, run_yaml, unique  # noqa: F401
 
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.stack
 
 def _store():
     from benchfarm.store.artifacts import ArtifactStore, StoreConfig
-    return ArtifactStore(StoreConfig.from_env())
+    return ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
 
 
 def _artifact(custom, name, file):

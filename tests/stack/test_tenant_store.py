@@ -30,6 +30,7 @@ import yaml
 from junitparser import JUnitXml
 
 import benchfarm_devlab as devlab
+from benchfarm.settings import Settings
 from tests.stack.citenant import CiTenant, apply_lab_policy, denied, let_in
 from tests.stack.conftest import apply, wait_for
 
@@ -67,7 +68,7 @@ def teams(lab, operator, tmp_path_factory):
     team = CiTenant(f"ci-team-{tag}", tmp_path_factory.mktemp("team"))
     other = CiTenant(f"ci-other-{tag}", tmp_path_factory.mktemp("other"))
     let_in(*team_entries(team, other))
-    lab_store = ArtifactStore(StoreConfig.from_env())
+    lab_store = ArtifactStore(StoreConfig.from_settings(Settings.from_env()))
     # what another team has in the store: a run's results and its own build
     victim = {f"{other.ns}/run-1/uid-1/metrics.json": b'{"metrics": []}',
               f"{other.ns}/ci/1/bzImage": b"team b's kernel"}

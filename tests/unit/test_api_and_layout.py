@@ -11,7 +11,8 @@ import yaml
 from pydantic import ValidationError
 
 from benchfarm.api.crdgen import render
-from benchfarm.api.models import BenchmarkRunSpec, LabPolicySpec, TestPlanSpec
+from benchfarm.api.labpolicy import LabPolicySpec
+from benchfarm.api.runs import BenchmarkRunSpec, TestPlanSpec
 from tests.conftest import REPO
 
 

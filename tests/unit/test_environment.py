@@ -11,6 +11,7 @@ from benchfarm.api.devicetype import DeviceType
 from benchfarm.errors import InfraError
 from benchfarm.lab.devicetypes import ENVIRONMENT_SUFFIX, load_device_types
 from benchfarm.lab.environment import STRATEGY, environment
+from benchfarm.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "exporters" / "device-types"
@@ -66,8 +67,7 @@ def _write(tmp: Path, env: str, **extra) -> DeviceType:
     return load_device_types(tmp)["b"]
 
 
-def test_a_users_environment_keeps_its_drivers_and_gets_the_strategy(tmp_path, monkeypatch):
-    monkeypatch.setenv("LG_RACK", "r7")
+def test_a_users_environment_keeps_its_drivers_and_gets_the_strategy(tmp_path):
     dt = _write(tmp_path, """
 targets:
   dut:
@@ -78,7 +78,8 @@ targets:
       - SerialDriver: {txdelay: 0.01}
       - ShellDriver: {prompt: '# ', login_prompt: 'login: ', username: !template "$LG_RACK"}
 """)
-    config = environment("p1", {}, dt)
+    lab = Settings.from_env({"LG_RACK": "r7", "BENCHFARM_NAMESPACE": "lab"})   # LG_* only
+    config = environment("p1", {}, dt, lab.labgrid_variables)
     assert config["resources"] == [{"RemotePlace": {"name": "p1"}}]
     drivers = _drivers(config)
     assert list(drivers) == ["TasmotaPowerDriver", "SerialDriver", "ShellDriver", STRATEGY]

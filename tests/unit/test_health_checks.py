@@ -9,7 +9,7 @@ import time
 from types import SimpleNamespace
 
 from benchfarm.api.devicetype import DeviceType
-from benchfarm.api.models import LabPolicySpec
+from benchfarm.api.labpolicy import LabPolicySpec
 from benchfarm.api.outcomes import SessionKind
 from benchfarm.errors import Outage, Party
 from benchfarm.operator.boards import health, inventory

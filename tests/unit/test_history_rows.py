@@ -103,9 +103,10 @@ def test_the_history_commands_ask_the_scope_first_and_say_when_it_refuses(capsys
     import pytest
 
     from benchfarm.history.commands import ScopeRefused, register
+    from benchfarm.settings import Settings
     asked = []
 
-    def scope(namespace, everywhere):
+    def scope(namespace, everywhere, settings):
         asked.append((namespace, everywhere))
         raise ScopeRefused(f"you may not read the runs of namespace {namespace}")
     monkeypatch.delenv("BENCHFARM_DATABASE_URL", raising=False)
@@ -113,9 +114,11 @@ def test_the_history_commands_ask_the_scope_first_and_say_when_it_refuses(capsys
     register(parser.add_subparsers(dest="cmd"), scope)
     args = parser.parse_args(["history", "hb/hackbench-time", "--device-type", "qemu-x86",
                               "--plan", "(inline)", "-n", "team-b"])
+    args.settings = Settings()              # what the CLI's `main` hands each command
     assert args.func(args) == 1
     assert "namespace team-b" in capsys.readouterr().err
     args = parser.parse_args(["results", "series", "-A"])
+    args.settings = Settings()
     assert args.func(args) == 1
     assert asked == [("team-b", False), (None, True)]
     with pytest.raises(SystemExit):

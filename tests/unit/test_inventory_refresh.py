@@ -9,7 +9,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from benchfarm.api.devicetype import DeviceType
-from benchfarm.api.models import LabPolicySpec
+from benchfarm.api.labpolicy import LabPolicySpec
 from benchfarm.api.places import PlaceInfo, run_identity
 from benchfarm.operator.boards import inventory
 from benchfarm.operator.state.owner import Owner
@@ -157,7 +157,7 @@ def test_a_board_network_audit_holds_a_board_without_being_a_direct_lock():
     """`benchfarm check --boards` holds a place under its own identity for a minute: the board
     is not schedulable meanwhile, but it is benchfarm's own lock (no DirectLock condition or
     event, where a person's lock under `directLocks: Report` gets both) and never an orphan."""
-    from benchfarm.api.models import DirectLocks
+    from benchfarm.api.boards import DirectLocks
     from benchfarm.api.places import is_netcheck, netcheck_identity
     audit = "/".join(netcheck_identity("pod-1", 42))
     assert is_netcheck(audit) and not is_netcheck("desk/alice") and not is_netcheck(None)

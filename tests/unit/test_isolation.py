@@ -14,18 +14,14 @@ from pydantic import ValidationError
 
 from benchfarm.api.crdgen import all_crds
 from benchfarm.api.grants import GoAhead
-from benchfarm.api.models import (
-    Artifact,
-    BenchmarkRunSpec,
-    LabPolicySpec,
-    NamespacePolicy,
-    SoftwareSet,
-)
+from benchfarm.api.labpolicy import LabPolicySpec, NamespacePolicy
 from benchfarm.api.outcomes import Refusal
+from benchfarm.api.runs import Artifact, BenchmarkRunSpec, SoftwareSet
 from benchfarm.core.policy import trust
 from benchfarm.core.policy.software import SoftwareReach, internal_networks
 from benchfarm.errors import RunError
 from benchfarm.operator.runs import admission
+from benchfarm.settings import Settings
 from benchfarm.store.artifacts import run_prefix
 from benchfarm.store.software import SoftwareCache
 
@@ -238,8 +234,8 @@ def test_the_operators_signature_binds_the_suites_to_the_run():
     assert not trust.verify(b"x" * 32, "uid-1", suites, sig)
     assert not trust.verify(key, "uid-1", suites, None)
     with pytest.raises(ValueError):
-        trust.key_from({"BENCHFARM_SIGNING_KEY": "short"})
-    assert trust.key_from({"BENCHFARM_SIGNING_KEY": "s" * 20}) == b"s" * 20
+        trust.key_from("short")
+    assert trust.key_from("s" * 20) == b"s" * 20
 
 
 def test_a_go_ahead_is_the_operators_for_one_attempt_of_one_run():
@@ -428,7 +424,7 @@ def redirector():
 
 def cache(tmp_path, **policy) -> SoftwareCache:
     return SoftwareCache(tmp_path, None, policy=NamespacePolicy(namespace="team-a", **policy),
-                         namespace="team-a")
+                         namespace="team-a", settings=Settings.from_env())
 
 
 def test_the_session_refuses_what_admission_would_have(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from benchfarm.api.grants import SessionGrant
-from benchfarm.api.models import BenchmarkRunSpec
+from benchfarm.api.runs import BenchmarkRunSpec
 from benchfarm.core.policy import trust
 from benchfarm.errors import InfraError, Outage, Party
 from benchfarm.operator.launch import jobs, warm

@@ -7,6 +7,7 @@ import kubernetes  # noqa: F401  (imported first, as in any process that set KUB
 import yaml
 
 from benchfarm.kubeapi.client import Kube
+from benchfarm.settings import Settings
 
 
 def _kubeconfig(tmp_path, monkeypatch) -> None:
@@ -24,7 +25,7 @@ def _kubeconfig(tmp_path, monkeypatch) -> None:
 
 def test_kubeconfig_set_after_import_is_used(tmp_path, monkeypatch):
     _kubeconfig(tmp_path, monkeypatch)
-    assert Kube().api.configuration.host == "https://127.0.0.1:26443"
+    assert Kube(Settings.from_env()).api.configuration.host == "https://127.0.0.1:26443"
 
 
 def test_the_connection_pool_keeps_a_connection_per_calling_thread(tmp_path, monkeypatch):
@@ -32,7 +33,7 @@ def test_the_connection_pool_keeps_a_connection_per_calling_thread(tmp_path, mon
     (5 a CPU) discarded connections, each a new TLS handshake later."""
     from benchfarm.kubeapi.client import POOL_SIZE
     _kubeconfig(tmp_path, monkeypatch)
-    pool = Kube().api.rest_client.pool_manager.connection_from_host("127.0.0.1", 26443, "https")
+    pool = Kube(Settings.from_env()).api.rest_client.pool_manager.connection_from_host("127.0.0.1", 26443, "https")
     assert pool.pool.maxsize == POOL_SIZE > 5 * 2
 
 

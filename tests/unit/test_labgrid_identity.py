@@ -12,6 +12,7 @@ import inspect
 import pytest
 
 from benchfarm.core.policy import identity as ids
+from benchfarm.settings import Settings
 
 
 def held(*pairs: tuple[str, str]) -> list[ids.Grant]:
@@ -295,8 +296,8 @@ def test_each_session_gets_a_certificate_of_its_own_identity_only(tmp_path, monk
     from benchfarm.operator.launch.credentials import SessionCredentials
     from benchfarm.operator.launch.launchers import Launch, ProcessLauncher
     env = _issuer_env(tmp_path)
-    creds = SessionCredentials.from_env(env)
-    assert creds is not None and SessionCredentials.from_env({}) is None
+    creds = SessionCredentials.from_settings(Settings.from_env(env))
+    assert creds is not None and SessionCredentials.from_settings(Settings.from_env({})) is None
     for req, identity in [
             (Launch("ns", "r", "uid-1", 1, 0, deadline_s=600), "benchfarm/run-uid-1"),
             (Launch.lease_end("ns", "l", "uid-2", "vb-1"), "benchfarm/lease-uid-2"),
@@ -305,8 +306,8 @@ def test_each_session_gets_a_certificate_of_its_own_identity_only(tmp_path, monk
         # sealed: no key file, nothing readable without the signing key
         assert set(got) == {"BENCHFARM_LABGRID_SESSION"}
         assert "PRIVATE KEY" not in got["BENCHFARM_LABGRID_SESSION"]
-        tls = TlsSettings.from_env({**got, "BENCHFARM_SIGNING_KEY": SIGNING,
-                                    "BENCHFARM_LABGRID_CA": str(tmp_path / "ca.crt")})
+        tls = TlsSettings.from_settings(Settings.from_env({**got, "BENCHFARM_SIGNING_KEY": SIGNING,
+                                    "BENCHFARM_LABGRID_CA": str(tmp_path / "ca.crt")}))
         assert tls is not None and b"PRIVATE KEY" in tls.key
         assert tls.ca == (tmp_path / "ca.crt").read_bytes()
         assert grant_uris(tls.cert) == [f"labgrid:session:{identity}"] + \
@@ -318,10 +319,12 @@ def test_each_session_gets_a_certificate_of_its_own_identity_only(tmp_path, monk
     assert not list(tmp_path.glob("**/labgrid.key"))
     for k, v in {**env, "BENCHFARM_LABGRID_CERT": "/op.crt", "BENCHFARM_LABGRID_KEY": "/op.key"}.items():
         monkeypatch.setenv(k, v)
-    base = ProcessLauncher(tmp_path, credentials=creds)._base_env()
+    base = ProcessLauncher(tmp_path, credentials=creds,
+                           environ=Settings.from_env().environ)._base_env()
     assert not {"BENCHFARM_LABGRID_CERT", "BENCHFARM_LABGRID_KEY", "BENCHFARM_LABGRID_ISSUER_KEY",
                 "BENCHFARM_LABGRID_ISSUER_CERT"} & set(base)
-    assert ProcessLauncher(tmp_path)._base_env()["BENCHFARM_LABGRID_CERT"] == "/op.crt"
+    own = ProcessLauncher(tmp_path, environ=Settings.from_env().environ)._base_env()
+    assert own["BENCHFARM_LABGRID_CERT"] == "/op.crt"
 
 
 def test_a_sealed_credential_opens_only_with_the_signing_key_and_unaltered() -> None:
@@ -338,7 +341,8 @@ def test_a_sealed_credential_opens_only_with_the_signing_key_and_unaltered() -> 
         with pytest.raises(ValueError, match="cannot be unsealed"):
             unseal(SIGNING.encode(), bad)
     with pytest.raises(ValueError, match="BENCHFARM_LABGRID_CA"):
-        TlsSettings.from_env({"BENCHFARM_LABGRID_SESSION": sealed, "BENCHFARM_SIGNING_KEY": SIGNING})
+        TlsSettings.from_settings(Settings.from_env({"BENCHFARM_LABGRID_SESSION": sealed,
+                                                     "BENCHFARM_SIGNING_KEY": SIGNING}))
 
 
 def test_job_sessions_cold_warm_and_board_level_carry_their_own_sealed_certificate(tmp_path) -> None:
@@ -352,14 +356,14 @@ def test_job_sessions_cold_warm_and_board_level_carry_their_own_sealed_certifica
     from benchfarm.operator.launch.jobs import job_manifest
     from benchfarm.operator.launch.launchers import Launch
     from benchfarm.operator.launch.warm import WarmPool
-    creds = SessionCredentials.from_env(_issuer_env(tmp_path))
+    creds = SessionCredentials.from_settings(Settings.from_env(_issuer_env(tmp_path)))
     assert creds is not None
     template = {"metadata": {}, "spec": {"containers": [{"name": "session", "env": [
         {"name": "BENCHFARM_LABGRID_CA", "value": "/etc/benchfarm/labgrid/ca.crt"}]}]}}
 
     def uris(env: dict[str, str]) -> list[str]:
-        tls = TlsSettings.from_env({**env, "BENCHFARM_LABGRID_CA": str(tmp_path / "ca.crt"),
-                                    "BENCHFARM_SIGNING_KEY": SIGNING})
+        tls = TlsSettings.from_settings(Settings.from_env({**env, "BENCHFARM_LABGRID_CA": str(tmp_path / "ca.crt"),
+                                    "BENCHFARM_SIGNING_KEY": SIGNING}))
         assert tls is not None
         return grant_uris(tls.cert)
 

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.serialization import (
     load_ssh_public_identity,
 )
 
-from benchfarm.api.models import LeaseAccess, LeaseSshHost
+from benchfarm.api.leases import LeaseAccess, LeaseSshHost
 from benchfarm.api.places import lease_identity
 from benchfarm.lab import labgrid_pki as pki
 from benchfarm.lab.labgrid_forward import client_command

@@ -18,7 +18,8 @@ from benchfarm.api.labgridusers import (
     labgrid_name,
     user_problem,
 )
-from benchfarm.api.models import BoardLeaseSpec, LabPolicySpec
+from benchfarm.api.labpolicy import LabPolicySpec
+from benchfarm.api.leases import BoardLeaseSpec
 from benchfarm.api.places import DEFAULT_HOST, SESSION_HOST, lease_identity, run_identity
 from benchfarm.cli.lease import default_user, lease_name
 from benchfarm.operator.runs import admission

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from benchfarm.api.models import DURATION_PATTERN, BoardLeaseSpec
+from benchfarm.api.leases import DURATION_PATTERN, BoardLeaseSpec
 from benchfarm.core.scheduling import durations
 from benchfarm.core.scheduling.assignment import schedule
 from benchfarm.core.scheduling.boardindex import BoardView

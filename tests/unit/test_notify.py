@@ -17,7 +17,7 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from benchfarm.api.models import LabPolicySpec, NamespacePolicy
+from benchfarm.api.labpolicy import LabPolicySpec, NamespacePolicy
 from benchfarm.api.notifications import (
     DeliveryState,
     Event,
@@ -43,6 +43,7 @@ from benchfarm.core.notifications.retry import NotifySettings, backoff
 from benchfarm.core.notifications.webhooks import WebhookReach, ports
 from benchfarm.notify import DeliveryFailed, mail, webhook
 from benchfarm.notify.deadline import Deadline
+from benchfarm.settings import SettingError, Settings
 from tests.receivers import SmtpServer, TricklingReceiver, WebhookReceiver, tls_files
 
 ADMIN = "benchfarm"
@@ -181,17 +182,24 @@ def test_backoff_doubles_to_its_ceiling_spread_by_delivery():
     assert backoff(10_000, "d-1", settings) <= 300
 
 
+def _notify_settings(env):
+    from benchfarm.operator.notifications.notifier import notify_settings_from
+    return notify_settings_from(Settings.from_env(env))
+
+
 def test_settings_are_read_and_refused_by_name():
-    s = NotifySettings.from_environ({"BENCHFARM_WEBHOOK_LOOPBACK_PORTS": "8080, 27060-27062",
-                                       "BENCHFARM_NOTIFY_BACKOFF_SECONDS": "0.5"})
+    s = _notify_settings({"BENCHFARM_WEBHOOK_LOOPBACK_PORTS": "8080, 27060-27062",
+                          "BENCHFARM_NOTIFY_BACKOFF_SECONDS": "0.5"})
     assert s.loopback_ports == {8080, 27060, 27061, 27062} and s.backoff_seconds == 0.5
     with pytest.raises(ValueError, match="LOOPBACK_PORTS"):
         ports("80-x")
-    with pytest.raises(ValueError, match="BACKOFF_MAX"):
-        NotifySettings.from_environ({"BENCHFARM_NOTIFY_BACKOFF_MAX_SECONDS": "-1"})
-    assert mail.SmtpSettings.from_environ({}) is None
-    smtp = mail.SmtpSettings.from_environ({"BENCHFARM_SMTP_HOST": "mail.lab"})
-    assert smtp is not None and smtp.port == 587
+    with pytest.raises(ValueError, match="LOOPBACK_PORTS"):
+        _notify_settings({"BENCHFARM_WEBHOOK_LOOPBACK_PORTS": "80-x"})
+    with pytest.raises(SettingError, match="BACKOFF_MAX"):
+        _notify_settings({"BENCHFARM_NOTIFY_BACKOFF_MAX_SECONDS": "-1"})
+    assert mail.SmtpSettings.from_settings(Settings.from_env({})) is None
+    smtp = mail.SmtpSettings.from_settings(Settings.from_env({"BENCHFARM_SMTP_HOST": "mail.lab"}))
+    assert smtp is not None and (smtp.port, smtp.sender) == (587, "benchfarm@localhost")
 
 
 @pytest.mark.parametrize("url, why", [
@@ -315,11 +323,10 @@ def test_namespaces_take_turns_for_the_delivery_threads():
 
 
 def test_the_deadline_is_read_from_the_environment():
-    assert NotifySettings.from_environ({}).deadline_seconds == 20.0
-    assert NotifySettings.from_environ(
-        {"BENCHFARM_NOTIFY_DEADLINE_SECONDS": "5"}).deadline_seconds == 5.0
-    with pytest.raises(ValueError, match="BENCHFARM_NOTIFY_DEADLINE_SECONDS"):
-        NotifySettings.from_environ({"BENCHFARM_NOTIFY_DEADLINE_SECONDS": "0"})
+    assert _notify_settings({}).deadline_seconds == 20.0
+    assert _notify_settings({"BENCHFARM_NOTIFY_DEADLINE_SECONDS": "5"}).deadline_seconds == 5.0
+    with pytest.raises(SettingError, match="BENCHFARM_NOTIFY_DEADLINE_SECONDS"):
+        _notify_settings({"BENCHFARM_NOTIFY_DEADLINE_SECONDS": "0"})
 
 
 def test_a_kcidb_endpoint_gets_finished_runs_only_and_is_checked_as_a_webhook():

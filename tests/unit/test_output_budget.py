@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchfarm.api.models import LabPolicySpec, NamespacePolicy
+from benchfarm.api.labpolicy import LabPolicySpec, NamespacePolicy
 from benchfarm.api.outcomes import Blame, RunFailure, blame
 from benchfarm.core.policy import budgets
 from benchfarm.errors import RunError, SuiteFailure
@@ -212,7 +212,7 @@ class _Board:
 def _steps(cap: int, lines: int, budgeted: bool):
     from types import SimpleNamespace
 
-    from benchfarm.api.models import BenchmarkRunSpec, SuiteSpec
+    from benchfarm.api.runs import BenchmarkRunSpec, SuiteSpec
     from benchfarm.session.steps import StepRunner
     suite = SuiteSpec(name="timing", suite="console-timing", command="timings",
                       parameters={"clockMHz": "100"})
@@ -258,7 +258,7 @@ def test_a_resumed_session_counts_the_metrics_its_attempt_checkpointed():
 def test_an_output_over_its_budget_ends_the_run_a_parse_error_fails_the_suite():
     from types import SimpleNamespace
 
-    from benchfarm.api.models import SuiteSpec
+    from benchfarm.api.runs import SuiteSpec
     from benchfarm.lab.session import BoardSession
     printed = SimpleNamespace(output="000000" + " " * 16000 + "x\n", exit_code=0, seconds=1.0,
                               timed_out=False)

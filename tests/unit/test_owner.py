@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from benchfarm.api.models import BenchmarkRunSpec
+from benchfarm.api.runs import BenchmarkRunSpec
 from benchfarm.operator.state import metrics, owner as owning
 from benchfarm.operator.state.owner import Owner
 from benchfarm.operator.state.records import (

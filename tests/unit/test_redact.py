@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 from benchfarm.core.policy.redact import PATH, SECRET, SERVICE, Redactor
+from benchfarm.kubeapi.client import lab_redactor
+from benchfarm.settings import Settings
 
 ENV = {"BENCHFARM_STATE": "/work/main/.benchfarm", "BENCHFARM_S3_ENDPOINT": "minio.lab:9000",
        "BENCHFARM_S3_SECRET_KEY": "s3-secret-value", "BENCHFARM_S3_ACCESS_KEY": "benchfarm",
        "BENCHFARM_SIGNING_KEY": "k" * 32, "LG_COORDINATOR": "10.0.0.5:20408",
        "BENCHFARM_DATABASE_URL": "postgresql+psycopg://bf:db-password@db.lab:5432/benchfarm",
        "KUBECONFIG": "/etc/lab/kube/config", "BENCHFARM_WEB_URL": "http://127.0.0.1:21088"}
-R = Redactor.from_environ(ENV, extra_endpoints=["10.96.0.1:443"],
-                          extra_directories=["/opt/venv"])
+R = lab_redactor(Settings.from_env(ENV), extra_endpoints=["10.96.0.1:443"],
+                 extra_directories=["/opt/venv"])
 
 
 def test_lab_addresses_paths_and_keys_are_hidden():
@@ -45,7 +47,7 @@ def test_what_the_tenant_wrote_stays():
                  "suite hackbench failed: exit 1 after 10.5 s", "/proc/sysrq-trigger",
                  "cyclictest max 120 us on vb-x86-0", "benchfarm/run-uid"):
         assert R(text) == text
-    assert Redactor.from_environ({})("127.0.0.1:21900") == SERVICE     # loopback, any lab
+    assert Redactor.of()("127.0.0.1:21900") == SERVICE     # loopback, any lab
 
 
 def test_a_status_patch_has_its_messages_redacted_and_nothing_else():

@@ -15,8 +15,8 @@ import pytest
 
 from benchfarm import budgeted
 from benchfarm.api.devicetype import BootSpec, DeviceType
-from benchfarm.api.models import SuiteSpec
 from benchfarm.api.outcomes import Blame, RunFailure, blame
+from benchfarm.api.runs import SuiteSpec
 from benchfarm.core import steps as st
 from benchfarm.core.statistics.results import SuiteRecord
 from benchfarm.errors import RunError

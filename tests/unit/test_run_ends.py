@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from benchfarm.api.models import BenchmarkRunSpec
 from benchfarm.api.outcomes import RunFailure
+from benchfarm.api.runs import BenchmarkRunSpec
 from benchfarm.core.scheduling.lifecycle import Move
 from benchfarm.errors import Outage, Party
 from benchfarm.operator.runs.writes import RunEnds

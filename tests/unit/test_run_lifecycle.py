@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from benchfarm.api.models import BenchmarkRunSpec
 from benchfarm.api.outcomes import FINISHED, Phase, Reason, RunFailure
+from benchfarm.api.runs import BenchmarkRunSpec
 from benchfarm.core.policy import trust
 from benchfarm.core.scheduling import lifecycle, transitions
 from benchfarm.core.scheduling.lifecycle import MOVES_OF_A_RUN, Move, RefusedMove, Side

@@ -44,7 +44,7 @@ def req(name: str) -> Launch:
 
 def test_the_launcher_starts_cold_until_its_server_is_ready_then_forks(tmp_path):
     pids = tmp_path / "pids"
-    launcher = ProcessLauncher(tmp_path / "logs", pid_dir=pids,
+    launcher = ProcessLauncher(tmp_path / "logs", pid_dir=pids, environ=os.environ,
                                env={"KUBECONFIG": str(tmp_path / "none")})
     try:
         launcher.top_up()
@@ -93,7 +93,8 @@ def test_the_server_does_once_what_every_session_would_redo():
     code = """
 import gc
 from benchfarm.session import server
-server._import_everything()
+from benchfarm.settings import Settings
+server._import_everything(Settings.from_env())
 from benchfarm.report.html import template
 print(gc.get_freeze_count(), template.cache_info().currsize)
 """
@@ -116,7 +117,7 @@ time.sleep(600)
 def test_ending_a_session_kills_its_whole_process_group_even_if_it_ignores_sigterm(tmp_path):
     pids = tmp_path / "pids"
     child_file = tmp_path / "child.stalled"
-    launcher = ProcessLauncher(tmp_path / "logs", pid_dir=pids, server=False,
+    launcher = ProcessLauncher(tmp_path / "logs", pid_dir=pids, server=False, environ=os.environ,
                                command=[sys.executable, "-c", STUBBORN, str(tmp_path / "child")])
     launcher.TERM_GRACE = 0.5
     session = int(launcher.launch(req("stalled")).split()[1])
@@ -128,7 +129,8 @@ def test_ending_a_session_kills_its_whole_process_group_even_if_it_ignores_sigte
             time.sleep(0.05)
         grandchild = int(child_file.read_text())
         assert (pids / f"session-{session}.run").read_text().split()[0] == "uid-stalled"
-        restarted = ProcessLauncher(tmp_path / "logs", pid_dir=pids, server=False)
+        restarted = ProcessLauncher(tmp_path / "logs", pid_dir=pids, server=False,
+                                    environ=os.environ)
         restarted.TERM_GRACE = 0.5        # an operator that did not launch it finds it too
         what = restarted.end(req("stalled"))
         assert str(session) in what and "killed after SIGTERM" in what

@@ -1,5 +1,5 @@
 """What a session writes to its run goes through the same typed patch as the operator's writes
-(`core.scheduling.transitions.typed`, `api.models.BenchmarkRunStatusPatch`): its progress, its end and its
+(`core.scheduling.transitions.typed`, `api.runs.BenchmarkRunStatusPatch`): its progress, its end and its
 hand-back are what the model says, and a field the model does not have fails where it is
 written instead of landing in the status where nothing reads it."""
 

@@ -146,3 +146,124 @@ def test_the_charts_variables_are_settings():
                                 f.read_text()))
     assert len(found) > 15
     assert found <= known, f"the chart sets variables no setting reads: {found - known}"
+
+
+# -- settings once: built at each program's entry point, read through the object ----------------
+DEVLAB = REPO / "devlab" / "benchfarm_devlab"
+# the modules that build a program's Settings from its environment, and which program each is
+ENTRY_POINTS = {
+    "cli/entry.py": "the CLI's dispatch: one Settings for the command it runs",
+    "operator/main.py": "`benchfarm operator`",
+    "operator/handlers.py": "the operator when kopf runs the handlers without operator.main",
+    "session/runner.py": "`benchfarm session run`, also in a forked or warm session, after it "
+                         "took its run's variables",
+    "session/health.py": "`benchfarm session health`",
+    "session/leaseend.py": "`benchfarm session lease-end`",
+    "session/warm.py": "`benchfarm session warm`: the slot's settings, before a run exists",
+    "session/server.py": "`benchfarm session server`: its own; each session it forks reads its own",
+    "web/server.py": "`benchfarm web`",
+    "lab/labgrid_forward.py": "`python -m benchfarm.lab.labgrid_forward`, a lease shell's "
+                              "labgrid-client",
+}
+# the dev lab's programs and commands, which read the environment the lab gave them
+DEVLAB_ENTRY_POINTS = {
+    "exporter.py": "`python -m benchfarm_devlab.exporter`",
+    "coordinator.py": "`python -m benchfarm_devlab.coordinator`",
+    "demo.py": "`benchfarm demo`, after it took the lab's environment",
+    "democluster.py": "`benchfarm demo --cluster`, after it took the lab's environment",
+}
+# where a module reads `Settings.environ`: handing it to a child process, or variables of other
+# programs that no setting names
+ENVIRON_READERS = {
+    "operator/launch/launchers.py": "a session process inherits the operator's environment",
+    "lab/labgrid_forward.py": "the stock labgrid-client runs in the environment, its LG_* set",
+    "cli/lease.py": "the lease's shell inherits the environment, less labgrid's keys",
+    "kubeapi/client.py": "the database's and the store's client libraries' own credentials "
+                         "(PGPASSWORD, AWS_SECRET_ACCESS_KEY) and VIRTUAL_ENV, redacted too",
+}
+# the dev lab's own variables, read before any program's Settings exists
+DEVLAB_ENVIRONMENT_READERS = {
+    "config.py": "the embedded lab's layout (its state, cache, ports, inventory), which the lab "
+                 "then writes into its programs' environment",
+    "exporter.py": "BENCHFARM_EXPORTER_HOST, the host an exporter process of the lab stands for",
+}
+KNOWN = {variable for variable, *_ in variables()}
+
+
+def _calls(tree: ast.AST, attr: str) -> list[ast.Call]:
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr == attr]
+
+
+def _modules(root: Path) -> dict[str, ast.AST]:
+    return {str(f.relative_to(root)): ast.parse(f.read_text()) for f in sorted(root.rglob("*.py"))}
+
+
+def test_only_the_programs_entry_points_build_settings_from_the_environment():
+    """A library module that called `Settings.from_env()` read the environment in the middle of
+    the code; it takes the Settings (or the fields it needs) from its caller instead."""
+    built = {name for name, tree in _modules(PACKAGE).items() if _calls(tree, "from_env")}
+    assert built == set(ENTRY_POINTS), (
+        f"from_env outside the entry points: {sorted(built - set(ENTRY_POINTS))}; entry points "
+        f"that no longer build settings (drop them from the list): "
+        f"{sorted(set(ENTRY_POINTS) - built)}")
+    # in the dev lab, Settings of a given mapping are values handed in (a PKI's files, the lab's
+    # environment); only its programs read their own environment
+    own = {name for name, tree in _modules(DEVLAB).items()
+           for call in _calls(tree, "from_env") if not call.args and not call.keywords}
+    assert own == set(DEVLAB_ENTRY_POINTS), sorted(own ^ set(DEVLAB_ENTRY_POINTS))
+
+
+def _setting_reads(tree: ast.AST) -> list[int]:
+    """Lines reading a setting's variable from a mapping: `x.get("BENCHFARM_…")`, `x["…"]`."""
+    lines = []
+    for node in ast.walk(tree):
+        key = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("get", "pop", "getenv") and node.args:
+            key = node.args[0]
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            key = node.slice
+        if isinstance(key, ast.Constant) and key.value in KNOWN:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_every_setting_is_read_through_the_settings_object():
+    """No module reads a setting's variable again from an environment (with a default of its
+    own), and `Settings.environ` is read only where a child process or another program's
+    variable needs it."""
+    modules = _modules(PACKAGE)
+    readers = {name for name, tree in modules.items() if name != "settings.py"
+               for node in ast.walk(tree)
+               if isinstance(node, ast.Attribute) and node.attr == "environ"
+               and ast.unparse(node) != "os.environ"}
+    assert readers == set(ENVIRON_READERS), sorted(readers ^ set(ENVIRON_READERS))
+    again = {f"{name}:{line}" for name, tree in modules.items() if name != "settings.py"
+             for line in _setting_reads(tree)}
+    # a warm slot names the board of the grant it took in its log, before adopting its variables
+    assert again == {f"session/warm.py:{_line(PACKAGE / 'session/warm.py', 'BENCHFARM_RUN_BOARD')}"}
+    # and the check finds what it looks for
+    assert _setting_reads(ast.parse('env.get("BENCHFARM_SMTP_HOST", "")\nenv["LG_COORDINATOR"]')) \
+        == [1, 2]
+
+
+def _line(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_the_dev_lab_reads_benchfarm_variables_only_where_a_settings_cannot_be_built():
+    """The dev lab's programs take their Settings too; what it reads itself of os.environ
+    is its own layout, each reader named here with its reason."""
+    found = set()
+    for name, tree in _modules(DEVLAB).items():
+        for node in ast.walk(tree):
+            key = None
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in (
+                    "os.environ.get", "os.getenv") and node.args:
+                key = node.args[0]
+            elif isinstance(node, ast.Subscript) and ast.unparse(node.value) == "os.environ":
+                key = node.slice
+            if isinstance(key, ast.Constant) and str(key.value).startswith("BENCHFARM_"):
+                found.add(name)
+    assert found == set(DEVLAB_ENVIRONMENT_READERS), sorted(found ^ set(DEVLAB_ENVIRONMENT_READERS))

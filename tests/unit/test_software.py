@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from benchfarm.api.models import Artifact, BenchmarkRunSpec, NamespacePolicy, SoftwareSet
+from benchfarm.api.labpolicy import NamespacePolicy
+from benchfarm.api.runs import Artifact, BenchmarkRunSpec, SoftwareSet
 from benchfarm.core import steps as st
 from benchfarm.errors import RunError
 from benchfarm.lab.deploy import with_modules
+from benchfarm.settings import Settings
 from benchfarm.store.software import SoftwareCache
 
 
@@ -60,9 +62,12 @@ def internet(monkeypatch):
     monkeypatch.setattr(SoftwareReach, "address_problem", lambda self, address, port: None)
 
 
+SETTINGS = Settings.from_env({})   # the defaults: a 4 GiB cache, no internal ranges
+
+
 def cache_in(root: Path) -> SoftwareCache:
     policy = NamespacePolicy(namespace="team-a", allowSoftware=True, softwareHosts=["localhost"])
-    return SoftwareCache(root, None, policy=policy, namespace="team-a")
+    return SoftwareCache(root, None, policy=policy, namespace="team-a", settings=SETTINGS)
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +145,7 @@ def test_every_failed_download_gives_the_tenant_one_answer(answers, tmp_path, in
     monkeypatch.setattr(sw, "TIMEOUT", 0.5)
     policy = NamespacePolicy(namespace="team-a", allowSoftware=True,
                              softwareHosts=["localhost", "a..b"])
-    cache = SoftwareCache(tmp_path, None, policy=policy, namespace="team-a")
+    cache = SoftwareCache(tmp_path, None, policy=policy, namespace="team-a", settings=SETTINGS)
     urls = {"HTTP 403": f"{answers}/403", "HTTP 404": f"{answers}/404",
             "HTTP 500": f"{answers}/500", "Connection refused":
             f"http://localhost:{_closed_port()}/Image", "timed out": f"{answers}/slow",
@@ -163,17 +168,20 @@ def test_the_cache_answers_only_for_a_url_that_yielded_the_file(answers, tmp_pat
     name), only for the URL that yielded it, and only while that URL is allowed."""
     digest = hashlib.sha256(b"kernel-bytes" * 1000).hexdigest()
     mine = NamespacePolicy(namespace="team-b", allowSoftware=True, softwareHosts=["localhost"])
-    cached = SoftwareCache(tmp_path, None, policy=mine, namespace="team-b").fetch(
+    cached = SoftwareCache(tmp_path, None, policy=mine, namespace="team-b",
+                           settings=SETTINGS).fetch(
         "kernel", Artifact(url=f"{answers}/Image", sha256=digest))
     assert cached.path.exists()
     thief = SoftwareCache(tmp_path, None, policy=NamespacePolicy(
-        namespace="team-a", allowSoftware=True, softwareHosts=["localhost"]), namespace="team-a")
+        namespace="team-a", allowSoftware=True, softwareHosts=["localhost"]), namespace="team-a",
+        settings=SETTINGS)
     with pytest.raises(RunError) as err:       # its own URL, no such file there
         thief.fetch("kernel", Artifact(url=f"{answers}/404/Image", sha256=digest))
     assert err.value.reason == "ArtifactUnavailable"
     with pytest.raises(RunError) as err:       # the very URL, no longer on its allow-list
         SoftwareCache(tmp_path, None, policy=NamespacePolicy(
-            namespace="team-b", allowSoftware=True), namespace="team-b").fetch(
+            namespace="team-b", allowSoftware=True), namespace="team-b",
+            settings=SETTINGS).fetch(
             "kernel", Artifact(url=f"{answers}/Image", sha256=digest))
     assert err.value.reason == "ArtifactForbidden"
     again = thief.fetch("kernel", Artifact(url=f"{answers}/Image", sha256=digest))
@@ -229,7 +237,7 @@ def _checkpoints(side: str, latencies: list[float], boot: float) -> list[dict]:
 
 def test_an_ab_run_judges_b_against_a_and_reports_both_sides():
     from benchfarm.api.devicetype import BootSpec, DeviceType
-    from benchfarm.api.models import SuiteSpec
+    from benchfarm.api.runs import SuiteSpec
     from benchfarm.session import results as res
     got = res.Collected()
     for a, b in zip(_checkpoints("a", [10, 11, 10, 11, 10], 2.0),

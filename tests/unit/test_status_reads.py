@@ -8,8 +8,9 @@ import logging
 
 from benchfarm.api.campaigns import BenchmarkCampaignStatus
 from benchfarm.api.crdgen import all_crds
-from benchfarm.api.models import BenchmarkRunSpec, BenchmarkRunStatus, BoardLeaseStatus
+from benchfarm.api.leases import BoardLeaseStatus
 from benchfarm.api.notifications import NotificationStatus
+from benchfarm.api.runs import BenchmarkRunSpec, BenchmarkRunStatus
 from benchfarm.core.conditions import get_condition, set_condition
 from benchfarm.operator.state.records import RunState
 

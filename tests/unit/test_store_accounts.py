@@ -232,7 +232,7 @@ def test_an_upload_stays_in_the_namespaces_folder():
 
 
 def test_a_namespace_named_as_a_folder_of_the_labs_gets_no_credential():
-    from benchfarm.api.models import LabPolicySpec, NamespacePolicy
+    from benchfarm.api.labpolicy import LabPolicySpec, NamespacePolicy
     acc, kube, admin = _accounts()
     kube.namespaces |= {"builds", "vendor", "team-c"}
     acc.tend(["builds"])

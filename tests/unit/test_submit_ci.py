@@ -17,6 +17,7 @@ from junitparser import Error, Failure, JUnitXml
 from benchfarm.api.outcomes import RUN_FAULTS, Blame, Reason, Refusal, RunFailure, blame
 from benchfarm.core.statistics.gate import Exit, decide
 from benchfarm.report.ci import junit, kcidb, outcome, summary
+from benchfarm.settings import Settings
 
 OPERATOR = Path(__file__).resolve().parents[2] / "operator" / "benchfarm"
 RUN_ERRORS = {"RunError"}
@@ -266,13 +267,14 @@ def test_a_campaigns_kcidb_document_has_each_finished_run_and_validates(monkeypa
 
         def get_custom(self, plural, ns, name):
             assert plural == "benchmarkcampaigns"
-            return {"status": {"columns": [{"name": "a", "run": "run-1"},
-                                           {"name": "b", "run": "run-2"},
-                                           {"name": "c"}]}}
-    monkeypatch.setattr(export, "lab_api", FakeKube)
-    monkeypatch.setattr(outcome, "results", lambda body: (
+            return {"status": {"columns": [   # as the operator writes them (`ColumnStatus`)
+                {"name": "a", "phase": "Succeeded", "run": "run-1"},
+                {"name": "b", "phase": "Missing", "run": "run-2"},
+                {"name": "c", "phase": "Waiting"}]}}
+    monkeypatch.setattr(export, "lab_api", lambda settings: FakeKube())
+    monkeypatch.setattr(outcome, "results", lambda body, settings: (
         (DOC, "# report") if body["metadata"]["name"] == "run-1" else (None, None)))
-    outcomes = export.export_outcomes("ci/release-1")
+    outcomes = export.export_outcomes(Settings(), "ci/release-1")
     assert [(o.name, o.decision.code) for o in outcomes] == [("run-1", Exit.regressed),
                                                             ("run-2", Exit.run)]
     doc = kcidb(outcomes)

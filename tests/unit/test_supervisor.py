@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchfarm.api.models import BenchmarkRunSpec, LabPolicySpec
+from benchfarm.api.labpolicy import LabPolicySpec
+from benchfarm.api.runs import BenchmarkRunSpec
 from benchfarm.core.scheduling import lifecycle
 from benchfarm.errors import Party
 from benchfarm.operator.runs import sessions

@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from benchfarm.api.grants import GO_AHEAD_FIELD, Relay
-from benchfarm.api.models import BenchmarkRunStatus, BenchmarkRunStatusPatch
 from benchfarm.api.outcomes import Phase, Reason, Underway
+from benchfarm.api.runs import BenchmarkRunStatus, BenchmarkRunStatusPatch
 from benchfarm.core.conditions import get_condition
 from benchfarm.core.policy import trust
 from benchfarm.core.scheduling import transitions as t

@@ -123,11 +123,11 @@ class HandedPlace(BaseModel):
     matches: list[HandedMatch] = []
     resources: list[HandedResource] = []
 
-    def to_env(self) -> str:
+    def to_setting(self) -> str:
         return self.model_dump_json(exclude_defaults=True)
 
     @classmethod
-    def from_env(cls, value: str | None) -> HandedPlace | None:
+    def from_setting(cls, value: str | None) -> HandedPlace | None:
         """The handed place, or None when there is none (a session launched without one syncs
         the whole lab, as any labgrid client does) or it cannot be read."""
         if not value:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from benchfarm.api.models import BoardState
+from benchfarm.api.boards import BoardState
 from benchfarm.core.policy.boardnet import (
     BoardAudit,
     Endpoint,
@@ -65,11 +65,13 @@ BUSY_STATES = (BoardState.busy, BoardState.maintenance)
 @dataclass
 class Lab:
     """What the audit knows of the lab: the places (coordinator), the Boards' states (API;
-    empty when not reachable) and every control endpoint."""
+    empty when not reachable), every control endpoint and labgrid's `LG_*` variables (for the
+    boards' environments: `Settings.labgrid_variables`)."""
 
     places: dict[str, PlaceInfo]
     states: dict[str, str]
     endpoints: list[Endpoint]
+    labgrid_variables: dict[str, str]
 
 
 def _env_endpoints(s: Settings) -> list[Endpoint]:
@@ -143,7 +145,7 @@ def _resolve(name: str) -> list[str]:
         return []
 
 
-def read_lab(coordinator: Coordinator) -> Lab:
+def read_lab(coordinator: Coordinator, settings: Settings) -> Lab:
     """The places, the Boards' states and every control endpoint (raises the coordinator's
     Outage when it cannot be reached)."""
     places = coordinator.places()
@@ -153,19 +155,18 @@ def read_lab(coordinator: Coordinator) -> Lab:
     from benchfarm.kubeapi.client import API_FAILURES, Kube
     unread: tuple[type[Exception], ...] = (*API_FAILURES, ConfigException, OSError)
     try:
-        for body in Kube(outage_budget=5).list_cluster("boards"):
+        for body in Kube(settings, outage_budget=5).list_cluster("boards"):
             states[body["metadata"]["name"]] = (body.get("status") or {}).get("state") or ""
     except unread as exc:  # the audit itself needs only the coordinator
         print(f"note: Boards not read from the Kubernetes API ({type(exc).__name__}: "
               f"{' '.join(str(exc).split())[:160]}); only the places' locks are heeded",
               flush=True)
-    settings = Settings.from_env()
     endpoints = _env_endpoints(settings)
     for name, info in sorted(places.items()):
         endpoints += place_endpoints(name, info.resources)
     endpoints += [_ssh_endpoint(h, settings.ssh_config) for h in sorted(exporter_hosts(
         info.resources for info in places.values()))]
-    return Lab(places, states, endpoints)
+    return Lab(places, states, endpoints, settings.labgrid_variables)
 
 
 def audit_board(c: Coordinator, name: str, lab: Lab, probes: list[Probe],
@@ -199,7 +200,8 @@ def audit_board(c: Coordinator, name: str, lab: Lab, probes: list[Probe],
         session = BoardSession(name, info.resources, dtype,
                                c.session(),
                                deadline=time.monotonic() + dtype.health_check_seconds,
-                               serial_log=SerialLog(limit=256 * 1024), guard=guard)
+                               serial_log=SerialLog(limit=256 * 1024), guard=guard,
+                               labgrid_variables=lab.labgrid_variables)
         try:
             t_boot = time.monotonic()
             session.boot()
@@ -234,18 +236,17 @@ def audit_board(c: Coordinator, name: str, lab: Lab, probes: list[Probe],
     return audit
 
 
-def main(boards: list[str], extra: list[str], limit: int = 0) -> int:
+def main(boards: list[str], extra: list[str], limit: int, settings: Settings) -> int:
     from benchfarm.api.places import netcheck_identity
     from benchfarm.lab.coordinator import Coordinator
     from benchfarm.lab.devicetypes import load_device_types
     configure(logging.WARNING, command="check --boards")
-    settings = Settings.from_env()
     address = settings.coordinator
     host, user = netcheck_identity(socket.gethostname(), os.getpid())
-    coordinator = Coordinator(address, host=host, user=user, timeout=10)
+    coordinator = Coordinator.from_settings(settings, host=host, user=user, timeout=10)
     try:
         try:
-            lab = read_lab(coordinator)
+            lab = read_lab(coordinator, settings)
         except InfraError as exc:
             print(f"benchfarm check --boards: lab unreachable: {exc}", file=sys.stderr)
             return 2

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import UTC
 from typing import Any
 
-from benchfarm.api.models import GROUP, VERSION
+from benchfarm.api.base import GROUP, VERSION
 from benchfarm.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -40,25 +40,25 @@ def add_parsers(sub: Any) -> None:
 def _check(args: argparse.Namespace) -> int:
     if args.boards is not None:
         from benchfarm.cli.boardcheck import main as audit_boards
-        return audit_boards(args.boards, args.endpoint, args.limit)
-    return main()
+        return audit_boards(args.boards, args.endpoint, args.limit, args.settings)
+    return main(args.settings)
 
 
-def _api() -> str:
+def _api(settings: Settings) -> str:
     from benchfarm.kubeapi.client import Kube
-    kube = Kube(outage_budget=10)
+    kube = Kube(settings, outage_budget=10)
     for plural in ("benchmarkruns", "boards", "testplans"):
         kube.custom.list_cluster_custom_object(GROUP, VERSION, plural, limit=1)
     return f"{GROUP}/{VERSION} benchmarkruns, boards, testplans served"
 
 
-def _leader() -> str:
+def _leader(settings: Settings) -> str:
     from kubernetes import client
 
     from benchfarm.kubeapi.client import Kube
     from benchfarm.kubeapi.leases import OPERATOR_LEASE
-    namespace = Settings.from_env().namespace
-    lease = client.CoordinationV1Api(Kube(outage_budget=10).api).read_namespaced_lease(
+    namespace = settings.namespace
+    lease = client.CoordinationV1Api(Kube(settings, outage_budget=10).api).read_namespaced_lease(
         OPERATOR_LEASE, namespace)
     spec = lease.spec
     holder, renewed = (spec.holder_identity, spec.renew_time) if spec else (None, None)
@@ -71,12 +71,13 @@ def _leader() -> str:
     return f"{holder} leads (Lease renewed {max(age, 0):.0f} s ago)"
 
 
-def _labgrid() -> str:
+def _labgrid(settings: Settings) -> str:
     from benchfarm.lab.coordinator import Coordinator
-    address = Settings.from_env().coordinator
+    address = settings.coordinator
     # a name under benchfarm's own host: the one the operator's certificate may claim, where
     # the coordinator takes only certificates (the chart's check pod has the operator's)
-    coordinator = Coordinator(address, user=f"check-{socket.gethostname()}", host="benchfarm")
+    coordinator = Coordinator.from_settings(settings, user=f"check-{socket.gethostname()}",
+                                            host="benchfarm")
     try:
         places = coordinator.places()
     finally:
@@ -100,11 +101,11 @@ def _labgrid() -> str:
             "from here")
 
 
-def _store() -> str:
+def _store(settings: Settings) -> str:
     from minio import Minio
 
     from benchfarm.store.artifacts import StoreConfig
-    cfg = StoreConfig.from_env()
+    cfg = StoreConfig.from_settings(settings)
     found = Minio(cfg.endpoint, access_key=cfg.access_key, secret_key=cfg.secret_key,
                   secure=cfg.secure).bucket_exists(cfg.bucket)
     if not found:
@@ -112,15 +113,15 @@ def _store() -> str:
     return f"{cfg.endpoint}: bucket {cfg.bucket} exists"
 
 
-CHECKS: list[tuple[str, Callable[[], str]]] = [
+CHECKS: list[tuple[str, Callable[[Settings], str]]] = [
     ("api", _api), ("leader", _leader), ("labgrid", _labgrid), ("store", _store)]
 
 
-def main() -> int:
+def main(settings: Settings) -> int:
     failed = 0
     for name, check in CHECKS:
         try:
-            line = f"ok    {name}: {check()}"
+            line = f"ok    {name}: {check(settings)}"
         except Exception as exc:  # every party's own error, said in one line
             log.debug("check %s failed", name, exc_info=True)
             failed += 1

@@ -13,11 +13,17 @@ import sys
 from typing import Any
 
 from benchfarm.cli import check, export, lease, programs, readback, results, submit
+from benchfarm.settings import Settings
 
 # One module a group of commands, each with `add_parsers(sub)`: it adds its subcommands and sets
 # `func` (args -> exit code) on each, which `main` calls. `benchfarm --help` lists them in this
 # order.
 GROUPS = (programs, readback, lease, submit, export, check, results)
+# The commands that get no `args.settings`: the programs, which read theirs at their own entry
+# (the operator, a session after its fork took its run's variables, the dashboard), `settings`,
+# which prints them whatever the environment holds, and the two that read only files. Every other
+# command gets the settings `main` read once, and hands on what its parts need.
+OWN_SETTINGS = frozenset({"operator", "session", "web", "settings", "parse", "import-guide"})
 
 
 def _plugins(sub: Any) -> None:
@@ -45,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
               "tool: `pip install -e devlab/` in a clone of the repository)", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
+    if args.cmd not in OWN_SETTINGS:
+        args.settings = Settings.from_env()    # SettingError names a variable it cannot use
     return int(args.func(args))
 
 

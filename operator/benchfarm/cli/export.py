@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchfarm.api.campaigns import BenchmarkCampaignStatus
 from benchfarm.api.outcomes import Phase
+from benchfarm.api.runs import BenchmarkRunStatus
 from benchfarm.cli.outcome import lab_api, outcome_of
 from benchfarm.settings import Settings
 
@@ -30,30 +32,30 @@ def add_parsers(sub: Any) -> None:
     k.set_defaults(func=export_main)
 
 
-def _split(ref: str) -> tuple[str, str]:
+def _split(ref: str, settings: Settings) -> tuple[str, str]:
     ns, sep, name = ref.partition("/")
     if sep:
         return ns, name
     from benchfarm.kubeapi.client import current_namespace
-    return current_namespace(), ref
+    return current_namespace(settings), ref
 
 
-def export_outcomes(ref: str) -> list[Any]:
+def export_outcomes(settings: Settings, ref: str) -> list[Any]:
     """The outcomes of a run NAMESPACE/NAME, or of each run of a campaign of that name."""
-    kube = lab_api()
-    ns, name = _split(ref)
+    kube = lab_api(settings)
+    ns, name = _split(ref, settings)
     run = kube.get_run(ns, name)
     if run is not None:
-        return [outcome_of(run)[0]]
+        return [outcome_of(run, settings)[0]]
     campaign = kube.get_custom("benchmarkcampaigns", ns, name)
     if campaign is None:
         raise LookupError(f"no BenchmarkRun or BenchmarkCampaign {ns}/{name}")
     out = []
-    for column in (campaign.get("status") or {}).get("columns") or []:
-        body = kube.get_run(ns, column["run"]) if column.get("run") else None
-        if body is not None and (body.get("status") or {}).get("phase") in (
+    for column in BenchmarkCampaignStatus.of(campaign.get("status")).columns:
+        body = kube.get_run(ns, column.run) if column.run else None
+        if body is not None and BenchmarkRunStatus.of(body.get("status")).phase in (
                 Phase.succeeded, Phase.failed, Phase.cancelled):
-            out.append(outcome_of(body)[0])
+            out.append(outcome_of(body, settings)[0])
     if not out:
         raise LookupError(f"campaign {ns}/{name} has no finished run yet")
     return out
@@ -75,7 +77,7 @@ def export_main(args: argparse.Namespace) -> int:
     from benchfarm.errors import BenchfarmError
     from benchfarm.report.ci import kcidb
     try:
-        doc = kcidb(export_outcomes(args.ref))
+        doc = kcidb(export_outcomes(args.settings, args.ref))
     except LookupError as exc:
         print(f"benchfarm export: {exc}", file=sys.stderr)
         return 1
@@ -89,7 +91,7 @@ def export_main(args: argparse.Namespace) -> int:
         Path(args.output).write_text(text + "\n")
     if args.submit:
         try:
-            code = post(args.submit, doc, Settings.from_env().kcidb_token or None)
+            code = post(args.submit, doc, args.settings.kcidb_token or None)
         except OSError as exc:
             print(f"benchfarm export: {args.submit}: {exc}", file=sys.stderr)
             return 2

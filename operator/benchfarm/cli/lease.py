@@ -37,8 +37,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from benchfarm.api.base import GROUP, VERSION
 from benchfarm.api.labgridusers import labgrid_name, user_problem
-from benchfarm.api.models import GROUP, VERSION, BoardLeaseSpec
+from benchfarm.api.leases import BoardLeaseSpec
 from benchfarm.api.outcomes import Condition, LeasePhase
 from benchfarm.core.scheduling import durations
 from benchfarm.settings import Settings
@@ -67,9 +68,9 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=main)
 
 
-def _namespace(given: str | None) -> str:
+def _namespace(given: str | None, settings: Settings) -> str:
     from benchfarm.kubeapi.client import current_namespace
-    return given or current_namespace()
+    return given or current_namespace(settings)
 
 
 def whoami(api: Any) -> str:
@@ -134,7 +135,7 @@ def _forward(access: dict[str, Any], key: bytes, private: Path) -> Any:
 def _ssh(ssh: dict[str, Any], key: Any, private: Path) -> tuple[Path, Path]:
     """The lease's way through the exporter hosts' SSH (`status.access.ssh`) written into
     `private`: (its ssh_config, the directory of the shell's `labgrid-client`, which takes it)."""
-    from benchfarm.api.models import LeaseSshAccess
+    from benchfarm.api.leases import LeaseSshAccess
     from benchfarm.lab.labgrid_pki import openssh_private, write_private
     from benchfarm.lab.lease_ssh import client_config
     access = LeaseSshAccess.model_validate(ssh)
@@ -159,9 +160,10 @@ def main(args: argparse.Namespace) -> int:
     from kubernetes import client
 
     from benchfarm.kubeapi.client import Kube
-    kube = Kube(outage_budget=60.0)
+    settings: Settings = args.settings
+    kube = Kube(settings, outage_budget=60.0)
     custom = kube.custom
-    ns = _namespace(args.namespace)
+    ns = _namespace(args.namespace, settings)
     labels = dict(kv.split("=", 1) for kv in args.label)
     from benchfarm.lab.labgrid_pki import key_pem, new_key, public_pem
     key = new_key() if args.shell else None      # the lease's certificate is for this key
@@ -228,7 +230,6 @@ def main(args: argparse.Namespace) -> int:
             print(f"benchfarm lease: labgrid-client reaches the coordinator as {user} through "
                   f"{forwarder.address} (a certificate valid until {access.get('expiresAt')})",
                   file=err)
-        settings = Settings.from_env()
         # the shell is the lease's: the lease's certificate behind its forwarder, none of the
         # labgrid keys this process may hold (`labgrid-client` would take those instead)
         own = {k: v for k, v in settings.environ.items() if not k.startswith(LABGRID_KEYS)}

@@ -12,29 +12,29 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from benchfarm.api.models import BenchmarkRunStatus
 from benchfarm.api.outcomes import Phase
+from benchfarm.api.runs import BenchmarkRunStatus
 from benchfarm.settings import Settings
 
 
-def lab_api() -> Any:
+def lab_api(settings: Settings) -> Any:
     """The Kubernetes API as a pipeline's command uses it (BENCHFARM_SUBMIT_OUTAGE_BUDGET)."""
     from benchfarm.kubeapi.client import Kube
-    settings = Settings.from_env()
-    return Kube(outage_budget=settings.submit_outage_budget, settings=settings)
+    return Kube(settings, outage_budget=settings.submit_outage_budget)
 
 
-def namespace_store(namespace: str) -> Any:
+def namespace_store(namespace: str, settings: Settings) -> Any:
     """The store as `namespace` may use it: with its own credential, read with the kubeconfig."""
     from benchfarm.store.accounts import namespace_store as store_of
-    return store_of(lab_api().secret_data, namespace)
+    return store_of(lab_api(settings).secret_data, namespace)
 
 
-def results(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+def results(body: dict[str, Any],
+            settings: Settings) -> tuple[dict[str, Any] | None, str | None]:
     """metrics.json and report.md of a finished run from the store; None when it has none."""
     from benchfarm.store.artifacts import run_prefix
     meta, spec = body["metadata"], body.get("spec") or {}
-    store = namespace_store(meta["namespace"])
+    store = namespace_store(meta["namespace"], settings)
     prefix = run_prefix(meta["namespace"], meta["name"], meta["uid"],
                         spec.get("artifactPrefix", ""))
     if store.sha256(f"{prefix}/metrics.json") is None:
@@ -45,14 +45,15 @@ def results(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
     return doc, report
 
 
-def outcome_of(body: dict[str, Any], *, interrupted: bool = False) -> tuple[Any, str | None]:
+def outcome_of(body: dict[str, Any], settings: Settings, *,
+               interrupted: bool = False) -> tuple[Any, str | None]:
     """The run's `report.ci.Outcome` (its exit code decided) and its report."""
     from benchfarm.errors import BenchfarmError
     from benchfarm.report.ci import decided_outcome
     doc, report, unread = None, None, ""
     if BenchmarkRunStatus.of(body.get("status")).phase in (Phase.succeeded, Phase.failed):
         try:
-            doc, report = results(body)
+            doc, report = results(body, settings)
         except BenchfarmError as exc:   # the store: the verdict of a failed run stands
             unread = f" ({exc.reason}: {exc.message})"
     return decided_outcome(body, doc, unread=unread, interrupted=interrupted), report

@@ -19,9 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchfarm.api.campaigns import ColumnPhase
+from benchfarm.api.campaigns import BenchmarkCampaignStatus, ColumnPhase
 from benchfarm.api.outcomes import Phase, Verdict
+from benchfarm.api.runs import BenchmarkRunStatus
 from benchfarm.errors import BenchfarmError
+from benchfarm.settings import Settings
 
 
 def add_parsers(sub: Any) -> None:
@@ -36,14 +38,15 @@ def add_parsers(sub: Any) -> None:
     rep.add_argument("--format", choices=["md", "rst", "json"], default="md",
                      help="Markdown, reStructuredText (the vendor guides' csv-table layout) or "
                           "the run's metrics as JSON")
-    rep.set_defaults(func=lambda args: main_report(args.run, args.format))
+    rep.set_defaults(func=lambda args: main_report(args.settings, args.run, args.format))
     cmp_ = sub.add_parser("compare", help="compare a run with a baseline run or a vendor guide "
                                           "(RST)")
     cmp_.add_argument("run", help="NAMESPACE/NAME of a finished run")
     cmp_.add_argument("baseline", help="NAMESPACE/NAME of another run, or an .rst/.txt guide file")
     cmp_.add_argument("--board", default=None,
                       help="the guide's board column to compare with (import-guide lists them)")
-    cmp_.set_defaults(func=lambda args: main_compare(args.run, args.baseline, args.board))
+    cmp_.set_defaults(func=lambda args: main_compare(args.settings, args.run, args.baseline,
+                                                         args.board))
     ig = sub.add_parser("import-guide", help="read a vendor guide's csv-tables (RST) as a "
                                              "baseline")
     ig.add_argument("file", help="the guide, reStructuredText (a report.rst or guide.rst too)")
@@ -62,13 +65,13 @@ def _split(run: str) -> tuple[str, str]:
     return (ns, name) if sep else ("default", run)
 
 
-def metrics(run: str) -> dict[str, Any]:
+def metrics(settings: Settings, run: str) -> dict[str, Any]:
     """The metrics document of a finished run NAMESPACE/NAME (or NAME in `default`)."""
     from benchfarm.kubeapi.client import Kube
     from benchfarm.store.accounts import namespace_store
     from benchfarm.store.artifacts import run_prefix
     ns, name = _split(run)
-    kube = Kube(outage_budget=10)
+    kube = Kube(settings, outage_budget=10)
     body = kube.get_run(ns, name)
     if body is None:
         raise NotFound(f"run {ns}/{name} not found", reason="RunNotFound")
@@ -76,43 +79,45 @@ def metrics(run: str) -> dict[str, Any]:
     prefix = run_prefix(ns, name, body["metadata"]["uid"], body["spec"].get("artifactPrefix", ""))
     key = f"{prefix}/metrics.json"
     if store.sha256(key) is None:
-        phase = (body.get("status") or {}).get("phase", Phase.pending)
+        phase = BenchmarkRunStatus.of(body.get("status")).phase or Phase.pending
         raise NotFound(f"run {ns}/{name} has no results yet (phase {phase}); "
                        f"s3://{store.config.bucket}/{key} is missing", reason="NoResults")
     doc: dict[str, Any] = json.loads(store.get(key))
     return doc
 
 
-def campaign(ref: str) -> tuple[str, list[Any]] | None:
+def campaign(settings: Settings, ref: str) -> tuple[str, list[Any]] | None:
     """A BenchmarkCampaign NAMESPACE/NAME as its release label and its guide's columns (their
     runs' metrics; a column without results is missing); None when there is no such campaign."""
     from benchfarm.kubeapi.client import Kube
     from benchfarm.report.release import Column
     ns, name = _split(ref)
-    body = Kube(outage_budget=10).get_custom("benchmarkcampaigns", ns, name)
+    body = Kube(settings, outage_budget=10).get_custom("benchmarkcampaigns", ns, name)
     if body is None:
         return None
     columns = []
-    for c in (body.get("status") or {}).get("columns") or []:
+    for c in BenchmarkCampaignStatus.of(body.get("status")).columns:
         try:
-            doc = metrics(f"{ns}/{c['run']}") if c.get("phase") == ColumnPhase.succeeded else None
+            doc = (metrics(settings, f"{ns}/{c.run}")
+                   if c.phase == ColumnPhase.succeeded else None)
         except NotFound:
             doc = None
-        columns.append(Column(c["name"], doc, "" if doc else c.get("reason") or "no results"))
+        columns.append(Column(c.name, doc, "" if doc else c.reason or "no results"))
     if not columns:
         raise NotFound(f"campaign {ns}/{name} has no columns yet", reason="NoResults")
     return body["spec"]["release"], columns
 
 
-def _campaign_not_run(ref: str) -> tuple[str, list[Any]] | None:
+def _campaign_not_run(settings: Settings, ref: str) -> tuple[str, list[Any]] | None:
     """The campaign a name means, when no BenchmarkRun has that name (a run wins)."""
     from benchfarm.kubeapi.client import Kube
-    if Path(ref).suffix.lower() in (".rst", ".txt") or Kube(outage_budget=10).get_run(*_split(ref)):
+    if Path(ref).suffix.lower() in (".rst", ".txt") or \
+            Kube(settings, outage_budget=10).get_run(*_split(ref)):
         return None
-    return campaign(ref)
+    return campaign(settings, ref)
 
 
-def _compare_campaign(ref: str, release: str, columns: list[Any], baseline: str,
+def _compare_campaign(settings: Settings, ref: str, release: str, columns: list[Any], baseline: str,
                       board: str | None) -> tuple[str, bool]:
     """A campaign against another campaign (column by column, by name) or a guide (each column
     against the guide's board of the same name, or the one --board names)."""
@@ -120,7 +125,7 @@ def _compare_campaign(ref: str, release: str, columns: list[Any], baseline: str,
     from benchfarm.core.statistics.regression import RegressionPolicy, Sample
     from benchfarm.report.release import Column, changes_md, release_changes
     policy = RegressionPolicy()
-    other = _campaign_not_run(baseline)
+    other = _campaign_not_run(settings, baseline)
     if other is not None:
         previous_release, previous = other
     else:
@@ -145,15 +150,16 @@ def _compare_campaign(ref: str, release: str, columns: list[Any], baseline: str,
             any(c.verdict == Verdict.regressed for ch in changes for c in ch.comparisons))
 
 
-def report(run: str, fmt: str = "md") -> str:
+def report(settings: Settings, run: str, fmt: str = "md") -> str:
     from benchfarm.report.tables import markdown, rst
-    doc = metrics(run)
+    doc = metrics(settings, run)
     if fmt == "json":
         return json.dumps(doc, indent=2)
     return {"md": markdown, "rst": rst}[fmt](doc)
 
 
-def compare(run: str, baseline: str, board: str | None = None) -> tuple[str, bool]:
+def compare(settings: Settings, run: str, baseline: str,
+            board: str | None = None) -> tuple[str, bool]:
     """The comparison table of a run against another run or a vendor guide (one board's column of
     it); and whether it regressed."""
     from benchfarm.core.guides.guide import read_guide
@@ -164,10 +170,10 @@ def compare(run: str, baseline: str, board: str | None = None) -> tuple[str, boo
     )
     from benchfarm.core.statistics.results import samples_by_metric_name, samples_from_document
     from benchfarm.report.tables import comparison_markdown
-    found = _campaign_not_run(run)
+    found = _campaign_not_run(settings, run)
     if found is not None:
-        return _compare_campaign(run, *found, baseline, board)
-    doc = metrics(run)
+        return _compare_campaign(settings, run, *found, baseline, board)
+    doc = metrics(settings, run)
     policy = RegressionPolicy()
     path = Path(baseline)
     if path.is_file() or path.suffix.lower() in (".rst", ".txt"):
@@ -178,7 +184,7 @@ def compare(run: str, baseline: str, board: str | None = None) -> tuple[str, boo
         guide = read_guide(text).baseline(board)
         base = {k: Sample.summary(v.mean, v.min, v.max) for k, v in guide.items()}
         current, direction = samples_by_metric_name(doc)
-    elif (other := _campaign_not_run(baseline)) is not None:
+    elif (other := _campaign_not_run(settings, baseline)) is not None:
         column = next((c for c in other[1] if c.name == board), None)
         if column is None or column.doc is None:
             raise NotFound(f"campaign {baseline}: name the column to compare with (--board): "
@@ -186,7 +192,7 @@ def compare(run: str, baseline: str, board: str | None = None) -> tuple[str, boo
         base, _ = samples_by_metric_name(column.doc)
         current, direction = samples_by_metric_name(doc)
     else:
-        base, _ = samples_from_document(metrics(baseline))
+        base, _ = samples_from_document(metrics(settings, baseline))
         current, direction = samples_from_document(doc)
     rows = compare_samples(base, current, direction, policy)
     if not rows:
@@ -195,13 +201,13 @@ def compare(run: str, baseline: str, board: str | None = None) -> tuple[str, boo
             any(r.verdict == Verdict.regressed for r in rows))
 
 
-def main_report(run: str, fmt: str) -> int:
-    return _guarded("report", lambda: (print(report(run, fmt)), 0)[1])
+def main_report(settings: Settings, run: str, fmt: str) -> int:
+    return _guarded("report", lambda: (print(report(settings, run, fmt)), 0)[1])
 
 
-def main_compare(run: str, baseline: str, board: str | None = None) -> int:
+def main_compare(settings: Settings, run: str, baseline: str, board: str | None = None) -> int:
     def _run() -> int:
-        table, regressed = compare(run, baseline, board)
+        table, regressed = compare(settings, run, baseline, board)
         print(table)
         return 3 if regressed else 0
     return _guarded("compare", _run)

@@ -18,7 +18,8 @@ def add_parsers(sub: Any) -> None:
     register(sub, history_scope)
 
 
-def history_scope(namespace: str | None, everywhere: bool) -> frozenset[str] | None:
+def history_scope(namespace: str | None, everywhere: bool,
+                  settings: Settings) -> frozenset[str] | None:
     """The namespaces `benchfarm history`/`results series` show: `-n` or the kubeconfig's
     current namespace, or every one (None) with --all-namespaces, after the API server said
     (SelfSubjectAccessReview) that the caller may `get benchmarkruns` there (cluster-wide for
@@ -26,11 +27,11 @@ def history_scope(namespace: str | None, everywhere: bool) -> frozenset[str] | N
     is then the caller's only credential, and it reads everything anyway."""
     from benchfarm.history.commands import ScopeRefused
     from benchfarm.kubeapi.client import WATCH_FAILURES, current_namespace
-    ns = None if everywhere else namespace or current_namespace()
+    ns = None if everywhere else namespace or current_namespace(settings)
     from kubernetes import client, config
     try:
         try:
-            config.load_kube_config(Settings.from_env().kubeconfig or None)
+            config.load_kube_config(settings.kubeconfig or None)
         except (config.ConfigException, OSError):
             config.load_incluster_config()
     except (config.ConfigException, OSError):   # no kubeconfig, not in a cluster: nobody to ask

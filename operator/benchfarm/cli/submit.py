@@ -25,8 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchfarm.api.models import ARTIFACT_PARTS, GROUP, VERSION, BenchmarkRunSpec
+from benchfarm.api.base import GROUP, VERSION
 from benchfarm.api.outcomes import Phase
+from benchfarm.api.runs import ARTIFACT_PARTS, BenchmarkRunSpec, BenchmarkRunStatus
 from benchfarm.cli.outcome import lab_api, namespace_store, outcome_of
 from benchfarm.core.statistics.gate import Exit, condition
 
@@ -131,9 +132,9 @@ def latest_of_plan(runs: list[dict[str, Any]], spec: dict[str, Any]) -> str | No
             and ((r.get("spec") or {}).get("selector") or {}).get("deviceType")
             == sel.get("deviceType")
             and ((r.get("spec") or {}).get("selector") or {}).get("board") == sel.get("board")
-            and (r.get("status") or {}).get("phase") == Phase.succeeded
+            and BenchmarkRunStatus.of(r.get("status")).phase == Phase.succeeded
             and not (r.get("spec") or {}).get("softwareB")]
-    same.sort(key=lambda r: r["status"].get("completionTime") or "")
+    same.sort(key=lambda r: BenchmarkRunStatus.of(r.get("status")).completionTime or "")
     return same[-1]["metadata"]["name"] if same else None
 
 
@@ -152,19 +153,18 @@ def write_outputs(o: Any, args: argparse.Namespace) -> None:
 
 def _changes(body: dict[str, Any], seen: dict[str, Any], say: Callable[[str], None]) -> None:
     """One line for each change of the run's phase, position, progress or conditions."""
-    st = body.get("status") or {}
-    now = (st.get("phase"), st.get("queuePosition"), st.get("board"), st.get("progress"))
+    st = BenchmarkRunStatus.of(body.get("status"))
+    now = (st.phase, st.queuePosition, st.board, st.progress)
     if now != seen.get("line") and now[0]:
         seen["line"] = now
         where = f" #{now[1]} in the queue" if now[1] else ""
         on = f" on {now[2]}" if now[2] else ""
         say(f"{now[0]}{on}{where}: {now[3] or ''}")
-    for c in st.get("conditions") or []:
-        mark = (c.get("status"), c.get("reason"))
-        if seen.get(c.get("type")) != mark:
-            seen[c.get("type")] = mark
-            say(f"  {c.get('type')}={c.get('status')} {c.get('reason', '')}: "
-                f"{c.get('message', '')}")
+    for c in st.conditions:
+        mark = (c.status, c.reason)
+        if seen.get(c.type) != mark:
+            seen[c.type] = mark
+            say(f"  {c.type}={c.status} {c.reason}: {c.message}")
 
 
 def _api_message(exc: Any) -> str:
@@ -190,10 +190,10 @@ def submit_main(args: argparse.Namespace) -> int:
             _say(f"cannot read {args.file}: {exc}")
             return Exit.run
     meta = dict(body.get("metadata") or {})
-    ns = args.namespace or meta.get("namespace") or current_namespace()
+    ns = args.namespace or meta.get("namespace") or current_namespace(args.settings)
     spec = _spec(args, body.get("spec") or {})
     try:
-        kube = lab_api()
+        kube = lab_api(args.settings)
         if args.compare_history:
             previous = latest_of_plan(kube.list_custom(PLURAL, ns), spec)
             _say(f"comparing with run {previous}, the plan's latest" if previous else
@@ -266,12 +266,13 @@ def _follow(kube: Any, ns: str, name: str, args: argparse.Namespace) -> int:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    o, report = outcome_of(body, interrupted=interrupted)
+    o, report = outcome_of(body, args.settings, interrupted=interrupted)
     if report and not args.no_report:
         print(report, flush=True)
     elif not args.no_report:
         done = condition(body.get("status") or {})
-        print(f"# {ns}/{name}: {body['status'].get('phase')}\n\n{done.get('reason', '')}: "
+        print(f"# {ns}/{name}: {BenchmarkRunStatus.of(body.get('status')).phase}\n\n"
+              f"{done.get('reason', '')}: "
               f"{done.get('message', '')}", flush=True)
     write_outputs(o, args)
     _say(f"{ns}/{name}: exit {int(o.decision.code)}: {o.decision.why}")
@@ -286,8 +287,8 @@ def _wait(kube: Any, ns: str, name: str, seen: dict[str, Any], every: float,
         if body is None:
             raise _Gone(f"run {ns}/{name} was deleted")
         _changes(body, seen, _say)
-        if (body.get("status") or {}).get("phase") in (Phase.succeeded, Phase.failed,
-                                                       Phase.cancelled):
+        if BenchmarkRunStatus.of(body.get("status")).phase in (Phase.succeeded, Phase.failed,
+                                                               Phase.cancelled):
             return dict(body)
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(name)
@@ -318,7 +319,7 @@ def upload_main(args: argparse.Namespace) -> int:
 
     from benchfarm.errors import BenchfarmError
     from benchfarm.kubeapi.client import current_namespace
-    ns = args.namespace or current_namespace()
+    ns = args.namespace or current_namespace(args.settings)
     path = Path(args.file)
     try:
         key = upload_key(ns, args.key)
@@ -331,7 +332,7 @@ def upload_main(args: argparse.Namespace) -> int:
         print(f"benchfarm upload: {exc}", file=sys.stderr)
         return 1
     try:
-        url = namespace_store(ns).put_stream(key, lambda: path.open("rb"), length=size,
+        url = namespace_store(ns, args.settings).put_stream(key, lambda: path.open("rb"), length=size,
                                              sha256=digest.hexdigest())
     except (BenchfarmError, client.ApiException, ConfigException, OSError) as exc:
         print(f"benchfarm upload: {getattr(exc, 'message', exc)}", file=sys.stderr)

@@ -22,6 +22,7 @@ from typing import Any
 
 from benchfarm.errors import InfraError
 from benchfarm.logs import configure
+from benchfarm.settings import Settings
 
 _RELATIVE = re.compile(r"^(\d+)([hdw])$")
 
@@ -42,9 +43,10 @@ def since_arg(value: str) -> dt.datetime:
 
 
 # Who may read which namespace is Kubernetes' to say, and this module knows no Kubernetes: the CLI
-# hands `register` a function that turns `-n`/`--all-namespaces` into the namespaces to show (None:
-# every one) or raises ScopeRefused with a sentence for the person.
-Scope = Callable[[str | None, bool], frozenset[str] | None]
+# hands `register` a function that turns `-n`/`--all-namespaces` (and the CLI's settings: its
+# kubeconfig) into the namespaces to show (None: every one) or raises ScopeRefused with a sentence
+# for the person.
+Scope = Callable[[str | None, bool, Settings], frozenset[str] | None]
 
 
 class ScopeRefused(Exception):
@@ -102,8 +104,8 @@ def main_history(args: argparse.Namespace, scope: Scope) -> int:
     from benchfarm.history.db import Database
     from benchfarm.history.query import history
     try:
-        namespaces = scope(args.namespace, args.all_namespaces)
-        db = Database.from_env()
+        namespaces = scope(args.namespace, args.all_namespaces, args.settings)
+        db = Database.from_settings(args.settings)
         if namespaces is None:      # every namespace that has this series, each on its own
             namespaces = frozenset(k[0] for k in db.series_keys(None)
                                    if k[1:] == (args.metric, args.device_type, args.plan))
@@ -144,8 +146,8 @@ def table(doc: dict[str, Any]) -> str:
 def main_series(args: argparse.Namespace, scope: Scope) -> int:
     from benchfarm.history.db import Database
     try:
-        namespaces = scope(args.namespace, args.all_namespaces)
-        rows = Database.from_env().known_series(namespaces)
+        namespaces = scope(args.namespace, args.all_namespaces, args.settings)
+        rows = Database.from_settings(args.settings).known_series(namespaces)
     except (InfraError, ScopeRefused) as exc:
         return _fail(exc)
     if args.format == "json":
@@ -165,8 +167,8 @@ def main_reindex(args: argparse.Namespace) -> int:
     configure(logging.WARNING, command="results reindex")
     t0 = time.monotonic()
     try:
-        done = reindex(Database.from_env(), ArtifactStore(StoreConfig.from_env()),
-                       drop=args.drop)
+        done = reindex(Database.from_settings(args.settings),
+                       ArtifactStore(StoreConfig.from_settings(args.settings)), drop=args.drop)
     except InfraError as exc:
         return _fail(exc)
     print(f"indexed {done.runs} runs ({done.rows} rows) in {time.monotonic() - t0:.1f} s; "

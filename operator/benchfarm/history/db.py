@@ -46,9 +46,9 @@ class Database:
         self.migrating = threading.Lock()
 
     @classmethod
-    def from_env(cls, settings: Settings | None = None) -> Database:
-        """The results database `settings` name (default: this process's environment's)."""
-        url = (settings or Settings.from_env()).database_url
+    def from_settings(cls, settings: Settings) -> Database:
+        """The results database the settings name; InfraError where they name none."""
+        url = settings.database_url
         if not url:
             raise InfraError("the results database is not configured: BENCHFARM_DATABASE_URL "
                              "is not set", reason="DatabaseNotConfigured")

@@ -14,7 +14,7 @@ import base64
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
@@ -23,7 +23,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from benchfarm.api.models import GROUP, VERSION
+from benchfarm.api.base import GROUP, VERSION
 from benchfarm.core.policy.redact import Redactor
 from benchfarm.errors import BenchfarmError, Outage, Party
 from benchfarm.settings import Settings
@@ -85,19 +85,35 @@ WATCH_FAILURES: tuple[type[Exception], ...] = (*API_FAILURES, urllib3.exceptions
                                                OSError)
 
 
-def current_namespace(settings: Settings | None = None) -> str:
+def current_namespace(settings: Settings) -> str:
     """The kubeconfig's current namespace ("default" in-cluster or without a context)."""
     try:
-        _, current = config.list_kube_config_contexts(
-            (settings or Settings.from_env()).kubeconfig or None)
+        _, current = config.list_kube_config_contexts(settings.kubeconfig or None)
         return str(current.get("context", {}).get("namespace") or "default")
     except (config.ConfigException, OSError):   # in-cluster or no context: the default namespace
         return "default"
 
 
+def lab_redactor(s: Settings, *, extra_endpoints: Iterable[str] = (),
+                 extra_directories: Iterable[str] = ()) -> Redactor:
+    """What tenants must not read, from the lab's settings (`core.policy.redact`): the store's
+    and the signing key, the database's password; the lab's services; its directories and
+    files. The two credentials no setting names (the store's and the database's client
+    libraries read them) come from the same environment."""
+    paths = (s.state, s.spool, s.software_cache, s.session_pids)
+    return Redactor.of(
+        secrets=[s.s3_secret_key, s.signing_key, s.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+                 s.environ.get("PGPASSWORD", "")],
+        endpoints=[s.s3_endpoint, s.coordinator, s.web_url, s.database_url, s.liveness,
+                   s.lease_coordinator, s.kubernetes_service_host, *extra_endpoints],
+        directories=[*(str(p) for p in paths if p is not None), s.log_dir,
+                     s.environ.get("VIRTUAL_ENV", ""), *extra_directories],
+        files=[s.kubeconfig, s.ssh_config, str(s.device_types)])
+
+
 class Kube:
-    def __init__(self, *, outage_budget: float = 600.0, settings: Settings | None = None) -> None:
-        s = settings or Settings.from_env()
+    def __init__(self, settings: Settings, *, outage_budget: float = 600.0) -> None:
+        s = settings
         try:
             config.load_incluster_config()
         except config.ConfigException:
@@ -110,9 +126,8 @@ class Kube:
         self.core = client.CoreV1Api(self.api)
         self.outage_budget = outage_budget
         # what tenants read (events, conditions, progress) names no lab address, path or key
-        self.redact = Redactor.from_environ(
-            s.environ, extra_endpoints=[urlsplit(configuration.host or "").netloc],
-            extra_directories=[sys.prefix])
+        self.redact = lab_redactor(s, extra_endpoints=[urlsplit(configuration.host or "").netloc],
+                                   extra_directories=[sys.prefix])
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         delay, deadline = 0.5, time.monotonic() + self.outage_budget

@@ -14,6 +14,7 @@ import logging
 import shlex
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,16 +145,20 @@ class Board:
 
     def __init__(self, place: str, resources: dict[str, dict[str, Any]], device_type: DeviceType,
                  session: Any, serial_log: SerialLog | None = None,
-                 output_limit: int = OUTPUT_LIMIT) -> None:
+                 output_limit: int = OUTPUT_LIMIT, *,
+                 labgrid_variables: Mapping[str, str] | None = None) -> None:
         """`resources`: the place's, as the coordinator lists them (for a derived environment);
         `session`: the labgrid ClientSession that acquired the place (`Coordinator.session()`);
-        `output_limit`: the bytes of one command's output held in memory (head and tail)."""
+        `output_limit`: the bytes of one command's output held in memory (head and tail);
+        `labgrid_variables`: the `LG_*` a device type's environment may name
+        (`Settings.labgrid_variables`)."""
         self.place = place
         self.output_limit = output_limit
         self.device_type = device_type
         self.serial_log = serial_log or SerialLog()
         # environment() always names the strategy, and build_target bound it or raised
-        self.target = build_target(place, environment(place, resources, device_type), session)
+        self.target = build_target(place, environment(place, resources, device_type,
+                                                     labgrid_variables), session)
         self.strategy = self.target.get_driver(BenchfarmStrategy)
         self.strategy.prepare(device_type.boot, self.serial_log.add)
         self.power, self.console, self.shell = (self.strategy.power, self.strategy.console,

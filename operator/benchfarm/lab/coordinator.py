@@ -42,23 +42,22 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Coordinator's `tls` default: the certificate the environment names (labgrid_compat.TlsSettings)
-FROM_ENV: Any = object()
-
 
 class Coordinator:
     """A long-lived connection to labgrid's coordinator, driven from one worker thread."""
 
     def __init__(self, address: str, *, user: str = DEFAULT_USER, host: str = DEFAULT_HOST,
                  timeout: float = 20.0, place: HandedPlace | None = None,
-                 shared: Coordinator | None = None, tls: TlsSettings | None = FROM_ENV) -> None:
+                 shared: Coordinator | None = None, tls: TlsSettings | None = None,
+                 ssh_config: str = "") -> None:
         """`place`: a board session's own place, handed over by the operator; the client then
         knows that place only (`OnePlaceSession`) instead of syncing the whole lab. `shared`:
         run on that client's loop and thread (`as_identity`). `tls`: the certificate this
-        client connects with (default: BENCHFARM_LABGRID_CA/_CERT/_KEY; None: no TLS)."""
+        client connects with (None: no TLS; `from_settings`: BENCHFARM_LABGRID_CA/_CERT/_KEY).
+        `ssh_config`: the lab's ssh_config for the ssh labgrid starts (`LG_PROXY`, staging)."""
         self.address = address
-        self.tls: TlsSettings | None = (
-            shared.tls if shared is not None else TlsSettings.from_env()) if tls is FROM_ENV else tls
+        self.tls = tls
+        self.ssh_config = ssh_config
         self.place = place
         self.user = user
         self.host = host
@@ -79,6 +78,14 @@ class Coordinator:
         self._connecting: asyncio.Lock | None = None    # one connection attempt at a time
         self._relays: dict[str, tuple[str, Callable[[], None]]] = {}   # `on_release`, on the loop
 
+    @classmethod
+    def from_settings(cls, settings: Settings, *, address: str | None = None,
+                      **kw: Any) -> Coordinator:
+        """A client as the settings say: their coordinator (or `address`), their certificate
+        (`TlsSettings.from_settings`) and ssh_config; `kw` as for the constructor."""
+        return cls(address or settings.coordinator, tls=TlsSettings.from_settings(settings),
+                   ssh_config=settings.ssh_config, **kw)
+
     @property
     def identity(self) -> str:
         return f"{self.host}/{self.user}"
@@ -87,7 +94,7 @@ class Coordinator:
         """A client of another labgrid identity (a BoardLease's) on this client's loop and
         thread: grpc's asyncio client wants one event loop per process. Close it after use."""
         return Coordinator(self.address, host=host, user=user, timeout=self.timeout, shared=self,
-                           tls=self.tls)
+                           tls=self.tls, ssh_config=self.ssh_config)
 
     # -- plumbing -----------------------------------------------------------------------------
     def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
@@ -123,7 +130,7 @@ class Coordinator:
 
     async def _connect(self) -> ClientSession:
         # LG_PROXY's ssh too (forwards to the coordinator and the exporters)
-        use_ssh_config(Settings.from_env().ssh_config)
+        use_ssh_config(self.ssh_config)
         address = proxymanager.get_grpc_address(self.address, default_port=20408)
         # through LG_PROXY's forward, the coordinator's certificate still names its own host
         server_name = self.address.rpartition(":")[0] or self.address \

@@ -7,8 +7,9 @@ when the exporter sees the same file) and links it into the TFTP directory. benc
 for every verified file of a run's software set, then hands the bootloader the staged names as
 variables (`bf_kernel`, `bf_initrd`, `bf_dtb`, `bf_args`) that the device type's boot command uses.
 
-SSH: the ssh_config named by `BENCHFARM_SSH_CONFIG` (`labgrid_compat.use_ssh_config`) is given to every ssh and
-rsync that labgrid starts.
+SSH: the ssh_config named by `BENCHFARM_SSH_CONFIG` is given to every ssh and rsync that labgrid
+starts (`labgrid_compat.use_ssh_config`, a process-wide patch the session's `Coordinator` made
+when it connected, before any place was acquired).
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ from labgrid.driver.exception import ExecutionError
 from labgrid.util.managedfile import ManagedFileError
 
 from benchfarm.errors import InfraError
-from benchfarm.lab.labgrid_compat import use_ssh_config
 from benchfarm.lab.strategy import first_line
-from benchfarm.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +56,6 @@ def stage(target: Any, files: dict[str, Path], boot_args: str | None) -> dict[st
     TFTPProviderDriver; the bootloader variables that name them."""
     variables = {}
     if files:
-        use_ssh_config(Settings.from_env().ssh_config)
         driver = _tftp_driver(target)
         for part, path in files.items():
             try:

@@ -16,6 +16,7 @@ coordinator, no second sync of the whole lab).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,6 @@ from benchfarm.api.devicetype import DeviceType
 from benchfarm.errors import InfraError
 from benchfarm.lab.labgrid_compat import adopt_session, forget_resources
 from benchfarm.lab.strategy import BenchfarmStrategy, first_line
-from benchfarm.settings import Settings
 
 STRATEGY = BenchfarmStrategy.__name__
 
@@ -65,18 +65,18 @@ def derived_environment(place: str, resources: dict[str, dict[str, Any]],
     }
 
 
-def environment(place: str, resources: dict[str, dict[str, Any]],
-                device_type: DeviceType) -> dict[str, Any]:
+def environment(place: str, resources: dict[str, dict[str, Any]], device_type: DeviceType,
+                variables: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The target config for a place: its device type's labgrid environment with the place
-    filled in (`$LG_PLACE`, and labgrid's own `$BASE` and `LG_*` variables), or the derived one."""
+    filled in (`$LG_PLACE`, and labgrid's own `$BASE` and `LG_*` `variables`:
+    `Settings.labgrid_variables`), or the derived one."""
     if not device_type.labgrid:
         return derived_environment(place, resources, device_type)
     path = Path(device_type.labgrid)
     try:
         with path.open() as f:
             data = load_labgrid_yaml(f)
-        mapping = {k: v for k, v in Settings.from_env().environ.items() if k.startswith("LG_")}
-        resolve_templates(data, {**mapping, "BASE": str(path.parent.resolve()),
+        resolve_templates(data, {**(variables or {}), "BASE": str(path.parent.resolve()),
                                  "LG_PLACE": place})
     except (OSError, yaml.YAMLError, KeyError, ValueError) as exc:
         raise InfraError(f"device type {device_type.name}: its labgrid environment {path.name} "

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import types
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,20 +68,19 @@ class TlsSettings:
         return cls(Path(ca).read_bytes(), Path(cert).read_bytes(), Path(key).read_bytes())
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> TlsSettings | None:
+    def from_settings(cls, s: Settings) -> TlsSettings | None:
         """From BENCHFARM_LABGRID_CA/_CERT/_KEY (file paths): None when none is set; all three
         or an error (a half-configured client would silently talk in the clear). A session
         the operator launched has BENCHFARM_LABGRID_SESSION instead of _CERT/_KEY: its own
         certificate and key, sealed (`labgrid_pki.unseal`, with the signing key)."""
-        env = Settings.from_env().environ if environ is None else environ
-        if env.get(ENV_SEALED):
+        if s.labgrid_session:
             from benchfarm.core.policy.trust import key_from
             from benchfarm.lab.labgrid_pki import unseal
-            if not env.get(ENV_CA):
+            if not s.labgrid_ca:
                 raise ValueError(f"{ENV_SEALED} is set but not {ENV_CA}")
-            cert, key = unseal(key_from(env), env[ENV_SEALED])
-            return cls(Path(env[ENV_CA]).read_bytes(), cert, key)
-        paths = [env.get(k, "") for k in (ENV_CA, ENV_CERT, ENV_KEY)]
+            cert, key = unseal(key_from(s.signing_key), s.labgrid_session)
+            return cls(Path(s.labgrid_ca).read_bytes(), cert, key)
+        paths = [s.labgrid_ca, s.labgrid_cert, s.labgrid_key]
         if not any(paths):
             return None
         if not all(paths):
@@ -100,7 +99,7 @@ class TlsSettings:
 
 def channel(target: str, options: list[tuple[str, Any]] | None, tls: TlsSettings | None, *,
             server_name: str | None = None) -> grpc.aio.Channel:
-    """A channel to the coordinator: secure with `tls`, plain without (`TlsSettings.from_env`
+    """A channel to the coordinator: secure with `tls`, plain without (`TlsSettings.from_settings`
     says which). `server_name`: the name the coordinator's certificate is checked against when
     the target is a forward of it (LG_PROXY)."""
     opts = list(options or CHANNEL_OPTIONS)

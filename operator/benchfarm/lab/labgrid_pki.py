@@ -25,7 +25,7 @@ import base64
 import datetime as dt
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,9 +39,10 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.serialization import SSHCertificateBuilder, SSHCertificateType
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from benchfarm.api.models import LeaseAccess, LeaseSshAccess, LeaseSshHost
+from benchfarm.api.leases import LeaseAccess, LeaseSshAccess, LeaseSshHost
 from benchfarm.core.conditions import iso
 from benchfarm.core.policy.identity import grant_uri
+from benchfarm.settings import Settings
 
 # the public keys a certificate is issued for: a session's (EC) or a person's (EC or RSA)
 PublicKey = ec.EllipticCurvePublicKey | rsa.RSAPublicKey
@@ -188,9 +189,9 @@ def write_private(path: Path, data: bytes | str) -> None:
     os.replace(tmp, path)
 
 
-def issuer_from_env(environ: Mapping[str, str]) -> Issuer | None:
+def issuer_from(settings: Settings) -> Issuer | None:
     """The operator's issuer (BENCHFARM_LABGRID_ISSUER_CERT/_KEY), None where it has none."""
-    cert, key = environ.get(ENV_ISSUER_CERT, ""), environ.get(ENV_ISSUER_KEY, "")
+    cert, key = settings.labgrid_issuer_cert, settings.labgrid_issuer_key
     return Issuer.load(cert, key) if cert and key else None
 
 
@@ -266,7 +267,7 @@ def ssh_certificate(issuer: Issuer, public_key: PublicKey, *, key_id: str, place
 def person_access(issuer: Issuer, coordinator_ca: str, coordinator: str, user: str,
                   public_key: str, expires: dt.datetime, *, place: str = "", key_id: str = "",
                   ssh_hosts: Sequence[LeaseSshHost] = (), known_hosts: str = "") -> dict[str, Any]:
-    """A BoardLease's `status.access` (`api.models.LeaseAccess`): a certificate for the lease's
+    """A BoardLease's `status.access` (`api.leases.LeaseAccess`): a certificate for the lease's
     user (role person: it may be that user and read, never take or free a place) that expires
     with the lease, the CA that vouches for the coordinator, and where the coordinator is; with
     a `place`, also an OpenSSH certificate for the same key (`ssh_certificate`, key id `key_id`)

@@ -12,13 +12,13 @@ import logging
 import shlex
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from benchfarm.api.devicetype import DeviceType
-from benchfarm.api.models import SuiteSpec
 from benchfarm.api.outcomes import Reason, RunFailure
+from benchfarm.api.runs import SuiteSpec
 from benchfarm.core.policy.trust import plan_digest
 from benchfarm.core.statistics.results import SuiteRecord
 from benchfarm.errors import BenchfarmError, BoardFault, DeployedBootFailed, RunError, SuiteFailure
@@ -58,9 +58,10 @@ class BoardSession:
                  labgrid_session: Any, *, deadline: float, serial_log: SerialLog | None = None,
                  environment: dict[str, str] | None = None,
                  guard: Callable[[], None] | None = None,
-                 output_limit: int = OUTPUT_LIMIT) -> None:
+                 output_limit: int = OUTPUT_LIMIT,
+                 labgrid_variables: Mapping[str, str] | None = None) -> None:
         """`output_limit`: the bytes of a command's output kept for parsing and upload (its
-        head and its tail; `serial_log` has every byte)."""
+        head and its tail; `serial_log` has every byte); `labgrid_variables`: as for `Board`."""
         self.place = place
         self.resources = resources
         self.device_type = device_type
@@ -69,7 +70,7 @@ class BoardSession:
         self.guard = guard or (lambda: None)
         self.cancelled = threading.Event()
         self.board = Board(place, resources, device_type, labgrid_session, serial_log,
-                           output_limit)
+                           output_limit, labgrid_variables=labgrid_variables)
         self.monitor: RailMonitor | None = None   # built by the first low-power step
 
     def stop(self) -> None:

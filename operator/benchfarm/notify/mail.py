@@ -11,7 +11,6 @@ from __future__ import annotations
 import smtplib
 import socket
 import ssl
-from collections.abc import Mapping
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate
@@ -19,6 +18,7 @@ from email.utils import formatdate
 from benchfarm.api.notifications import DELIVERY_HEADER
 from benchfarm.notify import DeliveryFailed
 from benchfarm.notify.deadline import Deadline
+from benchfarm.settings import Settings
 
 DEADLINE = 20.0         # seconds for the attempt, from connecting to the server's last answer
 
@@ -33,16 +33,12 @@ class SmtpSettings:
     ca_file: str = ""
 
     @classmethod
-    def from_environ(cls, env: Mapping[str, str]) -> SmtpSettings | None:
+    def from_settings(cls, s: Settings) -> SmtpSettings | None:
         """None where the lab has no SMTP server (BENCHFARM_SMTP_HOST unset)."""
-        host = env.get("BENCHFARM_SMTP_HOST", "")
-        if not host:
+        if not s.smtp_host:
             return None
-        return cls(host=host, port=int(env.get("BENCHFARM_SMTP_PORT", "") or 587),
-                   sender=env.get("BENCHFARM_SMTP_FROM", "") or "benchfarm@localhost",
-                   username=env.get("BENCHFARM_SMTP_USERNAME", ""),
-                   password=env.get("BENCHFARM_SMTP_PASSWORD", ""),
-                   ca_file=env.get("BENCHFARM_SMTP_CA_FILE", ""))
+        return cls(host=s.smtp_host, port=s.smtp_port, sender=s.smtp_from,
+                   username=s.smtp_username, password=s.smtp_password, ca_file=s.smtp_ca_file)
 
 
 class _BoundedSMTP(smtplib.SMTP):

@@ -37,12 +37,13 @@ from benchfarm.api.campaigns import (
     CAMPAIGN_UID_LABEL,
     COLUMN_LABEL,
     BenchmarkCampaignSpec,
+    BenchmarkCampaignStatus,
     CampaignColumn,
     CampaignReason,
     ColumnPhase,
 )
 from benchfarm.api.outcomes import FINISHED, Condition, Phase, Regression, Verdict
-from benchfarm.core.conditions import get_condition, set_condition
+from benchfarm.core.conditions import as_written, get_condition, set_condition
 from benchfarm.core.guides.campaign import Plan, plan
 from benchfarm.core.scheduling.boardindex import BoardView, matches
 from benchfarm.core.scheduling.queue import Selector
@@ -61,7 +62,6 @@ from benchfarm.report.release import (
     release_md,
     release_rst,
 )
-from benchfarm.settings import Settings
 from benchfarm.store.artifacts import ArtifactStore, run_prefix
 
 log = logging.getLogger(__name__)
@@ -99,11 +99,8 @@ def changes_documents(release: str, previous_name: str, previous: list[Column],
 class Campaigns:
     def __init__(self, kube: Kube, store: ArtifactStore, policy: Callable[[], RegressionPolicy],
                  boards: Callable[[], Sequence[BoardView]], *,
-                 budget: budgeted.Budget | None = None) -> None:
+                 budget: budgeted.Budget) -> None:
         self.kube, self.store, self.policy, self.boards = kube, store, policy, boards
-        if budget is None:
-            settings = Settings.from_env()
-            budget = budgeted.Budget(settings.guide_cpu_seconds, settings.guide_memory_mib)
         self.budget = budget      # BENCHFARM_GUIDE_CPU_SECONDS, BENCHFARM_GUIDE_MEMORY_MIB
         self._dirty: OrderedDict[str, None] = OrderedDict()
         self._cond = threading.Condition()
@@ -156,7 +153,8 @@ class Campaigns:
             return
         status = dict(body.get("status") or {})
         generation = body["metadata"].get("generation", 1)
-        if status.get("phase") in FINISHED and status.get("observedGeneration") == generation:
+        seen = BenchmarkCampaignStatus.of(status)
+        if seen.phase in FINISHED and seen.observedGeneration == generation:
             return        # published (or cancelled) and nothing asked since
         try:
             spec = BenchmarkCampaignSpec(**body.get("spec") or {})
@@ -182,7 +180,7 @@ class Campaigns:
         if not p.finished:
             fields["phase"] = Phase.running if any(c.board for c in p.columns) else Phase.pending
             fields["conditions"] = set_condition(
-                status.get("conditions"), Condition.succeeded, "Unknown", CampaignReason.running,
+                seen.conditions, Condition.succeeded, "Unknown", CampaignReason.running,
                 f"{done} of {len(p.columns)} columns have results", generation)
             self.kube.patch_custom(PLURAL, ns, name, {"status": fields}, status=True)
             return
@@ -245,7 +243,7 @@ class Campaigns:
             for fmt, ctype in (("rst", "text/x-rst; charset=utf-8"),
                                ("md", "text/markdown; charset=utf-8"),
                                ("html", "text/html; charset=utf-8"))}
-        conditions = status.get("conditions")
+        conditions = as_written(BenchmarkCampaignStatus.of(status).conditions)
         if isinstance(previous, str):
             conditions = set_condition(conditions, Condition.regressed, "Unknown",
                                        CampaignReason.previous_not_found, previous, meta.get("generation"))
@@ -335,12 +333,14 @@ class Campaigns:
                 message: str, fields: dict[str, Any]) -> None:
         meta = body["metadata"]
         generation = meta.get("generation", 1)
+        seen = BenchmarkCampaignStatus.of(status)
         fields = {**fields, "phase": phase, "observedGeneration": generation,
-                  "conditions": set_condition(fields.get("conditions", status.get("conditions")),
+                  "conditions": set_condition(fields["conditions"] if "conditions" in fields
+                                              else seen.conditions,
                                               Condition.succeeded,
                                               "True" if phase == Phase.succeeded
                                               else "False", reason, message, generation)}
-        before = get_condition(status.get("conditions"), Condition.succeeded) or {}
+        before = get_condition(seen.conditions, Condition.succeeded) or {}
         self.kube.patch_custom(PLURAL, meta["namespace"], meta["name"], {"status": fields},
                                status=True)
         if before.get("reason") != reason:

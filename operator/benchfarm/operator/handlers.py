@@ -13,7 +13,8 @@ from typing import Any
 
 import kopf
 
-from benchfarm.api.models import GROUP, VERSION
+from benchfarm import budgeted
+from benchfarm.api.base import GROUP, VERSION
 from benchfarm.core.scheduling import queue as q
 from benchfarm.core.statistics.regression import regression_policy
 from benchfarm.errors import InfraError, RunError
@@ -85,7 +86,9 @@ async def startup(settings: kopf.OperatorSettings, logger: kopf.Logger, memo: ko
             logger.warning("waiting for the lab: %s", exc)
             await asyncio.sleep(3)
     memo.campaigns = Campaigns(rt.kube, rt.store, lambda: regression_policy(rt.policy),
-                               rt.inventory.views)
+                               rt.inventory.views,
+                               budget=budgeted.Budget(rt.settings.guide_cpu_seconds,
+                                                      rt.settings.guide_memory_mib))
     memo.runtime = rt
     logger.info("benchfarm operator ready: %d device types", len(rt.device_types))
 

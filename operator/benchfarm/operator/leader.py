@@ -54,8 +54,8 @@ def lead(liveness: str | None, settings: Settings) -> LeaseHolder:
     """Block until this replica holds the operator Lease; keep renewing it from a thread."""
     namespace = settings.namespace
     identity = settings.pod_name or f"{socket.gethostname()}-{os.getpid()}"
-    lease = LeaseHolder(Kube(outage_budget=DURATION), namespace, OPERATOR_LEASE, identity,
-                        duration=DURATION, labels={"app.kubernetes.io/name": "benchfarm",
+    lease = LeaseHolder(Kube(settings, outage_budget=DURATION), namespace, OPERATOR_LEASE,
+                        identity, duration=DURATION, labels={"app.kubernetes.io/name": "benchfarm",
                                 "app.kubernetes.io/managed-by": "benchfarm"})
     probe = None
     announced = False

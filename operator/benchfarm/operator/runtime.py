@@ -31,9 +31,10 @@ from pydantic import ValidationError
 
 from benchfarm.api.campaigns import AVOID_ANNOTATION
 from benchfarm.api.devicetype import DeviceType
-from benchfarm.api.models import BenchmarkRunSpec, BenchmarkRunStatus, LabPolicySpec
+from benchfarm.api.labpolicy import LabPolicySpec
 from benchfarm.api.notifications import Event
 from benchfarm.api.outcomes import FINISHED, Condition, Phase, Reason
+from benchfarm.api.runs import BenchmarkRunSpec, BenchmarkRunStatus
 from benchfarm.core.conditions import get_condition
 from benchfarm.core.policy import trust
 from benchfarm.core.scheduling.fairness import RoundRobinFairness

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchfarm.api.models import BenchmarkRunSpec, SoftwareSet, SuiteSpec
+from benchfarm.api.runs import BenchmarkRunSpec, SoftwareSet, SuiteSpec
 from benchfarm.core import steps as st
 from benchfarm.kubeapi.client import Kube
 from benchfarm.session.lifeline import Lifeline
@@ -44,9 +44,8 @@ class Config:
     settings: Settings = field(default_factory=Settings)
 
     @classmethod
-    def from_env(cls, settings: Settings | None = None) -> Config:
-        """The session's configuration from its settings (default: its environment's)."""
-        s = settings or Settings.from_env()
+    def from_settings(cls, s: Settings) -> Config:
+        """The session's configuration from its settings."""
         return cls(coordinator=s.coordinator, device_types=s.device_types, spool=s.spool_dir,
                    environment=iperf3_peer(s.iperf3_peer), software_cache=s.software_cache_dir,
                    lease_seconds=s.session_lease_seconds, settings=s)

@@ -23,7 +23,7 @@ import os
 import socket
 import time
 
-from benchfarm.api.models import GROUP, VERSION
+from benchfarm.api.base import GROUP, VERSION
 from benchfarm.api.outcomes import HealthCheckEnd, HealthVerdict, RunFailure, fault_words
 from benchfarm.api.places import health_identity
 from benchfarm.errors import BoardBusy, InfraError
@@ -51,7 +51,7 @@ SETUP_SECONDS = 600.0              # outages waited out before the board's boot 
 class HealthCheckSession:
     def __init__(self, board: str, check: int, config: Config, namespace: str) -> None:
         self.board, self.check, self.config, self.namespace = board, check, config, namespace
-        self.kube = Kube(outage_budget=600.0)
+        self.kube = Kube(config.settings, outage_budget=600.0)
         self.identity = f"{socket.gethostname()}/{os.getpid()}"
         self.session: BoardSession | None = None
 
@@ -65,7 +65,9 @@ class HealthCheckSession:
             log.info("board %s was re-created (uid differs); nothing to check", self.board)
             return 0
         host, user = health_identity(self.board, self.check)
-        self.coordinator = Coordinator(self.config.coordinator, host=host, user=user)
+        self.coordinator = Coordinator.from_settings(self.config.settings,
+                                                     address=self.config.coordinator,
+                                                     host=host, user=user)
         self.coordinator.connect_soon()
         lease = LeaseHolder(
             self.kube, self.namespace, health_lease_name(self.board), self.identity,
@@ -145,7 +147,7 @@ class HealthCheckSession:
                 self.board, info.resources, dtype,
                 wait("connect to the coordinator", self.coordinator.session),
                 deadline=self.lifeline.deadline, serial_log=SerialLog(limit=CONSOLE_IN_MEMORY),
-                guard=self._guard)
+                guard=self._guard, labgrid_variables=self.config.settings.labgrid_variables)
             try:
                 self.session.boot()
             finally:
@@ -179,4 +181,4 @@ def main(board: str, check: int | str) -> int:
     settings = Settings.from_env()
     configure(settings.log_level)
     namespace = settings.health_namespace or settings.namespace
-    return HealthCheckSession(board, int(check), Config.from_env(settings), namespace).run()
+    return HealthCheckSession(board, int(check), Config.from_settings(settings), namespace).run()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from benchfarm.api.leases import BoardLeaseStatus
 from benchfarm.api.outcomes import LeaseEnd
 from benchfarm.api.places import lease_identity
 from benchfarm.core.policy import trust
@@ -47,7 +48,8 @@ def power_off_and_release(coordinator: Coordinator, place: str, config: Config) 
     ok, message = False, ""
     try:
         dtype = load_device_types(config.device_types)[info.tags.get("device_type", "")]
-        board = Board(place, info.resources, dtype, coordinator.session())
+        board = Board(place, info.resources, dtype, coordinator.session(),
+                      labgrid_variables=config.settings.labgrid_variables)
         try:
             board.power_off()
             ok, message = True, f"{place} powered off and released"
@@ -66,25 +68,27 @@ def main(ref: str) -> int:
     settings = Settings.from_env()
     configure(settings.log_level)
     namespace, name = ref.split("/", 1)
-    config = Config.from_env(settings)
-    kube = Kube(outage_budget=120.0)
+    config = Config.from_settings(settings)
+    kube = Kube(settings, outage_budget=120.0)
     body = kube.get_custom("boardleases", namespace, name)
     expected = settings.lease_uid
     if body is None or (expected and body["metadata"]["uid"] != expected):
         log.info("lease %s is gone (or was re-created); nothing to end", ref)
         return 0
-    status = body.get("status") or {}
-    place = status.get("place")
-    if not place or status.get("leaseEnd"):
+    status = body.get("status") or {}          # as signed: the signature is over it
+    seen = BoardLeaseStatus.of(status)
+    place = seen.place
+    if not place or seen.leaseEnd:
         log.info("lease %s holds no place, or ended already", ref)
         return 0
-    if not trust.lease_trusted(trust.key_from(settings.environ), body["metadata"]["uid"],
+    if not trust.lease_trusted(trust.key_from(settings.signing_key), body["metadata"]["uid"],
                                (body.get("spec") or {}).get("user"), status):
         log.warning("lease %s: its grant is not benchfarm's (no valid signature); the board "
                     "is not touched", ref)
         return 3
     host, user = lease_identity(body["metadata"]["uid"])
-    coordinator = Coordinator(config.coordinator, host=host, user=user)
+    coordinator = Coordinator.from_settings(config.settings, address=config.coordinator,
+                                            host=host, user=user)
     try:
         end = power_off_and_release(coordinator, place, config)
     finally:

@@ -30,9 +30,9 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from benchfarm.api.models import BenchmarkRunSpec, SuiteSpec
 from benchfarm.api.outcomes import Phase, Reason, Refusal, RunFailure, attempt_of
 from benchfarm.api.places import HandedPlace, run_identity
+from benchfarm.api.runs import BenchmarkRunSpec, BenchmarkRunStatus, SuiteSpec
 from benchfarm.core.conditions import seconds_of
 from benchfarm.core.policy import trust
 from benchfarm.errors import RunError
@@ -63,7 +63,7 @@ class Runner:
 
     def __init__(self, namespace: str, name: str, config: Config) -> None:
         self.namespace, self.name, self.config = namespace, name, config
-        self.kube = Kube(outage_budget=3600.0)
+        self.kube = Kube(config.settings, outage_budget=3600.0)
         self.identity = f"{socket.gethostname()}/{os.getpid()}"
         self.terminating = threading.Event()
         # the run's Lease, once the run proved this session's (`run`): `terminate` fences it
@@ -75,34 +75,36 @@ class Runner:
         if body is None:
             log.info("run %s/%s does not exist; nothing to do", self.namespace, self.name)
             return 0
-        status = body.get("status") or {}
+        raw = body.get("status") or {}
+        status = BenchmarkRunStatus.of(raw)
         expected_uid = self.config.settings.run_uid
         if expected_uid and body["metadata"]["uid"] != expected_uid:
             log.info("run %s/%s was re-created (uid differs); nothing to do", self.namespace,
                      self.name)
             return 0
-        if status.get("phase") != Phase.running or not status.get("board"):
+        if status.phase != Phase.running or not status.board:
             log.info("run %s/%s is %s, not running on a board; nothing to do", self.namespace,
-                     self.name, status.get("phase"))
+                     self.name, status.phase)
             return 0
         board = self.config.settings.run_board
-        if board != status["board"]:   # the operator named the board at launch, not the status
+        if board != status.board:   # the operator named the board at launch, not the status
             log.info("run %s/%s: launched for board %r, its status names %r; a stale session, "
-                     "nothing to do", self.namespace, self.name, board, status["board"])
+                     "nothing to do", self.namespace, self.name, board, status.board)
             return 0
         uid = body["metadata"]["uid"]
-        attempt = attempt_of(status)
+        attempt = attempt_of(raw)
         host, user = run_identity(uid)
-        handed = HandedPlace.from_env(self.config.settings.run_place)
+        handed = HandedPlace.from_setting(self.config.settings.run_place)
         # the place the operator handed over: the session's labgrid client knows only it (no
         # sync of the whole lab); without it, the client reads every place like any other
-        coordinator = Coordinator(self.config.coordinator, host=host, user=user,
-                                  place=handed if handed and handed.name == board else None)
+        coordinator = Coordinator.from_settings(
+            self.config.settings, address=self.config.coordinator, host=host, user=user,
+            place=handed if handed and handed.name == board else None)
         coordinator.connect_soon()     # the connection overlaps the Lease and set-up
         lifeline = self.lifeline = Lifeline(
             self.kube, self.namespace, self.name, uid, self.identity, api_version_of(body),
             lease_seconds=self.config.lease_seconds, renew_seconds=self.config.renew_seconds)
-        started = status.get("startTime")
+        started = status.startTime
         start_wall = seconds_of(started) if started else time.time()
         spec = BenchmarkRunSpec(**body["spec"])
         lifeline.deadline = time.monotonic() + (start_wall + spec.timeoutSeconds -
@@ -162,24 +164,25 @@ class Runner:
                  work: OnBoard) -> None:
         threading.Thread(target=_prewarm, name="prewarm", daemon=True).start()
         threading.Thread(target=_start_parsing, name="parse-server", daemon=True).start()
-        status = body.get("status") or {}
+        raw = body.get("status") or {}
+        status = BenchmarkRunStatus.of(raw)
         meta = body["metadata"]
-        store = ArtifactStore(StoreConfig.from_env(self.config.settings))
+        store = ArtifactStore(StoreConfig.from_settings(self.config.settings))
         spool = Spool(self.config.spool / meta["uid"], store)
         spool.start()
         ctx = RunContext(
             namespace=self.namespace, name=self.name, uid=meta["uid"], spec=spec, suites=[],
-            place=status["board"], attempt=attempt_of(status, 1),
-            resume=int(status.get("resumes") or 0), deadline=work.lifeline.deadline,
+            place=status.board or "", attempt=attempt_of(raw, 1),
+            resume=int(status.resumes or 0), deadline=work.lifeline.deadline,
             prefix=store.run_prefix(self.namespace, self.name, meta["uid"], spec.artifactPrefix),
             config=self.config, kube=self.kube, lifeline=work.lifeline, status=writer,
             spool=spool, labels=dict(meta.get("labels") or {}))
         try:
             ctx.suites = self._admitted_suites(ctx, status)
-            if status.get("boardReleased"):
+            if status.boardReleased:
                 work.results_only(ctx, "its board was released before")
             else:
-                work.on_board(ctx, started=bool(status.get("startTime")))
+                work.on_board(ctx, started=bool(status.startTime))
         except RunError as exc:   # what the status says was not what the operator admitted
             ctx.status.finish(Phase.failed, exc.reason, exc.message)
         except Cancelled:   # while waiting for a service, or the run was deleted
@@ -190,16 +193,16 @@ class Runner:
             spool.stop()
 
     @staticmethod
-    def _admitted_suites(ctx: RunContext, status: dict[str, Any]) -> list[SuiteSpec]:
+    def _admitted_suites(ctx: RunContext, status: BenchmarkRunStatus) -> list[SuiteSpec]:
         """The suites the operator resolved at admission, proven by its signature: a tenant
         who could write the run's status still cannot change what runs on the board."""
         try:
-            key = trust.key_from(ctx.config.settings.environ)
+            key = trust.key_from(ctx.config.settings.signing_key)
         except ValueError as exc:
             raise RunError(f"the lab has no signing key for sessions ({exc}); an operator "
                            f"misconfiguration", reason=RunFailure.signing_key_missing) from exc
-        suites = status.get("resolvedSuites")
-        if not trust.verify(key, ctx.uid, suites, status.get("resolvedSuitesSignature")):
+        suites = status.resolvedSuites
+        if not trust.verify(key, ctx.uid, suites, status.resolvedSuitesSignature):
             raise RunError("the suites in the run's status are not the ones the operator "
                            "admitted (their signature does not match); nothing was run",
                            reason=Refusal.statusTampered)
@@ -267,7 +270,7 @@ def main(ref: str) -> int:
     if not name:
         print("benchfarm session run: expected NAMESPACE/NAME", flush=True)
         return 2
-    runner = Runner(namespace, name, Config.from_env(settings))
+    runner = Runner(namespace, name, Config.from_settings(settings))
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: runner.terminate())
     return runner.run()

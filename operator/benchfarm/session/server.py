@@ -40,7 +40,7 @@ from benchfarm.settings import Settings, adopt
 log = logging.getLogger("benchfarm.session")
 
 
-def _import_everything() -> None:
+def _import_everything(settings: Settings) -> None:
     from benchfarm.session import health, leaseend, runner  # noqa: F401
     runner._prewarm()              # statistics and plotting, the end of a session
     # the Kubernetes client builds its API and model classes on first use: a second or more
@@ -55,7 +55,7 @@ def _import_everything() -> None:
     # the device types, read once here (a session reads them again only if a file changed)
     from benchfarm.lab.devicetypes import load_device_types
     try:
-        load_device_types(Settings.from_env().device_types)
+        load_device_types(settings.device_types)
     except Exception:  # a session reports a broken device type itself
         log.debug("the device types could not be read ahead", exc_info=True)
     gc.collect()
@@ -147,8 +147,9 @@ def reply(message: dict[str, Any]) -> None:
 
 def serve() -> int:
     t0 = time.monotonic()
-    configure(Settings.from_env().log_level)
-    _import_everything()
+    settings = Settings.from_env()   # the server's; each forked session reads its own (its run's)
+    configure(settings.log_level)
+    _import_everything(settings)
     if _threads() > 1:
         log.warning("the session server has %d threads after its imports; forking may copy a "
                     "lock someone holds", _threads())

@@ -79,12 +79,12 @@ def main() -> int:
         print("benchfarm session warm: BENCHFARM_WARM_SLOT is not set", flush=True)
         return 2
     try:
-        key = trust.key_from(settings.environ)
+        key = trust.key_from(settings.signing_key)
     except ValueError as exc:
         print(f"benchfarm session warm: {exc}", flush=True)
         return 2
-    server._import_everything()
-    kube = Kube()
+    server._import_everything(settings)
+    kube = Kube(settings)
     ready = settings.warm_ready or READY_FILE
     try:                       # the pod's readiness probe (operator.launch.jobs): this slot is warm now
         with open(ready, "w"):
@@ -98,5 +98,5 @@ def main() -> int:
     log.info("warm slot %s takes %s/%s (attempt %d, run %d) on %s", slot, grant.namespace,
              grant.name, grant.attempt, grant.resume, grant.env.get("BENCHFARM_RUN_BOARD"))
     adopt(grant.env)
-    _await_rights(Kube(), grant)
+    _await_rights(Kube(settings), grant)
     return runner.main(f"{grant.namespace}/{grant.name}")

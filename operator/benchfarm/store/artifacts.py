@@ -47,9 +47,8 @@ class StoreConfig:
     secure: bool = False
 
     @classmethod
-    def from_env(cls, settings: Settings | None = None) -> StoreConfig:
-        """The store `settings` name (default: this process's environment's)."""
-        s = settings or Settings.from_env()
+    def from_settings(cls, s: Settings) -> StoreConfig:
+        """The store the settings name; InfraError where they name none."""
         for variable, value in (("BENCHFARM_S3_ENDPOINT", s.s3_endpoint),
                                 ("BENCHFARM_S3_ACCESS_KEY", s.s3_access_key),
                                 ("BENCHFARM_S3_SECRET_KEY", s.s3_secret_key)):

@@ -52,8 +52,9 @@ from urllib.parse import urlsplit
 
 from minio.error import S3Error
 
-from benchfarm.api.models import Artifact, NamespacePolicy, SoftwareSet
+from benchfarm.api.labpolicy import NamespacePolicy
 from benchfarm.api.outcomes import Refusal, RunFailure
+from benchfarm.api.runs import Artifact, SoftwareSet
 from benchfarm.core.policy.software import SoftwareReach, internal_networks
 from benchfarm.errors import InfraError, RunError
 from benchfarm.settings import Settings
@@ -80,7 +81,7 @@ class Fetched:
         return {"url": self.url, "sha256": self.sha256, "bytes": self.size}
 
 
-def internal_from_env(settings: Settings) -> tuple[Any, ...]:
+def internal_from(settings: Settings) -> tuple[Any, ...]:
     """The lab's internal ranges (BENCHFARM_INTERNAL_CIDRS); a bad value is the lab's fault."""
     try:
         return internal_networks(settings.internal_cidrs)
@@ -94,11 +95,11 @@ class SoftwareCache:
     for the run's namespace, read by the session itself)."""
 
     def __init__(self, root: Path, store: ArtifactStore | None, *, policy: NamespacePolicy,
-                 namespace: str, settings: Settings | None = None) -> None:
-        s = settings or Settings.from_env()
+                 namespace: str, settings: Settings) -> None:
+        s = settings
         self.root, self.store, self.limit = root, store, s.software_cache_mib << 20
         bucket = store.config.bucket if store is not None else s.s3_bucket
-        self.reach = SoftwareReach(policy, namespace, bucket, internal_from_env(s))
+        self.reach = SoftwareReach(policy, namespace, bucket, internal_from(s))
         self.root.mkdir(parents=True, exist_ok=True)
 
     def fetch_set(self, software: SoftwareSet) -> dict[str, Fetched]:

@@ -35,7 +35,7 @@ from aiohttp import web
 from kubernetes.client.rest import ApiException
 
 from benchfarm import budgeted
-from benchfarm.api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
+from benchfarm.api.base import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
 from benchfarm.core.policy.software import Network
 from benchfarm.errors import BenchfarmError
 from benchfarm.kubeapi.client import Kube
@@ -395,8 +395,8 @@ def serve(address: str, port: int, history_source: str | None = None) -> int:
     except ValueError as exc:
         raise SettingError(f"BENCHFARM_WEB_TRUSTED_PROXIES={settings.web_trusted_proxies!r}: "
                            f"{exc}") from None
-    kube = Kube(outage_budget=10, settings=settings)
-    store = ArtifactStore(StoreConfig.from_env(settings), attempts=2)
+    kube = Kube(settings, outage_budget=10)
+    store = ArtifactStore(StoreConfig.from_settings(settings), attempts=2)
     source = load_source(history_source or settings.web_history_source or None, kube, store,
                          database_url=settings.database_url)
     dashboard = Dashboard(kube, store, source, Access(kube.api), settings.namespace,

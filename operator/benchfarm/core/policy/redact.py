@@ -17,13 +17,14 @@ It replaces:
   SSH configuration, device types, the Python environment) with `<lab path>/` and the file's
   name.
 
-Pure: the values to hide come from the environment given to `Redactor.from_environ`.
+Pure: the values to hide are handed to `Redactor.of` (the Kubernetes client's, from the lab's
+settings: `kubeapi.client.lab_redactor`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import urlsplit
@@ -37,14 +38,6 @@ PATH = "<lab path>"
 LOOPBACK = re.compile(
     r"(?:\b127(?:\.\d{1,3}){3}|\blocalhost|\[::1\]|\[::ffff:127(?:\.\d{1,3}){3}\]):\d{1,5}\b"
     r"|host='[^']*', port=\d{1,5}|\"[^\"\s]*\", port \d{1,5}", re.IGNORECASE)
-SECRETS = ("BENCHFARM_S3_SECRET_KEY", "BENCHFARM_SIGNING_KEY", "AWS_SECRET_ACCESS_KEY",
-           "PGPASSWORD")
-ENDPOINTS = ("BENCHFARM_S3_ENDPOINT", "LG_COORDINATOR", "BENCHFARM_WEB_URL",
-             "BENCHFARM_DATABASE_URL", "BENCHFARM_LIVENESS", "BENCHFARM_LEASE_COORDINATOR",
-             "KUBERNETES_SERVICE_HOST")
-DIRECTORIES = ("BENCHFARM_STATE", "BENCHFARM_SPOOL", "BENCHFARM_SOFTWARE_CACHE",
-               "BENCHFARM_SESSION_PIDS", "BENCHFARM_LOG_DIR", "VIRTUAL_ENV")
-FILES = ("KUBECONFIG", "BENCHFARM_SSH_CONFIG", "BENCHFARM_DEVICE_TYPES")
 MIN_SECRET = 6        # shorter values would blank ordinary words
 
 
@@ -62,25 +55,25 @@ class Redactor:
     directories: tuple[str, ...] = ()
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str], *, extra_endpoints: Iterable[str] = (),
-                     extra_directories: Iterable[str] = ()) -> Redactor:
-        secrets = [environ.get(k, "") for k in SECRETS]
-        endpoints = list(extra_endpoints)
-        for key in ENDPOINTS:
-            value = environ.get(key, "")
+    def of(cls, *, secrets: Iterable[str] = (), endpoints: Iterable[str] = (),
+           directories: Iterable[str] = (), files: Iterable[str] = ()) -> Redactor:
+        """From the lab's values: its credentials, its service endpoints (`HOST:PORT` or a URL,
+        whose password is a secret too), its directories and its files (their directory is
+        the lab's); empty values are none."""
+        secrets = list(secrets)
+        hosts: list[str] = []
+        for value in endpoints:
             if "://" in value:
                 parts = urlsplit(value)
                 if parts.password:
                     secrets.append(parts.password)
                 value = parts.netloc.rpartition("@")[2]
-            endpoints.append(value)
-        dirs = [environ.get(k, "") for k in DIRECTORIES]
-        dirs += [str(PurePosixPath(environ[k]).parent) for k in FILES if environ.get(k)]
-        dirs += list(extra_directories)
+            hosts.append(value)
+        dirs = list(directories) + [str(PurePosixPath(f).parent) for f in files if f]
         return cls(
             secrets=tuple(sorted({s for s in secrets if len(s) >= MIN_SECRET}, key=len,
                                  reverse=True)),
-            endpoints=tuple(sorted({e for e in endpoints if len(e) >= 3}, key=len, reverse=True)),
+            endpoints=tuple(sorted({e for e in hosts if len(e) >= 3}, key=len, reverse=True)),
             directories=tuple(sorted({d.rstrip("/") for d in dirs if d.startswith("/") and
                                       d.rstrip("/").count("/") >= 2}, key=len, reverse=True)))
 

@@ -26,15 +26,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from benchfarm.api.grants import GRANT_KEY, SIGNATURE_KEY, GoAhead, Relay, SessionGrant
-from benchfarm.api.models import SuiteSpec
+from benchfarm.api.runs import SuiteSpec
 
 KEY_ENV = "BENCHFARM_SIGNING_KEY"
 MIN_KEY_BYTES = 16
 
 
-def key_from(environ: Mapping[str, str]) -> bytes:
-    """The signing key from an environment; ValueError when it is missing or too short."""
-    key = environ.get(KEY_ENV, "").encode()
+def key_from(secret: str) -> bytes:
+    """The signing key from its setting (`Settings.signing_key`); ValueError when it is missing
+    or too short."""
+    key = secret.encode()
     if len(key) < MIN_KEY_BYTES:
         raise ValueError(f"{KEY_ENV} must hold a secret of at least {MIN_KEY_BYTES} bytes "
                          "(the operator signs the suites its sessions run with it)")

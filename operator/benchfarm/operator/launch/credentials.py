@@ -9,14 +9,14 @@ only, never the operator's certificate, which may drive every place.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
 
 from benchfarm.api.outcomes import SessionKind
 from benchfarm.api.places import health_identity, lease_identity, run_identity
 from benchfarm.core.policy import trust
 from benchfarm.lab.labgrid_compat import ENV_CA, ENV_CERT, ENV_KEY, ENV_SEALED
-from benchfarm.lab.labgrid_pki import ENV_ISSUER_CERT, ENV_ISSUER_KEY, Issuer, issuer_from_env, seal
+from benchfarm.lab.labgrid_pki import ENV_ISSUER_CERT, ENV_ISSUER_KEY, Issuer, issuer_from, seal
 from benchfarm.operator.launch.interface import Launch
+from benchfarm.settings import Settings
 
 # what the operator's own labgrid credentials are: never handed on to a session it issues for
 OPERATOR_ONLY = (ENV_CERT, ENV_KEY, ENV_ISSUER_CERT, ENV_ISSUER_KEY)
@@ -48,17 +48,17 @@ class SessionCredentials:
         self.issuer, self.signing_key = issuer, signing_key
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> SessionCredentials | None:
+    def from_settings(cls, settings: Settings) -> SessionCredentials | None:
         """The operator's issuer, or None where it has none (a coordinator without TLS)."""
-        issuer = issuer_from_env(environ)
+        issuer = issuer_from(settings)
         if issuer is None:
             return None
         try:
-            key = trust.key_from(environ)
+            key = trust.key_from(settings.signing_key)
         except ValueError as exc:
             raise SystemExit(f"{ENV_ISSUER_CERT}: sessions' labgrid certificates are sealed "
                              f"with the signing key: {exc}") from exc
-        if not environ.get(ENV_CA):
+        if not settings.labgrid_ca:
             raise SystemExit(f"{ENV_ISSUER_CERT} is set but not {ENV_CA}: a session checks the "
                              "coordinator against that CA")
         return cls(issuer, key)

@@ -34,8 +34,8 @@ from typing import Any
 
 import yaml
 
+from benchfarm.api.base import GROUP, VERSION
 from benchfarm.api.grants import READY_FILE
-from benchfarm.api.models import GROUP, VERSION
 from benchfarm.api.outcomes import SessionKind
 from benchfarm.core.policy import trust
 from benchfarm.errors import InfraError
@@ -258,12 +258,12 @@ class JobLauncher:
             raise SystemExit(f"{path}: a pod template with spec.containers is needed")
         slots = settings.warm_sessions
         try:
-            key = trust.key_from(settings.environ) if slots else b""
+            key = trust.key_from(settings.signing_key) if slots else b""
         except ValueError as exc:
             raise SystemExit(f"BENCHFARM_WARM_SESSIONS={slots}: {exc}") from exc
         return cls(kube, settings.namespace, template, settings.session_job_ttl,
                    settings.health_account, slots, key, settings.session_template_configmap,
-                   SessionCredentials.from_env(settings.environ))
+                   SessionCredentials.from_settings(settings))
 
     def launch(self, req: Launch) -> str:
         if req.kind in (SessionKind.health_check, SessionKind.lease_end):
@@ -371,8 +371,8 @@ class JobLauncher:
         ended = []
         for job in self.kube.list_namespaced("Job", self.namespace,
                                              f"{label[req.kind]}={req.uid}"):
-            status = job.get("status") or {}
-            if status.get("succeeded") or status.get("failed"):
+            done = job.get("status") or {}      # a Job's (Kubernetes'), not a benchfarm status
+            if done.get("succeeded") or done.get("failed"):
                 continue                 # already over; its TTL removes it
             name = job["metadata"]["name"]
             self.kube.delete_namespaced("Job", self.namespace, name)

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +47,12 @@ class ProcessLauncher:
 
     def __init__(self, log_dir: Path, env: dict[str, str] | None = None,
                  command: list[str] | None = None, pid_dir: Path | None = None,
-                 server: bool = True, credentials: SessionCredentials | None = None) -> None:
+                 server: bool = True, credentials: SessionCredentials | None = None, *,
+                 environ: Mapping[str, str]) -> None:
+        """`environ`: the operator's environment (`Settings.environ`), which every session
+        inherits; `env`: what is set over it."""
         self.log_dir = log_dir
+        self.environ = environ
         self.credentials = credentials
         self.pid_dir = pid_dir       # the embedded lab stops sessions by these on `lab down`
         self.env = env
@@ -164,7 +169,7 @@ class ProcessLauncher:
     def _base_env(self) -> dict[str, str]:
         """What every session inherits: the operator's environment, less its own labgrid
         credentials where sessions get theirs (`SessionCredentials`)."""
-        env = {**Settings.from_env().environ, **(self.env or {})}
+        env = {**self.environ, **(self.env or {})}
         if self.credentials is not None:
             for k in OPERATOR_ONLY:
                 env.pop(k, None)
@@ -305,4 +310,5 @@ def from_settings(settings: Settings, kube: object) -> Launcher:
         return JobLauncher.from_settings(settings, kube)
     return ProcessLauncher(settings.session_logs_dir,
                            pid_dir=settings.session_pids, server=settings.session_server,
-                           credentials=SessionCredentials.from_env(settings.environ))
+                           credentials=SessionCredentials.from_settings(settings),
+                           environ=settings.environ)

@@ -42,9 +42,11 @@ from typing import Any, Protocol
 
 from kubernetes.client.rest import ApiException
 
-from benchfarm.api.models import LabPolicySpec
+from benchfarm.api.labpolicy import LabPolicySpec
 from benchfarm.api.notifications import Event
 from benchfarm.core.notifications.retry import NotifySettings
+from benchfarm.core.notifications.webhooks import ports
+from benchfarm.core.policy.software import internal_networks
 from benchfarm.errors import Outage
 from benchfarm.history.outbox import Outbox
 from benchfarm.notify import mail
@@ -53,6 +55,7 @@ from benchfarm.operator.notifications.dispatch import IDLE, Dispatcher
 from benchfarm.operator.notifications.inbox import Inbox
 from benchfarm.operator.notifications.status import PLURAL, Statuses, StatusKube
 from benchfarm.operator.state import metrics
+from benchfarm.settings import Settings
 from benchfarm.store.artifacts import ArtifactStore
 
 log = logging.getLogger("benchfarm.notify")
@@ -170,3 +173,13 @@ class Notifier:
         self.dispatcher.step()
         self.inbox.judge_stale()
         self.statuses.write_due(self.inbox.subs, self.inbox.problem)
+
+
+def notify_settings_from(s: Settings) -> NotifySettings:
+    """The deliveries' settings, from the operator's; ValueError names a bad loopback port."""
+    return NotifySettings(backoff_seconds=s.notify_backoff_seconds,
+                            backoff_max_seconds=s.notify_backoff_max_seconds,
+                            give_up_seconds=s.notify_give_up_seconds,
+                            deadline_seconds=s.notify_deadline_seconds,
+                            loopback_ports=ports(s.webhook_loopback_ports),
+                            internal=internal_networks(s.internal_cidrs))

@@ -31,7 +31,7 @@ from dataclasses import replace
 
 from kubernetes.client import ApiException
 
-from benchfarm.api.models import LabPolicySpec
+from benchfarm.api.labpolicy import LabPolicySpec
 from benchfarm.errors import BenchfarmError
 from benchfarm.kubeapi.client import Kube
 from benchfarm.operator.state import metrics
@@ -276,5 +276,5 @@ def from_settings(settings: Settings, store: StoreConfig) -> StoreAccounts | Non
     """The tender, where the lab issues namespace credentials (`store_accounts`)."""
     if not settings.store_accounts:
         return None
-    return StoreAccounts(Kube(outage_budget=10.0), StoreAdmin(store),
+    return StoreAccounts(Kube(settings, outage_budget=10.0), StoreAdmin(store),
                          public_store(store, settings.s3_public_endpoint))
