@@ -15,13 +15,15 @@ import benchfarm_devlab as devlab
 from benchfarm.lab.board import Board
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.devicetypes import load_device_types
+from benchfarm.settings import Settings
 
 
 def main() -> None:
     place = sys.argv[1] if len(sys.argv) > 1 else "vb-x86-1"
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     env = devlab.lab_env()
-    c = Coordinator(env["LG_COORDINATOR"], user=os.environ.get("USER", "bench"), host="boot-times")
+    c = Coordinator.from_settings(Settings.from_env(), address=env["LG_COORDINATOR"],
+                                  user=os.environ.get("USER", "bench"), host="boot-times")
     info = c.places()[place]
     dt = load_device_types(devlab.DEVICE_TYPES)[info.tags["device_type"]]
     c.acquire(place)

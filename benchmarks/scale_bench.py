@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import benchfarm_devlab as devlab  # noqa: E402
 from benchfarm.lab.coordinator import Coordinator  # noqa: E402
+from benchfarm.settings import Settings
 from benchfarm_devlab import scale  # noqa: E402
 
 GROUP_VERSION = "benchfarm.io/v1alpha1"
@@ -201,7 +202,7 @@ def setup(args: argparse.Namespace) -> list[int]:
 def person_holds(boards: list[int], hold: bool) -> None:
     """A person (alice at her desk) locks these boards in labgrid, or lets them go. One client
     at a time: gRPC shares a process's connection and the coordinator refuses a second stream."""
-    person = Coordinator(os.environ["LG_COORDINATOR"], user="alice", host="desk")
+    person = Coordinator.from_settings(Settings.from_env(), user="alice", host="desk")
     try:
         for i in boards:
             if hold:
@@ -426,7 +427,7 @@ def run_phases(args: argparse.Namespace, pid: int, log_from: int) -> dict:
 
     reads: list[float] = []
     for attempt in range(3):
-        c = Coordinator(os.environ["LG_COORDINATOR"], user="bench", host=f"bench-{attempt}")
+        c = Coordinator.from_settings(Settings.from_env(), user="bench", host=f"bench-{attempt}")
         try:
             c.places()
             for _ in range(10):

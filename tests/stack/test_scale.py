@@ -284,7 +284,7 @@ def test_a_standby_session_takes_its_board_on_the_operators_go_ahead_only(scale_
         st = wait_for("the fifth run to go on standby", lambda: (s := status("standby")).get(
             "phase") == "Running" and "standby" in (s.get("progress") or "") and s, timeout=60)
         board = st["board"]
-        key = trust.key_from(devlab.lab_env())
+        key = trust.key_from(devlab.lab_env()["BENCHFARM_SIGNING_KEY"])
         uid = custom.get_namespaced_custom_object(*group, ns, "benchmarkruns",
                                                   "standby")["metadata"]["uid"]
         relay = wait_for("the operator to name the standby run a seat", lambda: (go := (
@@ -332,7 +332,7 @@ def test_a_standby_session_takes_the_seat_its_relay_names_with_the_operator_down
     custom = client.CustomObjectsApi(kube)
     group = ("benchfarm.io", "v1alpha1")
     ns = bench.PROBE_NS
-    key = trust.key_from(devlab.lab_env())
+    key = trust.key_from(devlab.lab_env()["BENCHFARM_SIGNING_KEY"])
     _pause_the_flood("relay-hold")
 
     def get(name: str) -> dict:
