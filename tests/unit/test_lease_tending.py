@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
-from benchfarm.api.models import BoardLeaseSpec, LabPolicySpec
+from benchfarm.api.labpolicy import LabPolicySpec
+from benchfarm.api.leases import BoardLeaseSpec
 from benchfarm.api.outcomes import LeasePhase, LeaseReason
 from benchfarm.errors import Outage, Party
 from benchfarm.operator.leases.tending import LeaseTender

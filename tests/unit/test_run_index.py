@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchfarm.api.models import BenchmarkRunSpec
+from benchfarm.api.runs import BenchmarkRunSpec
 from benchfarm.core.scheduling.lifecycle import InFlight
 from benchfarm.core.scheduling.queue import QueueEntry, Selector
 from benchfarm.operator.state.records import RunIndex, RunState

@@ -14,15 +14,9 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
-from benchfarm.api.models import (
-    BoardSelector,
-    Condition,
-    LabelValue,
-    Model,
-    Name,
-    RepeatSpec,
-    SoftwareSet,
-)
+from benchfarm.api.base import Condition, LabelValue, Model, Name
+from benchfarm.api.boards import BoardSelector
+from benchfarm.api.runs import RepeatSpec, SoftwareSet
 from benchfarm.api.status import Status
 
 CAMPAIGN_LABEL = "benchfarm.io/campaign"       # on its runs: the campaign's name

@@ -15,24 +15,19 @@ import yaml
 from pydantic import BaseModel
 
 from benchfarm.api import labgridusers, notifications
+from benchfarm.api.base import GROUP, VERSION
+from benchfarm.api.boards import BoardSpec
 from benchfarm.api.campaigns import (
     CAMPAIGN_SPEC_RULES,
     BenchmarkCampaignSpec,
     BenchmarkCampaignStatus,
 )
-from benchfarm.api.models import (
+from benchfarm.api.labpolicy import LABPOLICY_RULES, LabPolicySpec, LeasePolicy
+from benchfarm.api.leases import BOARDLEASE_SPEC_RULES, BoardLeaseSpec, BoardLeaseStatus
+from benchfarm.api.runs import (
     BENCHMARKRUN_SPEC_RULES,
-    BOARDLEASE_SPEC_RULES,
-    GROUP,
-    LABPOLICY_RULES,
-    VERSION,
     BenchmarkRunSpec,
     BenchmarkRunStatus,
-    BoardLeaseSpec,
-    BoardLeaseStatus,
-    BoardSpec,
-    LabPolicySpec,
-    LeasePolicy,
     TestPlanSpec,
 )
 from benchfarm.api.status import Status

@@ -84,7 +84,7 @@ class DeviceType(_Model):
     # the labgrid environment YAML of boards of this type (a file beside this one; without it,
     # benchfarm derives one from each place's resources: see benchfarm.lab.environment)
     labgrid: str | None = None
-    # the parts of a run's software (api.models.SOFTWARE_PARTS) these boards can boot: the
+    # the parts of a run's software (api.runs.SOFTWARE_PARTS) these boards can boot: the
     # environment stages them with a TFTPProviderDriver and its bootloader loads them (see
     # benchfarm.lab.deploy); empty: the board boots only what it has
     deploy: list[str] = Field(default_factory=list)

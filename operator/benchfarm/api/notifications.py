@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from benchfarm.api.models import Condition, Model
+from benchfarm.api.base import Condition, Model
 from benchfarm.api.status import Status
 
 #: The one Secret (per namespace) the operator may read, by RBAC resourceNames: the signing keys

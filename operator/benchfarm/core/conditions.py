@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-# a status's conditions as read: its typed model's (`api.models.Condition`) or the raw dicts
+# a status's conditions as read: its typed model's (`api.base.Condition`) or the raw dicts
 Conditions = Sequence[BaseModel | Mapping[str, Any]] | None
 
 

@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchfarm.api.models import LeaseSshHost
+from benchfarm.api.leases import LeaseSshHost
 
 # the hosts and known_hosts one lease is handed at most (status.access.ssh)
 MAX_HOSTS = 64

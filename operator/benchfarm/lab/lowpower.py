@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchfarm.api.devicetype import DeviceType
-from benchfarm.api.models import SuiteSpec
 from benchfarm.api.outcomes import BoardFaultKind
+from benchfarm.api.runs import SuiteSpec
 from benchfarm.core.readings import power
 from benchfarm.errors import BoardFault, InfraError, SuiteFailure
 from benchfarm.lab.board import Board

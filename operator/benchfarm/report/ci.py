@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchfarm.api.models import ARTIFACT_PARTS
 from benchfarm.api.outcomes import Blame, Condition, Phase, Verdict
+from benchfarm.api.runs import ARTIFACT_PARTS
 from benchfarm.core.statistics.gate import Decision, Exit, decide
 
 ORIGIN = "benchfarm"

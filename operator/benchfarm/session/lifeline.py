@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from benchfarm.api.models import GROUP, VERSION
+from benchfarm.api.base import GROUP, VERSION
 from benchfarm.api.outcomes import RunFailure
 from benchfarm.errors import Outage, RunError
 from benchfarm.kubeapi.client import API_FAILURES, WATCH_FAILURES, Kube

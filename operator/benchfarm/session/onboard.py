@@ -12,7 +12,7 @@ from typing import Any
 
 from benchfarm import cpu
 from benchfarm.api.devicetype import DeviceType
-from benchfarm.api.models import LabPolicySpec
+from benchfarm.api.labpolicy import LabPolicySpec
 from benchfarm.api.outcomes import HandBack, Phase, Reason, RunFailure, Underway
 from benchfarm.core import steps as st
 from benchfarm.core.conditions import now_iso

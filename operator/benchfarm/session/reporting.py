@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from benchfarm import budgeted
 from benchfarm.api.devicetype import DeviceType
-from benchfarm.api.models import ARTIFACT_PARTS, LabPolicySpec
+from benchfarm.api.labpolicy import LabPolicySpec
 from benchfarm.api.outcomes import Condition, Phase, Reason, RunFailure
+from benchfarm.api.runs import ARTIFACT_PARTS
 from benchfarm.core.conditions import now_iso
 from benchfarm.errors import InfraError, RunError
 from benchfarm.lab.session import Cancelled

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchfarm.api.devicetype import DeviceType
-from benchfarm.api.models import LabPolicySpec, RepeatSpec, SuiteSpec
+from benchfarm.api.labpolicy import LabPolicySpec
 from benchfarm.api.outcomes import Regression, Verdict
+from benchfarm.api.runs import RepeatSpec, SuiteSpec
 from benchfarm.core.statistics.regression import (
     RegressionPolicy,
     compare,

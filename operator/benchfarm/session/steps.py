@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchfarm.api.devicetype import DeviceType
-from benchfarm.api.models import NamespacePolicy
+from benchfarm.api.labpolicy import NamespacePolicy
 from benchfarm.api.outcomes import BoardFaultKind, RunFailure, Underway
 from benchfarm.core import steps as st
 from benchfarm.core.policy import budgets

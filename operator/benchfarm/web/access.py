@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from kubernetes import client
 
-from benchfarm.api.models import GROUP
+from benchfarm.api.base import GROUP
 from benchfarm.web.sessions import Expiring, digest
 
 TTL = 30.0          # seconds a token's review and its namespaces are trusted before asking again

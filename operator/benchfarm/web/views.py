@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from benchfarm.api.models import BoardState, held_by
+from benchfarm.api.boards import BoardState, held_by
 from benchfarm.api.outcomes import FINISHED, Condition, LeasePhase, Phase
 from benchfarm.core.conditions import seconds_of
 from benchfarm.core.scheduling import durations, queue as q

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchfarm.api.base import GROUP, VERSION
 from benchfarm.api.campaigns import (
     ATTEMPT_LABEL,
     AVOID_ANNOTATION,
@@ -30,7 +31,6 @@ from benchfarm.api.campaigns import (
     ColumnPhase,
     ColumnStatus,
 )
-from benchfarm.api.models import GROUP, VERSION
 from benchfarm.api.outcomes import FINISHED, Condition, Phase, Reason
 
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from benchfarm.api.models import NamespacePolicy
+from benchfarm.api.labpolicy import NamespacePolicy
 from benchfarm.api.notifications import (
     KCIDB_EVENTS,
     LAB_ADMIN_EVENTS,

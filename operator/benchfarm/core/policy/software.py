@@ -27,8 +27,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from benchfarm.api.models import Artifact, NamespacePolicy, SoftwareSet
+from benchfarm.api.labpolicy import NamespacePolicy
 from benchfarm.api.outcomes import Refusal
+from benchfarm.api.runs import Artifact, SoftwareSet
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address

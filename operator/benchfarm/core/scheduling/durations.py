@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from benchfarm.api.models import (
+from benchfarm.api.leases import (
     DURATION_PATTERN as PATTERN,  # hours, minutes, seconds, in that order
 )
 

@@ -4,7 +4,7 @@ patch it writes (a merge patch of `status`), built from the run's current status
 One module, so what a transition writes is read in one place and unit-tested without an API
 server: which fields it resets (a requeued run loses its board, its go-ahead and its session's
 end; a launched one starts its resumes over), which conditions move, and how. Each patch goes
-through the typed status (`api.models.BenchmarkRunStatusPatch`): a misspelt or mistyped field
+through the typed status (`api.runs.BenchmarkRunStatusPatch`): a misspelt or mistyped field
 fails here. The operator (`operator.runtime`, `operator.runs.sessions`, `operator.runs.admission`) writes them; the
 session's own writes are `session.status`'s.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from benchfarm.api.models import BenchmarkRunStatusPatch
 from benchfarm.api.outcomes import Condition, Phase, Reason, Underway
+from benchfarm.api.runs import BenchmarkRunStatusPatch
 from benchfarm.core.conditions import now_iso, set_condition
 
 Status = Mapping[str, Any]

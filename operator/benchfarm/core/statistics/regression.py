@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from benchfarm.api.models import LabPolicySpec, RegressionThresholds
+from benchfarm.api.labpolicy import LabPolicySpec, RegressionThresholds
 from benchfarm.api.outcomes import Verdict
 from benchfarm.core.statistics.stats import figure, seed_format
 

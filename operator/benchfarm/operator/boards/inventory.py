@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Iterable
 
-from benchfarm.api.models import DirectLocks
+from benchfarm.api.boards import DirectLocks
 from benchfarm.api.places import SESSION_HOST, health_check_of, is_netcheck, lease_uid_of
 from benchfarm.core.conditions import set_condition
 from benchfarm.core.scheduling import queue as q

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from benchfarm.api.models import HELD_PREFIX
+from benchfarm.api.boards import HELD_PREFIX
 from benchfarm.core.conditions import iso
 from benchfarm.kubeapi.client import API_FAILURES
 from benchfarm.operator.state.pools import Workers

@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from benchfarm.api.labgridusers import user_problem
-from benchfarm.api.models import BoardLeaseSpec, BoardLeaseStatus
+from benchfarm.api.leases import BoardLeaseSpec, BoardLeaseStatus
 from benchfarm.api.outcomes import Condition, LeaseEnd, LeasePhase, LeaseReason
 from benchfarm.core.conditions import now_iso, set_condition
 from benchfarm.core.policy import trust

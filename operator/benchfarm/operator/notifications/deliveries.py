@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from benchfarm.api.models import LabPolicySpec
+from benchfarm.api.labpolicy import LabPolicySpec
 from benchfarm.api.notifications import (
     DELIVERY_HEADER,
     EVENT_HEADER,

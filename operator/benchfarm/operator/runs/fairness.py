@@ -12,7 +12,7 @@ import logging
 from concurrent.futures import Executor
 from typing import Protocol
 
-from benchfarm.api.models import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
+from benchfarm.api.base import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
 from benchfarm.core.scheduling.fairness import RoundRobinFairness
 from benchfarm.kubeapi.client import API_FAILURES
 from benchfarm.operator.state.owner import Owner

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from benchfarm import cpu
 from benchfarm.api.grants import Relay
-from benchfarm.api.models import LabPolicySpec
+from benchfarm.api.labpolicy import LabPolicySpec
 from benchfarm.api.outcomes import Phase
 from benchfarm.core.scheduling import lifecycle, queue as q, rounds, transitions
 from benchfarm.core.scheduling.assignment import queue_positions

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from benchfarm.api.models import BoardState
+from benchfarm.api.boards import BoardState
 from benchfarm.api.outcomes import BoardFaultKind, Reason, Refusal, RunFailure
 from benchfarm.errors import Party
 

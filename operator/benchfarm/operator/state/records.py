@@ -15,16 +15,12 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from benchfarm.api.models import (
-    BenchmarkRunSpec,
-    BenchmarkRunStatus,
-    BoardLeaseSpec,
-    BoardLeaseStatus,
-    BoardState,
-    LabPolicySpec,
-)
+from benchfarm.api.boards import BoardState
+from benchfarm.api.labpolicy import LabPolicySpec
+from benchfarm.api.leases import BoardLeaseSpec, BoardLeaseStatus
 from benchfarm.api.notifications import Event
 from benchfarm.api.outcomes import FINISHED, LeasePhase, Phase
+from benchfarm.api.runs import BenchmarkRunSpec, BenchmarkRunStatus
 from benchfarm.core.conditions import seconds_of
 from benchfarm.core.scheduling.lifecycle import MOVES, InFlight
 from benchfarm.core.scheduling.queue import QueueEntry, WaitingQueue, lease_key
