@@ -4,19 +4,18 @@ between attempts, and which events are still worth delivering. Pure."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from benchfarm.api.notifications import Event
 from benchfarm.core.notifications.rules import parse_time
-from benchfarm.core.notifications.webhooks import ports
-from benchfarm.core.policy.software import Network, internal_networks
+from benchfarm.core.policy.software import Network
 
 
 @dataclass(frozen=True)
 class NotifySettings:
-    """How deliveries are retried and where webhooks may go, from the operator's environment."""
+    """How deliveries are retried and where webhooks may go: the operator's settings
+    (`Settings.notify_*`, `webhook_loopback_ports`, `internal_cidrs`), handed in as values."""
 
     backoff_seconds: float = 2.0          # the first retry's delay; doubled at each failure
     backoff_max_seconds: float = 300.0    # at most this between two attempts
@@ -26,25 +25,6 @@ class NotifySettings:
     deadline_seconds: float = 20.0        # one attempt, connecting, sending and its answer
     loopback_ports: frozenset[int] = frozenset()
     internal: tuple[Network, ...] = ()
-
-    @classmethod
-    def from_environ(cls, env: Mapping[str, str]) -> NotifySettings:
-        """ValueError names a bad setting."""
-        def number(name: str, default: float) -> float:
-            raw = env.get(name, "")
-            try:
-                value = float(raw) if raw else default
-            except ValueError as exc:
-                raise ValueError(f"{name}: {raw!r} is not a number") from exc
-            if value <= 0:
-                raise ValueError(f"{name}: must be positive")
-            return value
-        return cls(backoff_seconds=number("BENCHFARM_NOTIFY_BACKOFF_SECONDS", 2.0),
-                   backoff_max_seconds=number("BENCHFARM_NOTIFY_BACKOFF_MAX_SECONDS", 300.0),
-                   give_up_seconds=number("BENCHFARM_NOTIFY_GIVE_UP_SECONDS", 86400.0),
-                   deadline_seconds=number("BENCHFARM_NOTIFY_DEADLINE_SECONDS", 20.0),
-                   loopback_ports=ports(env.get("BENCHFARM_WEBHOOK_LOOPBACK_PORTS", "")),
-                   internal=internal_networks(env.get("BENCHFARM_INTERNAL_CIDRS", "")))
 
 
 def backoff(attempts: int, delivery: str, settings: NotifySettings) -> float:
