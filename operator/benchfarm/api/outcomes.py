@@ -282,6 +282,35 @@ class Blame(StrEnum):
     run = "Run"   # its own input, software or suites: the same run fails the same way again
 
 
+class LabFault(StrEnum):
+    """The lab's own reasons for an infrastructure error (`errors.InfraError` and `Outage`): a
+    service or the wiring failed, not the run and not the board. A run handed back with one is
+    tried again (an outage is waited out), and fails with it once out of retries: the lab's."""
+
+    # its services (`errors.Outage`: waited out)
+    api_unreachable = "ApiUnreachable"                  # the Kubernetes API server
+    coordinator_unreachable = "CoordinatorUnreachable"  # the labgrid coordinator
+    store_unreachable = "StoreUnreachable"              # the artifact store (S3, MinIO)
+    store_error = "StoreError"                          # the store refused a request
+    database_unreachable = "DatabaseUnreachable"        # the results database
+    # its configuration
+    store_not_configured = "StoreNotConfigured"         # no artifact store is set up
+    no_store_credential = "NoStoreCredential"           # no store account for the namespace
+    database_not_configured = "DatabaseNotConfigured"   # no results database is set up
+    bad_configuration = "BadConfiguration"              # a setting the lab cannot work with
+    bad_key = "BadKey"                                  # an artifact key escapes the spool
+    # its wiring
+    lab_unreachable = "LabUnreachable"      # a labgrid driver of the place did not activate
+    power_failed = "PowerFailed"            # the power switch did not switch the board
+    staging_failed = "StagingFailed"        # the software was not staged on the exporter
+    place_incomplete = "PlaceIncomplete"    # the place lacks a port (serial, power) it needs
+    environment_invalid = "EnvironmentInvalid"   # a device type's labgrid environment
+    no_monitor = "NoMonitor"                # the power rails asked for cannot be measured here
+    monitor_failed = "MonitorFailed"        # the rail monitor failed while measuring
+    health_check_lost = "HealthCheckLost"   # a board's health check session ended without a word
+    foreign_session_object = "ForeignSessionObject"   # a session's Job or Pod name is taken
+
+
 class RunFailure(StrEnum):
     """The reasons a run's `Succeeded` condition ends False with besides `Reason` and `Refusal`:
     what admission, a session and the scheduler write (`RunError(reason=...)` and `finish`)."""

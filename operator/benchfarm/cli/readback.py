@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,15 @@ def add_parsers(sub: Any) -> None:
     ig.set_defaults(func=lambda args: main_import_guide(args.file, args.format, args.board))
 
 
+class Missing(StrEnum):
+    """What `report` or `compare` found missing (`NotFound.reason`, said before its message)."""
+
+    run = "RunNotFound"
+    results = "NoResults"                   # the run (or campaign) has no results yet
+    baseline = "BaselineNotFound"           # the guide, run or column to compare with
+    nothing_in_common = "NothingInCommon"   # no metric both sides have
+
+
 class NotFound(BenchfarmError):
     """A run, its metrics or a baseline file that is not there."""
 
@@ -74,14 +84,14 @@ def metrics(settings: Settings, run: str) -> dict[str, Any]:
     kube = Kube(settings, outage_budget=10)
     body = kube.get_run(ns, name)
     if body is None:
-        raise NotFound(f"run {ns}/{name} not found", reason="RunNotFound")
+        raise NotFound(f"run {ns}/{name} not found", reason=Missing.run)
     store = namespace_store(kube.secret_data, ns, attempts=2)
     prefix = run_prefix(ns, name, body["metadata"]["uid"], body["spec"].get("artifactPrefix", ""))
     key = f"{prefix}/metrics.json"
     if store.sha256(key) is None:
         phase = BenchmarkRunStatus.of(body.get("status")).phase or Phase.pending
         raise NotFound(f"run {ns}/{name} has no results yet (phase {phase}); "
-                       f"s3://{store.config.bucket}/{key} is missing", reason="NoResults")
+                       f"s3://{store.config.bucket}/{key} is missing", reason=Missing.results)
     doc: dict[str, Any] = json.loads(store.get(key))
     return doc
 
@@ -104,7 +114,7 @@ def campaign(settings: Settings, ref: str) -> tuple[str, list[Any]] | None:
             doc = None
         columns.append(Column(c.name, doc, "" if doc else c.reason or "no results"))
     if not columns:
-        raise NotFound(f"campaign {ns}/{name} has no columns yet", reason="NoResults")
+        raise NotFound(f"campaign {ns}/{name} has no columns yet", reason=Missing.results)
     return body["spec"]["release"], columns
 
 
@@ -132,7 +142,7 @@ def _compare_campaign(settings: Settings, ref: str, release: str, columns: list[
         try:
             text = Path(baseline).read_text(errors="replace")
         except OSError as exc:
-            raise NotFound(f"guide {baseline}: {exc.strerror}", reason="BaselineNotFound") from exc
+            raise NotFound(f"guide {baseline}: {exc.strerror}", reason=Missing.baseline) from exc
         guide = read_guide(text)
         previous_release, previous = baseline, []
         for col in columns:
@@ -145,7 +155,8 @@ def _compare_campaign(settings: Settings, ref: str, release: str, columns: list[
                 k: Sample.summary(v.mean, v.min, v.max) for k, v in values.items()}))
     changes = release_changes(previous, columns, policy)
     if not any(ch.comparisons for ch in changes):
-        raise NotFound(f"{ref} and {baseline} have no metric in common", reason="NothingInCommon")
+        raise NotFound(f"{ref} and {baseline} have no metric in common",
+                       reason=Missing.nothing_in_common)
     return (changes_md(release, previous_release, changes, policy.describe()),
             any(c.verdict == Verdict.regressed for ch in changes for c in ch.comparisons))
 
@@ -180,7 +191,7 @@ def compare(settings: Settings, run: str, baseline: str,
         try:
             text = path.read_text(errors="replace")
         except OSError as exc:
-            raise NotFound(f"guide {baseline}: {exc.strerror}", reason="BaselineNotFound") from exc
+            raise NotFound(f"guide {baseline}: {exc.strerror}", reason=Missing.baseline) from exc
         guide = read_guide(text).baseline(board)
         base = {k: Sample.summary(v.mean, v.min, v.max) for k, v in guide.items()}
         current, direction = samples_by_metric_name(doc)
@@ -188,7 +199,7 @@ def compare(settings: Settings, run: str, baseline: str,
         column = next((c for c in other[1] if c.name == board), None)
         if column is None or column.doc is None:
             raise NotFound(f"campaign {baseline}: name the column to compare with (--board): "
-                           + ", ".join(c.name for c in other[1] if c.doc), reason="BaselineNotFound")
+                           + ", ".join(c.name for c in other[1] if c.doc), reason=Missing.baseline)
         base, _ = samples_by_metric_name(column.doc)
         current, direction = samples_by_metric_name(doc)
     else:
@@ -196,7 +207,8 @@ def compare(settings: Settings, run: str, baseline: str,
         current, direction = samples_from_document(doc)
     rows = compare_samples(base, current, direction, policy)
     if not rows:
-        raise NotFound(f"{run} and {baseline} have no metric in common", reason="NothingInCommon")
+        raise NotFound(f"{run} and {baseline} have no metric in common",
+                       reason=Missing.nothing_in_common)
     return (comparison_markdown(rows, policy.describe(), f"Comparison with {baseline}"),
             any(r.verdict == Verdict.regressed for r in rows))
 

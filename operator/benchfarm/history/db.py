@@ -19,6 +19,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from benchfarm.api.outcomes import LabFault
 from benchfarm.errors import InfraError, Outage, Party
 from benchfarm.history.schema import change_points, metadata, results
 from benchfarm.settings import Settings
@@ -51,7 +52,7 @@ class Database:
         url = settings.database_url
         if not url:
             raise InfraError("the results database is not configured: BENCHFARM_DATABASE_URL "
-                             "is not set", reason="DatabaseNotConfigured")
+                             "is not set", reason=LabFault.database_not_configured)
         return cls(url)
 
     def close(self) -> None:
@@ -64,7 +65,7 @@ class Database:
         except (OperationalError, DBAPIError) as exc:
             if isinstance(exc, OperationalError) or exc.connection_invalidated:
                 raise Outage(f"results database unreachable ({what}): {exc.orig}",
-                             party=Party.database, reason="DatabaseUnreachable") from exc
+                             party=Party.database, reason=LabFault.database_unreachable) from exc
             raise
 
     # -- schema -------------------------------------------------------------------------------

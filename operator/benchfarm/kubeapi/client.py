@@ -24,6 +24,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from benchfarm.api.base import GROUP, VERSION
+from benchfarm.api.outcomes import LabFault
 from benchfarm.core.policy.redact import Redactor
 from benchfarm.errors import BenchfarmError, Outage, Party
 from benchfarm.settings import Settings
@@ -142,7 +143,8 @@ class Kube:
                 err = exc
             if time.monotonic() > deadline:
                 raise Outage(f"Kubernetes API unavailable for {self.outage_budget:.0f} s "
-                             f"({what}): {err}", party=Party.api, reason="ApiUnreachable") from err
+                             f"({what}): {err}", party=Party.api,
+                             reason=LabFault.api_unreachable) from err
             log.warning("Kubernetes API unavailable (%s): %s; retrying", what, err)
             time.sleep(delay)
             delay = min(delay * 2, 10)

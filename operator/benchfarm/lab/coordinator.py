@@ -24,7 +24,7 @@ from labgrid.remote.client import ClientSession
 from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
 from labgrid.util.proxy import proxymanager
 
-from benchfarm.api.outcomes import RunFailure
+from benchfarm.api.outcomes import LabFault, RunFailure
 from benchfarm.api.places import (
     DEFAULT_HOST,
     DEFAULT_USER,
@@ -105,12 +105,12 @@ class Coordinator:
             self._session = None
             raise Outage(f"labgrid coordinator at {self.address}: {exc.code().name}: "
                          f"{exc.details()}", party=Party.coordinator,
-                         reason="CoordinatorUnreachable") from exc
+                         reason=LabFault.coordinator_unreachable) from exc
         except TimeoutError as exc:
             self._session = None
             future.cancel()
             raise Outage(f"labgrid coordinator at {self.address} did not answer in time",
-                         party=Party.coordinator, reason="CoordinatorUnreachable") from exc
+                         party=Party.coordinator, reason=LabFault.coordinator_unreachable) from exc
 
     def connect_soon(self) -> None:
         """Start connecting now, while the caller does other work: labgrid's first sync reads
@@ -154,7 +154,7 @@ class Coordinator:
             except Exception:  # the channel may already be gone
                 log.debug("closing a session that did not start failed", exc_info=True)
             raise Outage(f"cannot reach the labgrid coordinator at {self.address}: {exc}",
-                         party=Party.coordinator, reason="CoordinatorUnreachable") from exc
+                         party=Party.coordinator, reason=LabFault.coordinator_unreachable) from exc
         self._session = session
         return session
 
@@ -167,7 +167,8 @@ class Coordinator:
             if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 self._session = None
                 raise Outage(f"labgrid coordinator unavailable: {exc.details()}",
-                             party=Party.coordinator, reason="CoordinatorUnreachable") from exc
+                             party=Party.coordinator,
+                             reason=LabFault.coordinator_unreachable) from exc
             raise InfraError(f"labgrid {method} failed: {exc.details()}") from exc
 
     def session(self) -> ClientSession:
@@ -350,7 +351,8 @@ class Coordinator:
                 self.release(name)
                 raise InfraError(f"place {name}: its exporter serves no port for "
                                  f"{', '.join(pending)} {timeout:.0f} s after acquiring it "
-                                 "(is ser2net installed on the exporter?)", reason="PlaceIncomplete")
+                                 "(is ser2net installed on the exporter?)",
+                                 reason=LabFault.place_incomplete)
             time.sleep(0.2)
 
     def allow(self, name: str, user: str) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 from labgrid.driver.exception import ExecutionError
 from labgrid.util.managedfile import ManagedFileError
 
+from benchfarm.api.outcomes import LabFault
 from benchfarm.errors import InfraError
 from benchfarm.lab.strategy import first_line
 
@@ -63,7 +64,8 @@ def stage(target: Any, files: dict[str, Path], boot_args: str | None) -> dict[st
             except (ExecutionError, ManagedFileError, OSError) as exc:
                 raise InfraError(f"{target.name}: staging {part} on the exporter failed "
                                  f"({type(exc).__name__}: {first_line(exc)}); is its SSH "
-                                 f"reachable (BENCHFARM_SSH_CONFIG)?", reason="StagingFailed") \
+                                 f"reachable (BENCHFARM_SSH_CONFIG)?",
+                                 reason=LabFault.staging_failed) \
                     from exc
             log.info("%s: %s staged as %s", target.name, part, name)
             variables[VARIABLES[part]] = name.lstrip("/")
@@ -80,4 +82,4 @@ def _tftp_driver(target: Any) -> Any:
     except Exception as exc:
         raise InfraError(f"{target.name}: its labgrid environment has no usable "
                          f"TFTPProviderDriver ({type(exc).__name__}: {first_line(exc)}); "
-                         f"the place needs a TFTPProvider", reason="StagingFailed") from exc
+                         f"the place needs a TFTPProvider", reason=LabFault.staging_failed) from exc

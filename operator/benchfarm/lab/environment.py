@@ -25,6 +25,7 @@ from labgrid import Target, target_factory
 from labgrid.util.yaml import load as load_labgrid_yaml, resolve_templates
 
 from benchfarm.api.devicetype import DeviceType
+from benchfarm.api.outcomes import LabFault
 from benchfarm.errors import InfraError
 from benchfarm.lab.labgrid_compat import adopt_session, forget_resources
 from benchfarm.lab.strategy import BenchfarmStrategy, first_line
@@ -51,7 +52,7 @@ def derived_environment(place: str, resources: dict[str, dict[str, Any]],
     if "NetworkSerialPort" not in resources or power is None:
         raise InfraError(f"place {place} lacks a serial port or a power port labgrid can switch "
                          f"(has {', '.join(resources) or 'nothing'}); is its exporter running?",
-                         reason="PlaceIncomplete")
+                         reason=LabFault.place_incomplete)
     return {
         "resources": [{"RemotePlace": {"name": place}}],
         "drivers": [
@@ -81,12 +82,12 @@ def environment(place: str, resources: dict[str, dict[str, Any]], device_type: D
     except (OSError, yaml.YAMLError, KeyError, ValueError) as exc:
         raise InfraError(f"device type {device_type.name}: its labgrid environment {path.name} "
                          f"cannot be read: {type(exc).__name__}: {first_line(exc)}",
-                         reason="EnvironmentInvalid") from exc
+                         reason=LabFault.environment_invalid) from exc
     targets = (data or {}).get("targets") or {}
     if len(targets) != 1:
         raise InfraError(f"device type {device_type.name}: its labgrid environment {path.name} "
                          f"must describe one target (has {len(targets)})",
-                         reason="EnvironmentInvalid")
+                         reason=LabFault.environment_invalid)
     config = dict(next(iter(targets.values())) or {})
     drivers = config.get("drivers") or []
     if isinstance(drivers, dict):
@@ -107,7 +108,7 @@ def build_target(place: str, config: dict[str, Any], session: Any) -> Target:
         _forget(lambda r: r.target.name == place)
         raise InfraError(f"{place}: the labgrid environment of its device type does not fit it: "
                          f"{type(exc).__name__}: {first_line(exc)}",
-                         reason="PlaceIncomplete") from exc
+                         reason=LabFault.place_incomplete) from exc
 
 
 def forget_target(target: Target) -> None:

@@ -40,6 +40,7 @@ import grpc
 from labgrid.remote.generated import labgrid_coordinator_pb2_grpc
 
 from benchfarm.api.grants import LABGRID_SESSION_ENV
+from benchfarm.api.outcomes import LabFault
 from benchfarm.core.policy import identity as ids
 from benchfarm.errors import InfraError
 from benchfarm.settings import Settings
@@ -269,7 +270,7 @@ def use_ssh_config(path: str) -> None:
         return
     if " " in path:   # rsync -e joins ssh's arguments with spaces
         raise InfraError(f"BENCHFARM_SSH_CONFIG {path!r} has a space in it",
-                         reason="StagingFailed")
+                         reason=LabFault.staging_failed)
     from labgrid.util.ssh import SSHConnection
     base = _SSH_BASE_ARGS.setdefault("base", SSHConnection._get_ssh_base_args)
     SSHConnection._get_ssh_base_args = staticmethod(lambda: [*base(), "-F", path])

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchfarm.api.devicetype import DeviceType
-from benchfarm.api.outcomes import BoardFaultKind
+from benchfarm.api.outcomes import BoardFaultKind, LabFault
 from benchfarm.api.runs import SuiteSpec
 from benchfarm.core.readings import power
 from benchfarm.errors import BoardFault, InfraError, SuiteFailure
@@ -87,7 +87,7 @@ def run_low_power(board: Board, monitor: RailMonitor, dtype: DeviceType, spec: S
         raise BoardFault(f"{board.place} did not wake from {mode.name}: no shell after resuming",
                          reason=BoardFaultKind.wake_failed)
     if sampler.error is not None and not sampler.readings:
-        raise InfraError(f"rail monitor failed: {sampler.error}", reason="MonitorFailed")
+        raise InfraError(f"rail monitor failed: {sampler.error}", reason=LabFault.monitor_failed)
 
     console = board.serial_log.since(log_offset).decode("utf-8", errors="replace")
     evidence: dict[str, Any] = {

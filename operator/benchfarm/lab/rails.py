@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from benchfarm.api.devicetype import DeviceType, PowerMonitor, Rail
+from benchfarm.api.outcomes import LabFault
 from benchfarm.core.readings import power
 from benchfarm.errors import InfraError
 
@@ -51,13 +52,14 @@ class VirtualRailMonitor:
         url = urllib.parse.urlsplit(str(power_port.host))
         if not url.hostname:
             raise InfraError(f"power switch {power_port.host!r}: no host to read rails from",
-                             reason="NoMonitor")
+                             reason=LabFault.no_monitor)
         try:
             host, port = proxymanager.get_host_and_port(
                 power_port, force_port=url.port or (443 if url.scheme == "https" else 80))
         except (ExecutionError, OSError) as exc:     # the exporter host's SSH did not forward
             raise InfraError(f"rail monitor beside {power_port.host}: no way there: "
-                             f"{type(exc).__name__}: {exc}", reason="MonitorFailed") from exc
+                             f"{type(exc).__name__}: {exc}",
+                             reason=LabFault.monitor_failed) from exc
         return cls(f"{url.scheme}://{host}:{port}/rails/{power_port.index}")
 
     def _get(self, url: str) -> dict[str, Any]:
@@ -66,7 +68,8 @@ class VirtualRailMonitor:
                 doc: dict[str, Any] = json.loads(resp.read())
                 return doc
         except (OSError, ValueError) as exc:
-            raise InfraError(f"rail monitor {url} unreadable: {exc}", reason="MonitorFailed") from exc
+            raise InfraError(f"rail monitor {url} unreadable: {exc}",
+                             reason=LabFault.monitor_failed) from exc
 
     def read(self) -> dict[str, tuple[float, float]]:
         self.last = self._get(self.url)
@@ -107,7 +110,7 @@ class HwmonRailMonitor:
             ma = self._value(base / f"curr{n}_input")
             if mv is None or (uw is None and ma is None):
                 raise InfraError(f"hwmon channel {channel} of rail {rail} unreadable under "
-                                 f"{self.root}", reason="MonitorFailed")
+                                 f"{self.root}", reason=LabFault.monitor_failed)
             mw = uw / 1000 if uw is not None else mv * (ma or 0.0) / 1000   # one of them is read
             out[rail] = (round(mv / 1000, 4), round(mw, 4))
         return out
@@ -171,15 +174,16 @@ class SigrokRailMonitor:
         for rail in device_type.rails:
             if not rail.channel or rail.ampsPerVolt is None:
                 raise InfraError(f"device type {device_type.name}: sigrok rail {rail.name} needs "
-                                 f"a channel and ampsPerVolt", reason="NoMonitor")
+                                 f"a channel and ampsPerVolt", reason=LabFault.no_monitor)
         device = resources.get(cls.RESOURCE)
         if device is None:
             raise InfraError(f"{target.name}: rails on sigrok need a {cls.RESOURCE} in the place "
-                             f"(has {', '.join(resources) or 'nothing'})", reason="NoMonitor")
+                             f"(has {', '.join(resources) or 'nothing'})",
+                             reason=LabFault.no_monitor)
         if shutil.which("sigrok-cli") is None:
             raise InfraError("sigrok-cli is not installed where the session runs (labgrid runs "
                              "it locally for a SigrokDevice; Debian package sigrok-cli)",
-                             reason="NoMonitor")
+                             reason=LabFault.no_monitor)
         args = {k: v for k, v in device.items() if k != "extra"}
         drivers = {}
         for rail in device_type.rails:
@@ -207,7 +211,8 @@ class SigrokRailMonitor:
                                                    rail.voltage, rail.ampsPerVolt or 0.0)
             except Exception as exc:
                 raise InfraError(f"sigrok rail {rail.name} (channel {rail.channel}): "
-                                 f"{type(exc).__name__}: {exc}", reason="MonitorFailed") from exc
+                                 f"{type(exc).__name__}: {exc}",
+                                 reason=LabFault.monitor_failed) from exc
         return out
 
     def state(self) -> str | None:
@@ -220,7 +225,8 @@ def monitor_for(device_type: DeviceType, resources: dict[str, dict[str, Any]],
     target (its resources carry what the exporter says about reaching them)."""
     cfg = device_type.powerMonitor
     if cfg is None or not device_type.rails:
-        raise InfraError(f"device type {device_type.name} has no rail monitor", reason="NoMonitor")
+        raise InfraError(f"device type {device_type.name} has no rail monitor",
+                         reason=LabFault.no_monitor)
     if cfg.backend == "virtual":
         from labgrid.resource import NetworkPowerPort
         ports = [r for r in (target.resources if target is not None else [])
@@ -228,13 +234,13 @@ def monitor_for(device_type: DeviceType, resources: dict[str, dict[str, Any]],
         if len(ports) != 1:
             raise InfraError(f"device type {device_type.name}: the virtual rail monitor needs the "
                              f"place's one NetworkPowerPort (has {', '.join(resources) or 'nothing'})",
-                             reason="NoMonitor")
+                             reason=LabFault.no_monitor)
         return VirtualRailMonitor.for_power_port(ports[0])
     if cfg.backend == "hwmon":
         return HwmonRailMonitor(Path(cfg.root), {r.name: r.channel for r in device_type.rails})
     if cfg.backend == "sigrok":
         return SigrokRailMonitor.for_place(device_type, resources, target)
-    raise InfraError(f"unknown rail monitor backend {cfg.backend!r}", reason="NoMonitor")
+    raise InfraError(f"unknown rail monitor backend {cfg.backend!r}", reason=LabFault.no_monitor)
 
 
 class Sampler:

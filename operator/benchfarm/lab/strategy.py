@@ -29,7 +29,7 @@ from labgrid.strategy import Strategy, StrategyError
 from pexpect import TIMEOUT as PexpectTimeout
 
 from benchfarm.api.devicetype import BootSpec
-from benchfarm.api.outcomes import BoardFaultKind
+from benchfarm.api.outcomes import BoardFaultKind, LabFault
 from benchfarm.core.readings.boot import BootTimeline, BootWatcher
 from benchfarm.errors import BoardFault, DeployedBootFailed, InfraError
 from benchfarm.lab.serialport import read_in_chunks
@@ -130,7 +130,8 @@ class BenchfarmStrategy(Strategy):
         `lab.deploy` staged) before its boot command runs; {} boots the board's own again."""
         if variables and self.bootloader is None:
             raise InfraError(f"{self.place}: software can only be deployed through a bootloader "
-                             f"driver, and its environment has none", reason="StagingFailed")
+                             f"driver, and its environment has none",
+                             reason=LabFault.staging_failed)
         self.software = dict(variables)
 
     def _fault(self, timeline: BootTimeline, message: str, reason: BoardFaultKind
@@ -199,7 +200,7 @@ class BenchfarmStrategy(Strategy):
         except Exception as exc:
             raise InfraError(f"{self.place}: cannot activate {type(driver).__name__}: "
                              f"{type(exc).__name__}: {first_line(exc)}",
-                             reason="LabUnreachable") from exc
+                             reason=LabFault.lab_unreachable) from exc
 
     @step(args=["status"])
     def transition(self, status: Status | str, *, timeout: float | None = None) -> None:
@@ -229,7 +230,7 @@ class BenchfarmStrategy(Strategy):
             self.power.off()
         except Exception as exc:
             raise InfraError(f"{self.place}: power off failed: {type(exc).__name__}: {exc}",
-                             reason="PowerFailed") from exc
+                             reason=LabFault.power_failed) from exc
         self.status = Status.off
 
     def _power_on(self) -> float:
@@ -246,7 +247,8 @@ class BenchfarmStrategy(Strategy):
         try:
             self.power.on()
         except Exception as exc:
-            raise InfraError(f"{self.place}: power on failed: {exc}", reason="PowerFailed") \
+            raise InfraError(f"{self.place}: power on failed: {exc}",
+                             reason=LabFault.power_failed) \
                 from exc
         finally:
             steps.unsubscribe(on_step)

@@ -24,6 +24,7 @@ import urllib3
 from minio.credentials import StaticProvider
 from minio.error import MinioAdminException
 
+from benchfarm.api.outcomes import LabFault
 from benchfarm.errors import InfraError, Outage, Party
 from benchfarm.store.artifacts import ArtifactStore, StoreConfig
 
@@ -112,16 +113,17 @@ def namespace_store(read_secret: Callable[[str, str], Mapping[str, bytes] | None
     except PermissionError as exc:
         raise InfraError(f"this kubeconfig may not read the Secret {SECRET} of namespace "
                          f"{namespace} (the namespace's store credential; the role "
-                         "benchfarm-user grants it)", reason="NoStoreCredential") from exc
+                         "benchfarm-user grants it)", reason=LabFault.no_store_credential) from exc
     if data is None:
         raise InfraError(f"namespace {namespace} has no store credential yet (Secret {SECRET}): "
                          "the operator issues one for each namespace the LabPolicy names and "
-                         "each with a BenchmarkRun, within a minute", reason="NoStoreCredential")
+                         "each with a BenchmarkRun, within a minute",
+                         reason=LabFault.no_store_credential)
     try:
         return ArtifactStore(config_from_secret(data), attempts=attempts)
     except ValueError as exc:
         raise InfraError(f"namespace {namespace}: {exc}; delete it and the operator issues a "
-                         "new one", reason="NoStoreCredential") from exc
+                         "new one", reason=LabFault.no_store_credential) from exc
 
 
 class StoreAdmin:
@@ -140,10 +142,11 @@ class StoreAdmin:
         try:
             return fn()
         except MinioAdminException as exc:
-            raise InfraError(f"artifact store admin: {what}: {exc}", reason="StoreError") from exc
+            raise InfraError(f"artifact store admin: {what}: {exc}",
+                             reason=LabFault.store_error) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise Outage(f"artifact store unreachable at {self.config.endpoint} ({what}): {exc}",
-                         party=Party.store, reason="StoreUnreachable") from exc
+                         party=Party.store, reason=LabFault.store_unreachable) from exc
 
     def users(self) -> dict[str, str]:
         """Every user of the store: its access key -> its policies' names (comma-separated)."""

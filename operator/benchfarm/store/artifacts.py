@@ -26,6 +26,7 @@ from minio.commonconfig import ComposeSource
 from minio.error import S3Error
 from urllib3 import BaseHTTPResponse
 
+from benchfarm.api.outcomes import LabFault
 from benchfarm.errors import InfraError, Outage, Party
 from benchfarm.settings import Settings
 
@@ -54,7 +55,7 @@ class StoreConfig:
                                 ("BENCHFARM_S3_SECRET_KEY", s.s3_secret_key)):
             if not value:
                 raise InfraError(f"artifact store not configured: {variable} is not set",
-                                 reason="StoreNotConfigured")
+                                 reason=LabFault.store_not_configured)
         return cls(endpoint=s.s3_endpoint, access_key=s.s3_access_key,
                    secret_key=s.s3_secret_key, bucket=s.s3_bucket, secure=s.s3_secure)
 
@@ -99,11 +100,11 @@ class ArtifactStore:
             except (S3Error, urllib3.exceptions.HTTPError, OSError) as exc:
                 if isinstance(exc, S3Error) and exc.code in PERMANENT:
                     raise InfraError(f"artifact store: {what}: {exc.code}",
-                                     reason="StoreError") from exc
+                                     reason=LabFault.store_error) from exc
                 if attempt == self.attempts:
                     raise Outage(f"artifact store unreachable at {self.config.endpoint} "
                                  f"({what}): {exc}", party=Party.store,
-                                 reason="StoreUnreachable") from exc
+                                 reason=LabFault.store_unreachable) from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 10)
         raise AssertionError("unreachable")
@@ -210,7 +211,7 @@ class ArtifactStore:
             return self._retry(f"stat {key}",
                                lambda: self.client.stat_object(self.config.bucket, key))
         except InfraError as exc:
-            if exc.reason == "StoreError" and "NoSuchKey" in str(exc):
+            if exc.reason == LabFault.store_error and "NoSuchKey" in str(exc):
                 return None
             raise
 

@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 from minio.error import S3Error
 
 from benchfarm.api.labpolicy import NamespacePolicy
-from benchfarm.api.outcomes import Refusal, RunFailure
+from benchfarm.api.outcomes import LabFault, Refusal, RunFailure
 from benchfarm.api.runs import Artifact, SoftwareSet
 from benchfarm.core.policy.software import SoftwareReach, internal_networks
 from benchfarm.errors import InfraError, RunError
@@ -86,7 +86,7 @@ def internal_from(settings: Settings) -> tuple[Any, ...]:
     try:
         return internal_networks(settings.internal_cidrs)
     except ValueError as exc:
-        raise InfraError(str(exc), reason="BadConfiguration") from exc
+        raise InfraError(str(exc), reason=LabFault.bad_configuration) from exc
 
 
 class SoftwareCache:
@@ -180,7 +180,7 @@ class SoftwareCache:
 
     def _from_store(self, part: str, url: str, out: Any) -> tuple[str, int]:
         if self.store is None:
-            raise InfraError("artifact store not configured", reason="StoreNotConfigured")
+            raise InfraError("artifact store not configured", reason=LabFault.store_not_configured)
         store = self.store
         bucket, _, key = url[len("s3://"):].partition("/")
 
@@ -196,7 +196,7 @@ class SoftwareCache:
         try:
             return store._retry(f"download {url}", read)
         except InfraError as exc:
-            if exc.reason == "StoreError":   # no such object, no access: what the run names
+            if exc.reason == LabFault.store_error:   # no such object, no access: what the run names
                 raise unavailable(part, url, exc) from exc
             raise
         except S3Error as exc:   # NoSuchBucket and kin

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+from benchfarm.api.outcomes import LabFault
 from benchfarm.errors import InfraError
 from benchfarm.store.artifacts import ArtifactStore
 
@@ -87,7 +88,7 @@ class Spool:
     def _path(self, key: str) -> Path:
         path = (self.root / key).resolve()
         if self.root.resolve() not in path.parents:
-            raise InfraError(f"artifact key {key!r} escapes the spool", reason="BadKey")
+            raise InfraError(f"artifact key {key!r} escapes the spool", reason=LabFault.bad_key)
         return path
 
     def write(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> Path:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from benchfarm.api.notifications import EventKind
-from benchfarm.api.outcomes import HealthCheck, HealthCheckEnd, HealthVerdict, fault_words
+from benchfarm.api.outcomes import HealthCheck, HealthCheckEnd, HealthVerdict, LabFault, fault_words
 from benchfarm.api.places import health_identity
 from benchfarm.core.conditions import iso, now_iso
 from benchfarm.core.notifications.events import board_event
@@ -315,5 +315,5 @@ class CheckWatch:
         except InfraError as exc:   # seen as an orphan by a later refresh
             log.warning("could not release %s after its health check: %s", name, exc)
         rt.owner.call(self.checks.settle, name, HealthCheckEnd(
-            check=check, verdict=HealthVerdict.failed, reason="HealthCheckLost",
+            check=check, verdict=HealthVerdict.failed, reason=LabFault.health_check_lost,
             message="its session died (its Lease stood still, or was never taken)"))

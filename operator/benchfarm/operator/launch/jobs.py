@@ -36,7 +36,7 @@ import yaml
 
 from benchfarm.api.base import GROUP, VERSION
 from benchfarm.api.grants import READY_FILE
-from benchfarm.api.outcomes import SessionKind
+from benchfarm.api.outcomes import LabFault, SessionKind
 from benchfarm.core.policy import trust
 from benchfarm.errors import InfraError
 from benchfarm.kubeapi.client import API_FAILURES
@@ -337,7 +337,7 @@ class JobLauncher:
             raise InfraError(f"{kind} {namespace}/{name} exists and is not benchfarm's session "
                              f"{kind} of run {req.namespace}/{req.name} ({problem}); refusing to "
                              f"start the session: delete it or ask the namespace's admin",
-                             reason="ForeignSessionObject")
+                             reason=LabFault.foreign_session_object)
         field = {"Role": "rules", "RoleBinding": "subjects"}.get(kind)
         if field and _plain(have.get(field)) != _plain(want[field]):
             log.warning("%s %s/%s of run %s/%s was changed; setting its %s back", kind,
