@@ -26,7 +26,8 @@ INFRA_ERRORS = {"InfraError", "BoardFault", "Outage", "DeployedBootFailed"}
 
 def _raised_reasons() -> dict[str, set[str]]:
     """Every reason a RunError or an infrastructure error is raised with in the package, by
-    class: constants, and members of api.outcomes' enums."""
+    class: members of api.outcomes' enums (and constants, which test_no_literal_reasons
+    refuses)."""
     from benchfarm.api import outcomes
     found: dict[str, set[str]] = {"run": set(), "infra": set()}
     for path in OPERATOR.rglob("*.py"):
