@@ -5,7 +5,7 @@ kube-controller-manager, MinIO, labgrid's coordinator, the virtual lab (serial b
 board in a network namespace of its own with its iperf3 peers), one labgrid-exporter per exporter
 host of the inventory; then creates and tags the places, and starts the operator. `benchfarm lab
 cluster-up` adds a one-node Kubernetes cluster
-(containerd, kubelet, kube-scheduler, kube-proxy; cluster.py) next to it. Everything lives under
+(containerd, kubelet, kube-scheduler, kube-proxy; cluster/) next to it. Everything lives under
 `.benchfarm/` (state, logs, PIDs) and `lab down` stops only what its PID files name (and removes
 the cluster's bridge, chains and mounts by name).
 
@@ -15,12 +15,9 @@ re-exported here.
 """
 
 from benchfarm_devlab.boards import load_inventory, vlab_request
-from benchfarm_devlab.cluster import (
-    down as cluster_down,
-    import_image,
-    pod_addresses,
-    up as cluster_up,
-)
+from benchfarm_devlab.cluster import down as cluster_down, up as cluster_up
+from benchfarm_devlab.cluster.images import import_image
+from benchfarm_devlab.cluster.network import pod_addresses
 from benchfarm_devlab.config import (
     CACHE,
     DEVICE_TYPES,

@@ -67,9 +67,10 @@ def lab(action: str, rebuild: bool = False) -> int:
             lab_.down()
         elif action == "cluster-up":
             from benchfarm_devlab import cluster
+            from benchfarm_devlab.cluster.network import pod_addresses
             cluster.up()
             say(f"cluster up: node {cluster.NODE}; pods reach the lab at {cluster.HOST_ADDR}"
-                f" (API server {cluster.pod_addresses()['apiserver']}, via the kubernetes Service)")
+                f" (API server {pod_addresses()['apiserver']}, via the kubernetes Service)")
         elif action == "cluster-down":
             from benchfarm_devlab import cluster
             cluster.down()

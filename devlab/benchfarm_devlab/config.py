@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 STATE = Path(os.environ.get("BENCHFARM_STATE", REPO / ".benchfarm"))
 CACHE = Path(os.environ.get("BENCHFARM_CACHE", Path.home() / ".cache" / "benchfarm"))
 PORT_BASE = int(os.environ.get("BENCHFARM_PORT_BASE", "21000"))
-BRIDGE = f"bf{PORT_BASE}"     # the one-node cluster's bridge (cluster.py), one per port base
+BRIDGE = f"bf{PORT_BASE}"     # the one-node cluster's bridge (cluster/), one per port base
 INVENTORY = Path(os.environ.get("BENCHFARM_INVENTORY", REPO / "exporters" / "virtual" / "lab.yaml"))
 DEVICE_TYPES = REPO / "exporters" / "device-types"
 VENV_BIN = Path(sys.executable).parent
@@ -68,7 +68,7 @@ class Ports:
     notify_receivers: int = PORT_BASE + 60
     smtp: int = PORT_BASE + 70
     sim_serial_base: int = PORT_BASE + 1000
-    # the one-node cluster of `benchfarm lab cluster-up` (cluster.py)
+    # the one-node cluster of `benchfarm lab cluster-up` (cluster/)
     kubelet_healthz: int = PORT_BASE + 248
     kube_proxy_metrics: int = PORT_BASE + 249
     kubelet: int = PORT_BASE + 250                # on the pods' host address (API server -> kubelet)
@@ -83,7 +83,7 @@ NOTIFY_RECEIVERS = 8
 # it (the operator reads it at each delivery: BENCHFARM_SMTP_CA_FILE)
 SMTP_CA_FILE = STATE / "notify" / "smtp-ca.pem"
 
-# The one-node cluster's addresses (cluster.py). Pods live on a local bridge in POD_CIDR; the
+# The one-node cluster's addresses (cluster/). Pods live on a local bridge in POD_CIDR; the
 # bridge's own address, HOST_ADDR, is where pods reach the host (the API server and the lab's
 # services, relayed to their 127.0.0.1 listeners). Derived from the port base so two labs'
 # bridges never overlap; the Service range is the API server's (the kubernetes Service is its

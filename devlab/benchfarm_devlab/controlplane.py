@@ -60,7 +60,7 @@ def start_control_plane(bins: dict[str, Path]) -> None:
         f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
         f"--client-ca-file={pki / 'ca.crt'}",
         f"--token-auth-file={pki / 'tokens.csv'}",
-        # for a kubelet (cluster.py), harmless without one: the Node authorizer and NodeRestriction
+        # for a kubelet (cluster/), harmless without one: the Node authorizer and NodeRestriction
         # only concern system:node:* users; the kubelet is reached by its InternalIP (no DNS here)
         "--authorization-mode=Node,RBAC", "--kubelet-preferred-address-types=InternalIP,Hostname",
         f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
@@ -80,7 +80,7 @@ def start_control_plane(bins: dict[str, Path]) -> None:
     start_controller_manager(bins)
 
 
-# Without a node the lab needs only these; with one (cluster.py) every default controller runs
+# Without a node the lab needs only these; with one (cluster/) every default controller runs
 # (Deployments, ReplicaSets, Jobs, EndpointSlices, node lifecycle, pod GC, the root CA ConfigMap
 # that ServiceAccount token volumes mount) except those that want a cloud or assign pod CIDRs.
 LIGHT_CONTROLLERS = ("namespace-controller,garbage-collector-controller,"

@@ -19,7 +19,7 @@ the lab's user's only):
 - host 127.0.0.1:PORTS.sshd -> `sshd.sock` -> the namespace's 127.0.0.1:PORTS.sshd (the sshd):
   the host's only way in. Sessions, the operator and the lab admin's `labgrid-client` reach it
   by the lab's ssh_config (BENCHFARM_SSH_CONFIG; Host vhost0, vhost1 ...), the one-node
-  cluster's pods by the cluster's relay on the bridge address to the same port (cluster.py).
+  cluster's pods by the cluster's relay on the bridge address to the same port (cluster/).
 - the namespace's 127.0.0.1:PORTS.coordinator -> `coordinator.sock` -> the host's coordinator:
   the exporters' way out. Nothing else of the host is reachable from the namespace.
 

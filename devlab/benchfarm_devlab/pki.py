@@ -24,7 +24,7 @@ def _openssl(*args: str) -> None:
 
 
 # The API server's names: 127.0.0.1 for the lab's own clients; the kubernetes Service's address and
-# the pods' host address (config.HOST_ADDR) for pods of the one-node cluster (cluster.py).
+# the pods' host address (config.HOST_ADDR) for pods of the one-node cluster (cluster/).
 SAN_CNF = ("[req]\ndistinguished_name=dn\n[dn]\n[ext]\nsubjectAltName=DNS:localhost,IP:127.0.0.1,"
            "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,"
            f"DNS:kubernetes.default.svc.cluster.local,IP:{SERVICE_IP},IP:{HOST_ADDR}\n"

@@ -4,7 +4,7 @@
 copies every connection to 127.0.0.1:PORT, both ways (TLS, gRPC, SSH, raw serial: it does not
 look inside). That is the one-node cluster's relay (`lab-gateway`): the lab's listeners stay on
 127.0.0.1 and the relay listens only on the address of the cluster's bridge (config.HOST_ADDR),
-so only this machine and its pods reach it. See cluster.py for why a relay and not a DNAT.
+so only this machine and its pods reach it. See cluster/ for why a relay and not a DNAT.
 
 `python -m benchfarm_devlab.relay --link LISTEN CONNECT [--link ...]` copies each connection
 accepted on LISTEN to CONNECT, where each is `tcp:HOST:PORT` or `unix:PATH` (a UNIX socket made

@@ -12,7 +12,7 @@ publishes it in `extra.proxy`, and 127.0.0.1, the host the exporters publish the
 under, for the staging): nothing of the user's own ssh setup is read or changed. Its config ends
 with `Include STATE/ssh/auth.d/*.conf`: who else may log in and forward where (the leases'
 certificates, sshauth.py) is written there, by that module only. Pods of the one-node cluster
-reach the gate through the cluster's relay on the bridge address (cluster.py); `pod_files` is
+reach the gate through the cluster's relay on the bridge address (cluster/); `pod_files` is
 what the chart mounts for them from `ssh.existingSecret`: the same client key, an ssh_config
 that leads the same names to that address and a known_hosts that pins the sshd's host key.
 """

@@ -22,6 +22,9 @@ import pytest
 
 import benchfarm_devlab as devlab
 from benchfarm_devlab import cluster
+from benchfarm_devlab.cluster.common import CGROUP_ROOT, MANIFEST, NODE_COMPONENTS
+from benchfarm_devlab.cluster.node import cgroup_hierarchies
+from benchfarm_devlab.cluster.teardown import our_shims
 from benchfarm_devlab.config import SERVICE_IP
 from tests.stack.conftest import wait_for
 
@@ -83,10 +86,10 @@ def leftovers(before: set[str]) -> list[str]:
     mounts = Path("/proc/self/mountinfo").read_text()
     out += [f"mount {line.split()[4]}" for line in mounts.splitlines()
             if line.split()[4].startswith(str(cluster.CLUSTER_DIR))]
-    out += [f"process {name}" for name in cluster.NODE_COMPONENTS if devlab.running_pid(name)]
-    out += [f"shim pid {pid}" for pid in cluster._our_shims()]
-    out += [f"cgroup {h / cluster.CGROUP_ROOT}" for h in cluster._cgroup_hierarchies()
-            if (h / cluster.CGROUP_ROOT).exists()]
+    out += [f"process {name}" for name in NODE_COMPONENTS if devlab.running_pid(name)]
+    out += [f"shim pid {pid}" for pid in our_shims()]
+    out += [f"cgroup {h / CGROUP_ROOT}" for h in cgroup_hierarchies()
+            if (h / CGROUP_ROOT).exists()]
     if cluster.CLUSTER_DIR.exists():
         out.append(f"directory {cluster.CLUSTER_DIR}")
     return out
@@ -111,7 +114,7 @@ def node(lab):
         # while every controller runs: the light lab's namespace controller may not delete pods
         kubectl("delete", "namespace", NS, "--ignore-not-found", "--timeout=60s", check=False)
         if not was_up:
-            made = json.loads(cluster.MANIFEST.read_text())["iptables_created"]["iptables"]
+            made = json.loads(MANIFEST.read_text())["iptables_created"]["iptables"]
             assert "KUBE-SERVICES" in made["nat"]["chains"], made     # kube-proxy's, recorded
             assert "-A INPUT -j KUBE-FIREWALL" in made["filter"]["rules"], made
             t0 = time.monotonic()
