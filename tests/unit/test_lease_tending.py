@@ -81,7 +81,7 @@ def test_a_warning_is_decided_on_the_owner_and_written_apart_once():
 
 def test_the_end_waits_out_an_outage_and_comes_at_the_next_round():
     lease = granted(T0 - 1)                     # expired
-    lease.status["warnedFor"] = lease.status["expiresAt"]
+    lease.status = {**lease.status, "warnedFor": lease.status["expiresAt"]}
     t, book, held = tender(lease)
     book.fail = True
     t.tend(T0)

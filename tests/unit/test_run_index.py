@@ -34,10 +34,10 @@ def test_a_run_moves_from_the_queue_to_active_to_finished_and_out():
     assert "team/r" not in index.queue and set(index.active) == {"team/r"}
     assert not index.queue_timeouts
     assert run.move(InFlight.none)              # its launch landed
-    run.status["phase"] = "Running"
+    run.status = {**run.status, "phase": "Running"}
     update(index, run)
     assert set(index.active) == {"team/r"}
-    run.status["phase"] = "Succeeded"
+    run.status = {**run.status, "phase": "Succeeded"}
     update(index, run)
     assert not index.active and set(index.ttl) == {"team/r"} and not len(index.queue)
     index.forget("team/r")
@@ -56,7 +56,7 @@ def test_cancelled_deleting_and_requeued_runs():
     c = state("c", phase="Running")
     update(index, c)
     assert set(index.active) == {"team/c"}
-    c.status["phase"] = "Pending"               # re-queued after a board fault
+    c.status = {**c.status, "phase": "Pending"}     # re-queued after a board fault
     update(index, c)
     assert not index.active and list(index.queue.keys()) == ["team/c"]
 
@@ -118,9 +118,9 @@ def test_one_decision_of_the_operator_on_its_way_at_a_time():
 
 def test_a_run_handed_back_while_its_go_ahead_is_written_waits_for_that_write():
     run = state("r")
-    run.status["phase"] = "Running"
+    run.status = {**run.status, "phase": "Running"}
     assert run.move(InFlight.go_ahead)
-    run.status["phase"] = "Pending"              # its session handed it back meanwhile
+    run.status = {**run.status, "phase": "Pending"}    # its session handed it back meanwhile
     assert not run.waiting                       # not assigned again before the write landed
     assert not run.move(InFlight.launch_seated)
     assert run.move(InFlight.none) and run.waiting

@@ -21,7 +21,7 @@ from benchfarm import budgeted
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.labpolicy import LabPolicySpec
 from benchfarm.api.outcomes import Condition, Phase, Reason, RunFailure
-from benchfarm.api.runs import ARTIFACT_PARTS
+from benchfarm.api.runs import ARTIFACT_PARTS, BenchmarkRunStatus
 from benchfarm.core.conditions import now_iso
 from benchfarm.errors import InfraError, RunError
 from benchfarm.lab.session import Cancelled
@@ -138,8 +138,8 @@ def serial_log(ctx: RunContext) -> str:
 
 def _baseline_doc(ctx: RunContext, baseline: str) -> dict[str, Any] | None:
     base = ctx.kube.get_run(ctx.namespace, baseline)
-    if base is None or (base.get("status") or {}).get("phase") not in (Phase.succeeded,
-                                                                        Phase.failed):
+    if base is None or BenchmarkRunStatus.of(base.get("status")).phase not in (Phase.succeeded,
+                                                                                Phase.failed):
         return None
     prefix = ArtifactStore.run_prefix(ctx.namespace, baseline, base["metadata"]["uid"],
                                       base["spec"].get("artifactPrefix", ""))

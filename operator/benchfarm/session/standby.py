@@ -11,8 +11,9 @@ import threading
 import time
 from typing import Any
 
-from benchfarm.api.grants import GO_AHEAD_FIELD, Relay
+from benchfarm.api.grants import Relay
 from benchfarm.api.outcomes import RunFailure, attempt_of
+from benchfarm.api.runs import BenchmarkRunStatus
 from benchfarm.core.policy import trust
 from benchfarm.errors import RunError
 from benchfarm.kubeapi.client import Kube
@@ -45,7 +46,7 @@ class Standby:
             key = trust.key_from(self.config.settings.environ)
         except ValueError:   # the session fails on its suites' signature first, and says why
             return
-        go = trust.read_go_ahead(key, uid, attempt, status.get(GO_AHEAD_FIELD))
+        go = trust.read_go_ahead(key, uid, attempt, BenchmarkRunStatus.of(status).goAhead)
         if go is None or attempt != self.attempt:
             return
         if go.after is None:

@@ -16,7 +16,8 @@ import time
 from typing import Any
 
 from benchfarm.api.outcomes import Condition, HandBack, Phase, SessionEnd
-from benchfarm.core.conditions import now_iso, set_condition
+from benchfarm.api.runs import BenchmarkRunStatus
+from benchfarm.core.conditions import as_written, now_iso, set_condition
 from benchfarm.core.scheduling import transitions
 from benchfarm.errors import Outage
 from benchfarm.kubeapi.client import Kube
@@ -38,8 +39,8 @@ class StatusWriter:
         self.namespace, self.name, self.uid = meta["namespace"], meta["name"], meta["uid"]
         self.api_version = body["apiVersion"]
         self.generation = meta.get("generation")
-        self.conditions: list[dict[str, Any]] = list((body.get("status") or {}).get(
-            "conditions") or [])
+        # written back whole with each condition it sets (`core.conditions.set_condition`)
+        self.conditions = as_written(BenchmarkRunStatus.of(body.get("status")).conditions)
         self.pending: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.last_write = self.started = time.monotonic()    # the launch was the last write

@@ -28,6 +28,7 @@ from benchfarm.api.notifications import (
     Target,
 )
 from benchfarm.api.outcomes import Phase
+from benchfarm.api.runs import BenchmarkRunStatus
 from benchfarm.core.notifications import rules as n
 from benchfarm.core.notifications.bodies import email_text, sign, webhook_payload
 from benchfarm.core.notifications.retry import NotifySettings
@@ -105,10 +106,9 @@ class Sender:
         if run is None or (run.get("metadata") or {}).get("uid") != ref.uid:
             raise DeliveryFailed(f"run {ref.namespace}/{ref.name} was deleted before its "
                                  "results were submitted")
-        status = run.get("status") or {}
-        doc, prefix = None, status.get("storePrefix")
-        if self.store is not None and prefix and status.get("phase") in (Phase.succeeded,
-                                                                        Phase.failed):
+        status = BenchmarkRunStatus.of(run.get("status"))
+        doc, prefix = None, status.storePrefix
+        if self.store is not None and prefix and status.phase in (Phase.succeeded, Phase.failed):
             try:
                 doc = self.store.get_document(f"{prefix}/metrics.json")
             except InfraError as exc:

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from benchfarm import cpu
 from benchfarm.api.notifications import Event
+from benchfarm.api.runs import BenchmarkRunStatus
 from benchfarm.core.conditions import now_iso
 from benchfarm.core.notifications.events import change_point_event
 from benchfarm.core.policy.runkey import RunKey
@@ -81,7 +82,7 @@ class Events(Protocol):
 
 def document_key(status: dict[str, Any], bucket: str) -> str | None:
     """The key of a finished run's metrics.json, from its status.artifacts (None: it has none)."""
-    for url in status.get("artifacts") or []:
+    for url in BenchmarkRunStatus.of(status).artifacts or []:
         if isinstance(url, str) and url.startswith(f"s3://{bucket}/") and url.endswith(DOCUMENT):
             return url[len(f"s3://{bucket}/"):]
     return None
