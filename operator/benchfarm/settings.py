@@ -8,24 +8,15 @@ reads the process's environment: each program builds its `Settings` at its entry
 it on, so a typo in a value is one clear error at start (`SettingError`, naming the variable and
 what it takes), never a traceback mid-run, and a test builds the parts it tests from a `Settings`
 instead of patching `os.environ`. `adopt` is the one place that writes it (a forked session takes
-its run's variables, which labgrid and the suites' tools read too).
-
-The entry points are the programs': the CLI's dispatch (`cli.entry.main`, for every command but
-the programs'), the operator (`operator.main.run`; `operator.handlers` when kopf runs it
-directly), each board session (`session.runner`, `health`, `leaseend`, `warm` and `server`: a
-session forked by the session server or given a run by a warm pod reads its settings after it
-took its run's variables, `adopt`), the dashboard (`web.server.serve`) and the labgrid forwarder
-(`lab.labgrid_forward`). Everything else takes the `Settings` or the fields it needs as
-arguments; tests/unit/test_settings.py fails on a `from_env` elsewhere.
+its run's variables, which labgrid and the suites' tools read too, and only then its settings).
+The entry points (the CLI's dispatch, the operator, each session, the dashboard) are listed with
+their reasons in tests/unit/test_settings.py, which fails on a `from_env` anywhere else.
 
 Each field's docstring is its documentation: `benchfarm settings` prints them, the reference page
 is generated from them, and a unit test fails on a field without one or on a variable some module
 spells that no field names. Secrets (the signing key, the store's and the SMTP server's
-credentials, the labgrid issuer) are fields too, read through the object like any other
-(`core.policy.trust.key_from(settings.signing_key)`, `lab.labgrid_pki.issuer_from(settings)`,
-`notify.mail.SmtpSettings.from_settings`, …); `repr` never shows them. `Settings.environ`, the
-snapshot they were read from, is for what a program hands its child processes and for the few
-variables of other programs' (labgrid's `LG_*`, the database's and the store's own clients').
+credentials, the labgrid issuer) are fields too, read through the object like any other;
+`repr` never shows them. `Settings.environ` is for child processes and other programs' variables.
 """
 
 from __future__ import annotations
@@ -344,9 +335,7 @@ class Settings(BaseModel):
     reads it)."""
 
     environ: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True)
-    """The environment these were read from: what a program hands its child processes, and
-    other programs' variables (labgrid's `LG_*`: `labgrid_variables`); never a setting's
-    variable, which is read through its field."""
+    """The environment read (for child processes and other programs' variables, never a setting)."""
 
     @model_validator(mode="after")
     def _no_limit(self) -> Settings:
@@ -363,12 +352,6 @@ class Settings(BaseModel):
         if self.max_sessions is None:
             return 0
         return max(1, self.max_sessions) if self.standby is None else self.standby
-
-    @property
-    def labgrid_variables(self) -> dict[str, str]:
-        """labgrid's own `LG_*` variables (a device type's labgrid environment may name them
-        as templates, as `labgrid-client` would fill them in)."""
-        return {k: v for k, v in self.environ.items() if k.startswith("LG_")}
 
     @property
     def session_logs_dir(self) -> Path:

@@ -10,7 +10,7 @@ import yaml
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.errors import InfraError
 from benchfarm.lab.devicetypes import ENVIRONMENT_SUFFIX, load_device_types
-from benchfarm.lab.environment import STRATEGY, environment
+from benchfarm.lab.environment import STRATEGY, environment, labgrid_variables
 from benchfarm.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,7 +79,7 @@ targets:
       - ShellDriver: {prompt: '# ', login_prompt: 'login: ', username: !template "$LG_RACK"}
 """)
     lab = Settings.from_env({"LG_RACK": "r7", "BENCHFARM_NAMESPACE": "lab"})   # LG_* only
-    config = environment("p1", {}, dt, lab.labgrid_variables)
+    config = environment("p1", {}, dt, labgrid_variables(lab))
     assert config["resources"] == [{"RemotePlace": {"name": "p1"}}]
     drivers = _drivers(config)
     assert list(drivers) == ["TasmotaPowerDriver", "SerialDriver", "ShellDriver", STRATEGY]

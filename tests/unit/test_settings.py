@@ -180,6 +180,7 @@ ENVIRON_READERS = {
     "cli/lease.py": "the lease's shell inherits the environment, less labgrid's keys",
     "kubeapi/client.py": "the database's and the store's client libraries' own credentials "
                          "(PGPASSWORD, AWS_SECRET_ACCESS_KEY) and VIRTUAL_ENV, redacted too",
+    "lab/environment.py": "labgrid's own LG_* variables, which a device type's environment names",
 }
 # the dev lab's own variables, read before any program's Settings exists
 DEVLAB_ENVIRONMENT_READERS = {

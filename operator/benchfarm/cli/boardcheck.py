@@ -66,7 +66,7 @@ BUSY_STATES = (BoardState.busy, BoardState.maintenance)
 class Lab:
     """What the audit knows of the lab: the places (coordinator), the Boards' states (API;
     empty when not reachable), every control endpoint and labgrid's `LG_*` variables (for the
-    boards' environments: `Settings.labgrid_variables`)."""
+    boards' environments: `lab.environment.labgrid_variables`)."""
 
     places: dict[str, PlaceInfo]
     states: dict[str, str]
@@ -153,6 +153,7 @@ def read_lab(coordinator: Coordinator, settings: Settings) -> Lab:
     from kubernetes.config import ConfigException
 
     from benchfarm.kubeapi.client import API_FAILURES, Kube
+    from benchfarm.lab.environment import labgrid_variables
     unread: tuple[type[Exception], ...] = (*API_FAILURES, ConfigException, OSError)
     try:
         for body in Kube(settings, outage_budget=5).list_cluster("boards"):
@@ -166,7 +167,7 @@ def read_lab(coordinator: Coordinator, settings: Settings) -> Lab:
         endpoints += place_endpoints(name, info.resources)
     endpoints += [_ssh_endpoint(h, settings.ssh_config) for h in sorted(exporter_hosts(
         info.resources for info in places.values()))]
-    return Lab(places, states, endpoints, settings.labgrid_variables)
+    return Lab(places, states, endpoints, labgrid_variables(settings))
 
 
 def audit_board(c: Coordinator, name: str, lab: Lab, probes: list[Probe],

@@ -151,7 +151,7 @@ class Board:
         `session`: the labgrid ClientSession that acquired the place (`Coordinator.session()`);
         `output_limit`: the bytes of one command's output held in memory (head and tail);
         `labgrid_variables`: the `LG_*` a device type's environment may name
-        (`Settings.labgrid_variables`)."""
+        (`lab.environment.labgrid_variables`)."""
         self.place = place
         self.output_limit = output_limit
         self.device_type = device_type

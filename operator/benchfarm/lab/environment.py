@@ -29,6 +29,7 @@ from benchfarm.api.outcomes import LabFault
 from benchfarm.errors import InfraError
 from benchfarm.lab.labgrid_compat import adopt_session, forget_resources
 from benchfarm.lab.strategy import BenchfarmStrategy, first_line
+from benchfarm.settings import Settings
 
 STRATEGY = BenchfarmStrategy.__name__
 
@@ -66,11 +67,17 @@ def derived_environment(place: str, resources: dict[str, dict[str, Any]],
     }
 
 
+def labgrid_variables(settings: Settings) -> dict[str, str]:
+    """labgrid's own `LG_*` variables of the environment the settings were read from (a device
+    type's labgrid environment may name them, as `labgrid-client` would fill them in)."""
+    return {k: v for k, v in settings.environ.items() if k.startswith("LG_")}
+
+
 def environment(place: str, resources: dict[str, dict[str, Any]], device_type: DeviceType,
                 variables: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The target config for a place: its device type's labgrid environment with the place
     filled in (`$LG_PLACE`, and labgrid's own `$BASE` and `LG_*` `variables`:
-    `Settings.labgrid_variables`), or the derived one."""
+    `labgrid_variables`), or the derived one."""
     if not device_type.labgrid:
         return derived_environment(place, resources, device_type)
     path = Path(device_type.labgrid)

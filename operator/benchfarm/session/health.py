@@ -37,6 +37,7 @@ from benchfarm.kubeapi.leases import (
 from benchfarm.lab.board import SerialLog
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.devicetypes import load_device_types
+from benchfarm.lab.environment import labgrid_variables
 from benchfarm.lab.session import BoardSession
 from benchfarm.session.context import Config
 from benchfarm.session.lifeline import Fenced, Lifeline
@@ -147,7 +148,7 @@ class HealthCheckSession:
                 self.board, info.resources, dtype,
                 wait("connect to the coordinator", self.coordinator.session),
                 deadline=self.lifeline.deadline, serial_log=SerialLog(limit=CONSOLE_IN_MEMORY),
-                guard=self._guard, labgrid_variables=self.config.settings.labgrid_variables)
+                guard=self._guard, labgrid_variables=labgrid_variables(self.config.settings))
             try:
                 self.session.boot()
             finally:

@@ -24,6 +24,7 @@ from benchfarm.kubeapi.client import Kube
 from benchfarm.lab.board import Board
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.devicetypes import load_device_types
+from benchfarm.lab.environment import labgrid_variables
 from benchfarm.session.context import Config
 from benchfarm.settings import Settings
 
@@ -49,7 +50,7 @@ def power_off_and_release(coordinator: Coordinator, place: str, config: Config) 
     try:
         dtype = load_device_types(config.device_types)[info.tags.get("device_type", "")]
         board = Board(place, info.resources, dtype, coordinator.session(),
-                      labgrid_variables=config.settings.labgrid_variables)
+                      labgrid_variables=labgrid_variables(config.settings))
         try:
             board.power_off()
             ok, message = True, f"{place} powered off and released"

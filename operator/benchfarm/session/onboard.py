@@ -21,6 +21,7 @@ from benchfarm.kubeapi.client import Kube
 from benchfarm.lab.board import SerialLog
 from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.devicetypes import load_device_types
+from benchfarm.lab.environment import labgrid_variables
 from benchfarm.lab.session import BoardSession, Cancelled
 from benchfarm.session import reporting
 from benchfarm.session.blame import Settled, Verdict, verdict
@@ -143,7 +144,8 @@ class OnBoard:
                                       self.lifeline.wait_out("connect to the coordinator",
                                                              self.coordinator.session),
                                       deadline=ctx.deadline, serial_log=serial_log,
-                                      environment=environment, guard=lambda: self._guard(ctx))
+                                      environment=environment, guard=lambda: self._guard(ctx),
+                                      labgrid_variables=labgrid_variables(self.config.settings))
         if self.lifeline.cancel.is_set():
             runner.session.cancelled.set()
         failure: BaseException | None = None
