@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchfarm.api.outcomes import Blame, Condition, Phase, Verdict
-from benchfarm.api.runs import ARTIFACT_PARTS
+from benchfarm.api.runs import ARTIFACT_PARTS, BenchmarkRunStatus
 from benchfarm.core.statistics.gate import Decision, Exit, decide
 
 ORIGIN = "benchfarm"
@@ -129,8 +129,8 @@ def outcome(body: Mapping[str, Any], doc: Mapping[str, Any] | None,
             decision: Decision) -> Outcome:
     """The run `body` (as read from the API server) with its metrics.json `doc`."""
     meta, spec = body.get("metadata") or {}, body.get("spec") or {}
-    status = body.get("status") or {}
-    suites = status.get("resolvedSuites") or spec.get("suites") or []
+    status = BenchmarkRunStatus.of(body.get("status"))
+    suites = status.resolvedSuites or spec.get("suites") or []
     info = (doc or {}).get("run") or {}
     if doc is not None and "sides" in doc:     # an A/B run: each side's steps, by its label
         steps: list[Step] = []
@@ -151,13 +151,13 @@ def outcome(body: Mapping[str, Any], doc: Mapping[str, Any] | None,
         namespace=meta.get("namespace", ""), name=meta.get("name", ""),
         uid=meta.get("uid", ""), plan=spec.get("plan") or "inline",
         device_type=info.get("deviceType") or (spec.get("selector") or {}).get("deviceType")
-        or "", board=status.get("board") or info.get("board") or "", decision=decision,
+        or "", board=status.board or info.get("board") or "", decision=decision,
         steps=tuple(steps), boot=tuple(boot), verdicts=verdicts,
         baseline=str(comparison.get("baseline") or spec.get("baseline") or ""),
         software={k: spec[k] for k in ("software", "softwareB") if spec.get(k)},
         compatible=tuple(str(c) for c in compatible if isinstance(c, str)),
-        finished_at=status.get("completionTime") or info.get("finishedAt") or "",
-        artifacts=tuple(status.get("artifacts") or ()))
+        finished_at=status.completionTime or info.get("finishedAt") or "",
+        artifacts=tuple(status.artifacts or ()))
 
 
 def decided_outcome(body: Mapping[str, Any], doc: Mapping[str, Any] | None, *,
@@ -169,7 +169,7 @@ def decided_outcome(body: Mapping[str, Any], doc: Mapping[str, Any] | None, *,
     rows = ((doc or {}).get("comparison") or {}).get("rows") or []
     decision = decide(status, rows, baseline=(body.get("spec") or {}).get("baseline"),
                       interrupted=interrupted)
-    if status.get("phase") == Phase.succeeded and doc is None:
+    if BenchmarkRunStatus.of(status).phase == Phase.succeeded and doc is None:
         decision = Decision(Exit.lab, "the run succeeded but its metrics.json could not be "
                             f"read from the store{unread} (the lab's fault; retry later)",
                             decision.reason)
