@@ -32,6 +32,7 @@ from benchfarm.api.campaigns import (
     ColumnStatus,
 )
 from benchfarm.api.outcomes import FINISHED, Condition, Phase, Reason
+from benchfarm.api.runs import BenchmarkRunStatus
 
 
 @dataclass
@@ -58,15 +59,16 @@ def run_name(campaign: str, column: str, attempt: int) -> str:
 def _measured(run: Mapping[str, Any]) -> bool:
     """It has results: it Succeeded, or some suites failed on a healthy board (the rest of its
     figures are in; the report says which failed, a second board would fail them the same)."""
-    status = run.get("status") or {}
-    return status.get("phase") == Phase.succeeded or _why(run)[0] == Reason.suites_failed
+    return BenchmarkRunStatus.of(run.get("status")).phase == Phase.succeeded or \
+        _why(run)[0] == Reason.suites_failed
 
 
 def _why(run: Mapping[str, Any]) -> tuple[str, str]:
-    for c in (run.get("status") or {}).get("conditions") or []:
-        if c.get("type") == Condition.succeeded:
-            return c.get("reason", ""), c.get("message", "")
-    return (run.get("status") or {}).get("phase", ""), ""
+    status = BenchmarkRunStatus.of(run.get("status"))
+    for c in status.conditions:
+        if c.type == Condition.succeeded:
+            return c.reason, c.message
+    return status.phase or "", ""
 
 
 def run_body(campaign: Mapping[str, Any], spec: BenchmarkCampaignSpec, column: CampaignColumn,
@@ -130,8 +132,8 @@ def plan(campaign: Mapping[str, Any], spec: BenchmarkCampaignSpec,
                 status.run = run_name(campaign["metadata"]["name"], column.name, 1)
             continue
         status.run = run["metadata"]["name"]
-        status.board = (run.get("status") or {}).get("board") or ""
-        phase = (run.get("status") or {}).get("phase")
+        seen = BenchmarkRunStatus.of(run.get("status"))
+        status.board, phase = seen.board or "", seen.phase
         if _measured(run):
             status.phase = ColumnPhase.succeeded
             if phase != Phase.succeeded:
@@ -145,7 +147,7 @@ def plan(campaign: Mapping[str, Any], spec: BenchmarkCampaignSpec,
         status.reason, status.message = _why(run)
         if last < MAX_ATTEMPTS and not spec.cancel and phase != Phase.cancelled:
             failed_on = sorted({b for r in attempts.values()
-                                if (b := (r.get("status") or {}).get("board"))})
+                                if (b := BenchmarkRunStatus.of(r.get("status")).board)})
             avoid = failed_on if failed_on and elsewhere(column, failed_on) else []
             out.create.append(run_body(campaign, spec, column, last + 1, avoid))
             status.phase, status.attempts = ColumnPhase.retrying, last + 1
