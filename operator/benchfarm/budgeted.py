@@ -12,6 +12,13 @@ RLIMIT_AS set before the call starts. The caller waits on a pipe with the GIL fr
 wait (killing the child) when `stopped` says so, or when a wall-clock bound far beyond the CPU
 budget passes (a child the host starves of CPU).
 
+One forkserver serves a process and every process it forks: the session server starts it before
+it forks a session (`share`), so a session's first parse does not start a forkserver of its own
+(importing the parsers and the reports again, a second or more of CPU each: with a thousand
+boards, more than the host's CPUs). multiprocessing checks that a forkserver lives with
+`waitpid`, which only its parent may call; a process forked below that parent checks the pid
+instead (`_ensure_running`).
+
 Past the budget `call` raises `OverBudget`; each caller says whose fault that is in its own
 terms (`session.parsing`: ParseOverBudget, `session.reporting`: ReportOverBudget, the
 dashboard: an error page). Only what the child returns comes back, so a caller returns only
@@ -23,11 +30,13 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing
+import os
 import resource
 import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from multiprocessing import forkserver, resource_tracker
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
@@ -79,6 +88,35 @@ class Failed(Exception):
         self.detail = detail
 
 
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else int(fields[1])     # a zombie has ended
+
+
+def _ensure_running() -> None:
+    """multiprocessing's `ForkServer.ensure_running`, callable from a process forked below the
+    forkserver's parent too (a session of the session server): there it `waitpid`s a process
+    that is not its child and fails, so a forkserver that is not ours counts as alive while its
+    pid is, and as gone (ours started instead) once it ended."""
+    server: Any = forkserver._forkserver     # its state is private: held by tests.unit
+    pid = server._forkserver_pid
+    if pid is not None and (parent := _parent_of(pid)) != os.getpid():
+        if parent is not None:
+            resource_tracker.ensure_running()
+            return
+        os.close(server._forkserver_alive_fd)
+        server._forkserver_pid = server._forkserver_address = server._forkserver_alive_fd = None
+    _ENSURE_RUNNING()
+
+
+_ENSURE_RUNNING = forkserver._forkserver.ensure_running
+forkserver._forkserver.ensure_running = _ensure_running  # type: ignore[method-assign]
+
+
 def _context(preload: Sequence[str]) -> Any:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(list(preload))   # the first start decides; later ones change nothing
@@ -88,10 +126,17 @@ def _context(preload: Sequence[str]) -> Any:
 def start(preload: Sequence[str]) -> None:
     """Start this process's forkserver ahead of the first call, importing `preload` once (the
     modules of the functions it will run and the process's main module, which a child of a
-    forkserver imports as `__mp_main__`): each call's child then starts in tens of ms."""
-    from multiprocessing import forkserver
+    forkserver imports as `__mp_main__`): each call's child then starts in tens of ms. In a
+    process forked after its parent started one (`share`), that one is used."""
     _context(preload)
-    forkserver.ensure_running()
+    _ensure_running()
+
+
+def share(preload: Sequence[str]) -> None:
+    """Start the forkserver in a process that forks others (the session server, before its first
+    fork), for them to use: `start`. Its children are then the forkserver's, not the forked
+    process's: a call's child outlives a killed caller by at most its CPU budget."""
+    start(preload)
 
 
 def _child(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...],

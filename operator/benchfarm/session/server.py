@@ -12,7 +12,8 @@ SIGKILL) kills no session, as with a cold process; and it leads a process group 
 cold process does, so that the operator ends a session it gave up on by its group.
 
 Forking is safe because the server never starts a thread, a grpc channel or an API client: it only
-imports (and asks OpenBLAS for no thread pool); it says when the imports are done (`ready`), so
+imports (and asks OpenBLAS for no thread pool) and starts the forkserver its sessions parse and
+report in (`budgeted.share`: a process, one for all of them); it says when the imports are done (`ready`), so
 the operator hands it runs only from then on and starts a cold process before that. End-of-file
 on stdin (the operator went away): the server exits; its sessions go on.
 
@@ -58,6 +59,10 @@ def _import_everything(settings: Settings) -> None:
         load_device_types(settings.device_types)
     except Exception:  # a session reports a broken device type itself
         log.debug("the device types could not be read ahead", exc_info=True)
+    # the parses' and the reports' forkserver (a process, not a thread), one for every session
+    from benchfarm import budgeted
+    from benchfarm.session.parsing import PRELOAD
+    budgeted.share(PRELOAD)
     gc.collect()
     gc.freeze()       # the session's full collections leave all of the above alone
 
@@ -79,7 +84,8 @@ def _session(request: dict[str, Any], report: int, server: int) -> None:
     code = 1
     try:
         os.setpgid(0, 0)     # the leader of its own process group, as a cold session is:
-        #                      the group (its parses' forkserver too) is what `end` kills
+        #                      the group is what `end` kills (its parses' children are the
+        #                      server's forkserver's, each ended by its CPU budget)
         os.close(report)
         fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
