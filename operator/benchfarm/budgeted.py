@@ -105,12 +105,38 @@ def _ensure_running() -> None:
     server: Any = forkserver._forkserver     # its state is private: held by tests.unit
     pid = server._forkserver_pid
     if pid is not None and (parent := _parent_of(pid)) != os.getpid():
-        if parent is not None:
+        # its socket lives in the parent's temporary folder, removed when the parent exits
+        # (the session server, once the operator went away): then it is no longer ours to use
+        if parent is not None and os.path.exists(server._forkserver_address):
             resource_tracker.ensure_running()
             return
-        os.close(server._forkserver_alive_fd)
-        server._forkserver_pid = server._forkserver_address = server._forkserver_alive_fd = None
+        _forget()
     _ENSURE_RUNNING()
+
+
+def _forget() -> None:
+    """Leave a parent's forkserver: the next call starts this process's own."""
+    server: Any = forkserver._forkserver
+    if server._forkserver_alive_fd is not None:
+        os.close(server._forkserver_alive_fd)
+    server._forkserver_pid = server._forkserver_address = server._forkserver_alive_fd = None
+    # the temporary folder a new forkserver's socket goes in was the parent's, and went with it
+    config: Any = multiprocessing.current_process()._config  # type: ignore[attr-defined]
+    if (folder := config.get("tempdir")) and not os.path.isdir(folder):
+        del config["tempdir"]
+
+
+def _start(child: Any) -> None:
+    """`child.start()`; once more with a forkserver of this process's own when a parent's went
+    away between its check and the connection to it."""
+    try:
+        child.start()
+    except (FileNotFoundError, ConnectionRefusedError):
+        pid = forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
+        if pid is None or _parent_of(pid) == os.getpid():
+            raise
+        _forget()
+        child.start()
 
 
 _ENSURE_RUNNING = forkserver._forkserver.ensure_running
@@ -171,7 +197,7 @@ def call(fn: Callable[..., T], *args: Any, budget: Budget, preload: Sequence[str
     child = ctx.Process(target=_child, name=name or getattr(fn, "__name__", "call"),
                         daemon=True, args=(send, fn, args, budget))
     started = time.monotonic()
-    child.start()
+    _start(child)
     send.close()
     try:
         message = _wait(receive, child, started, budget, stopped)

@@ -644,7 +644,8 @@ def test_the_software_cache_serves_no_file_by_its_digest_alone(custom, attempt):
     key = f"probe-b/private/{digest[:8]}/Image"
     s.client.put_object(s.config.bucket, key, io.BytesIO(private), len(private))
     cached = SoftwareCache(devlab.STATE / "software", s, policy=NamespacePolicy(
-        namespace="probe-b", allowSoftware=True), namespace="probe-b").fetch(
+        namespace="probe-b", allowSoftware=True), namespace="probe-b",
+        settings=Settings.from_env()).fetch(
         "kernel", Artifact(url=f"s3://{s.config.bucket}/{key}", sha256=digest))
     assert cached.path.read_bytes() == private
     name = unique("cachehit")
