@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from benchfarm.api.conditions import Envelope
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
@@ -69,6 +71,22 @@ class PowerMonitor(_Model):
     captureSeconds: float = 0.1        # sigrok: how long one capture of a rail lasts
 
 
+class ConditionsSource(_Model):
+    """Where a board of this type shows what it is measured under (api.conditions): the root its
+    cpufreq and thermal trees hang from (`{root}/devices/system/cpu/cpufreq/policy*`,
+    `{root}/class/thermal/thermal_zone*`, `{root}/class/thermal/cooling_device*`), a command
+    that prints more throttle counters (`name count` lines, e.g. a firmware's throttled flags),
+    how often the board samples them during a step and how often the lab samples the rails."""
+
+    root: str = "/sys"
+    throttleCommand: str | None = None
+    intervalSeconds: float = Field(default=1.0, ge=0.2, le=60)
+    powerSampleHz: float = Field(default=2.0, gt=0, le=50)
+    # the tree is a stand-in the lab drives (a virtual board has no cpufreq or thermal zones of
+    # its own): the reports say so beside every figure it gave
+    simulated: bool = False
+
+
 class DeviceType(_Model):
     name: str
     arch: str = ""
@@ -88,6 +106,10 @@ class DeviceType(_Model):
     # environment stages them with a TFTPProviderDriver and its bootloader loads them (see
     # benchfarm.lab.deploy); empty: the board boots only what it has
     deploy: list[str] = Field(default_factory=list)
+    # what it is measured under (None: nothing recorded but the rails), and what a valid result
+    # needs (a plan's suites tighten it)
+    conditions: ConditionsSource | None = None
+    envelope: Envelope | None = None
 
     @model_validator(mode="after")
     def _shell_known(self) -> DeviceType:

@@ -77,7 +77,7 @@ def record_from_dict(d: dict[str, Any]) -> SuiteRecord:
                        warmup=d["warmup"], exit_code=d["exitCode"], seconds=d["seconds"],
                        metrics=[Metric(m["name"], m["value"], m["unit"], m["higherIsBetter"],
                                       m.get("labels") or {}) for m in d["metrics"]], error=d.get("error"),
-                       artifact=d.get("artifact"))
+                       artifact=d.get("artifact"), conditions=d.get("conditions"))
 
 
 def headline_values(records: list[SuiteRecord], suites: list[SuiteSpec]) -> dict[str, list[float]]:

@@ -30,16 +30,25 @@ class SuiteRecord:
     metrics: list[Metric] = field(default_factory=list)
     error: str | None = None
     artifact: str | None = None
+    # what it was measured under: api.conditions.StepConditions as a dict (None: not recorded)
+    conditions: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
+    @property
+    def valid(self) -> bool:
+        """Measured inside its envelope (or with none): an invalid record is kept in the raw
+        data and the reports, never in the statistics."""
+        return self.conditions is None or bool(self.conditions.get("valid", True))
+
     def as_dict(self) -> dict[str, Any]:
         return {"step": self.step, "suite": self.suite, "iteration": self.iteration,
                 "warmup": self.warmup, "exitCode": self.exit_code, "seconds": round(self.seconds, 3),
                 "error": self.error, "artifact": self.artifact,
-                "metrics": [m.as_dict() for m in self.metrics]}
+                "metrics": [m.as_dict() for m in self.metrics],
+                **({"conditions": self.conditions} if self.conditions is not None else {})}
 
 
 @dataclass
@@ -64,7 +73,7 @@ def series(records: list[SuiteRecord]) -> list[MetricSeries]:
     """Values of each (step, metric) across the measured iterations, in first-seen order."""
     out: dict[tuple[str, str], MetricSeries] = {}
     for rec in records:
-        if rec.warmup or not rec.ok:
+        if rec.warmup or not rec.ok or not rec.valid:
             continue
         for m in rec.metrics:
             s = out.setdefault((rec.step, m.key),
