@@ -86,6 +86,9 @@ class StepConditions(_Doc):
     valid: bool = True
     invalid: list[str] = Field(default_factory=list)   # why not, one reason per line
     retake: int = 0                  # 0: the iteration's first measurement; n: its n-th retake
+    # the device type's source is a stand-in the lab drives (ConditionsSource.simulated): what
+    # is shown of these conditions says "simulated"
+    simulated: bool = False
 
 
 Fraction = Annotated[float, Field(ge=0, le=1)]
