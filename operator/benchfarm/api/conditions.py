@@ -54,6 +54,8 @@ class Snapshot(_Doc):
     cpufreq: dict[str, CpuPolicy] = Field(default_factory=dict)        # "policy0" -> ...
     thermal: dict[str, ThermalZone] = Field(default_factory=dict)      # "thermal_zone0" -> ...
     throttle: dict[str, int] = Field(default_factory=dict)  # counter name -> count (monotonic)
+    # cooling device -> cur_state (0: not cooling; a fan's level is no throttling: not judged)
+    cooling: dict[str, int] = Field(default_factory=dict)
     load1: float | None = None
     busy: float | None = None
     memAvailableKiB: int | None = None
