@@ -136,7 +136,8 @@ def table(doc: dict[str, Any]) -> str:
         if i in at:
             p = at[i]
             lines.append(f"---- change point: {p['direction']} {p['magnitude']:+.2f} % "
-                         f"(p {p['pvalue']:.2g}) from {p['run']} ({p['software']}) ----")
+                         f"(p {p['pvalue']:.2g}) from {p['run']} ({p['software']})"
+                         + (f"; {p['note']}" if p.get("note") else "") + " ----")
         run = s["run"] + (f" [{s['side']}]" if s["side"] else "")
         lines.append(f"{s['time'][:19]:20} {run:32} {s['software'][:24]:24} {s['board']:12} "
                      f"{s['mean']:12.4g} {s['min']:10.4g} {s['max']:10.4g} {len(s['samples']):3}")

@@ -21,13 +21,14 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from benchfarm.api.outcomes import LabFault
 from benchfarm.errors import InfraError, Outage, Party
-from benchfarm.history.schema import change_points, metadata, results
+from benchfarm.history.schema import change_points, metadata, results, run_conditions
 from benchfarm.settings import Settings
 
 T = TypeVar("T")
 Series = tuple[str, str, str, str]      # (namespace, metric, device type, plan): one namespace's
 MIGRATIONS = Path(__file__).with_name("migrations")
 _ROW_COLUMNS = [c.name for c in results.columns]
+_CONDITIONS_COLUMNS = [c.name for c in run_conditions.columns]
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -98,8 +99,11 @@ class Database:
         self._do("drop", _drop)
 
     # -- writing ------------------------------------------------------------------------------
-    def upsert(self, rows: Sequence[dict[str, Any]]) -> int:
-        """Insert or replace rows by (run uid, side, metric): indexing twice changes nothing."""
+    def upsert(self, rows: Sequence[dict[str, Any]],
+               conditions: Sequence[dict[str, Any]] = ()) -> int:
+        """Insert or replace rows by (run uid, side, metric), and what the run's steps were
+        measured under (`run_conditions` rows, by run uid, side and step), in one transaction:
+        indexing twice changes nothing. The number of result rows."""
         if not rows:
             return 0
         stmt = insert(results)
@@ -107,12 +111,24 @@ class Database:
             constraint="results_pkey",
             set_={c: stmt.excluded[c] for c in _ROW_COLUMNS
                   if c not in ("run_uid", "side", "metric")})
-        self._do("index", lambda conn: conn.execute(stmt, list(rows)))
+        cond = insert(run_conditions)
+        cond = cond.on_conflict_do_update(
+            constraint="run_conditions_pkey",
+            set_={c: cond.excluded[c] for c in _CONDITIONS_COLUMNS
+                  if c not in ("run_uid", "side", "step")})
+
+        def _write(conn: Connection) -> None:
+            conn.execute(stmt, list(rows))
+            if conditions:
+                conn.execute(cond, list(conditions))
+        self._do("index", _write)
         return len(rows)
 
     def forget_run(self, uid: str) -> None:
-        self._do("forget", lambda conn: conn.execute(delete(results).where(
-            results.c.run_uid == uid)))
+        def _forget(conn: Connection) -> None:
+            conn.execute(delete(results).where(results.c.run_uid == uid))
+            conn.execute(delete(run_conditions).where(run_conditions.c.run_uid == uid))
+        self._do("forget", _forget)
 
     def record_points(self, points: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         """Remember change points; returns those not known before (the new ones)."""
@@ -151,6 +167,20 @@ class Database:
         if since is not None:
             q = q.where(c.time >= since)
         return self._do("read", lambda conn: [dict(r._mapping) for r in conn.execute(q)])
+
+    def step_conditions(self, step: str, runs: Iterable[tuple[str, str]]
+                        ) -> dict[tuple[str, str], dict[str, Any]]:
+        """What `step` of each of `runs` ((run uid, side) pairs) was measured under: its
+        `run_conditions` row by (run uid, side); runs that recorded none are absent."""
+        wanted = set(runs)
+        if not wanted:
+            return {}
+        c = run_conditions.c
+        q = select(run_conditions).where(c.step == step,
+                                         c.run_uid.in_(sorted({u for u, _ in wanted})))
+        return self._do("read", lambda conn: {
+            (r.run_uid, r.side): dict(r._mapping) for r in conn.execute(q)
+            if (r.run_uid, r.side) in wanted})
 
     def run_series(self, uid: str) -> list[Series]:
         """The (namespace, metric, device type, plan) series one run has rows in."""

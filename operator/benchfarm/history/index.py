@@ -3,7 +3,12 @@
 `rows` is the pure part: which metrics a document has and their direction come from
 `core.statistics.results.samples_from_document` (the one definition reports and comparisons use); the run's
 namespace, name and uid come from where the document lies in the store (`core.policy.runkey`), never
-from the document, whose own `run` fields a tenant's suite could have written. `index_run` reads
+from the document, whose own `run` fields a tenant's suite could have written. Only the counted
+iterations' values are samples (`core.statistics.measured.counted`: no warm-up, no error, measured
+inside the envelope): where the document has its records, each series' values are taken from
+them again, so an iteration marked invalid never enters a series whatever the document's own
+`series` says. `conditions_rows` gives what each step's counted iterations were measured under
+(`core.statistics.measured.by_step`), one row per (side, step), indexed with the run's rows. `index_run` reads
 one run's document and upserts it unless its identity disagrees with its key (`NotThisRun`);
 `reindex` rebuilds the index from every metrics.json in the store, skips and counts the documents
 that disagree, and takes the change points it then finds as reported (a rebuilt index raises no
@@ -17,14 +22,17 @@ import logging
 from typing import Any, NamedTuple
 
 from benchfarm.core.policy.runkey import DOCUMENT, RunKey, disagreement, is_run_document, run_of_key
+from benchfarm.core.statistics.measured import by_step, counted
 from benchfarm.core.statistics.results import samples_from_document
 from benchfarm.errors import InfraError
 from benchfarm.history.db import Database
 from benchfarm.history.query import change_points
 from benchfarm.store.artifacts import ArtifactStore
+from benchfarm.suites.base import normalize_unit
 
 log = logging.getLogger("benchfarm.history")
-__all__ = ["DOCUMENT", "NotThisRun", "Reindexed", "document_key", "index_run", "reindex", "rows"]
+__all__ = ["DOCUMENT", "NotThisRun", "Reindexed", "conditions_rows", "document_key", "index_run",
+           "reindex", "rows"]
 
 
 class NotThisRun(ValueError):
@@ -43,10 +51,31 @@ def _time(value: Any, fallback: dt.datetime | None) -> dt.datetime:
     return fallback or dt.datetime.now(dt.UTC)
 
 
+def _counted(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document with each series' values those of its counted records (in their order);
+    a series none of whose records counts is left out. A document without records (written
+    before they were kept) as it is."""
+    records = doc.get("records")
+    if not isinstance(records, list):
+        return doc
+    values: dict[tuple[str, str, str], list[float]] = {}
+    for r in records:
+        if isinstance(r, dict) and counted(r):
+            for m in r.get("metrics") or []:
+                values.setdefault((str(r.get("step")), str(m.get("name")),
+                                   normalize_unit(str(m.get("unit", "")))), []).append(m["value"])
+    kept = []
+    for s in doc.get("series", []):
+        got = values.get((s["step"], s["name"], normalize_unit(s["unit"])))
+        if got:
+            kept.append({**s, "values": got})
+    return {**doc, "series": kept}
+
+
 def _side_rows(where: RunKey, run: dict[str, Any], doc: dict[str, Any], side: str,
                software: dict[str, Any], when: dt.datetime) -> list[dict[str, Any]]:
     provenance = doc.get("provenance") or {}
-    samples, direction = samples_from_document(doc)
+    samples, direction = samples_from_document(_counted(doc))
     identity = {
         "run_uid": where.uid, "side": side, "namespace": where.namespace, "name": where.name,
         "plan": run.get("plan") or "(inline)", "plan_digest": provenance.get("planDigest"),
@@ -82,6 +111,22 @@ def rows(doc: dict[str, Any], where: RunKey, modified: dt.datetime | None = None
     return _side_rows(where, run, doc, "", next(iter(software.values()), {}), when)
 
 
+def conditions_rows(doc: dict[str, Any], where: RunKey) -> list[dict[str, Any]]:
+    """What each step of the run `where` was measured under, per A/B side: rows of
+    `run_conditions` (none for steps that recorded no conditions)."""
+    sides = doc.get("sides") or {"": doc}
+    out = []
+    for side, side_doc in sides.items():
+        for step, m in by_step(side_doc).items():
+            out.append({"run_uid": where.uid, "side": side, "step": step,
+                        "namespace": where.namespace, "iterations": m.iterations,
+                        "min_mhz": m.min_mhz, "median_mhz": m.median_mhz, "max_mhz": m.max_mhz,
+                        "governors": list(m.governors), "min_temp_c": m.min_temp_c,
+                        "max_temp_c": m.max_temp_c, "mean_power_w": m.mean_power_w,
+                        "simulated": m.simulated})
+    return out
+
+
 def document_key(store: ArtifactStore, namespace: str, name: str, uid: str,
                  prefix: str = "") -> str:
     return f"{store.run_prefix(namespace, name, uid, prefix)}/{DOCUMENT}"
@@ -103,7 +148,7 @@ def index_run(db: Database, store: ArtifactStore, key: str, run: RunKey | None =
     why = disagreement(doc, where)
     if why is not None:
         raise NotThisRun(f"{key}: {why}")
-    return db.upsert(rows(doc, where, store.modified(key)))
+    return db.upsert(rows(doc, where, store.modified(key)), conditions_rows(doc, where))
 
 
 def reindex(db: Database, store: ArtifactStore, *, drop: bool = False) -> Reindexed:

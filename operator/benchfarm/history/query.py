@@ -6,8 +6,12 @@ change points and the events they raise are computed from that namespace's runs 
 `{"namespace", "metric", "deviceType", "plan", "unit", "higherIsBetter",
   "series": [{"run": "ns/name", "time", "software", "board", "mean", "samples", ...}],
   "changePoints": [{"run": "ns/name", "software", "board", "time", "magnitude", "pvalue",
-  "direction": "regression"|"improvement"}]}`; `known_series(db, namespaces)` lists the series of
-those namespaces (None: all, a lab admin's view). A/B runs give a point per side (`side`).
+  "direction": "regression"|"improvement", "conditions": ["frequency 1000 → 600 MHz", ...],
+  "note": "measured under other conditions: ..." (or "")}]}`: a change point whose runs before
+and after were measured under other conditions (the runs' `run_conditions` of the metric's step,
+core.statistics.measured.around) says so beside the build. `known_series(db, namespaces)` lists
+the series of those namespaces (None: all, a lab admin's view). A/B runs give a point per side
+(`side`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from benchfarm.core.statistics.changepoints import detect
+from benchfarm.core.statistics.measured import Measured, around, note
 from benchfarm.errors import Outage
 from benchfarm.history.db import Database, Series
 
@@ -33,6 +38,24 @@ def _point(row: dict[str, Any]) -> dict[str, Any]:
             "samples": list(row["samples"])}
 
 
+def _measured(row: dict[str, Any] | None) -> Measured | None:
+    if row is None:
+        return None
+    return Measured(row["iterations"], row["min_mhz"], row["median_mhz"], row["max_mhz"],
+                    tuple(row["governors"] or ()), row["min_temp_c"], row["max_temp_c"],
+                    row["mean_power_w"], bool(row["simulated"]))
+
+
+def _conditions_around(db: Database, metric: str, rows: list[dict[str, Any]],
+                       points: list[int]) -> list[list[str]]:
+    """How the conditions differ at each point: read only when the series has points."""
+    if not points:
+        return []
+    step = metric.split("/", 1)[0]
+    known = db.step_conditions(step, ((r["run_uid"], r["side"]) for r in rows))
+    return around(points, [_measured(known.get((r["run_uid"], r["side"]))) for r in rows])
+
+
 def history(db: Database, namespace: str, metric: str, device_type: str, plan: str,
             since: dt.datetime | None = None, *, with_points: bool = True) -> dict[str, Any]:
     """The series of `metric` on `device_type` under `plan` in `namespace` (oldest first) and
@@ -41,14 +64,17 @@ def history(db: Database, namespace: str, metric: str, device_type: str, plan: s
     rows = db.series_rows(namespace, metric, device_type, plan, since)
     series = [_point(r) for r in rows]
     higher = bool(rows[0]["higher_is_better"]) if rows else True
+    found = detect([r["samples"] for r in rows], higher) if with_points else []
+    differ = _conditions_around(db, metric, rows, [cp.index for cp in found])
     points = []
-    for cp in detect([r["samples"] for r in rows], higher) if with_points else ():
+    for cp, conditions in zip(found, differ, strict=True):
         first = rows[cp.index]
         points.append({"run": f"{first['namespace']}/{first['name']}", "uid": first["run_uid"],
                        "side": first["side"], "index": cp.index,
                        "time": first["time"].isoformat(), "software": _software(first),
                        "board": first["board"], "magnitude": cp.magnitude, "pvalue": cp.pvalue,
-                       "direction": cp.direction})
+                       "direction": cp.direction, "conditions": conditions,
+                       "note": note(conditions)})
     return {"namespace": namespace, "metric": metric, "deviceType": device_type, "plan": plan,
             "unit": rows[0]["unit"] if rows else None, "higherIsBetter": higher,
             "series": series, "changePoints": points}

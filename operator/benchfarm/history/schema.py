@@ -1,11 +1,14 @@
 """The results database's tables (SQLAlchemy Core), as the Alembic migrations create them.
 
 `results`: one row per (run, A/B side, metric): every measured sample (`samples`, in iteration
-order, warm-ups left out), their mean and count, the unit and direction, and the run's identity
-(namespace, name, uid, plan and its digest, device type, board, software set: name, artifact
-digests, the booted kernel release; the A/B side, the run's labels, its finish time). Denormalised
+order, warm-ups and iterations measured outside their envelope left out), their mean and count,
+the unit and direction, and the run's identity (namespace, name, uid, plan and its digest,
+device type, board, software set: name, artifact digests, the booted kernel release; the A/B
+side, the run's labels, its finish time). Denormalised
 on purpose: a lab's Grafana charts it with one SELECT. `change_points`: the points already
-reported (a ChangePoint event and the counter are for new ones only).
+reported (a ChangePoint event and the counter are for new ones only). `run_conditions`: what
+each run's steps were measured under (frequency, governors, temperature, power: a few numbers
+per step), read beside a change point.
 
 `notification_outbox` (migration 0003) is not the index's: the notifier's durable outbox, one row
 per delivery (a Notification's event to one target) until it is delivered or given up, and kept
@@ -73,6 +76,27 @@ change_points = Table(
     Column("reported", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("namespace", "metric", "device_type", "plan", "run_uid",
                          name="change_points_pkey"),
+)
+
+# What each run's step was measured under (migration 0005), over its counted iterations
+# (core.statistics.measured): one row per (run, A/B side, step), a few numbers each, so a
+# change point can say that the runs on either side of it were measured otherwise.
+run_conditions = Table(
+    "run_conditions", metadata,
+    Column("run_uid", Text, nullable=False),
+    Column("side", Text, nullable=False, server_default=""),
+    Column("step", Text, nullable=False),
+    Column("namespace", Text, nullable=False),
+    Column("iterations", Integer, nullable=False),      # the counted ones that recorded any
+    Column("min_mhz", Float),                            # current CPU frequency, every policy
+    Column("median_mhz", Float),
+    Column("max_mhz", Float),
+    Column("governors", ARRAY(Text), nullable=False, server_default="{}"),
+    Column("min_temp_c", Float),                         # every thermal zone
+    Column("max_temp_c", Float),
+    Column("mean_power_w", Float),                       # the iterations' average power
+    Column("simulated", Boolean, nullable=False, server_default="false"),
+    PrimaryKeyConstraint("run_uid", "side", "step", name="run_conditions_pkey"),
 )
 
 outbox_metadata = MetaData()

@@ -67,7 +67,8 @@ def history_svg(doc: dict[str, Any], unit: str, link: Callable[[str], str]) -> s
         cx = (x(i - 1) + x(i)) / 2 if i > 0 else x(i) - pw / n / 2
         what = "regression" if cp.get("direction") == "regression" else "improvement"
         title = (f"{what} at {cp['run']} ({cp.get('software') or 'no build name'}): "
-                 f"{cp.get('magnitude', 0):+.1f} %, p = {cp.get('pvalue', 0):.3g}")
+                 f"{cp.get('magnitude', 0):+.1f} %, p = {cp.get('pvalue', 0):.3g}"
+                 + (f"; {cp['note']}" if cp.get("note") else ""))
         out.append(f'<g class="change-point {what}" data-run="{escape(cp["run"])}">'
                    f'<title>{escape(title)}</title>'
                    f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{TOP}" y2="{TOP + ph}"/>'

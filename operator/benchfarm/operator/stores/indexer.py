@@ -8,7 +8,9 @@ when it answers again (backoff up to 30 s), and an operator that starts indexes 
 while none ran (runs already in the index are skipped: indexing is idempotent anyway).
 After runs are indexed, the change points of their series are found again; one not reported before
 that is a regression becomes a `ChangePoint` Warning event on the run it names (the first run after
-the change) and counts in `benchfarm_change_points_total`. A series is one namespace's (namespace,
+the change; its message says so when the runs on either side were measured under other
+conditions: a frequency cap, another governor, a hotter board) and counts in
+`benchfarm_change_points_total`. A series is one namespace's (namespace,
 metric, device type, plan): another namespace's runs never make, move or hide a change point, and
 the run an event goes to is of the series' own namespace. The run's identity is the run object's:
 its metrics.json must lie under `<namespace>/<name>/<uid>/` and name that run (else it is not
@@ -225,7 +227,8 @@ class Indexer:
             metrics.CHANGE_POINTS.labels(row["device_type"], row["plan"]).inc()
             message = (f"{row['metric']} on {row['device_type']} (plan {row['plan']}) regressed "
                        f"{p['magnitude']:+.2f} % (p {p['pvalue']:.2g}) from this run on: "
-                       f"software {p['software'] or '?'}, board {p['board']}")
+                       f"software {p['software'] or '?'}, board {p['board']}"
+                       + (f"; {p['note']}" if p.get("note") else ""))
             log.warning("change point: %s/%s: %s", namespace, name, message)
             self.notify(change_point_event(
                 namespace, name, p["uid"], {"metric": row["metric"],
