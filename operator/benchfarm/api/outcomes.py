@@ -131,6 +131,13 @@ class Condition(StrEnum):
     granted = "Granted"       # lease: the person holds the board
 
 
+class Measurement(StrEnum):
+    """Reasons of the events a session writes about a measurement (not a run's condition)."""
+
+    #: an iteration was measured outside its envelope and is measured again
+    retaken = "IterationRetaken"
+
+
 class Regression(StrEnum):
     """Reasons of the `Regressed` condition of a run (with a baseline) and a campaign."""
 
@@ -342,6 +349,10 @@ class RunFailure(StrEnum):
     #: the run's steps yielded more metrics than its LabPolicy allows (maxMetricsPerRun), or a
     #: metric whose name or labels are longer than any real suite's: none of them is kept
     too_many_metrics = "TooManyMetrics"
+    #: a suite step got no valid measurement: every retake of an iteration was measured outside
+    #: the envelope (too hot, throttled, capped, busy). Neither the build nor the board is
+    #: charged: the same run may pass in a cooler, quieter lab
+    outside_envelope = "OutsideEnvelope"
     # the lab's
     #: a service the run needed (store, API, coordinator) stayed down past the run's timeout
     outage_outlasted_run = "OutageOutlastedRun"

@@ -12,6 +12,7 @@ from pydantic import ConfigDict, Field
 
 from benchfarm.api.base import PATH_SEGMENT, Condition, Model, Name, ParamValue, immutable
 from benchfarm.api.boards import BoardSelector
+from benchfarm.api.conditions import Envelope
 from benchfarm.api.grants import GoAhead
 from benchfarm.api.outcomes import SessionEnd
 from benchfarm.api.status import Status
@@ -43,6 +44,10 @@ class SuiteSpec(Model):
         None, description="Load started before the command and stopped after it.")
     requires: list[Annotated[str, Field(max_length=63)]] = Field(
         default_factory=list, max_length=16, description="Programs the board image must have.")
+    envelope: Envelope | None = Field(None, description=(
+        "The conditions this step's result is valid under (governor, frequency, temperature, "
+        "idle before the start) and how long to wait for them: it tightens the plan's and the "
+        "device type's (the stricter of each bound). Resolved at admission."))
 
 
 class TestPlanSpec(Model):
@@ -52,6 +57,21 @@ class TestPlanSpec(Model):
         "", description="What the plan measures, for people (kubectl get testplans shows it).")
     suites: list[SuiteSpec] = Field(min_length=1, max_length=64,
                                     description="The plan's steps, run in order on every iteration.")
+    envelope: Envelope | None = Field(None, description=(
+        "The conditions every step's result is valid under, tightening the device type's; a "
+        "suite's own envelope tightens this one."))
+
+    def resolved(self) -> list[SuiteSpec]:
+        """The suites as a run resolves them: each with the plan's envelope tightened by its own
+        (the device type's is applied by the session, on the board it got)."""
+        return resolve_envelopes(self.suites, self.envelope)
+
+
+def resolve_envelopes(suites: list[SuiteSpec], plan: Envelope | None) -> list[SuiteSpec]:
+    """Each suite with `plan`'s envelope tightened by the suite's own (unchanged without one)."""
+    if plan is None:
+        return list(suites)
+    return [s.model_copy(update={"envelope": plan.tightened(s.envelope)}) for s in suites]
 
 
 class RepeatSpec(Model):

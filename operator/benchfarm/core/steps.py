@@ -84,8 +84,12 @@ def checkpoint_key(run_prefix: str, attempt: int, step: Step) -> str:
     return f"{checkpoint_prefix(run_prefix, attempt)}{step.name}.json"
 
 
-def raw_key(run_prefix: str, step_name: str, iteration: int, side: str = "") -> str:
-    return f"{run_prefix}/raw/{step_name}/{f'{side}/' if side else ''}iteration-{iteration:03d}.txt"
+def raw_key(run_prefix: str, step_name: str, iteration: int, side: str = "",
+            retake: int = 0) -> str:
+    """Where a suite step's output goes; a retake of an iteration measured outside its
+    envelope (its n-th measurement again) has a key of its own, the first keeps the plain one."""
+    return (f"{run_prefix}/raw/{step_name}/{f'{side}/' if side else ''}iteration-{iteration:03d}"
+            f"{f'-retake-{retake}' if retake else ''}.txt")
 
 
 def remaining(steps: list[Step], done: Iterable[str]) -> list[Step]:

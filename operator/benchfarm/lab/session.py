@@ -4,6 +4,14 @@ The runner (`benchfarm.session`) decides which steps to run and checkpoints each
 knows the board: labgrid drivers through `Board`, the suite's command with its timeout and
 background load, the parser. A `guard` callback runs before every power operation so the runner
 can check it still owns the place (its lease and its labgrid lock) before touching the board.
+
+Around a suite it records what the board was measured under (api.conditions): on a device type
+with `conditions`, the suite's command goes out wrapped in the probe (`core.readings.conditions`:
+one console command, no extra prompt cycle), and with a bounded envelope the step first waits
+for the board to be inside it (cool, idle, at its governor and frequency); on one with rails and
+a power monitor, the rails are sampled through the step and its energy becomes metrics. A
+monitor that fails is the lab's, never the step's: the step has no power then, and the log says
+why.
 """
 
 from __future__ import annotations
@@ -16,22 +24,32 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchfarm.api.conditions import Envelope, StepConditions, StepPower
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.outcomes import Reason, RunFailure
 from benchfarm.api.runs import SuiteSpec
 from benchfarm.core.policy.trust import plan_digest
-from benchfarm.core.statistics.results import SuiteRecord
+from benchfarm.core.readings import conditions as probe, power
+from benchfarm.core.statistics.results import HEADLINE, SuiteRecord
 from benchfarm.errors import BenchfarmError, BoardFault, DeployedBootFailed, RunError, SuiteFailure
-from benchfarm.lab.board import OUTPUT_LIMIT, Board, SerialLog
-from benchfarm.lab.rails import RailMonitor, monitor_for
+from benchfarm.lab.board import OUTPUT_LIMIT, Board, CommandResult, SerialLog
+from benchfarm.lab.rails import RailMonitor, Sampler, monitor_for
 from benchfarm.suites.base import Metric
 from benchfarm.suites.registry import parse
 
 log = logging.getLogger(__name__)
+POLL_SECONDS = 2.0     # between two snapshots while waiting for the envelope before a step
 
 
 class Cancelled(BenchfarmError):
     reason = Reason.cancelled
+
+
+def headline_of(record: SuiteRecord) -> Metric | None:
+    """The record's headline metric (as `core.statistics.results.headline` picks a step's)."""
+    wanted = HEADLINE.get(record.suite)
+    return next((m for m in record.metrics if m.name == wanted),
+                record.metrics[0] if record.metrics else None)
 
 
 def with_background(command: str, background: str | None) -> str:
@@ -71,7 +89,9 @@ class BoardSession:
         self.cancelled = threading.Event()
         self.board = Board(place, resources, device_type, labgrid_session, serial_log,
                            output_limit, labgrid_variables=labgrid_variables)
-        self.monitor: RailMonitor | None = None   # built by the first low-power step
+        self.monitor: RailMonitor | None = None   # built by the first step that samples rails
+        self.monitor_problem: str | None = None   # why it could not be built (said once)
+        self.last_mark: probe.Mark | None = None  # the board's latest snapshot, for `busy`
 
     def stop(self) -> None:
         """Cancel from another thread: wake a blocked console read at once."""
@@ -142,19 +162,41 @@ class BoardSession:
         return prov
 
     def suite(self, spec: SuiteSpec, iteration: int, warmup: bool,
-              parse: Callable[[str, str, dict[str, str]], list[Metric]] = parse
+              parse: Callable[[str, str, dict[str, str]], list[Metric]] = parse,
+              envelope: Envelope | None = None, retake: int = 0
               ) -> tuple[SuiteRecord, str, dict[str, Any]]:
-        """Run one suite once: the record (metrics or error), its raw output, and evidence.
-        `parse`: the suite's parser (the session's runs in a child with a budget,
-        `session.parsing`); a RunError it raises (the output over its budget) ends the run."""
+        """Run one suite once: the record (metrics or error, and what it was measured under:
+        `record.conditions`, not yet judged), its raw output, and evidence. `parse`: the suite's
+        parser (the session's runs in a child with a budget, `session.parsing`); a RunError it
+        raises (the output over its budget) ends the run. `envelope`: what the step waits for
+        before it starts; `retake`: which measurement of its iteration this is."""
         self.check()
         if spec.suite == "low-power":
             return self._low_power(spec, iteration, warmup)
+        source = self.device_type.conditions
+        waited = self._wait_for(envelope) if source is not None and envelope is not None else 0.0
         cmd = with_background(spec.command, spec.background)
         if self.environment:  # each command runs in its own `sh -c`: pass the lab's values
             cmd = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.environment.items()) \
                 + f" sh -c {shlex.quote(cmd)}"
-        r = self.board.run(cmd, timeout=self._remaining(spec.timeoutSeconds))
+        sampler = self._sampler()
+        if source is not None:
+            cmd, markers = probe.wrap(cmd, source)
+        sent, start = time.time(), time.monotonic()
+        try:
+            r = self.board.run(cmd, timeout=self._remaining(spec.timeoutSeconds))
+        finally:
+            step_power = self._power(sampler, start, time.monotonic())
+        conditions = None
+        if source is not None:
+            unwrapped = probe.unwrap(r.output, markers, sent, time.time(), self.last_mark)
+            self.last_mark = unwrapped.last or self.last_mark
+            r = CommandResult(r.command, unwrapped.output, r.exit_code, r.seconds, r.timed_out)
+            conditions = StepConditions(before=unwrapped.before, during=unwrapped.during,
+                                        after=unwrapped.after, simulated=source.simulated)
+        if step_power is not None:
+            conditions = conditions or StepConditions()
+            conditions.power = step_power
         record = SuiteRecord(step=spec.name, suite=spec.suite, iteration=iteration, warmup=warmup,
                              exit_code=r.exit_code, seconds=r.seconds)
         if r.timed_out:
@@ -169,7 +211,80 @@ class BoardSession:
                 raise
             except BenchfarmError as exc:
                 record.error = exc.message
+        if step_power is not None and record.ok:
+            record.metrics += power.energy_metrics(step_power, headline_of(record))
+        if conditions is not None:
+            conditions.waitedSeconds, conditions.retake = round(waited, 3), retake
+            record.conditions = conditions.model_dump(mode="json")
         return record, r.output, {}
+
+    # -- what the board is measured under -------------------------------------------------------
+    def _snapshot(self) -> probe.Snapshot | None:
+        """The board's conditions now: one console round trip."""
+        assert self.device_type.conditions is not None
+        sent = time.time()
+        out = self.board.run(probe.probe(self.device_type.conditions),
+                             timeout=self._remaining(20)).output
+        snap, mark = probe.read_probe(out, sent, time.time(), self.last_mark)
+        self.last_mark = mark or self.last_mark
+        return snap
+
+    def _wait_for(self, envelope: Envelope) -> float:
+        """Before a step: poll the board's conditions a few seconds apart until they are inside
+        `envelope`'s before-bounds (temperature, busy, governor, frequency), at most its
+        waitSeconds (then the step runs anyway and is judged), then its settleSeconds more.
+        The seconds it waited."""
+        wait, settle = envelope.waitSeconds or 0.0, envelope.settleSeconds or 0.0
+        if not envelope.bounded or (wait <= 0 and settle <= 0):
+            return 0.0
+        start = time.monotonic()
+        while wait > 0:
+            self.check()
+            snap = self._snapshot()
+            problems = (["no snapshot of the board's conditions"] if snap is None else
+                        probe.before_problems(envelope, snap))
+            if snap is not None and snap.busy is None and envelope.maxBusyBefore is not None:
+                problems.append("busy not known yet")   # the first snapshot has no delta
+            left = wait - (time.monotonic() - start)
+            if not problems:
+                break
+            if left <= 0:
+                log.info("%s: still outside the envelope after %.0f s (%s); measuring anyway",
+                         self.place, wait, "; ".join(problems))
+                break
+            self.cancelled.wait(min(POLL_SECONDS, left))
+        if settle > 0:
+            self.check()
+            self.cancelled.wait(settle)
+        return time.monotonic() - start
+
+    def _sampler(self) -> Sampler | None:
+        """The rails sampled through a step, when the device type has them and a monitor (built
+        once per session; one that cannot be built is said once, and no step samples)."""
+        dt = self.device_type
+        if not dt.rails or dt.powerMonitor is None or self.monitor_problem is not None:
+            return None
+        if self.monitor is None:
+            try:
+                self.monitor = monitor_for(dt, self.resources, self.board.target)
+            except Exception as exc:   # the lab's instrument, not the run: no power recorded
+                self.monitor_problem = f"{type(exc).__name__}: {exc}"
+                log.warning("%s: rails not sampled in this session: %s", self.place,
+                            self.monitor_problem)
+                return None
+        rate = dt.conditions.powerSampleHz if dt.conditions is not None else 2.0
+        return Sampler(self.monitor, rate).start()
+
+    def _power(self, sampler: Sampler | None, start: float, end: float) -> StepPower | None:
+        if sampler is None:
+            return None
+        sampler.stop()
+        step = power.step_power(sampler.readings, start, end, time.time() - time.monotonic())
+        if sampler.error is not None or step is None:
+            log.warning("%s: the rail monitor failed during the step (%s); its power is not "
+                        "recorded", self.place, sampler.error or "no reading")
+            return None
+        return step
 
     def _low_power(self, spec: SuiteSpec, iteration: int, warmup: bool
                    ) -> tuple[SuiteRecord, str, dict[str, Any]]:

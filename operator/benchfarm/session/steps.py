@@ -5,6 +5,11 @@ exporter, then the plan's steps (`core.steps`): timed boots, provenance probes, 
 every iteration. Each finished step goes to the spool and the store under its name, so a session
 that dies and is launched again skips what is there and goes on with the first missing step.
 A step that fails on the board is not judged here: `session.blame` decides who is to blame.
+
+A suite step measured outside its envelope (the device type's, tightened by the resolved
+suite's: `core.readings.conditions.judge`) is marked invalid with its reasons and measured
+again, up to the envelope's `retakes`: each invalid attempt keeps its raw output under a key of
+its own and goes to the checkpoint's `retaken` list; the last attempt is the step's record.
 """
 
 from __future__ import annotations
@@ -15,12 +20,16 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from benchfarm.api.conditions import Envelope, StepConditions
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.labpolicy import NamespacePolicy
-from benchfarm.api.outcomes import BoardFaultKind, RunFailure, Underway
+from benchfarm.api.outcomes import BoardFaultKind, Measurement, RunFailure, Underway
+from benchfarm.api.runs import SuiteSpec
 from benchfarm.core import steps as st
 from benchfarm.core.policy import budgets
+from benchfarm.core.readings.conditions import judge
 from benchfarm.core.statistics.repeat import decide
+from benchfarm.core.statistics.results import SuiteRecord
 from benchfarm.core.statistics.stats import seed_format
 from benchfarm.errors import BoardFault, DeployedBootFailed, RunError
 from benchfarm.lab.session import BoardSession, BootResult
@@ -46,6 +55,7 @@ class StepRunner:
         self.parse: BudgetedParse | None = None     # None: parse here (a test's board session)
         self.max_metrics = NamespacePolicy.model_fields["maxMetricsPerRun"].default
         self.metrics_used: int | None = None      # the attempt's metrics so far (checkpoints)
+        self.parsed = 0                           # the last suite's metrics as its parser counted
 
     # -- before the board ---------------------------------------------------------------------
     @staticmethod
@@ -191,23 +201,48 @@ class StepRunner:
         if self.metrics_used is None:    # resumed: what the attempt's earlier steps yielded
             self.metrics_used = sum(len(c["record"]["metrics"]) for c in self.checkpoints()
                                     if c["kind"] == st.SUITE)
-        limit = max(0, self.max_metrics - self.metrics_used)
-        if self.parse is None:
-            record, output, evidence = session.suite(spec, step.iteration, step.warmup)
-            count = len(record.metrics)
-        else:
-            record, output, evidence = session.suite(spec, step.iteration, step.warmup,
-                                                     functools.partial(self.parse, limit=limit))
-            count = self.parse.count if record.metrics else 0
-        key = st.raw_key(ctx.prefix, spec.name, step.iteration, step.side)
-        record.artifact = ctx.spool.put(key, output.encode(), "text/plain")
-        problem = budgets.over_budget(spec.name, record.metrics, count=max(count, len(
-            record.metrics)), used=self.metrics_used, cap=self.max_metrics)
+        envelope = (self.dtype.envelope or Envelope()).tightened(spec.envelope)
+        retaken: list[dict[str, Any]] = []
+        while True:
+            record, evidence = self.attempt(step, spec, envelope, len(retaken))
+            reasons = [] if record.conditions is None or self.dtype.conditions is None else \
+                judge(envelope, StepConditions.model_validate(record.conditions))
+            if record.conditions is not None:
+                record.conditions.update(valid=not reasons, invalid=reasons)
+            if not reasons or not record.ok or step.warmup or len(retaken) >= (
+                    envelope.retakes or 0):
+                break
+            retaken.append(record.as_dict())
+            ctx.status.event("Warning", Measurement.retaken,
+                             f"{spec.name}, iteration {step.iteration}: measured outside the "
+                             f"envelope ({'; '.join(reasons)}); measuring it again (retake "
+                             f"{len(retaken)} of {envelope.retakes})"[:1000])
+        problem = budgets.over_budget(spec.name, record.metrics, count=max(
+            self.parsed, len(record.metrics)), used=self.metrics_used, cap=self.max_metrics)
         if problem is not None:
             raise RunError(problem, reason=RunFailure.too_many_metrics)
         self.metrics_used += len(record.metrics)
         return {"kind": st.SUITE, "side": step.side, "record": record.as_dict(),
-                "evidence": evidence}
+                "evidence": evidence, "retaken": retaken}
+
+    def attempt(self, step: st.Step, spec: SuiteSpec, envelope: Envelope, retake: int
+                ) -> tuple[SuiteRecord, dict[str, Any]]:
+        """One measurement of a suite step, its raw output in the spool under its own key."""
+        ctx, session = self.ctx, self.session
+        assert session is not None and self.metrics_used is not None
+        limit = max(0, self.max_metrics - self.metrics_used)
+        if self.parse is None:
+            record, output, evidence = session.suite(spec, step.iteration, step.warmup,
+                                                     envelope=envelope, retake=retake)
+            self.parsed = len(record.metrics)
+        else:
+            record, output, evidence = session.suite(spec, step.iteration, step.warmup,
+                                                     functools.partial(self.parse, limit=limit),
+                                                     envelope=envelope, retake=retake)
+            self.parsed = self.parse.count if record.metrics else 0
+        key = st.raw_key(ctx.prefix, spec.name, step.iteration, step.side, retake)
+        record.artifact = ctx.spool.put(key, output.encode(), "text/plain")
+        return record, evidence
 
     def software_provenance(self, side: str) -> dict[str, Any]:
         label, software = next((lbl, sw) for key, lbl, sw in self.ctx.sides() if key == side)

@@ -109,7 +109,9 @@ def resolve_suites(rt: AdmissionRuntime, namespace: str, spec: BenchmarkRunSpec)
         if plan is None:
             raise RunError(f"TestPlan {spec.plan!r} not found", reason=RunFailure.plan_not_found)
         try:
-            suites = TestPlanSpec(**(plan.get("spec") or {})).suites
+            # the plan's envelope goes into every suite (tightened by the suite's own): the
+            # resolved suites are signed, so the session trusts what they say a result needs
+            suites = TestPlanSpec(**(plan.get("spec") or {})).resolved()
         except ValidationError as exc:
             raise RunError(f"TestPlan {spec.plan!r} is invalid: {exc}",
                            reason=RunFailure.invalid_plan) from exc

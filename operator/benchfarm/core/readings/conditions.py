@@ -1,0 +1,440 @@
+"""What a board was measured under: the probe run on it around a suite, what it printed read
+back, and the envelope's verdict on it.
+
+Why it exists: a figure taken on a board that throttled halfway, ran at a capped frequency or
+had something else running is not the figure of the software under test (sbc-bench refuses such
+results). The session records, around every suite step, what the board exposes (api.conditions)
+and judges it against the envelope its device type and plan set.
+
+The probe costs no console round trip of its own: each costs a prompt cycle, long on a TCG
+board. `wrap` makes ONE command of a suite's: a marker line and a snapshot before, a sampler in
+the background writing a snapshot every `intervalSeconds` to a file under /tmp (bounded: past
+2 x MAX_DURING lines it keeps every other one and samples half as often; it ends by itself
+when the wrapper's shell is gone, a timed-out suite's interrupted), the suite's command
+(its exit code is the wrapper's), a marker and a snapshot after, a marker and the file. A
+snapshot is one line of shell builtins only (`read`, `printf`, globs: no process started per
+file), so it takes milliseconds even where each fork is slow. busybox sh compatible.
+
+`unwrap` splits that output back into the suite's own output, exactly as the suite would have
+printed it unwrapped (so its parser and the raw artifact are unchanged), and the snapshots. The
+text is the tenant's board's: it is read in linear time and bounded memory, and a line that does
+not parse is dropped, never an exception. The board's uptime is mapped to host wall time from
+the host times the command was sent and returned; `busy` comes from /proc/stat deltas. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchfarm.api.conditions import (
+    MAX_DURING,
+    CpuPolicy,
+    Envelope,
+    Snapshot,
+    StepConditions,
+    ThermalZone,
+)
+from benchfarm.api.devicetype import ConditionsSource
+
+LINE = "@bfs"               # a snapshot line starts so
+END = "|@end"               # and ends so: a line without it was cut and is dropped
+MAX_LINE = 64 * 1024        # a longer line is no snapshot of ours
+MAX_ENTRIES = 64            # policies, zones, cooling devices, counters kept per snapshot
+MAX_NAME = 64
+MAX_REASONS = 12
+_FILES = {"scaling_cur_freq": "curKHz", "scaling_min_freq": "minKHz",
+          "scaling_max_freq": "maxKHz", "scaling_governor": "governor"}
+
+
+# -- on the board ---------------------------------------------------------------------------
+def snapshot_function(source: ConditionsSource) -> str:
+    """`bfc_snap`: prints one snapshot line (see `parse_line` for its fields). Its variables
+    are prefixed `bfc_`: a shell function's are the shell's, and the sampler counts in its."""
+    root = source.root.rstrip("/") or ""
+    q = shlex.quote
+    cpufreq, thermal = q(f"{root}/devices/system/cpu/cpufreq"), q(f"{root}/class/thermal")
+    throttle = ""
+    if source.throttleCommand:
+        throttle = (f"( {source.throttleCommand} ) 2>/dev/null | while read -r bfc_n bfc_c _; "
+                    "do printf '|x.%s=%s' \"$bfc_n\" \"$bfc_c\"; done; ")
+    return (
+        "bfc_r() { [ -r \"$2/$3\" ] && read -r bfc_v 2>/dev/null < \"$2/$3\" && "
+        "printf '|%s.%s.%s=%s' \"$1\" \"${2##*/}\" \"$3\" \"$bfc_v\"; }; "
+        "bfc_snap() { printf '@bfs'; "
+        "read -r bfc_v _ 2>/dev/null < /proc/uptime && printf '|up=%s' \"$bfc_v\"; "
+        "read -r bfc_v 2>/dev/null < /proc/stat && printf '|stat=%s' \"$bfc_v\"; "
+        "read -r bfc_v _ 2>/dev/null < /proc/loadavg && printf '|load=%s' \"$bfc_v\"; "
+        "while read -r bfc_k bfc_v _; do [ \"$bfc_k\" = MemAvailable: ] && { "
+        "printf '|mem=%s' \"$bfc_v\"; break; }; done 2>/dev/null < /proc/meminfo; "
+        f"for bfc_d in {cpufreq}/policy*; do [ -d \"$bfc_d\" ] || continue; "
+        "for bfc_f in scaling_cur_freq scaling_min_freq scaling_max_freq scaling_governor; do "
+        "bfc_r p \"$bfc_d\" $bfc_f; done; done; "
+        f"for bfc_d in {thermal}/thermal_zone*; do [ -d \"$bfc_d\" ] || continue; "
+        "bfc_r t \"$bfc_d\" type; bfc_r t \"$bfc_d\" temp; done; "
+        f"for bfc_d in {thermal}/cooling_device*; do [ -d \"$bfc_d\" ] || continue; "
+        "bfc_r c \"$bfc_d\" cur_state; bfc_r c \"$bfc_d\" stats/total_trans; done; "
+        f"{throttle}printf '|@end\\n'; }}")
+
+
+def probe(source: ConditionsSource) -> str:
+    """One snapshot, as a command of its own (waiting for the envelope before a step)."""
+    return f"{snapshot_function(source)}; bfc_snap"
+
+
+@dataclass(frozen=True)
+class Markers:
+    nonce: str
+
+    def line(self, part: str) -> str:
+        return f"@@bfc-{self.nonce}-{part}@@"
+
+    def printf(self, part: str, newline_before: bool = False) -> str:
+        # the marker is never in the command's text (the console echoes it): printed in parts
+        first = "\\n" if newline_before else ""
+        return f"printf '{first}@@bfc-%s@@\\n' \"$BFC_N-{part}\""
+
+
+def wrap(command: str, source: ConditionsSource, nonce: str | None = None) -> tuple[str, Markers]:
+    """The suite's `command` with the probe around it, as one console command; and its markers
+    (for `unwrap`). The command runs in a subshell through `eval`, so anything it is (a
+    comment at its end, an `exit`) stays its own, and its exit code is the wrapper's."""
+    m = Markers(nonce or secrets.token_hex(6))
+    every = 2 * MAX_DURING
+    sampler = (f"( n=0; t=0; k=1; while :; do sleep {source.intervalSeconds:g}; "
+               "kill -0 $$ 2>/dev/null || break; t=$((t+1)); [ $((t%k)) = 0 ] || continue; "
+               "bfc_snap >> \"$BFC_F\"; n=$((n+1)); "
+               f"if [ $n -ge {every} ]; then i=0; while read -r l; do "
+               "[ $((i%2)) = 1 ] && printf '%s\\n' \"$l\"; i=$((i+1)); "
+               "done < \"$BFC_F\" > \"$BFC_F.t\"; while read -r l; do printf '%s\\n' \"$l\"; "
+               f"done < \"$BFC_F.t\" > \"$BFC_F\"; n={MAX_DURING}; k=$((k*2)); fi; done; "
+               "rm -f \"$BFC_F\" \"$BFC_F.t\" ) </dev/null >/dev/null 2>&1 & BFC_S=$!; ")
+    script = (
+        f"BFC_C={shlex.quote(command)}; BFC_N={m.nonce}; BFC_F=/tmp/bfc-$BFC_N.$$; "
+        f"{snapshot_function(source)}; {m.printf('before')}; bfc_snap; {m.printf('out')}; "
+        f"{sampler}( eval \"$BFC_C\" ); BFC_R=$?; {m.printf('after', True)}; bfc_snap; "
+        "kill $BFC_S 2>/dev/null; wait $BFC_S 2>/dev/null; "
+        f"{m.printf('during')}; cat \"$BFC_F\" 2>/dev/null; rm -f \"$BFC_F\" \"$BFC_F.t\"; "
+        f"{m.printf('end')}; exit $BFC_R")
+    return script, m
+
+
+# -- back on the host -----------------------------------------------------------------------
+@dataclass
+class Raw:
+    """One snapshot line as the board printed it: its clock and CPU counters beside the rest."""
+
+    uptime: float | None = None
+    stat: tuple[int, ...] | None = None
+    fields: dict[str, Any] = field(default_factory=dict)   # Snapshot's, but t and busy
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A snapshot's board clock and CPU counters: the reference of the next one's `busy`."""
+
+    uptime: float
+    stat: tuple[int, ...]
+
+
+@dataclass
+class Unwrapped:
+    output: str                        # the suite's own output
+    before: Snapshot | None = None
+    during: list[Snapshot] = field(default_factory=list)
+    after: Snapshot | None = None
+    last: Mark | None = None           # the latest snapshot's, for the next step's busy
+
+
+def _int(text: str) -> int | None:
+    text = text.strip()
+    if not 0 < len(text) <= 20 or not text.lstrip("-").isdigit():
+        return None
+    return int(text)
+
+
+def _float(text: str) -> float | None:
+    text = text.strip()
+    if not 0 < len(text) <= 32:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _name(text: str) -> str | None:
+    text = text.strip()
+    return text if 0 < len(text) <= MAX_NAME and text.isprintable() else None
+
+
+def parse_line(line: str) -> Raw | None:
+    """A snapshot line (`@bfs|up=..|stat=cpu ..|load=..|mem=..|p.policy0.scaling_cur_freq=..
+    |t.thermal_zone0.temp=..|c.cooling_device0.stats/total_trans=..|x.name=count|@end`), or
+    None when it is none (cut, too long): a field that does not parse is left out."""
+    line = line.strip()
+    if len(line) > MAX_LINE or not line.startswith(LINE) or not line.endswith(END):
+        return None
+    raw = Raw()
+    cpufreq: dict[str, dict[str, Any]] = {}
+    zones: dict[str, dict[str, Any]] = {}
+    cooling: dict[str, int] = {}
+    throttle: dict[str, int] = {}
+    for item in line[len(LINE) + 1:-len(END)].split("|"):
+        key, eq, value = item.partition("=")
+        if not eq:
+            continue
+        if key == "up":
+            up = _float(value.split(" ")[0])
+            raw.uptime = up if up is not None and up >= 0 else None
+        elif key == "stat":
+            parts = value.split()
+            counts = [_int(p) for p in parts[1:9]]
+            if parts[:1] == ["cpu"] and len(counts) >= 4 and all(c is not None and c >= 0
+                                                                 for c in counts):
+                raw.stat = tuple(c for c in counts if c is not None)
+        elif key == "load":
+            raw.fields["load1"] = _float(value)
+        elif key == "mem":
+            raw.fields["memAvailableKiB"] = _int(value)
+        elif key.startswith("x."):
+            name, count = _name(key[2:]), _int(value)
+            if name and count is not None and len(throttle) < MAX_ENTRIES:
+                throttle[name] = count
+        else:
+            _device(key, value, cpufreq, zones, cooling, throttle)
+    raw.fields.update(
+        cpufreq={n: CpuPolicy(**v) for n, v in cpufreq.items()},
+        thermal={n: ThermalZone(**v) for n, v in zones.items()},
+        cooling=cooling, throttle=throttle)
+    return raw
+
+
+def _device(key: str, value: str, cpufreq: dict[str, dict[str, Any]],
+            zones: dict[str, dict[str, Any]], cooling: dict[str, int],
+            throttle: dict[str, int]) -> None:
+    kind, _, rest = key.partition(".")
+    device, _, file = rest.partition(".")
+    name = _name(device)
+    if name is None:
+        return
+    if kind == "p" and file in _FILES:
+        entry = cpufreq.get(name)
+        if entry is None and len(cpufreq) >= MAX_ENTRIES:
+            return
+        entry = cpufreq.setdefault(name, {})
+        if file == "scaling_governor":
+            entry["governor"] = _name(value)
+        else:
+            khz = _int(value)
+            entry[_FILES[file]] = khz if khz is not None and khz >= 0 else None
+    elif kind == "t" and file in ("type", "temp"):
+        if name not in zones and len(zones) >= MAX_ENTRIES:
+            return
+        entry = zones.setdefault(name, {})
+        if file == "type":
+            entry["type"] = _name(value) or ""
+        else:
+            milli = _int(value)
+            entry["tempC"] = None if milli is None else round(milli / 1000, 1)
+    elif kind == "c" and file in ("cur_state", "stats/total_trans"):
+        count = _int(value)
+        if count is None or count < 0:
+            return
+        table = cooling if file == "cur_state" else throttle
+        if name in table or len(table) < MAX_ENTRIES:
+            table[name] = count
+
+
+def busy(before: Sequence[int], after: Sequence[int]) -> float | None:
+    """The fraction of CPU time not idle between two /proc/stat `cpu` lines (user nice system
+    idle iowait irq softirq steal); None when they do not follow each other."""
+    if len(before) != len(after) or len(before) < 4:
+        return None
+    deltas = [b - a for a, b in zip(before, after, strict=True)]
+    total = sum(deltas)
+    if total <= 0 or any(d < 0 for d in deltas):
+        return None
+    idle = deltas[3] + (deltas[4] if len(deltas) > 4 else 0)
+    return round(min(1.0, max(0.0, 1 - idle / total)), 4)
+
+
+def snapshots(lines: Iterable[str], limit: int) -> list[Raw]:
+    """The snapshot lines among `lines` (at most `limit` looked at, from the last)."""
+    out = []
+    for line in list(lines)[-limit:]:
+        raw = parse_line(line)
+        if raw is not None:
+            out.append(raw)
+    return out
+
+
+def thin(items: Sequence[Any], most: int) -> list[Any]:
+    """At most `most` items, evenly spread, first and last kept."""
+    if len(items) <= most:
+        return list(items)
+    if most <= 1:
+        return list(items[-most:]) if most else []
+    return [items[round(i * (len(items) - 1) / (most - 1))] for i in range(most)]
+
+
+def timed(raws: Sequence[Raw], sent: float, returned: float,
+          previous: Mark | None = None) -> tuple[list[Snapshot | None], Mark | None]:
+    """The snapshots of one command (one per raw line, None where the model refuses one), on
+    the host's wall clock: the board's uptime offset by the middle of what the send and return
+    times allow (the first snapshot came after `sent`, the last before `returned`); each
+    snapshot's `busy` since the one before it (the first's since `previous`). A snapshot
+    without an uptime is placed at `sent`."""
+    ups = [r.uptime for r in raws if r.uptime is not None]
+    offset = ((sent - ups[0]) + (returned - ups[-1])) / 2 if ups else None
+    out: list[Snapshot | None] = []
+    last = previous
+    for r in raws:
+        t = r.uptime + offset if r.uptime is not None and offset is not None else sent
+        b = None
+        if r.stat is not None and last is not None and (r.uptime is None
+                                                         or r.uptime > last.uptime):
+            b = busy(last.stat, r.stat)
+        try:
+            out.append(Snapshot(t=round(t, 3), busy=b, **r.fields))
+        except ValueError:     # a field the model refuses: this snapshot is dropped
+            out.append(None)
+            continue
+        if r.stat is not None and r.uptime is not None:
+            last = Mark(r.uptime, r.stat)
+    return out, last
+
+
+def unwrap(text: str, markers: Markers, sent: float, returned: float,
+           previous: Mark | None = None) -> Unwrapped:
+    """The output of `wrap`'s command split back (see the module's docstring). Without the
+    before marker (the wrapper never ran: a shell that did not parse it) the text is the
+    suite's as it is; without the after marker (the suite timed out) the suite's output runs
+    to the end and only the before snapshot is known."""
+    start = text.find(markers.line("before"))
+    out_at = text.find(markers.line("out") + "\n", start) if start >= 0 else -1
+    if out_at < 0:
+        return Unwrapped(text)
+    head = text[start + len(markers.line("before")):out_at].splitlines()
+    body_at = out_at + len(markers.line("out")) + 1
+    after_at = text.rfind("\n" + markers.line("after"), body_at - 1)
+    tail_after: list[str] = []
+    tail_during: list[str] = []
+    if after_at < 0:
+        output = text[body_at:]
+    else:
+        output = text[body_at:after_at]
+        if output.endswith("\n"):  # the suite's last line break: unwrapped, labgrid drops it
+            output = output[:-1]
+        rest_at = after_at + 1 + len(markers.line("after"))
+        during_at = text.find(markers.line("during"), rest_at)
+        during_at = len(text) if during_at < 0 else during_at
+        end_at = text.find(markers.line("end"), during_at)
+        tail_after = text[rest_at:during_at].splitlines()
+        tail_during = text[during_at + len(markers.line("during")):
+                           end_at if end_at >= 0 else len(text)].splitlines()
+    before = snapshots(head, 4)[-1:]
+    after = snapshots(tail_after, 8)[-1:]
+    during = snapshots(tail_during, 4 * MAX_DURING)
+    ups = [r.uptime for r in before + after if r.uptime is not None]
+    if len(ups) == 2:           # a stale line (another step's file) is not this step's
+        during = [r for r in during if r.uptime is not None and ups[0] <= r.uptime <= ups[1]]
+    during.sort(key=lambda r: r.uptime or 0.0)
+    during = thin(during, MAX_DURING)
+    snaps, last = timed(before + during + after, sent, returned, previous)
+    middle = snaps[len(before):len(before) + len(during)]
+    return Unwrapped(output, snaps[0] if before else None, [s for s in middle if s is not None],
+                     snaps[-1] if after else None, last)
+
+
+def read_probe(text: str, sent: float, returned: float,
+               previous: Mark | None = None) -> tuple[Snapshot | None, Mark | None]:
+    """The one snapshot `probe` printed (None: nothing that parses), and its mark."""
+    raws = snapshots(text.splitlines()[-8:], 8)[-1:]
+    snaps, last = timed(raws, sent, returned, previous)
+    return (snaps[0] if snaps else None), last
+
+
+# -- the envelope's verdict -------------------------------------------------------------------
+def _where(hits: dict[str, int], counts: dict[str, int]) -> str:
+    parts = []
+    for phase in ("before", "during", "after"):
+        if hits.get(phase):
+            parts.append(phase if phase != "during" else
+                         f"during, {hits[phase]} of {counts[phase]} samples")
+    return "; ".join(parts)
+
+
+def before_problems(envelope: Envelope, snap: Snapshot) -> list[str]:
+    """What keeps a board from starting a step (judge's reasons on this one snapshot)."""
+    return judge(envelope, StepConditions(before=snap), throttling=False)
+
+
+def judge(envelope: Envelope, conditions: StepConditions, throttling: bool = True) -> list[str]:
+    """Why `conditions` lie outside `envelope`, one reason each; empty: valid (a bound the board
+    shows nothing for, no cpufreq or thermal zone, judges nothing)."""
+    if not envelope.bounded:
+        return []
+    phases = [("before", s) for s in [conditions.before] if s is not None] + \
+        [("during", s) for s in conditions.during] + \
+        [("after", s) for s in [conditions.after] if s is not None]
+    if not phases:
+        return ["no snapshot of the board's conditions was read (its probe printed nothing "
+                "that parses)"]
+    counts = {"before": 0, "during": 0, "after": 0}
+    for phase, _ in phases:
+        counts[phase] += 1
+    reasons: list[str] = []
+    low: dict[str, tuple[float, dict[str, int]]] = {}
+    governors: dict[str, tuple[str, dict[str, int]]] = {}
+    hot: dict[str, tuple[float, dict[str, int]]] = {}
+    for phase, snap in phases:
+        for name, policy in snap.cpufreq.items():
+            if envelope.minFrequencyMHz is not None and policy.curKHz is not None \
+                    and policy.curKHz / 1000 < envelope.minFrequencyMHz:
+                mhz, hits = low.get(name, (math.inf, {}))
+                hits[phase] = hits.get(phase, 0) + 1
+                low[name] = (min(mhz, policy.curKHz / 1000), hits)
+            if envelope.governor and policy.governor and policy.governor != envelope.governor:
+                _, hits = governors.get(name, (policy.governor, {}))
+                hits[phase] = hits.get(phase, 0) + 1
+                governors[name] = (policy.governor, hits)
+        for name, zone in snap.thermal.items():
+            if envelope.maxTemperatureC is not None and zone.tempC is not None \
+                    and zone.tempC > envelope.maxTemperatureC:
+                temp, hits = hot.get(name, (-math.inf, {}))
+                hits[phase] = hits.get(phase, 0) + 1
+                hot[name] = (max(temp, zone.tempC), hits)
+    for name, (gov, hits) in governors.items():
+        reasons.append(f"{name} governor {gov}, not {envelope.governor} ({_where(hits, counts)})")
+    for name, (mhz, hits) in low.items():
+        reasons.append(f"{name} at {mhz:.0f} MHz, below the envelope's "
+                       f"{envelope.minFrequencyMHz:g} MHz ({_where(hits, counts)})")
+    for name, (temp, hits) in hot.items():
+        reasons.append(f"{name} at {temp:.1f} °C, over {envelope.maxTemperatureC:g} °C "
+                       f"({_where(hits, counts)})")
+    if throttling and envelope.allowThrottling is False:
+        reasons += _throttled([s for _, s in phases])
+    before = conditions.before
+    if envelope.maxBusyBefore is not None and before is not None and before.busy is not None \
+            and before.busy > envelope.maxBusyBefore:
+        reasons.append(f"{before.busy * 100:.0f} % busy before the start, over "
+                       f"{envelope.maxBusyBefore * 100:.0f} %")
+    return [r[:300] for r in reasons[:MAX_REASONS]]
+
+
+def _throttled(snaps: list[Snapshot]) -> list[str]:
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for snap in snaps:
+        for name, count in snap.throttle.items():
+            first.setdefault(name, count)
+            last[name] = count
+    return [f"throttled: {name} counted {last[name] - first[name]} event"
+            f"{'s' if last[name] - first[name] != 1 else ''} during the step"
+            for name in first if last[name] > first[name]]
