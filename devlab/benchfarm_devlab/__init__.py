@@ -14,7 +14,7 @@ This package is a developer's and CI's tool, installed beside `benchfarm` from t
 re-exported here.
 """
 
-from benchfarm_devlab.boards import load_inventory, vlab_request
+from benchfarm_devlab.boards import board_sensors, load_inventory, throttle, vlab_request
 from benchfarm_devlab.cluster import down as cluster_down, up as cluster_up
 from benchfarm_devlab.cluster.images import import_image
 from benchfarm_devlab.cluster.network import pod_addresses
@@ -51,5 +51,5 @@ __all__ = ["LAB_POLICY", "apply_lab_policy", "CACHE", "cluster_down", "cluster_u
            "SMTP_CA_FILE", "STATE", "VENV_BIN", "LabError", "down", "http_ok", "kubectl", "lab_env",
            "labgrid_files", "labgrid_tls", "operator_env",
            "load_inventory", "running_pid", "start_operator", "start_process", "start_web", "status",
-           "stop_process", "up", "vlab_request",
+           "stop_process", "up", "vlab_request", "board_sensors", "throttle",
            "write_kubeconfig"]

@@ -1,6 +1,8 @@
 """The virtual boards: the inventory, their Debian-built images, QEMU command lines, and the
 virtual lab process (exporters/virtual/vlab.py: serial brokers that stay connectable while a
-board is off, and the PDU that powers QEMU on and off).
+board is off, and the PDU that powers QEMU on and off; exporters/virtual/sensors.py: each
+board's stand-in for cpufreq and thermal zones, pushed into the guest over a virtio-serial port,
+and `throttle`, its test hook).
 
 The virtual lab runs in the lab network (labnet.py), the exporter hosts' network, where its
 consoles and power ports listen. Each board's network is its own: the PDU starts its QEMU in a
@@ -65,7 +67,8 @@ def tftp_root(board: dict, image: Path) -> Path:
 
 
 def qemu_argv(board: dict, dtype: dict, image: Path, serial_socket: Path, qmp_socket: Path,
-              scratch: Path, tftp: Path | None = None) -> list[str]:
+              scratch: Path, tftp: Path | None = None,
+              sensors_socket: Path | None = None) -> list[str]:
     virtual = dtype.get("virtual") or {}
     cmdline = f"printk.time=1 panic=-1 benchfarm.board={board['name']}"
     if virtual.get("append"):
@@ -87,12 +90,19 @@ def qemu_argv(board: dict, dtype: dict, image: Path, serial_socket: Path, qmp_so
         "-drive", f"file={scratch},if=virtio,format=raw,cache=unsafe",
         *[str(a) for a in virtual.get("qemuArgs", [])], *net,
     ]
+    if sensors_socket is not None:    # the sensor model's port (vlab.py connects as a client)
+        common += ["-device", "virtio-serial-pci",
+                   "-chardev", f"socket,id=sensors,path={sensors_socket},server=on,wait=off",
+                   "-device", f"virtserialport,chardev=sensors,name={SENSORS_PORT}"]
     x86 = dtype["arch"] == "amd64"
     append = [] if bios else ["-append", f"console={'ttyS0' if x86 else 'ttyAMA0'} {cmdline}"]
     if x86:
         return ["qemu-system-x86_64", "-M", "pc", "-global", "PIIX4_PM.disable_s3=0",
                 "-rtc", "base=utc", *common, *append]
     return ["qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a53", *common, *append]
+
+
+SENSORS_PORT = "org.benchfarm.sensors"   # the virtio-serial port's name the board's init looks for
 
 
 def board_peer_port(index: int) -> int:
@@ -163,6 +173,32 @@ def vlab_request(path: str, timeout: float = 30) -> str:
     return body
 
 
+def _board_index(board: int | str) -> int:
+    """A virtual board's outlet index, from its index or its name (the running lab's config)."""
+    if isinstance(board, int):
+        return board
+    config = json.loads((STATE / "vlab" / "vlab.json").read_text())
+    for b in config["boards"]:
+        if b["name"] == board:
+            return int(b["index"])
+    raise LabError(f"virtual lab: no board {board!r}")
+
+
+def board_sensors(board: int | str) -> dict:
+    """A virtual board's sensor model (exporters/virtual/sensors.py) as the lab holds it:
+    tempC, curKHz, minKHz, maxKHz, throttled, coolingTransitions, ..., and `tree`, the files
+    its guest has under /run/benchfarm/sys."""
+    return json.loads(vlab_request(f"/sensors/{_board_index(board)}"))
+
+
+def throttle(board: int | str, seconds: float, khz: int) -> dict:
+    """Throttle a virtual board for `seconds` at `khz` from now (its cpufreq reads `khz`, its
+    cooling device counts the change, its QEMU runs khz/max of the time); 0 seconds ends a
+    throttle. The sensor model's state after the change."""
+    return json.loads(vlab_request(
+        f"/sensors/{_board_index(board)}/throttle?seconds={seconds:g}&khz={int(khz)}"))
+
+
 def _control_ready() -> bool:
     try:
         vlab_request("/outlet/0/", timeout=2)
@@ -187,6 +223,7 @@ def start_virtual_lab(inventory: dict) -> dict:
             with scratch.open("wb") as f:
                 f.truncate(256 * 1024 * 1024)
         serial_socket, qmp_socket = bdir / "serial.sock", bdir / "qmp.sock"
+        sensors_socket = bdir / "sensors.sock"
         console = board.get("console", "tcp")     # tcp: a serial server; ser2net: a tty device
         image = images[image_profile(dtype)]
         tftp = tftp_root(board, image) if (dtype.get("virtual") or {}).get("bios") else None
@@ -201,10 +238,13 @@ def start_virtual_lab(inventory: dict) -> dict:
                {"serial_port": PORTS.serial_base + index}),
             "serial_socket": str(serial_socket), "qmp_socket": str(qmp_socket),
             **({"tftp_dir": str(tftp)} if tftp else {}),
-            "qemu_argv": qemu_argv(board, dtype, image, serial_socket, qmp_socket, scratch, tftp),
+            "qemu_argv": qemu_argv(board, dtype, image, serial_socket, qmp_socket, scratch, tftp,
+                                   sensors_socket),
+            "sensors": {"socket": str(sensors_socket),
+                        "maxKHz": int((dtype.get("cpuClockMHz") or 1000) * 1000)},
             "network": board_network(index),
         })
-    code = (REPO / "exporters/virtual/vlab.py").read_bytes()
+    code = b"".join((REPO / "exporters/virtual" / f).read_bytes() for f in ("vlab.py", "sensors.py"))
     config = {"logdir": str(STATE / "logs"), "boards": config_boards,
               "control_socket": str(CONTROL_SOCKET),
               "code": hashlib.sha256(code).hexdigest()[:16]}

@@ -29,7 +29,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("BENCHFARM_CACHE", Path.home() / ".cache" / "benchfarm"))
-RECIPE_VERSION = "10"  # bump when this file changes what it produces
+RECIPE_VERSION = "11"  # bump when this file changes what it produces
 
 @dataclass(frozen=True)
 class Profile:
@@ -91,11 +91,61 @@ if ip link set eth0 up 2>/dev/null; then
   ip addr add 10.0.2.15/24 dev eth0
   ip route add default via 10.0.2.2
 fi
+setsid /sbin/benchfarm-sensors </dev/null >/dev/null 2>&1 &
 echo "benchfarm-init: userspace up"
 export PS1='root@\h:\w# '
 export HOME=/root
 cd /root
 while true; do setsid cttyhack sh -l; done
+"""
+
+# The board's cpufreq and thermal stand-in (exporters/virtual/sensors.py): the virtual lab's
+# sensor model sends `relative/path value` lines through the virtio-serial port named
+# org.benchfarm.sensors; each value is written under /run/benchfarm/sys/<path> (a path with a
+# `..`, or anything but [A-Za-z0-9_./-], is refused). Only builtins run per line (no fork), and
+# the loop blocks on read: an idle board pays nothing. Opening the port it says `hello`, and the
+# lab answers with the whole tree; the files that never change exist before that.
+# Arguments (tests only): another root, and the port to read instead of looking for one.
+SENSORS_SCRIPT = r"""#!/bin/busybox sh
+root=${1:-/run/benchfarm/sys}
+port=$2
+policy=$root/devices/system/cpu/cpufreq/policy0
+zone=$root/class/thermal/thermal_zone0
+cooling=$root/class/thermal/cooling_device0
+mkdir -p "$policy/stats" "$zone" "$cooling/stats"
+echo performance > "$policy/scaling_governor"
+echo performance > "$policy/scaling_available_governors"
+echo 0 > "$policy/stats/total_trans"
+echo cpu-thermal > "$zone/type"
+echo passive > "$zone/trip_point_0_type"
+echo cpufreq-cpu0 > "$cooling/type"
+echo 0 > "$cooling/cur_state"
+echo 0 > "$cooling/stats/total_trans"
+for try in 1 2 3 4 5 6 7 8 9 10; do
+  [ -n "$port" ] && break
+  for f in /sys/class/virtio-ports/*/name; do
+    [ -r "$f" ] && read -r name < "$f" && [ "$name" = org.benchfarm.sensors ] && {
+      d=${f%/name}; port=/dev/${d##*/}; }
+  done
+  [ -n "$port" ] && [ -e "$port" ] && break
+  port=
+  sleep 1
+done
+[ -n "$port" ] || exit 0
+while :; do
+  {
+    echo hello >&0
+    while read -r path value; do
+      case "$path" in
+        ''|/*|*[!A-Za-z0-9_./-]*|..|../*|*/..|*/../*) continue ;;
+      esac
+      dir=${path%/*}
+      [ "$dir" = "$path" ] || [ -d "$root/$dir" ] || mkdir -p "$root/$dir"
+      printf '%s\n' "$value" > "$root/$path"
+    done
+  } <>"$port"
+  sleep 2
+done
 """
 
 
@@ -257,7 +307,8 @@ def _build(name: str) -> Path:
         resolved_file.write_text(json.dumps(resolved))
     kernel_pkg, versions = resolved["kernel"], resolved["versions"]
     digest_src = json.dumps({"recipe": RECIPE_VERSION, "profile": name, "versions": versions,
-                             "layout": repr(profile), "init": INIT_SCRIPT}, sort_keys=True)
+                             "layout": repr(profile), "init": INIT_SCRIPT,
+                             "sensors": SENSORS_SCRIPT}, sort_keys=True)
     digest = hashlib.sha256(digest_src.encode()).hexdigest()[:12]
     out = CACHE / "images" / f"{name}-{digest}"
     if (out / "initramfs.cpio").exists() and (out / "vmlinuz").exists():
@@ -321,6 +372,8 @@ def _build(name: str) -> Path:
 
     (root / "init").write_text(INIT_SCRIPT)
     (root / "init").chmod(0o755)
+    (root / "sbin/benchfarm-sensors").write_text(SENSORS_SCRIPT)
+    (root / "sbin/benchfarm-sensors").chmod(0o755)
     (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
     (root / "etc/group").write_text("root:x:0:\n")
     (root / "etc/hosts").write_text("127.0.0.1 localhost\n10.0.2.2 labhost\n")

@@ -9,7 +9,9 @@ drives: GET /outlet/<index>/1 powers on (starts a fresh QEMU), /0 powers off (ki
 process and waits for it), /outlet/<index>/ answers "1" or "0". /rails/<index> serves the
 board's rail readings (JSON) from its power model, /qmp/<index> its QMP run state and
 SUSPEND/WAKEUP events, and /tasmota/<index>/cm?cmnd=Power1 on speaks the Tasmota smart-plug
-dialect that pdudaemon's `sonoff_s20_tasmota` driver drives.
+dialect that pdudaemon's `sonoff_s20_tasmota` driver drives. Each board also has sensors
+(sensors.py: a stand-in for cpufreq, thermal zones and throttling, pushed into the guest through
+a virtio-serial port), read on the control socket at /sensors/<index>.
 
 Who reaches what: each board's power is its own TCP port (`power_port` in CONFIG.json), serving
 only that board's /outlet/<index>/, /rails/<index>, /qmp/<index> and /tasmota/<index>/cm (anything
@@ -25,7 +27,9 @@ boot now and then), /fault/<index>/no-wake makes it never come back from a suspe
 /fault/<index>/none heals it. One-shot chaos for the resilience tests: /chaos/<index>/disconnect
 drops every serial client (a USB-UART unplugged and replugged), /chaos/<index>/garbage sends line
 noise to them, /chaos/<index>/hang freezes the board (SIGSTOP on its QEMU; the next power-off
-kills it). /network/<index>/open makes that board's next boots share the network vlab runs in
+kills it). /sensors/<index>/throttle?seconds=S&khz=K runs the board at K kHz for S seconds (its
+cpufreq reads K, its cooling device counts, its QEMU really runs only K/max of the time).
+/network/<index>/open makes that board's next boots share the network vlab runs in
 (isolation off, as a misconfigured lab would be), /network/<index>/isolated puts it back.
 
 The board network: QEMU's user network (slirp) forwards a board's 10.0.2.2 to the loopback of
@@ -60,6 +64,10 @@ import time
 import tty
 import urllib.parse
 from pathlib import Path
+
+if str(Path(__file__).resolve().parent) not in sys.path:    # its sibling, however it is loaded
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sensors import BoardSensors, SensorModel, heat_rails  # noqa: E402
 
 log = logging.getLogger("vlab")
 
@@ -169,6 +177,7 @@ class QmpWatcher:
         # the next power-off kills it.
         self.freeze_pid = freeze_pid
         self.status = "starting"
+        self.frozen = False
         self.events: list[dict] = []
         self.task: asyncio.Task | None = None
 
@@ -214,6 +223,7 @@ class QmpWatcher:
                         if msg["event"] == "SUSPEND" and self.freeze_pid is not None:
                             os.kill(self.freeze_pid, signal.SIGSTOP)
                             self.status = "suspended"
+                            self.frozen = True
                             log.info("%s: frozen in suspend (fault no-wake)", self.path)
                             return
                     elif isinstance(msg.get("return"), dict) and "status" in msg["return"]:
@@ -310,10 +320,24 @@ class Outlet:
         self.qmp: QmpWatcher | None = None
         self.power = PowerModel(board.get("rails", []))
         self.isolated = board.get("network") is not None   # /network/<index>/open: test hook
+        self.hung = False     # /chaos/<index>/hang froze it: nothing may wake it but power-off
+        sensors = board.get("sensors")
+        self.sensors = None if sensors is None else BoardSensors(
+            board["name"], SensorModel(sensors["maxKHz"], int(board.get("cpus", 2))),
+            PowerModel(heat_rails(board.get("rails", []))), sensors["socket"], self.run_state)
 
     @property
     def is_on(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
+
+    def run_state(self) -> tuple[str, int | None]:
+        """off, running, suspended or frozen (a test hook stopped QEMU), and QEMU's PID."""
+        if not self.is_on:
+            return "off", None
+        if self.hung or (self.qmp is not None and self.qmp.frozen):
+            return "frozen", self.proc.pid
+        state = self.qmp.status if self.qmp else "running"
+        return ("suspended" if state == "suspended" else "running"), self.proc.pid
 
     async def on(self) -> None:
         async with self.lock:
@@ -321,6 +345,8 @@ class Outlet:
                 return
             qmp = Path(self.board["qmp_socket"])
             qmp.unlink(missing_ok=True)
+            if self.sensors is not None:
+                Path(self.sensors.socket_path).unlink(missing_ok=True)
             out = (self.logdir / f"{self.board['name']}-qemu.log").open("ab")
             argv = list(self.board["qemu_argv"])
             if self.fault in ("panic", "panic-once") and "-append" in argv:   # not a bootloader
@@ -339,6 +365,9 @@ class Outlet:
             self.qmp = QmpWatcher(qmp, freeze_pid=self.proc.pid if self.fault == "no-wake"
                                   else None)
             self.qmp.start()
+            self.hung = False
+            if self.sensors is not None:
+                self.sensors.powered_on()
             log.info("%s: power on (qemu pid %d%s)", self.board["name"], self.proc.pid,
                      "" if self.isolated else ", host network")
 
@@ -354,6 +383,8 @@ class Outlet:
             await self.proc.wait()
             if self.qmp is not None:
                 self.qmp.stop()
+            if self.sensors is not None:
+                self.sensors.powered_off()
             log.info("%s: power off", self.board["name"])
             self.proc = None
 
@@ -454,10 +485,13 @@ class PDU:
                 outlet.broker.garbage()
                 return "200 OK", "sent\n"
             if parts[2] == "hang" and outlet.is_on:
+                outlet.hung = True     # before the signal: a throttle's duty cycle stops at once
                 os.kill(outlet.proc.pid, signal.SIGSTOP)
                 log.info("%s: frozen (chaos)", outlet.board["name"])
                 return "200 OK", "frozen\n"
             return "400 Bad Request", "use /chaos/<index>/disconnect|garbage|hang (hang: when on)\n"
+        if len(parts) in (2, 3) and parts[0] == "sensors" and parts[1].isdigit():
+            return self._sensors(parts, urllib.parse.parse_qs(query))
         if len(parts) < 2 or parts[0] != "outlet" or not parts[1].isdigit():
             return "404 Not Found", "use /outlet/<index>/[0|1]\n"
         index = int(parts[1])
@@ -474,6 +508,24 @@ class PDU:
             return "400 Bad Request", "value must be 0 or 1\n"
         return "200 OK", "1" if outlet.is_on else "0"
 
+
+    def _sensors(self, parts: list[str], query: dict[str, list[str]]) -> tuple[str, str]:
+        """/sensors/<index>: the board's sensor model; /sensors/<index>/throttle?seconds=S&khz=K
+        (test hook): S seconds at K kHz from now (seconds=0 ends a throttle)."""
+        index = int(parts[1])
+        if index >= len(self.outlets) or self.outlets[index].sensors is None:
+            return "404 Not Found", f"no sensors on outlet {index}\n"
+        sensors = self.outlets[index].sensors
+        if len(parts) == 2:
+            return "200 OK", json.dumps(sensors.state())
+        try:
+            seconds = float(query["seconds"][0])
+            khz = int(query["khz"][0])
+        except (KeyError, IndexError, ValueError):
+            seconds = khz = -1
+        if parts[2] != "throttle" or not 0 <= seconds <= 3600 or khz <= 0:
+            return "400 Bad Request", "use /sensors/<index>/throttle?seconds=S&khz=K\n"
+        return "200 OK", json.dumps(sensors.throttle(seconds, khz))
 
     async def _tasmota(self, index: int, query: dict[str, list[str]]) -> tuple[str, str]:
         """Tasmota's `cm?cmnd=Power1 on|off`: a one-outlet smart plug per board."""
@@ -499,6 +551,9 @@ async def serve(config: dict) -> None:
         outlet.broker = broker
     for broker in brokers:
         await broker.start()
+    for outlet in outlets:
+        if outlet.sensors is not None:
+            outlet.sensors.start()
     pdu = PDU(outlets)
     for index, board in enumerate(config["boards"]):
         await pdu.serve_board(index, board["power_port"])
