@@ -1,5 +1,7 @@
-"""A self-contained HTML report with plots: boot phases, cyclictest histogram, lat_mem_rd curve;
-its tables in the guides' shapes (report.shapes), like the Markdown and RST reports.
+"""A self-contained HTML report with plots: boot phases, the conditions' fused timeline
+(report.timeline), cyclictest histogram, lat_mem_rd curve; its tables in the guides' shapes
+(report.shapes) and what each step was measured under (report.conditions), like the Markdown
+and RST reports.
 
 Rendered with jinja2; plots embedded, so the one file uploaded next to the run is all a reader
 needs: the boot timeline (every run has one) drawn here as inline SVG (a browser test reads its
@@ -19,8 +21,10 @@ from typing import Any
 import jinja2
 import re2
 
+from benchfarm.report.conditions import EXCLUDED, HEADER, SIMULATED, step_tables
 from benchfarm.report.shapes import shape
 from benchfarm.report.svg import LIMIT, fmt, nice_ticks
+from benchfarm.report.timeline import timeline
 
 
 def _pyplot() -> Any:
@@ -173,6 +177,7 @@ def html(doc: dict[str, Any]) -> str:
              for step, series in shaped.rest.items()}   # the histogram is plotted instead
     plots = [(title, kind, data) for title, kind, data in (
         ("Boot timeline", "svg", boot_plot(doc)),
+        ("Measured under: power, frequency and temperature", "svg", timeline(doc)),
         ("cyclictest latency histogram", "png", cyclictest_plot(doc)),
         ("lat_mem_rd: latency against size", "png", lat_mem_rd_plot(doc))) if data]
     facts = [(k, run.get(v)) for k, v in (("Board", "board"), ("Device type", "deviceType"),
@@ -182,5 +187,6 @@ def html(doc: dict[str, Any]) -> str:
     return template().render(
         run=run, facts=facts, boot=shaped.boot, plots=plots, steps=steps, tables=shaped.tables,
         evidence=doc.get("evidence") or {},
-        comparison=doc.get("comparison"),
+        comparison=doc.get("comparison"), conditions=step_tables(doc),
+        conditions_header=HEADER, excluded=EXCLUDED, simulated=SIMULATED,
         failures=[r for r in doc.get("records", []) if r.get("error")])

@@ -2,7 +2,8 @@
 
 A metrics document (see core.statistics.results.metrics_document) in, text out. The guides' own shapes
 (report.shapes) come first in each step, the rest of a step in TI's generic layout: one
-`.. csv-table::` with `:header: "Benchmarks","<board>: perf"`.
+`.. csv-table::` with `:header: "Benchmarks","<board>: perf"`. Then what each step was measured
+under (report.conditions).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchfarm.core.statistics.stats import figure
+from benchfarm.report import conditions
 from benchfarm.report.escape import csv_row, line, md, md_row
 from benchfarm.report.shapes import Table, shape
 
@@ -46,6 +48,7 @@ def markdown(doc: dict[str, Any]) -> str:
             lines += [f"## {md(step)}: {md(table.title)}", ""] + _md_table(table)
         if series:
             lines += [f"## {md(step)}", ""] + _md_table(_generic(step, series, board))
+    lines += conditions.markdown_lines(doc)
     lines += _repetition(doc.get("repeat"))
     failures = _failures(doc)
     if failures:
@@ -145,7 +148,7 @@ def rst(doc: dict[str, Any]) -> str:
             out += _rst_table(f"{step}: {table.title}", table)
         if series:      # untitled: the section names it, as the guides' generic tables
             out += _rst_table(step, _generic(step, series, board), titled=False)
-    return "\n".join(out)
+    return "\n".join(out + conditions.rst_lines(doc))
 
 
 def _generic(step: str, series: list[dict[str, Any]], board: str) -> Table:

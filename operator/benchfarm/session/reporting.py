@@ -2,8 +2,9 @@
 
 This needs no board: it reads what the steps checkpointed in this attempt, so a session resumed
 after it had released its board (or with no step left) comes straight here and never touches the
-board again. It ends the run (`Succeeded`, or `SuitesFailed`), with the regression verdict
-against a baseline or between the A/B sides.
+board again. It ends the run (`Succeeded`, `SuitesFailed`, or `OutsideEnvelope` when a step got
+no valid measurement: `run_end`), with the regression verdict against a baseline or between the
+A/B sides.
 
 The documents are built from the tenant's figures in a budgeted child (`benchfarm.budgeted`,
 BENCHFARM_REPORT_CPU_SECONDS and BENCHFARM_REPORT_MEMORY_MIB), as a step's parse is: a renderer
@@ -73,16 +74,30 @@ def complete(ctx: RunContext, dtype: DeviceType) -> None:
                               "progress": f"done ({len(got.records)} suite runs)"}
     if docs.regression is not None:
         ctx.status.condition(Condition.regressed, *docs.regression)
-    if docs.failed:
-        ctx.status.finish(Phase.failed, Reason.suites_failed,
-                          f"{len(docs.failed)} suite(s) failed: {', '.join(docs.failed)}; see "
-                          f"report.md", status)
-    else:
-        ctx.status.finish(Phase.succeeded, Reason.completed,
-                          f"{len(got.boots)} boot(s) timed and {len(got.records)} suite runs on "
-                          f"{ctx.place}", status)
+    ctx.status.finish(*run_end(docs, len(got.boots), len(got.records), ctx.place), status)
     if docs.regression is not None and docs.regression[0] == "True":
         ctx.status.event("Warning", Condition.regressed, docs.regression[2])
+
+
+def run_end(docs: Documents, boots: int, records: int, place: str) -> tuple[Phase, str, str]:
+    """How the run ends (phase, reason, message): SuitesFailed when a suite failed; else
+    OutsideEnvelope when a step got no valid measurement (every attempt outside its envelope:
+    neither the build nor the board is charged, the report says what was measured and why it
+    does not count); else Succeeded."""
+    if docs.failed:
+        return (Phase.failed, Reason.suites_failed,
+                f"{len(docs.failed)} suite(s) failed: {', '.join(docs.failed)}; see report.md")
+    if docs.unmeasured:
+        steps = list(docs.unmeasured.items())
+        said = "; ".join(f"{step}: {'; '.join(why[:2]) or 'outside its envelope'}"[:400]
+                         for step, why in steps[:3])
+        more = f" (and {len(steps) - 3} more step(s))" if len(steps) > 3 else ""
+        return (Phase.failed, RunFailure.outside_envelope,
+                f"no valid measurement of {len(steps)} step(s), every attempt outside the "
+                f"envelope: {said}{more}; neither the build nor the board is charged: see "
+                f"report.md")
+    return (Phase.succeeded, Reason.completed,
+            f"{boots} boot(s) timed and {records} suite runs on {place}")
 
 
 def build_documents(ctx: RunContext, run_info: dict[str, Any], dtype: DeviceType,

@@ -16,6 +16,7 @@ from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.labpolicy import LabPolicySpec
 from benchfarm.api.outcomes import Regression, Verdict
 from benchfarm.api.runs import RepeatSpec, SuiteSpec
+from benchfarm.core.statistics import conditions
 from benchfarm.core.statistics.regression import (
     RegressionPolicy,
     compare,
@@ -46,6 +47,8 @@ class Collected:
     kernel_clocks: list[dict[str, Any] | None] = field(default_factory=list)
     boot_retries: dict[int, list[str]] = field(default_factory=dict)   # boot number -> failed
     records: list[SuiteRecord] = field(default_factory=list)
+    # the attempts measured outside their envelope and taken again, by (step, iteration)
+    retaken: dict[tuple[str, int], list[SuiteRecord]] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     evidence: dict[str, Any] = field(default_factory=dict)
     sides: dict[str, Collected] = field(default_factory=dict)   # A/B runs: "a", "b"
@@ -66,10 +69,17 @@ class Collected:
         elif kind == PROVENANCE:
             self.provenance = checkpoint["provenance"]
         elif kind == SUITE:
-            self.records.append(record_from_dict(checkpoint["record"]))
+            r = checkpoint["record"]
+            self.records.append(record_from_dict(r))
+            if checkpoint.get("retaken"):
+                self.retaken[(r["step"], r["iteration"])] = [
+                    record_from_dict(x) for x in checkpoint["retaken"]]
             if checkpoint.get("evidence"):
-                r = checkpoint["record"]
                 self.evidence[f"{r['step']}/{r['iteration']}"] = checkpoint["evidence"]
+
+    def retaken_records(self) -> list[SuiteRecord]:
+        """Every attempt that was taken again, in the order its iterations were checkpointed."""
+        return [r for attempts in self.retaken.values() for r in attempts]
 
 
 def record_from_dict(d: dict[str, Any]) -> SuiteRecord:
@@ -137,6 +147,9 @@ class Documents:
     failed: list[str]
     files: dict[str, tuple[bytes, str]]       # artifact name -> (bytes, content type)
     regression: tuple[str, str, str] | None
+    # the steps that got no valid measurement (every attempt outside its envelope), each with
+    # the first reasons why: the run ends OutsideEnvelope (session.reporting)
+    unmeasured: dict[str, list[str]] = field(default_factory=dict)
 
 
 def build_ab(run_info: dict[str, Any], dtype: DeviceType, suites: list[SuiteSpec],
@@ -167,7 +180,10 @@ def build_ab(run_info: dict[str, Any], dtype: DeviceType, suites: list[SuiteSpec
              "report.html": a.files["report.html"],
              "report-b.html": b.files["report.html"]}
     results = {labels["a"]: a.results, labels["b"]: b.results}
-    return Documents(doc, results, sorted(set(a.failed) | set(b.failed)), files, regression)
+    unmeasured = {f"{step} on {side}": why for side, docs in ((name_a, a), (name_b, b))
+                  for step, why in docs.unmeasured.items()}
+    return Documents(doc, results, sorted(set(a.failed) | set(b.failed)), files, regression,
+                     unmeasured)
 
 
 def build(run_info: dict[str, Any], dtype: DeviceType, suites: list[SuiteSpec], got: Collected,
@@ -178,7 +194,9 @@ def build(run_info: dict[str, Any], dtype: DeviceType, suites: list[SuiteSpec], 
     failed = sorted({r.step for r in got.records if not r.ok})
     run_info = {**run_info, "uname": got.provenance.get("uname"),
                 "result": "suites failed: " + ", ".join(failed) if failed else "all suites passed"}
-    doc = metrics_document(run_info, got.boots, got.records)
+    simulated = bool(dtype.conditions is not None and dtype.conditions.simulated)
+    retaken = got.retaken_records()
+    doc = metrics_document(run_info, got.boots, got.records, retaken, simulated=simulated)
     doc["provenance"] = got.provenance
     doc["bootEvents"] = got.boot_events
     doc["powerOnTimes"] = got.power_on_times
@@ -202,7 +220,8 @@ def build(run_info: dict[str, Any], dtype: DeviceType, suites: list[SuiteSpec], 
              "report.md": (report_md.encode(), "text/markdown"),
              "report.rst": (rst(doc).encode(), "text/x-rst"),
              "report.html": (html(doc).encode(), "text/html")}
-    return Documents(doc, results, failed, files, regression)
+    unmeasured = conditions.unmeasured(conditions.attempts(doc["records"], doc["retaken"]))
+    return Documents(doc, results, failed, files, regression, unmeasured)
 
 
 def documents(run_info: dict[str, Any], dtype: DeviceType, suites: list[SuiteSpec],

@@ -19,8 +19,9 @@ from urllib.parse import quote
 
 import jinja2
 
+from benchfarm.report.conditions import EXCLUDED, HEADER, SIMULATED
 from benchfarm.report.svg import fmt
-from benchfarm.web import charts
+from benchfarm.web import charts, views
 
 # what the dashboard's forkserver imports once: these renderers (jinja2, the charts), the
 # server with the types its pages' arguments hold (access.Person imports the Kubernetes client:
@@ -42,6 +43,14 @@ def environment() -> jinja2.Environment:
 
 def render(template: str, context: dict[str, Any]) -> str:
     return environment().get_template(template).render(**context)
+
+
+def run_page(context: dict[str, Any], metrics: bytes | None) -> str:
+    """The run page, with what each step was measured under from its metrics.json (read here,
+    in the budgeted child: it is the tenant's figures)."""
+    return render("run.html.j2", {**context, "measured": views.measured_under(metrics),
+                                  "conditions_header": HEADER, "excluded": EXCLUDED,
+                                  "simulated": SIMULATED})
 
 
 def history_page(context: dict[str, Any], doc: dict[str, Any], unit: str) -> str:

@@ -41,7 +41,7 @@ from benchfarm.errors import BenchfarmError
 from benchfarm.kubeapi.client import Kube
 from benchfarm.logs import configure
 from benchfarm.settings import SettingError, Settings
-from benchfarm.store.artifacts import ArtifactStore, StoreConfig, run_prefix
+from benchfarm.store.artifacts import MAX_DOCUMENT_BYTES, ArtifactStore, StoreConfig, run_prefix
 from benchfarm.web import rendering, views
 from benchfarm.web.access import Access, Person
 from benchfarm.web.history import HistorySource, load_source, visible
@@ -266,11 +266,24 @@ class Dashboard:
         base = f"/runs/{quote(meta['namespace'])}/{quote(meta['name'])}"
         artifacts = [(k[len(prefix) + 1:], f"{base}/artifacts/{quote(k[len(prefix) + 1:])}")
                      for k in keys]
-        return await self.budgeted_page(request, rendering.render, "run.html.j2", {
+        metrics = f"{prefix}/metrics.json"
+        raw = await asyncio.to_thread(self._metrics, metrics) if metrics in keys else None
+        return await self.budgeted_page(request, rendering.run_page, {
             "person": person, "run": run, "row": views.run_row(run),
             "st": run.get("status") or {}, "events": events, "artifacts": artifacts,
             "report": f"{base}/artifacts/report.html" if f"{prefix}/report.html" in keys
-            else None, "spec_yaml": json.dumps(run.get("spec") or {}, indent=2)})
+            else None, "spec_yaml": json.dumps(run.get("spec") or {}, indent=2)}, raw)
+
+    def _metrics(self, key: str) -> bytes | None:
+        """A run's metrics.json as stored, for its page's conditions (parsed in the render's
+        child); None past the size of a document the lab reads, or when the store says no."""
+        try:
+            if self.store.size(key) > MAX_DOCUMENT_BYTES:
+                return None
+            return self.store.get(key)
+        except BenchfarmError as exc:
+            log.warning("%s not read: %s", key, exc)
+            return None
 
     def _events(self, namespace: str, name: str, uid: str) -> list[dict[str, Any]]:
         found = self.kube.core.list_namespaced_event(

@@ -6,12 +6,16 @@ estimated start. The place is the scheduler's own order (core.scheduling.fairnes
 taking turns); the estimate plays that order forward over the boards each run fits, every run
 taking as long as the finished runs of its plan and device type took (their median).
 
+The run page's "Measured under" (`measured_under`): the report's per-step conditions tables,
+from the run's metrics.json.
+
 The history page's menus (`history_menus`): a series is one namespace's, so the namespace is
 chosen first and the metric, device type and plan menus list that namespace's series only.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,6 +28,7 @@ from benchfarm.core.conditions import seconds_of
 from benchfarm.core.scheduling import durations, queue as q
 from benchfarm.core.scheduling.boardindex import BoardView, matches
 from benchfarm.core.scheduling.fairness import RoundRobinFairness
+from benchfarm.report.conditions import StepTable, step_tables
 
 
 class SeriesKey(NamedTuple):
@@ -271,6 +276,21 @@ def queue_rows(runs: list[Mapping[str, Any]], boards: list[Mapping[str, Any]], n
                              position, qr.priority, sel.get("board") or sel.get("deviceType") or "",
                              eta, waits, is_lease))
     return rows
+
+
+def measured_under(raw: bytes | None) -> list[tuple[str, StepTable]]:
+    """What each step of a run was measured under (report.conditions), from its metrics.json as
+    the store gave it (None: none yet): (a side's label or "", the step's table) in step order,
+    each A/B side's steps under its label. A document that is no JSON object shows nothing."""
+    try:
+        doc = json.loads(raw) if raw else None
+    except ValueError:
+        return []
+    if not isinstance(doc, dict):
+        return []
+    sides = doc.get("sides")
+    docs = list(sides.items()) if isinstance(sides, dict) else [("", doc)]
+    return [(str(label), t) for label, d in docs if isinstance(d, dict) for t in step_tables(d)]
 
 
 FILTERS = ("namespace", "phase", "plan", "deviceType", "board", "q")

@@ -1,7 +1,8 @@
 """From raw records of a run (boots, suite outputs per iteration) to the figures people read.
 
-Pure. Warm-up iterations are kept in the records but left out of the statistics. The summary that
-goes into the CR status stays small (headline figures only); the full table goes to metrics.json.
+Pure. Warm-up iterations, and iterations measured outside their envelope (`SuiteRecord.valid`),
+are kept in the records but left out of the statistics. The summary that goes into the CR status
+stays small (headline figures only); the full table goes to metrics.json.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchfarm.core.statistics import conditions
 from benchfarm.core.statistics.stats import seed_format, summarize
 from benchfarm.suites.base import Metric
 
@@ -121,22 +123,34 @@ def summary(boots: list[dict[str, float]], headline_phase: str, records: list[Su
             entry["value"] = seed_format(h.values)
         if failed:
             entry["error"] = (failed[0].error or "")[:200]
+        invalid = [r for r in step_recs if r.ok and not r.valid]
+        if invalid:      # measured outside the envelope even after its retakes: not counted
+            entry["invalid"] = len(invalid)
         suites_out[step] = entry
     out["suites"] = suites_out
     return out
 
 
 def metrics_document(run: dict[str, Any], boots: list[dict[str, float]],
-                     records: list[SuiteRecord]) -> dict[str, Any]:
-    """Everything measured, for metrics.json."""
+                     records: list[SuiteRecord], retaken: list[SuiteRecord] | None = None,
+                     *, simulated: bool = False) -> dict[str, Any]:
+    """Everything measured, for metrics.json: every record with its conditions, the attempts
+    measured outside their envelope and taken again (`retaken`: kept, never in the series), and
+    each step's conditions summary (core.statistics.conditions; `simulated`: the device type's
+    conditions are a stand-in the lab drives)."""
     phases = boot_series(boots)
+    records_out = [r.as_dict() for r in records]
+    retaken_out = [r.as_dict() for r in retaken or []]
     return {
         "run": run,
         "boots": boots,
         "bootSummary": {p: {**summarize(v).as_dict(), "display": seed_format(v)}
                         for p, v in phases.items()},
         "series": [s.as_dict() for s in series(records)],
-        "records": [r.as_dict() for r in records],
+        "records": records_out,
+        "retaken": retaken_out,
+        "conditions": conditions.summaries(conditions.attempts(records_out, retaken_out),
+                                           simulated),
     }
 
 
