@@ -10,6 +10,14 @@ whose run did not finish stays in every table, its cells `n/a`, and the guide sa
 
 A column's name is how the guide's header names its board (`qemu-x86: perf`): it must contain a
 digit, `_` or `-`, as the guides' board names do, for import-guide to see a board in it.
+
+What each board was measured under opens the guide, as the vendors' "Evaluation Modules" table
+does (Name | Description: "AM62Lx Evaluation Module rev E1-1 with ARM running at 1.4GHz"), filled
+from its run's measured conditions (core.statistics.measured.overall over the counted
+iterations: the frequency range in the guides' words, the governors, the temperature range, the
+average power, "(simulated)" where the device type's source is a stand-in), never typed by hand;
+a column that measured none says "not measured". In RST it is a grid table as theirs, which
+import-guide (csv-tables only) never takes for a benchmark table.
 """
 
 from __future__ import annotations
@@ -21,12 +29,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchfarm.core.guides.cells import board_of, key_columns
+from benchfarm.core.statistics.measured import Measured, overall
 from benchfarm.core.statistics.regression import Comparison, RegressionPolicy, Sample, compare
 from benchfarm.core.statistics.results import samples_by_metric_name
 from benchfarm.report.escape import csv_row, line, md, md_row
 from benchfarm.report.shapes import Table, shape
 
 MISSING = "n/a"
+MODULES = "Evaluation Modules"                 # the board table's title, as the vendors'
+MODULES_HEADER = ("Name", "Description")
+MODULES_LEAD = ("All performance numbers provided in this document are gathered using following "
+                "Evaluation Modules unless otherwise specified.")
 SYSTEM = "System Benchmarks"
 BOOT = "Boot-time Measurement"
 # The drivers' sections in the guides' order, by the suite a step ran.
@@ -65,6 +78,57 @@ class ReleaseGuide:
     columns: list[str]
     missing: dict[str, str]                    # column -> why
     sections: OrderedDict[str, list[GuideTable]] = field(default_factory=OrderedDict)
+    modules: list[tuple[str, str]] = field(default_factory=list)   # (column, what it ran under)
+
+
+def _frequency(low: float, high: float) -> str:
+    """A frequency range as the guides say it: '1.4GHz', '0.6-1.0GHz', '300-600MHz'."""
+    def ghz(mhz: float) -> str:
+        text = f"{mhz / 1000:.2f}".rstrip("0")
+        return text + "0" if text.endswith(".") else text
+    if high < 1000:
+        return f"{low:.0f}MHz" if round(low) == round(high) else f"{low:.0f}-{high:.0f}MHz"
+    lo, hi = ghz(low), ghz(high)
+    return f"{hi}GHz" if lo == hi else f"{lo}-{hi}GHz"
+
+
+def _cpu(uname: object) -> str:
+    """The CPU's family as the guides name it ('ARM running at'), from the board's `uname -a`."""
+    words = str(uname or "").lower().split()
+    if any(w.startswith(("aarch64", "arm")) for w in words):
+        return "ARM"
+    if any(w in ("x86_64", "i686", "i386", "amd64") for w in words):
+        return "x86"
+    return "RISC-V" if any(w.startswith("riscv") for w in words) else "CPU"
+
+
+def _degrees(low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return ""
+    return f"{high:.0f} °C" if round(low) == round(high) else f"{low:.0f}-{high:.0f} °C"
+
+
+def module_description(doc: dict[str, Any] | None, missing: str = "") -> str:
+    """One board's line of the Evaluation Modules table, from its run's measured conditions."""
+    if doc is None:
+        return f"not measured ({missing or 'no result'})"
+    run = doc.get("run") or {}
+    what = " ".join(p for p in (str(run.get("deviceType") or ""),
+                                f"board {run['board']}" if run.get("board") else "") if p)
+    m: Measured | None = overall(doc)
+    said = []
+    if m is not None and m.min_mhz is not None and m.max_mhz is not None:
+        said.append(f"{_cpu(run.get('uname'))} running at {_frequency(m.min_mhz, m.max_mhz)}")
+    if m is not None and m.governors:
+        said.append(f"governor {'/'.join(m.governors)}")
+    if m is not None and (degrees := _degrees(m.min_temp_c, m.max_temp_c)):
+        said.append(f"temperature {degrees}")
+    if not said:
+        return line(f"{what}: conditions not measured" if what else "conditions not measured")
+    text = ", ".join(said) + (" (simulated)" if m is not None and m.simulated else "")
+    if m is not None and m.mean_power_w is not None:
+        text += f", average power {m.mean_power_w:.3g} W"
+    return line(f"{what} with {text}" if what else text)
 
 
 def _tables(doc: dict[str, Any], column: str) -> list[tuple[str, Table]]:
@@ -106,7 +170,9 @@ def release_guide(release: str, columns: Sequence[Column]) -> ReleaseGuide:
                     cells[(col.name, label)] = text
     order = [SYSTEM, BOOT, *_DRIVERS]
     guide = ReleaseGuide(release, names, {c.name: c.missing or "no result"
-                                          for c in columns if c.doc is None})
+                                          for c in columns if c.doc is None},
+                         modules=[(c.name, module_description(c.doc, c.missing))
+                                  for c in columns])
     for (section, step, title), entry in sorted(merged.items(),
                                                 key=lambda kv: order.index(kv[0][0])):
         header = list(entry["keys"]) + [f"{name}: {label}" for name in names
@@ -118,12 +184,31 @@ def release_guide(release: str, columns: Sequence[Column]) -> ReleaseGuide:
     return guide
 
 
+def _grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """An RST grid table, as the vendors write their Evaluation Modules table."""
+    cells = [[line(c) for c in r] for r in (header, *rows)]
+    widths = [max(len(r[i]) for r in cells) + 2 for i in range(len(header))]
+
+    def rule(ch: str) -> str:
+        return "+" + "+".join(ch * w for w in widths) + "+"
+
+    def row(r: list[str]) -> str:
+        return "|" + "|".join(f" {c:<{w - 1}}" for c, w in zip(r, widths, strict=True)) + "|"
+    out = [rule("-"), row(cells[0]), rule("=")]
+    for r in cells[1:]:
+        out += [row(r), rule("-")]
+    return out
+
+
 def release_rst(guide: ReleaseGuide) -> str:
     title = line(f"Performance Guide {guide.release}")
     out = ["=" * len(title), title, "=" * len(title), ""]
     out += [line(f"Boards: {', '.join(guide.columns)}."), ""]
     for name, why in guide.missing.items():
         out += [f".. note:: {line(name)}: missing ({line(why)})", ""]
+    if guide.modules:
+        out += [f"**{MODULES_LEAD}**", "", *_grid(MODULES_HEADER, guide.modules), "",
+                f"Table:  {MODULES}", ""]
     for section, tables in guide.sections.items():
         out += [section, "-" * len(section), ""]
         for t in tables:
@@ -138,6 +223,9 @@ def release_md(guide: ReleaseGuide) -> str:
     out = [f"# Performance Guide {md(guide.release)}", "",
            f"Boards: {md(', '.join(guide.columns))}.", ""]
     out += [f"> **{md(name)}: missing** ({md(why)})" for name, why in guide.missing.items()]
+    if guide.modules:
+        out += ["", f"**{MODULES_LEAD}**", "", md_row(MODULES_HEADER), "|---|---|"]
+        out += [md_row(r) for r in guide.modules] + ["", f"Table: {MODULES}"]
     for section, tables in guide.sections.items():
         out += ["", f"## {section}", ""]
         for t in tables:
@@ -181,6 +269,11 @@ def release_html(guide: ReleaseGuide) -> str:
     body = [f"<h1>Performance Guide {esc(guide.release)}</h1>", f"<p>Boards: {legend}</p>"]
     body += [f'<p class="missing"><b>{esc(n)}: missing</b> ({esc(w)})</p>'
              for n, w in guide.missing.items()]
+    if guide.modules:
+        body.append(f"<p><b>{esc(MODULES_LEAD)}</b></p><table class=\"modules\"><caption>"
+                    f"{MODULES}</caption><tr>" + "".join(f"<th>{h}</th>" for h in MODULES_HEADER)
+                    + "</tr>" + "".join(f"<tr><td>{esc(n)}</td><td>{esc(d)}</td></tr>"
+                                        for n, d in guide.modules) + "</table>")
     for section, tables in guide.sections.items():
         body.append(f"<h2>{esc(section)}</h2>")
         for t in tables:

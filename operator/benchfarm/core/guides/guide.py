@@ -6,7 +6,10 @@ and values as `785.15 (min 707.87, max 861.19)`, a plain number, `34%`, `~11.04`
 number per core (`"6,6"`). This module finds the tables and reads each numeric cell with its board;
 `guide_cells` says which cells are values and gives each the metric name our suites emit, so
 `compare` lines them up.
-A table none of whose cells can be read is reported by title, never dropped silently.
+A table none of whose cells can be read is reported by title, never dropped silently; the
+guide's board table (Evaluation Modules, `Name | Description`: what each board is and ran at, no
+figure to compare) is none of the benchmark tables, whether a grid table as the vendors' and
+benchfarm's guides write it (not a csv-table, so never read) or a csv-table.
 Pure text in, data out.
 """
 
@@ -27,6 +30,7 @@ from benchfarm.errors import BenchfarmError
 _VALUE = re2.compile(r"^ ?~? ?(-?[\d.]+) ?(%?) ?(?:\(min ?(-?[\d.]+), ?max ?(-?[\d.]+)\))? ?$")
 SHOWN = 80      # characters of a cell a problem quotes: a cell may be megabytes
 _UNDERLINE_CHARS = frozenset("=-~^\"'`#*+")
+MODULES_HEADER = ("name", "description")      # the board table's header, as the vendors'
 
 
 class GuideError(BenchfarmError):
@@ -188,6 +192,8 @@ def read_guide(text: str) -> Guide:
     tables: list[GuideTable] = []
     problems: list[str] = []
     for index, table in enumerate(csv_tables(text)):
+        if tuple(h.strip().lower() for h in table.header) == MODULES_HEADER:
+            continue        # the boards described, no benchmark
         found, odd = _rows(index, table)
         title = table.title or f"table at line {table.line}"
         if not found:
