@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 import kcidb_io
@@ -190,6 +191,17 @@ def test_a_column_that_never_boots_is_missing_with_its_reason_and_cancel_reaches
     assert ".. note:: bad-kernel: missing (SoftwareBootFailed: " in text
     assert '"Benchmarks","qemu-x86: perf","bad-kernel: perf"' in text
     assert read_guide(text).baseline("qemu-x86")
+    # the Evaluation Modules table: each column as its run measured it (issue 56)
+    modules = text.split("+\n\nTable:  Evaluation Modules\n", 1)[0].rsplit("\n\n", 1)[1]
+    rows = {ln.split("|")[1].strip(): ln.split("|")[2].strip() for ln in modules.splitlines()
+            if ln.startswith("| ") and not ln.startswith("| Name ")}
+    assert rows["bad-kernel"].startswith("not measured (SoftwareBootFailed: "), rows
+    measured = "conditions" in yaml.safe_load((devlab.REPO / "exporters" / "device-types" /
+                                               "qemu-x86.yaml").read_text())
+    x86 = rows["qemu-x86"]
+    assert x86.startswith("qemu-x86 board "), rows
+    assert (re.search(r" with x86 running at [\d.]+(-[\d.]+)?[GM]Hz\b.*\(simulated\)", x86)
+            if measured else x86.endswith(": conditions not measured")), rows
 
     cancelled = unique("sdk-cancel")
     apply(yaml.safe_dump({**body, "metadata": {"name": cancelled, "namespace": NS},
