@@ -98,6 +98,10 @@ class SensorModel:
             self.tripped = False
         self._account(now)
 
+    def booted(self) -> None:
+        """A power-on: the kernel's counters start from zero again (its heat stays)."""
+        self.cooling_transitions = self.frequency_transitions = 0
+
     def throttle(self, now: float, seconds: float, khz: int) -> None:
         """For `seconds` from `now` the board runs at `khz` (clamped to the policy's range);
         0 seconds ends a window."""
@@ -209,6 +213,7 @@ class BoardSensors:
     def powered_on(self) -> None:
         """QEMU has just started: connect to its sensors port (it listens within a moment)."""
         self._drop()
+        self.model.booted()
         self._spawn(self._connect(attempts=100))
         self._wake.set()
 
@@ -279,6 +284,9 @@ class BoardSensors:
                 if attempts > 1:
                     await asyncio.sleep(0.05)
         else:
+            return
+        if self.writer is not None or self.status()[0] == "off":   # another attempt won
+            writer.close()
             return
         self.writer = writer
         self._push(full=True)    # held by QEMU until the guest opens the port

@@ -86,6 +86,9 @@ def test_a_throttle_window_lowers_the_frequency_and_counts_each_change():
     assert not model.throttled(22.0) and model.cooling_transitions == 4
     model.throttle(23.0, 5.0, 9_999_999)                   # at (or above) the maximum: no event
     assert not model.throttled(23.0) and model.cooling_transitions == 4
+    model.booted()                                         # a power-on: the kernel counts anew
+    tree = model.tree(24.0)
+    assert tree[f"{COOLING}/stats/total_trans"] == "0" == tree[f"{POLICY}/stats/total_trans"]
 
 
 def test_above_its_trip_the_board_throttles_by_itself_until_it_cooled_past_the_hysteresis():
