@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.labpolicy import LabPolicySpec, NamespacePolicy
 from benchfarm.api.outcomes import Blame, RunFailure, blame
 from benchfarm.core.policy import budgets
@@ -200,7 +201,7 @@ class _Board:
         self.lines = lines
         self.cancelled = threading.Event()
 
-    def suite(self, spec, iteration, warmup, parse=parse):
+    def suite(self, spec, iteration, warmup, parse=parse, **_):
         from benchfarm.core.statistics.results import SuiteRecord
         output = "".join(f"k_{i} {i}\n" for i in range(self.lines))
         record = SuiteRecord(step=spec.name, suite=spec.suite, iteration=iteration,
@@ -224,6 +225,7 @@ def _steps(cap: int, lines: int, budgeted: bool):
         status=SimpleNamespace(progress=lambda *a, **k: None))
     runner = StepRunner.__new__(StepRunner)         # the steps' own state, without a board
     runner.ctx, runner.session = ctx, _Board(lines)
+    runner.dtype = DeviceType(name="qemu-x86", labgrid="qemu-x86.labgrid.yaml", boot={})
     runner.steps_done, runner.steps_total = 0, 3
     runner.parse = BudgetedParse(30, 2048) if budgeted else None
     runner.max_metrics, runner.metrics_used = cap, None
@@ -265,6 +267,7 @@ def test_an_output_over_its_budget_ends_the_run_a_parse_error_fails_the_suite():
     board = BoardSession.__new__(BoardSession)        # the board's side only: one command
     board.cancelled, board.deadline, board.environment = threading.Event(), time.monotonic() + 60, {}
     board.board = SimpleNamespace(run=lambda cmd, timeout: printed)
+    board.device_type = DeviceType(name="qemu-x86", labgrid="qemu-x86.labgrid.yaml", boot={})
     spec = SuiteSpec(name="latency", suite="cyclictest", command="cyclictest -q")
     record, output, _ = board.suite(spec, 1, False)          # the parser's own error
     assert record.error and "cyclictest" in record.error and not record.metrics

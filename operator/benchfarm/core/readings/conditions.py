@@ -289,13 +289,14 @@ def timed(raws: Sequence[Raw], sent: float, returned: float,
     the host's wall clock: the board's uptime offset by the middle of what the send and return
     times allow (the first snapshot came after `sent`, the last before `returned`); each
     snapshot's `busy` since the one before it (the first's since `previous`). A snapshot
-    without an uptime is placed at `sent`."""
+    without an uptime is placed at `sent`; none lies outside the command's own time."""
     ups = [r.uptime for r in raws if r.uptime is not None]
     offset = ((sent - ups[0]) + (returned - ups[-1])) / 2 if ups else None
     out: list[Snapshot | None] = []
     last = previous
     for r in raws:
         t = r.uptime + offset if r.uptime is not None and offset is not None else sent
+        t = min(max(t, sent), max(sent, returned))    # the board's clock ticks in 10 ms
         b = None
         if r.stat is not None and last is not None and (r.uptime is None
                                                          or r.uptime > last.uptime):
