@@ -132,3 +132,16 @@ def test_a_series_without_change_points_reads_no_conditions():
     assert history(db, "team-a", "cpu/sysbench-cpu-events", "qemu-arm64-a53",
                    "nightly")["changePoints"] == []
     assert db.asked == []
+
+
+def test_the_dashboards_history_from_the_store_leaves_invalid_iterations_out_too():
+    """Without the results database (web.history.StoreHistorySource), the points come from
+    metrics.json: the records decide there too."""
+    from benchfarm.web.history import StoreHistorySource
+    from tests.unit.test_web_history_cache import FakeKube, FakeStore, _run
+    doc = document()
+    doc["series"][0]["values"] = [1.0, 100.0, 7.0, 102.0]      # as if the writer kept them all
+    src = StoreHistorySource(FakeKube([_run(1)]), FakeStore(lambda key: doc))
+    src._listed = (float("-inf"), [])
+    points = {key.metric: p for key, p in src._points()}
+    assert points["cpu/sysbench-cpu-events (events/s)"]["samples"] == [100.0, 102.0]

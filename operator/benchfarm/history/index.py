@@ -6,10 +6,10 @@ namespace, name and uid come from where the document lies in the store (`core.po
 from the document, whose own `run` fields a tenant's suite could have written. Only the counted
 iterations' values are samples (`core.statistics.measured.counted`: no warm-up, no error, measured
 inside the envelope): where the document has its records, each series' values are taken from
-them again, so an iteration marked invalid never enters a series whatever the document's own
-`series` says. `conditions_rows` gives what each step's counted iterations were measured under
-(`core.statistics.measured.by_step`), one row per (side, step), indexed with the run's rows. `index_run` reads
-one run's document and upserts it unless its identity disagrees with its key (`NotThisRun`);
+them again (`counted_series`), so an iteration marked invalid never enters a series whatever the
+document's own `series` says. `conditions_rows` gives what each step's counted iterations were
+measured under (`core.statistics.measured.by_step`), one row per (side, step), indexed with the
+run's rows. `index_run` reads one run's document and upserts it unless its identity disagrees with its key (`NotThisRun`);
 `reindex` rebuilds the index from every metrics.json in the store, skips and counts the documents
 that disagree, and takes the change points it then finds as reported (a rebuilt index raises no
 events).
@@ -22,13 +22,12 @@ import logging
 from typing import Any, NamedTuple
 
 from benchfarm.core.policy.runkey import DOCUMENT, RunKey, disagreement, is_run_document, run_of_key
-from benchfarm.core.statistics.measured import by_step, counted
+from benchfarm.core.statistics.measured import by_step, counted_series
 from benchfarm.core.statistics.results import samples_from_document
 from benchfarm.errors import InfraError
 from benchfarm.history.db import Database
 from benchfarm.history.query import change_points
 from benchfarm.store.artifacts import ArtifactStore
-from benchfarm.suites.base import normalize_unit
 
 log = logging.getLogger("benchfarm.history")
 __all__ = ["DOCUMENT", "NotThisRun", "Reindexed", "conditions_rows", "document_key", "index_run",
@@ -51,31 +50,10 @@ def _time(value: Any, fallback: dt.datetime | None) -> dt.datetime:
     return fallback or dt.datetime.now(dt.UTC)
 
 
-def _counted(doc: dict[str, Any]) -> dict[str, Any]:
-    """The document with each series' values those of its counted records (in their order);
-    a series none of whose records counts is left out. A document without records (written
-    before they were kept) as it is."""
-    records = doc.get("records")
-    if not isinstance(records, list):
-        return doc
-    values: dict[tuple[str, str, str], list[float]] = {}
-    for r in records:
-        if isinstance(r, dict) and counted(r):
-            for m in r.get("metrics") or []:
-                values.setdefault((str(r.get("step")), str(m.get("name")),
-                                   normalize_unit(str(m.get("unit", "")))), []).append(m["value"])
-    kept = []
-    for s in doc.get("series", []):
-        got = values.get((s["step"], s["name"], normalize_unit(s["unit"])))
-        if got:
-            kept.append({**s, "values": got})
-    return {**doc, "series": kept}
-
-
 def _side_rows(where: RunKey, run: dict[str, Any], doc: dict[str, Any], side: str,
                software: dict[str, Any], when: dt.datetime) -> list[dict[str, Any]]:
     provenance = doc.get("provenance") or {}
-    samples, direction = samples_from_document(_counted(doc))
+    samples, direction = samples_from_document(counted_series(doc))
     identity = {
         "run_uid": where.uid, "side": side, "namespace": where.namespace, "name": where.name,
         "plan": run.get("plan") or "(inline)", "plan_digest": provenance.get("planDigest"),

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from benchfarm.api.outcomes import Phase
+from benchfarm.core.statistics.measured import counted_series
 from benchfarm.core.statistics.results import samples_from_document
 from benchfarm.kubeapi.client import Kube
 from benchfarm.store.artifacts import ArtifactStore, run_prefix
@@ -131,7 +132,7 @@ class StoreHistorySource:
         doc = self.store.get_document(key)
         if doc is None:
             return []
-        samples, _ = samples_from_document(doc)
+        samples, _ = samples_from_document(counted_series(doc))    # counted iterations only
         device_type = (spec.get("selector") or {}).get("deviceType") or \
             (doc.get("run") or {}).get("deviceType") or ""
         out = []

@@ -7,7 +7,7 @@ numbers the history keeps per run and step and the guide states per board: the l
 and highest current CPU frequency (MHz, every policy of every snapshot), the governors, the
 temperature range (°C, every zone), the mean of the iterations' average power (W), and whether
 the source was simulated. `by_step` and `overall` build them from a document's records (the
-records decide, as they decide the samples: `counted`).
+records decide, as they decide the samples: `counted`, `counted_series`).
 
 `differences` says how the runs before a change point and the runs after it were measured
 otherwise: the median of the runs' median frequency moved by more than FREQUENCY_CHANGE, the
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchfarm.core.statistics import conditions
+from benchfarm.suites.base import normalize_unit
 
 FREQUENCY_CHANGE = 0.05      # relative: 5 % of the runs' median frequency before the point
 TEMPERATURE_CHANGE = 10.0    # °C of the runs' hottest zone
@@ -55,6 +56,28 @@ def counted(record: Mapping[str, Any]) -> bool:
     cond = record.get("conditions")
     valid = not isinstance(cond, Mapping) or cond.get("valid", True) is not False
     return not record.get("warmup") and not record.get("error") and valid
+
+
+def counted_series(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A metrics.json (or an A/B side's) with each series' values those of its counted records,
+    in their order, so an iteration marked invalid enters no series whatever the document's own
+    `series` says; a series none of whose records counts is left out. A document without records
+    (written before they were kept) as it is."""
+    records = doc.get("records")
+    if not isinstance(records, list):
+        return dict(doc)
+    values: dict[tuple[str, str, str], list[float]] = {}
+    for r in records:
+        if isinstance(r, Mapping) and counted(r):
+            for m in r.get("metrics") or []:
+                values.setdefault((str(r.get("step")), str(m.get("name")),
+                                   normalize_unit(str(m.get("unit", "")))), []).append(m["value"])
+    kept = []
+    for s in doc.get("series") or []:
+        got = values.get((s["step"], s["name"], normalize_unit(s["unit"])))
+        if got:
+            kept.append({**s, "values": got})
+    return {**doc, "series": kept}
 
 
 def _number(value: Any) -> float | None:
