@@ -86,8 +86,16 @@ def test_governors_are_bounded_and_the_source_said_simulated():
     assert got is not None and got.governors == tuple(f"{i}{'g' * 31}" for i in range(4))
     got = overall(doc(record(simulated=True), record(iteration=2)))
     assert got is not None and got.simulated is True
-    said = {**doc(record()), "conditions": {"cpu": {"simulated": True}}}
-    assert by_step(said)["cpu"].simulated is True
+
+
+def test_the_documents_own_summary_is_read_where_it_has_one():
+    summary = {"simulated": True, "validIterations": 3, "governors": ["schedutil"],
+               "frequencyMHz": {"min": 600.0, "median": 800.0, "max": 1000.0},
+               "temperatureC": {"min": 40.0, "max": 61.5}, "averageW": 1.25}
+    said = {**doc(record()), "conditions": {"cpu": summary, "odd": "not a summary",
+                                            "idle": {**summary, "validIterations": 0}}}
+    assert by_step(said) == {"cpu": Measured(3, 600.0, 800.0, 1000.0, ("schedutil",), 40.0,
+                                             61.5, 1.25, True)}
 
 
 def test_by_step_keeps_steps_apart_and_leaves_out_steps_without_conditions():

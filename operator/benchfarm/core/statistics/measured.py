@@ -6,8 +6,9 @@ iterations that count: no warm-up, no error, valid). `Measured` is such a summar
 numbers the history keeps per run and step and the guide states per board: the lowest, median
 and highest current CPU frequency (MHz, every policy of every snapshot), the governors, the
 temperature range (°C, every zone), the mean of the iterations' average power (W), and whether
-the source was simulated. `by_step` and `overall` build them from a document's records (the
-records decide, as they decide the samples: `counted`, `counted_series`).
+the source was simulated. `by_step` reads a document's per-step summary (or derives it from its
+records where it has none), `overall` pools every step's counted records (a board's line in a
+guide); the records decide which values are samples (`counted`, `counted_series`).
 
 `differences` says how the runs before a change point and the runs after it were measured
 otherwise: the median of the runs' median frequency moved by more than FREQUENCY_CHANGE, the
@@ -104,11 +105,18 @@ def _records(doc: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
 
 
 def by_step(doc: Mapping[str, Any]) -> dict[str, Measured]:
-    """What each step of one run (or one A/B side) was measured under, from its records and
-    the attempts taken again; steps with no counted iteration that recorded any left out."""
-    attempts = conditions.attempts(_records(doc, "records"), _records(doc, "retaken"))
+    """What each step of one run (or one A/B side) was measured under: the document's own
+    per-step summary (`conditions`, as the session wrote it from the same records), else
+    derived from its records and the attempts taken again (a document written before it had
+    one); steps with no counted iteration that recorded any left out."""
+    said = doc.get("conditions")
+    if isinstance(said, Mapping):
+        summaries = {str(k): v for k, v in said.items() if isinstance(v, Mapping)}
+    else:
+        attempts = conditions.attempts(_records(doc, "records"), _records(doc, "retaken"))
+        summaries = conditions.summaries(attempts)
     out = {}
-    for step, summary in conditions.summaries(attempts, _simulated(doc)).items():
+    for step, summary in summaries.items():
         m = from_summary(summary)
         if m is not None:
             out[step] = m
