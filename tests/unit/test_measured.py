@@ -3,6 +3,8 @@ few numbers, and the differences a change point says beside the build (issue 56,
 
 from __future__ import annotations
 
+from hypothesis import given, settings, strategies as st
+
 from benchfarm.api.conditions import (
     CpuPolicy,
     Snapshot,
@@ -15,6 +17,7 @@ from benchfarm.core.statistics.measured import (
     around,
     by_step,
     counted,
+    counted_series,
     differences,
     from_summary,
     note,
@@ -148,3 +151,40 @@ def test_each_change_point_is_judged_on_the_runs_since_the_previous_one_and_up_t
 def test_figures_are_shown_plainly():
     assert differences([m(1400.0)], [m(1200.0)]) == ["frequency 1400 → 1200 MHz"]
     assert differences([m(2.0)], [m(1.5)]) == ["frequency 2 → 1.5 MHz"]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=4)
+                     | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=8)
+_METRIC = st.fixed_dictionaries({"name": st.sampled_from(["a", "b"]), "unit": st.sampled_from(
+    ["s", "MB/s", None]), "value": _JSON | st.floats(allow_nan=True)})
+_RECORD = st.fixed_dictionaries({"step": st.sampled_from(["x", "y"]), "warmup": _JSON,
+                                 "error": _JSON, "metrics": st.lists(_METRIC, max_size=3),
+                                 "conditions": _JSON | st.just(conditions())})
+_SUMMARY = st.dictionaries(st.sampled_from(["validIterations", "frequencyMHz", "temperatureC",
+                                            "governors", "averageW", "simulated"]), _JSON)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(records=st.lists(_RECORD | _JSON, max_size=5),
+       series=st.lists(st.fixed_dictionaries({"step": st.sampled_from(["x", "y"]),
+                                              "name": st.sampled_from(["a", "b"]),
+                                              "unit": st.sampled_from(["s", "MB/s"]),
+                                              "values": _JSON}) | _JSON, max_size=4),
+       said=st.none() | st.dictionaries(st.sampled_from(["x", "y"]), _SUMMARY | _JSON,
+                                        max_size=2))
+def test_any_document_reads_without_raising_and_only_counted_finite_values_are_samples(
+        records, series, said):
+    """A metrics.json is its session's output, or a tenant's who holds the store credential:
+    whatever it holds, the history reads it without raising."""
+    doc = {"records": records, "series": series, **({"conditions": said} if said else {})}
+    got = counted_series(doc)
+    for s in got["series"]:
+        assert s["values"] and all(isinstance(v, float) and v == v for v in s["values"])
+    allowed = {m["value"] for r in records if isinstance(r, dict) and counted(r)
+               and isinstance(r.get("metrics"), list) for m in r["metrics"]
+               if isinstance(m, dict) and isinstance(m.get("value"), int | float)}
+    assert {v for s in got["series"] for v in s["values"]} <= {float(v) for v in allowed}
+    for m in by_step(doc).values():
+        assert m.iterations >= 1
+    overall(doc)

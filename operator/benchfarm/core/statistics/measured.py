@@ -69,35 +69,47 @@ def counted_series(doc: Mapping[str, Any]) -> dict[str, Any]:
         return dict(doc)
     values: dict[tuple[str, str, str], list[float]] = {}
     for r in records:
-        if isinstance(r, Mapping) and counted(r):
-            for m in r.get("metrics") or []:
-                values.setdefault((str(r.get("step")), str(m.get("name")),
-                                   normalize_unit(str(m.get("unit", "")))), []).append(m["value"])
+        if not isinstance(r, Mapping) or not counted(r):
+            continue
+        for m in r.get("metrics") or []:
+            if isinstance(m, Mapping) and (v := _number(m.get("value"))) is not None:
+                values.setdefault(_key(r.get("step"), m.get("name"), m.get("unit")), []).append(v)
     kept = []
     for s in doc.get("series") or []:
-        got = values.get((s["step"], s["name"], normalize_unit(s["unit"])))
+        got = values.get(_key(s.get("step"), s.get("name"), s.get("unit"))) \
+            if isinstance(s, Mapping) else None
         if got:
             kept.append({**s, "values": got})
     return {**doc, "series": kept}
 
 
+def _key(step: Any, name: Any, unit: Any) -> tuple[str, str, str]:
+    return str(step), str(name), normalize_unit(str(unit or ""))
+
+
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def from_summary(summary: Mapping[str, Any]) -> Measured | None:
     """A core.statistics.conditions step summary as a `Measured`; None when no counted
     iteration recorded conditions."""
     iterations = summary.get("validIterations")
-    if not isinstance(iterations, int) or iterations < 1:
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         return None
-    freq = summary.get("frequencyMHz") or {}
-    temp = summary.get("temperatureC") or {}
-    governors = [str(g)[:GOVERNOR_CHARS] for g in summary.get("governors") or []]
+    freq, temp = _mapping(summary.get("frequencyMHz")), _mapping(summary.get("temperatureC"))
+    said = summary.get("governors")
+    governors = [str(g)[:GOVERNOR_CHARS] for g in said] if isinstance(said, list) else []
     return Measured(iterations, _number(freq.get("min")), _number(freq.get("median")),
                     _number(freq.get("max")), tuple(sorted(set(governors))[:MAX_GOVERNORS]),
                     _number(temp.get("min")), _number(temp.get("max")),
-                    _number(summary.get("averageW")), bool(summary.get("simulated")))
+                    _number(summary.get("averageW")), summary.get("simulated") is True)
 
 
 def _records(doc: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
@@ -110,6 +122,7 @@ def by_step(doc: Mapping[str, Any]) -> dict[str, Measured]:
     derived from its records and the attempts taken again (a document written before it had
     one); steps with no counted iteration that recorded any left out."""
     said = doc.get("conditions")
+    summaries: Mapping[str, Mapping[str, Any]]
     if isinstance(said, Mapping):
         summaries = {str(k): v for k, v in said.items() if isinstance(v, Mapping)}
     else:
