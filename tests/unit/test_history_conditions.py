@@ -145,3 +145,35 @@ def test_the_dashboards_history_from_the_store_leaves_invalid_iterations_out_too
     src._listed = (float("-inf"), [])
     points = {key.metric: p for key, p in src._points()}
     assert points["cpu/sysbench-cpu-events (events/s)"]["samples"] == [100.0, 102.0]
+
+
+def test_the_change_point_event_says_the_runs_were_measured_under_other_conditions():
+    """The operator's indexer words a new regression's ChangePoint event (on the run, and to the
+    namespace's Notifications) with the point's note."""
+    from benchfarm.operator.stores.indexer import Indexer
+    (cp,) = history(series(600, temp_after=75.0), "team-a", "cpu/sysbench-cpu-events",
+                    "qemu-arm64-a53", "nightly")["changePoints"]
+    row = {"namespace": "team-a", "metric": "cpu/sysbench-cpu-events",
+           "device_type": "qemu-arm64-a53", "plan": "nightly", "run_uid": cp["uid"],
+           "direction": cp["direction"], "magnitude": cp["magnitude"], "pvalue": cp["pvalue"]}
+
+    class Db:
+        def record_points(self, rows):
+            return list(rows)
+
+    class Kube:
+        def __init__(self):
+            self.said = []
+
+        def event(self, obj, type_, reason, message):
+            self.said.append(message)
+    told, kube = [], Kube()
+    indexer = Indexer(Db(), None, kube)
+    indexer.notify = told.append
+    indexer._search = lambda series: [(row, cp)]
+    indexer.due = {("team-a", row["metric"], row["device_type"], row["plan"]): None}
+    indexer._change_points()
+    (message,) = kube.said
+    assert " regressed -49.97 % " in message and message.endswith(
+        "; measured under other conditions: frequency 1000 → 600 MHz; temperature 45 → 75 °C")
+    assert told[0].details["message"] == message
