@@ -97,13 +97,15 @@ def summary_line(s: Mapping[str, Any]) -> str:
 
 def step_tables(doc: Mapping[str, Any]) -> list[StepTable]:
     """Each step whose attempts recorded conditions, in step order."""
-    records = [r for r in doc.get("records") or [] if isinstance(r, Mapping)]
-    retaken = [r for r in doc.get("retaken") or [] if isinstance(r, Mapping)]
+    records, retaken = (
+        [r for r in v if isinstance(r, Mapping)] if isinstance(v := doc.get(key), list) else []
+        for key in ("records", "retaken"))
     by_step: dict[str, list[cond.Attempt]] = {}
     for a in cond.attempts(records, retaken):
         by_step.setdefault(a.step, []).append(a)
-    simulated = any(bool(s.get("simulated")) for s in (doc.get("conditions") or {}).values()
-                    if isinstance(s, Mapping))
+    summaries = doc.get("conditions")
+    simulated = isinstance(summaries, Mapping) and any(
+        isinstance(s, Mapping) and bool(s.get("simulated")) for s in summaries.values())
     out = []
     for step, attempts in by_step.items():
         if not any(a.recorded for a in attempts):

@@ -12,7 +12,6 @@ out and one past the axis (report.svg.LIMIT) drawn at its edge. Ids for the brow
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from html import escape
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from benchfarm.api.conditions import StepConditions
+from benchfarm.report.escape import line
 from benchfarm.report.svg import LIMIT, fmt, nice_ticks
 
 MAX_POINTS = 1500
@@ -33,7 +33,8 @@ Point = tuple[float, float]
 
 
 def _ok(v: Any) -> bool:
-    return isinstance(v, int | float) and math.isfinite(v) and abs(v) < LIMIT
+    """A finite number inside the axis's reach (nan and the infinities compare false)."""
+    return isinstance(v, int | float) and -LIMIT < v < LIMIT
 
 
 def _thin(paths: list[list[Point]]) -> list[list[Point]]:
@@ -59,16 +60,28 @@ def _conditions(records: list[Any]) -> list[tuple[str, bool, StepConditions]]:
 
 
 def _series(attempts: list[tuple[str, bool, StepConditions]]) -> dict[str, list[list[Point]]]:
+    """Each panel's paths, one per attempt: thinned to every k-th sample before they are
+    looked at, then to MAX_POINTS in all."""
+    samples = sum(len(c.power.samples) for _, _, c in attempts if c.power is not None)
+    snapshots = sum(len(c.during) + 2 for _, _, c in attempts)
+    k_power = max(1, samples // MAX_POINTS)
+    k_snap = max(1, snapshots // MAX_POINTS)
     power, freq, temp = [], [], []
     for _, _, c in attempts:
         if c.power is not None:
-            power.append([(t, mw / 1000) for t, mw in c.power.samples if _ok(t) and _ok(mw)])
-        snaps = [s for s in (c.before, *c.during, c.after) if s is not None and _ok(s.t)]
+            power.append([(t, mw / 1000) for t, mw in c.power.samples[::k_power]
+                          if _ok(t) and _ok(mw)])
+        snaps = [s for s in (c.before, *c.during, c.after)[::k_snap]
+                 if s is not None and _ok(s.t)]
         freq.append([(s.t, min(f) / 1000) for s in snaps if (f := [
             p.curKHz for p in s.cpufreq.values() if p.curKHz is not None and _ok(p.curKHz)])])
         temp.append([(s.t, max(z)) for s in snaps if (z := [
             v.tempC for v in s.thermal.values() if v.tempC is not None and _ok(v.tempC)])])
     return {"power": _thin(power), "frequency": _thin(freq), "temperature": _thin(temp)}
+
+
+def _list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
 
 
 def _span_of(c: StepConditions) -> Point | None:
@@ -80,14 +93,14 @@ def _span_of(c: StepConditions) -> Point | None:
 
 def timeline(doc: Mapping[str, Any]) -> str | None:
     """The fused timeline as inline SVG, or None when no attempt recorded conditions."""
-    records = [*(doc.get("retaken") or []), *(doc.get("records") or [])]
-    attempts = _conditions(records if isinstance(records, list) else [])
+    attempts = _conditions([r for key in ("retaken", "records")
+                            if isinstance(v := doc.get(key), list) for r in v])
     series = _series(attempts)
     if not any(series.values()):
         return None
     spans = [(label, valid, s) for label, valid, c in attempts if (s := _span_of(c))][:MAX_SPANS]
     boots = [(float(p), float(p) + max([float(v) for v in ev.values() if _ok(v)] or [0.0]))
-             for p, ev in zip(doc.get("powerOnTimes") or [], doc.get("bootEvents") or [],
+             for p, ev in zip(_list(doc.get("powerOnTimes")), _list(doc.get("bootEvents")),
                               strict=False) if _ok(p) and isinstance(ev, Mapping)][:MAX_SPANS]
     starts = [a for a, _ in boots] or [a for _, _, (a, _) in spans] or \
         [p[0] for paths in series.values() for path in paths for p in path]
@@ -129,7 +142,8 @@ def timeline(doc: Mapping[str, Any]) -> str | None:
 
 def _rect(x0: float, y0: float, w: float, h: float, colour: str, title: str) -> str:
     return (f'<path d="M {x0:.2f} {y0} h {max(w, 1.0):.2f} v {h} h {-max(w, 1.0):.2f} Z" '
-            f'style="fill: {colour}; fill-opacity: 0.6"><title>{escape(title)}</title></path>')
+            f'style="fill: {colour}; fill-opacity: 0.6">'
+            f'<title>{escape(line(title))}</title></path>')
 
 
 def _panel(key: str, title: str, colour: str, paths: list[list[Point]], y0: float,
