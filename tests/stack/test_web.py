@@ -438,6 +438,46 @@ def test_the_reports_boot_timeline_keeps_one_colour_per_stage_and_its_legend_off
     _shot(d, site, "5-report")
 
 
+def test_the_run_page_and_its_report_say_what_each_iteration_was_measured_under(site, browser):
+    """qemu-x86 boards record conditions (a simulated stand-in) and their rails: the run page
+    lists every iteration with its frequency, governor, temperature and energy, says
+    "simulated", and the report's fused timeline draws power, frequency and temperature after
+    the boots on the host clock."""
+    from selenium.webdriver.common.by import By
+    d = browser
+    _sign_in(d, site)
+    d.get(f"{site['url']}/runs/{site['runs']['a1']}")
+    assert d.find_element(By.ID, "measured-under").text == "Measured under"
+    rows = [[c.text for c in r.find_elements(By.TAG_NAME, "td")]
+            for r in d.find_elements(By.CSS_SELECTOR, "table.measured tr.attempt")]
+    assert [r[0] for r in rows if r[1] == "1"] == ["1", "2", "3"]       # every iteration
+    for _, _, valid, mhz, governor, temp, busy, _, joules, watts in rows:
+        assert valid in ("yes", "no") and governor == "performance", rows
+        assert float(mhz.split("–")[0]) > 0 and float(temp) > 0
+        assert busy.endswith(" %") or busy == "n/a"      # the first step after a boot: none
+        assert float(joules) > 0 and float(watts) > 0
+    assert "simulated" in d.find_element(By.CSS_SELECTOR, "p.simulated").text
+    assert "valid iterations:" in d.find_element(By.CSS_SELECTOR, "p.conditions-summary").text
+    _shot(d, site, "6-measured-under")
+    d.get(f"{site['url']}/runs/{site['runs']['a1']}/artifacts/report.html")
+    got = d.execute_script("""
+        const svg = document.querySelector('svg[aria-label="conditions timeline"]');
+        const lane = svg.querySelector('#timeline-steps');
+        const spans = [...lane.querySelectorAll('path')].map(p => ({
+            title: p.querySelector('title').textContent, left: p.getBoundingClientRect().left}));
+        const lines = {};
+        for (const key of ['power', 'frequency', 'temperature']) {
+          const line = svg.querySelector(`#timeline-${key} path[style*="fill: none"]`);
+          lines[key] = line ? line.getBoundingClientRect().width : 0;
+        }
+        return {spans, lines};""")
+    boots = [s["left"] for s in got["spans"] if s["title"].startswith("boot")]
+    steps = [s["left"] for s in got["spans"] if s["title"].startswith("cyclictest #")]
+    assert len(boots) == 1 and len(steps) >= 3 and max(boots) < min(steps)
+    assert all(width > 0 for width in got["lines"].values()), got["lines"]
+    _shot(d, site, "7-report-timeline")
+
+
 def test_another_namespaces_runs_are_nowhere_to_be_seen(site, browser):
     from selenium.webdriver.common.by import By
     d, other = browser, site["runs"]["b1"]
