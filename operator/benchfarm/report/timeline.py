@@ -24,6 +24,7 @@ from benchfarm.report.svg import LIMIT, fmt, nice_ticks
 
 MAX_POINTS = 1500
 MAX_SPANS = 400
+MAX_LABEL = 80       # characters of a step's name in a span's title
 LEFT, RIGHT, TOP, WIDTH = 64, 16, 12, 720
 LANE, PANEL, GAP, BOTTOM = 26, 80, 22, 40
 PANELS = (("power", "power (W)", "#d62728"), ("frequency", "frequency (MHz)", "#1f77b4"),
@@ -55,7 +56,8 @@ def _conditions(records: list[Any]) -> list[tuple[str, bool, StepConditions]]:
                 c = StepConditions.model_validate(raw)
             except ValidationError:
                 continue
-            out.append((f"{r.get('step', '')} #{r.get('iteration', '')}", c.valid, c))
+            label = f"{str(r.get('step', ''))[:MAX_LABEL]} #{str(r.get('iteration', ''))[:12]}"
+            out.append((label, c.valid, c))
     return out
 
 
