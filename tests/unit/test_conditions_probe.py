@@ -6,6 +6,7 @@ raises on what a board may print and reads back what the probe writes; the envel
 from __future__ import annotations
 
 import glob
+import shlex
 import shutil
 import subprocess
 import time
@@ -19,6 +20,7 @@ from benchfarm.api.devicetype import ConditionsSource
 from benchfarm.api.runs import SuiteSpec, TestPlanSpec
 from benchfarm.core import steps
 from benchfarm.core.readings import conditions as c
+from benchfarm.core.readings.envelope import before_problems, judge
 
 SHELLS = [s for s in ("busybox sh", "dash") if shutil.which(s.split()[0])]
 
@@ -49,13 +51,31 @@ def run(shell: str, script: str, timeout: float = 30) -> tuple[str, int, float, 
     return shell_text(p.stdout), p.returncode, sent, time.time()
 
 
+@pytest.fixture
+def installed():
+    """Installs a source's probe as a session does (each command in a shell of its own); the
+    scripts are removed after the test."""
+    paths = []
+
+    def install(shell: str, source: ConditionsSource) -> ConditionsSource:
+        for command in c.install(source):
+            assert len(shlex.quote(command)) <= c.CONSOLE_LINE
+            assert run(shell, command)[1] == 0
+        paths.append(Path(c.script_path(source)))
+        assert paths[-1].exists()
+        return source
+    yield install
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
 @pytest.mark.parametrize("shell", SHELLS)
 @pytest.mark.parametrize("command", [
     "echo a; echo b", "printf x", "printf 'x\\n\\n'", "true", "echo out; exit 3 # a comment",
     "printf '@bfs|up=1|@end\\n'", "for i in 1 2; do echo $i; done; (exit 7)", "echo '|' \"$1\""])
-def test_the_suite_gets_its_own_output_and_exit_code_back(tmp_path, shell, command):
-    source = ConditionsSource(root=str(tree(tmp_path)), intervalSeconds=0.2,
-                              throttleCommand="echo firmware 5; echo junk")
+def test_the_suite_gets_its_own_output_and_exit_code_back(tmp_path, shell, command, installed):
+    source = installed(shell, ConditionsSource(root=str(tree(tmp_path)), intervalSeconds=0.2,
+                                               throttleCommand="echo firmware 5; echo junk"))
     plain, plain_code, _, _ = run(shell, command)
     script, markers = c.wrap(command, source)
     text, code, sent, returned = run(shell, script)
@@ -73,8 +93,8 @@ def test_the_suite_gets_its_own_output_and_exit_code_back(tmp_path, shell, comma
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-def test_the_sampler_samples_during_the_step_on_the_host_clock(tmp_path, shell):
-    source = ConditionsSource(root=str(tree(tmp_path)), intervalSeconds=0.2)
+def test_the_sampler_samples_during_the_step_on_the_host_clock(tmp_path, shell, installed):
+    source = installed(shell, ConditionsSource(root=str(tree(tmp_path)), intervalSeconds=0.2))
     script, markers = c.wrap(f"sleep 1; echo 550000 > {tmp_path}/devices/system/cpu/cpufreq/"
                              "policy0/scaling_cur_freq; sleep 0.6", source)
     text, code, sent, returned = run(shell, script)
@@ -82,7 +102,7 @@ def test_the_sampler_samples_during_the_step_on_the_host_clock(tmp_path, shell):
     assert code == 0 and 4 <= len(got.during) <= 9
     times = [got.before.t, *[s.t for s in got.during], got.after.t]
     assert times == sorted(times)
-    reasons = c.judge(Envelope(minFrequencyMHz=1000), StepConditions(
+    reasons = judge(Envelope(minFrequencyMHz=1000), StepConditions(
         before=got.before, during=got.during, after=got.after))
     assert len(reasons) == 1 and reasons[0].startswith("policy0 at 550 MHz, below the "
                                                        "envelope's 1000 MHz (during, ")
@@ -91,9 +111,9 @@ def test_the_sampler_samples_during_the_step_on_the_host_clock(tmp_path, shell):
 
 @pytest.mark.parametrize("shell", SHELLS[:1])
 def test_the_sampler_keeps_at_most_twice_max_during_and_the_host_thins_them(
-        tmp_path, shell, monkeypatch):
+        tmp_path, shell, monkeypatch, installed):
     monkeypatch.setattr(c, "MAX_DURING", 3)
-    source = ConditionsSource(root=str(tree(tmp_path)), intervalSeconds=0.2)
+    source = installed(shell, ConditionsSource(root=str(tree(tmp_path)), intervalSeconds=0.2))
     script, markers = c.wrap("sleep 3", source)
     text, _, sent, returned = run(shell, script)
     lines = text.split(markers.line("during"))[1].splitlines()
@@ -103,8 +123,8 @@ def test_the_sampler_keeps_at_most_twice_max_during_and_the_host_thins_them(
 
 
 @pytest.mark.parametrize("shell", SHELLS[:1])
-def test_the_sampler_ends_by_itself_when_its_shell_is_gone(tmp_path, shell):
-    source = ConditionsSource(root=str(tree(tmp_path)), intervalSeconds=0.2)
+def test_the_sampler_ends_by_itself_when_its_shell_is_gone(tmp_path, shell, installed):
+    source = installed(shell, ConditionsSource(root=str(tree(tmp_path)), intervalSeconds=0.2))
     script, _ = c.wrap("sleep 3", source, nonce="deadbeef0001")
     p = subprocess.Popen([*shell.split(), "-c", script], stdout=subprocess.DEVNULL)
     time.sleep(0.7)
@@ -115,6 +135,17 @@ def test_the_sampler_ends_by_itself_when_its_shell_is_gone(tmp_path, shell):
     while glob.glob("/tmp/bfc-deadbeef0001.*") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not glob.glob("/tmp/bfc-deadbeef0001.*")
+
+
+@pytest.mark.parametrize("shell", SHELLS[:1])
+def test_without_the_probe_on_the_board_the_suite_runs_as_it_is(tmp_path, shell):
+    source = ConditionsSource(root=str(tmp_path / "nothing-installed"))
+    script, markers = c.wrap("echo plain; exit 4", source)
+    text, code, sent, returned = run(shell, script)
+    got = c.unwrap(text, markers, sent, returned)
+    assert (got.output, code, got.before) == ("plain", 4, None)
+    snap, _ = c.read_probe(run(shell, c.probe(source))[0], sent, returned)
+    assert snap is None
 
 
 def test_a_timed_out_suite_keeps_its_output_and_the_before_snapshot():
@@ -230,19 +261,19 @@ def test_the_envelope_names_each_bound_a_step_left():
               snap(4, khz=600_000, trans=2), snap(5), snap(6)]
     conditions = StepConditions(before=snap(0, gov="powersave", busy=0.62), during=during,
                                 after=snap(7, trans=2))
-    assert c.judge(ENVELOPE, conditions) == [
+    assert judge(ENVELOPE, conditions) == [
         "policy0 governor powersave, not performance (before)",
         "policy0 at 600 MHz, below the envelope's 1000 MHz (during, 3 of 6 samples)",
         "thermal_zone0 at 91.0 °C, over 85 °C (during, 1 of 6 samples)",
         "throttled: cooling_device0 counted 2 events during the step",
         "62 % busy before the start, over 50 %"]
-    assert c.judge(ENVELOPE, StepConditions(before=snap(0, busy=0.1), during=[snap(1)],
+    assert judge(ENVELOPE, StepConditions(before=snap(0, busy=0.1), during=[snap(1)],
                                             after=snap(2))) == []
-    assert c.judge(Envelope(waitSeconds=5), conditions) == []          # bounds nothing
-    assert c.judge(ENVELOPE.model_copy(update={"allowThrottling": None}), StepConditions(
+    assert judge(Envelope(waitSeconds=5), conditions) == []          # bounds nothing
+    assert judge(ENVELOPE.model_copy(update={"allowThrottling": None}), StepConditions(
         before=snap(0), after=snap(1, trans=4))) == []
-    assert c.judge(ENVELOPE, StepConditions())[0].startswith("no snapshot")
-    assert c.before_problems(ENVELOPE, snap(0, temp=90.0, trans=9)) == [
+    assert judge(ENVELOPE, StepConditions())[0].startswith("no snapshot")
+    assert before_problems(ENVELOPE, snap(0, temp=90.0, trans=9)) == [
         "thermal_zone0 at 90.0 °C, over 85 °C (before)"]
 
 

@@ -10,11 +10,13 @@ import logging
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.runs import SuiteSpec
+from benchfarm.core.readings import conditions as probe
 from benchfarm.lab import session as lab_session
 from benchfarm.lab.board import CommandResult
 from benchfarm.lab.session import BoardSession
@@ -59,7 +61,7 @@ def session(root, *, envelope: dict | None = None, monitor=RAILS) -> BoardSessio
     s.place, s.resources, s.device_type, s.environment = "vt-0", {}, dt, {}
     s.cancelled, s.deadline = threading.Event(), time.monotonic() + 120
     s.board = Shell()
-    s.monitor, s.monitor_problem, s.last_mark = monitor, None, None
+    s.monitor, s.monitor_problem, s.last_mark, s.probe_ready = monitor, None, None, False
     return s
 
 
@@ -71,11 +73,23 @@ def parse(suite: str, output: str, params: dict) -> list[Metric]:
 SPEC = SuiteSpec(name="cpu", suite="sysbench", command="sleep 1; echo 'events per second: 1200'")
 
 
+@pytest.fixture(autouse=True)
+def _scripts():
+    """The probe scripts the test's sessions write (to the host's /tmp: its board) removed."""
+    before = set(Path("/tmp").glob("bfc-*.sh"))
+    yield
+    for path in set(Path("/tmp").glob("bfc-*.sh")) - before:
+        path.unlink(missing_ok=True)
+
+
 def test_a_suite_step_records_its_conditions_energy_and_energy_metrics(tmp_path):
     s = session(tree(tmp_path))
-    record, output, _ = s.suite(SPEC, 1, False, parse, retake=1)
+    s.suite(SPEC, 1, False, parse)
+    installed = len(s.board.commands) - 1              # the probe, once a boot
+    assert installed == len(probe.install(s.device_type.conditions))
+    record, output, _ = s.suite(SPEC, 2, False, parse, retake=1)
     assert output == "events per second: 1200" and record.ok
-    assert len(s.board.commands) == 1                  # one console command, no extra cycle
+    assert len(s.board.commands) == installed + 2      # one console command a step, no more
     cond = record.conditions
     assert cond["before"]["cpufreq"]["policy0"]["curKHz"] == 1000000
     assert 3 <= len(cond["during"]) <= 6 and cond["after"] is not None

@@ -24,12 +24,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchfarm.api.conditions import Envelope, StepConditions, StepPower
+from benchfarm.api.conditions import Envelope, Snapshot, StepConditions, StepPower
 from benchfarm.api.devicetype import DeviceType
 from benchfarm.api.outcomes import Reason, RunFailure
 from benchfarm.api.runs import SuiteSpec
 from benchfarm.core.policy.trust import plan_digest
-from benchfarm.core.readings import conditions as probe, power
+from benchfarm.core.readings import conditions as probe, envelope as verdict, power
 from benchfarm.core.statistics.results import HEADLINE, SuiteRecord
 from benchfarm.errors import BenchfarmError, BoardFault, DeployedBootFailed, RunError, SuiteFailure
 from benchfarm.lab.board import OUTPUT_LIMIT, Board, CommandResult, SerialLog
@@ -92,6 +92,7 @@ class BoardSession:
         self.monitor: RailMonitor | None = None   # built by the first step that samples rails
         self.monitor_problem: str | None = None   # why it could not be built (said once)
         self.last_mark: probe.Mark | None = None  # the board's latest snapshot, for `busy`
+        self.probe_ready = False                  # the probe's functions on the board (a boot)
 
     def stop(self) -> None:
         """Cancel from another thread: wake a blocked console read at once."""
@@ -120,6 +121,7 @@ class BoardSession:
         while True:
             self.check()
             self.guard()
+            self.probe_ready, self.last_mark = False, None   # /tmp and the counters start over
             try:
                 timeline = self.board.boot(self._remaining(dt.boot.timeoutSeconds))
                 break
@@ -179,9 +181,10 @@ class BoardSession:
         if self.environment:  # each command runs in its own `sh -c`: pass the lab's values
             cmd = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.environment.items()) \
                 + f" sh -c {shlex.quote(cmd)}"
-        sampler = self._sampler()
         if source is not None:
+            self._install_probe()
             cmd, markers = probe.wrap(cmd, source)
+        sampler = self._sampler()
         sent, start = time.time(), time.monotonic()
         try:
             r = self.board.run(cmd, timeout=self._remaining(spec.timeoutSeconds))
@@ -191,6 +194,7 @@ class BoardSession:
         if source is not None:
             unwrapped = probe.unwrap(r.output, markers, sent, time.time(), self.last_mark)
             self.last_mark = unwrapped.last or self.last_mark
+            self.probe_ready = unwrapped.before is not None   # gone (/tmp emptied): again
             r = CommandResult(r.command, unwrapped.output, r.exit_code, r.seconds, r.timed_out)
             conditions = StepConditions(before=unwrapped.before, during=unwrapped.during,
                                         after=unwrapped.after, simulated=source.simulated)
@@ -219,9 +223,25 @@ class BoardSession:
         return record, r.output, {}
 
     # -- what the board is measured under -------------------------------------------------------
-    def _snapshot(self) -> probe.Snapshot | None:
+    def _install_probe(self) -> None:
+        """The probe's functions written to the board, once a boot (a few short commands). One
+        that does not take is said: the steps then run unwrapped, with no conditions."""
+        source = self.device_type.conditions
+        if self.probe_ready or source is None:
+            return
+        for command in probe.install(source):
+            self.check()
+            r = self.board.run(command, timeout=self._remaining(20))
+            if r.exit_code != 0:
+                log.warning("%s: the conditions probe could not be written to the board (%s): "
+                            "%s", self.place, probe.script_path(source), r.output[-200:])
+                return
+        self.probe_ready = True
+
+    def _snapshot(self) -> Snapshot | None:
         """The board's conditions now: one console round trip."""
         assert self.device_type.conditions is not None
+        self._install_probe()
         sent = time.time()
         out = self.board.run(probe.probe(self.device_type.conditions),
                              timeout=self._remaining(20)).output
@@ -242,7 +262,7 @@ class BoardSession:
             self.check()
             snap = self._snapshot()
             problems = (["no snapshot of the board's conditions"] if snap is None else
-                        probe.before_problems(envelope, snap))
+                        verdict.before_problems(envelope, snap))
             if snap is not None and snap.busy is None and envelope.maxBusyBefore is not None:
                 problems.append("busy not known yet")   # the first snapshot has no delta
             left = wait - (time.monotonic() - start)

@@ -7,7 +7,7 @@ that dies and is launched again skips what is there and goes on with the first m
 A step that fails on the board is not judged here: `session.blame` decides who is to blame.
 
 A suite step measured outside its envelope (the device type's, tightened by the resolved
-suite's: `core.readings.conditions.judge`) is marked invalid with its reasons and measured
+suite's: `core.readings.envelope.judge`) is marked invalid with its reasons and measured
 again, up to the envelope's `retakes`: each invalid attempt keeps its raw output under a key of
 its own and goes to the checkpoint's `retaken` list; the last attempt is the step's record.
 """
@@ -27,7 +27,7 @@ from benchfarm.api.outcomes import BoardFaultKind, Measurement, RunFailure, Unde
 from benchfarm.api.runs import SuiteSpec
 from benchfarm.core import steps as st
 from benchfarm.core.policy import budgets
-from benchfarm.core.readings.conditions import judge
+from benchfarm.core.readings.envelope import judge
 from benchfarm.core.statistics.repeat import decide
 from benchfarm.core.statistics.results import SuiteRecord
 from benchfarm.core.statistics.stats import seed_format

@@ -1,13 +1,15 @@
-"""What a board was measured under: the probe run on it around a suite, what it printed read
-back, and the envelope's verdict on it.
+"""What a board was measured under: the probe run on it around a suite, and what it printed
+read back (the envelope's verdict on it is `core.readings.envelope`).
 
 Why it exists: a figure taken on a board that throttled halfway, ran at a capped frequency or
 had something else running is not the figure of the software under test (sbc-bench refuses such
 results). The session records, around every suite step, what the board exposes (api.conditions)
 and judges it against the envelope its device type and plan set.
 
-The probe costs no console round trip of its own: each costs a prompt cycle, long on a TCG
-board. `wrap` makes ONE command of a suite's: a marker line and a snapshot before, a sampler in
+The probe costs a suite step no console round trip of its own: each costs a prompt cycle, long
+on a TCG board. Its shell functions are written to the board once a boot (`install`: a few
+short commands, as an interactive busybox shell takes no line over 1024 characters); then
+`wrap` makes ONE short command of a suite's: a marker line and a snapshot before, a sampler in
 the background writing a snapshot every `intervalSeconds` to a file under /tmp (bounded: past
 2 x MAX_DURING lines it keeps every other one and samples half as often; it ends by itself
 when the wrapper's shell is gone, a timed-out suite's interrupted), the suite's command
@@ -24,6 +26,7 @@ the host times the command was sent and returned; `busy` comes from /proc/stat d
 
 from __future__ import annotations
 
+import hashlib
 import math
 import secrets
 import shlex
@@ -31,59 +34,111 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchfarm.api.conditions import (
-    MAX_DURING,
-    CpuPolicy,
-    Envelope,
-    Snapshot,
-    StepConditions,
-    ThermalZone,
-)
+from benchfarm.api.conditions import MAX_DURING, CpuPolicy, Snapshot, ThermalZone
 from benchfarm.api.devicetype import ConditionsSource
 
+CONSOLE_LINE = 900          # a console command's characters, at most, as labgrid sends it
 LINE = "@bfs"               # a snapshot line starts so
 END = "|@end"               # and ends so: a line without it was cut and is dropped
 MAX_LINE = 64 * 1024        # a longer line is no snapshot of ours
 MAX_ENTRIES = 64            # policies, zones, cooling devices, counters kept per snapshot
 MAX_NAME = 64
-MAX_REASONS = 12
 _FILES = {"scaling_cur_freq": "curKHz", "scaling_min_freq": "minKHz",
           "scaling_max_freq": "maxKHz", "scaling_governor": "governor"}
 
 
 # -- on the board ---------------------------------------------------------------------------
-def snapshot_function(source: ConditionsSource) -> str:
-    """`bfc_snap`: prints one snapshot line (see `parse_line` for its fields). Its variables
-    are prefixed `bfc_`: a shell function's are the shell's, and the sampler counts in its."""
-    root = source.root.rstrip("/") or ""
-    q = shlex.quote
-    cpufreq, thermal = q(f"{root}/devices/system/cpu/cpufreq"), q(f"{root}/class/thermal")
-    throttle = ""
-    if source.throttleCommand:
-        throttle = (f"( {source.throttleCommand} ) 2>/dev/null | while read -r bfc_n bfc_c _; "
-                    "do printf '|x.%s=%s' \"$bfc_n\" \"$bfc_c\"; done; ")
-    return (
-        "bfc_r() { [ -r \"$2/$3\" ] && read -r bfc_v 2>/dev/null < \"$2/$3\" && "
-        "printf '|%s.%s.%s=%s' \"$1\" \"${2##*/}\" \"$3\" \"$bfc_v\"; }; "
-        "bfc_snap() { printf '@bfs'; "
-        "read -r bfc_v _ 2>/dev/null < /proc/uptime && printf '|up=%s' \"$bfc_v\"; "
-        "read -r bfc_v 2>/dev/null < /proc/stat && printf '|stat=%s' \"$bfc_v\"; "
-        "read -r bfc_v _ 2>/dev/null < /proc/loadavg && printf '|load=%s' \"$bfc_v\"; "
-        "while read -r bfc_k bfc_v _; do [ \"$bfc_k\" = MemAvailable: ] && { "
-        "printf '|mem=%s' \"$bfc_v\"; break; }; done 2>/dev/null < /proc/meminfo; "
-        f"for bfc_d in {cpufreq}/policy*; do [ -d \"$bfc_d\" ] || continue; "
-        "for bfc_f in scaling_cur_freq scaling_min_freq scaling_max_freq scaling_governor; do "
-        "bfc_r p \"$bfc_d\" $bfc_f; done; done; "
-        f"for bfc_d in {thermal}/thermal_zone*; do [ -d \"$bfc_d\" ] || continue; "
-        "bfc_r t \"$bfc_d\" type; bfc_r t \"$bfc_d\" temp; done; "
-        f"for bfc_d in {thermal}/cooling_device*; do [ -d \"$bfc_d\" ] || continue; "
-        "bfc_r c \"$bfc_d\" cur_state; bfc_r c \"$bfc_d\" stats/total_trans; done; "
-        f"{throttle}printf '|@end\\n'; }}")
+def script(source: ConditionsSource) -> str:
+    """The probe's shell functions, one short statement a line: `bfc_snap` prints one snapshot
+    line (see `parse_line` for its fields), `bfc_sample` appends one to `$BFC_F` every
+    intervalSeconds (halving them past 2 x MAX_DURING), `bfc_wrap NONCE` runs `$BFC_C` between
+    them. Their variables are prefixed `bfc_`: a function's are the shell's."""
+    root = source.root.rstrip("/")
+    cpufreq = shlex.quote(f"{root}/devices/system/cpu/cpufreq")
+    thermal = shlex.quote(f"{root}/class/thermal")
+    throttle = [] if not source.throttleCommand else [
+        f"( {source.throttleCommand} ) 2>/dev/null | while read -r bfc_n bfc_c _; do",
+        "printf '|x.%s=%s' \"$bfc_n\" \"$bfc_c\"; done"]
+    lines = [
+        "bfc_r() { [ -r \"$2/$3\" ] && read -r bfc_v 2>/dev/null < \"$2/$3\" &&",
+        "printf '|%s.%s.%s=%s' \"$1\" \"${2##*/}\" \"$3\" \"$bfc_v\"; }",
+        "bfc_snap() {",
+        "printf '@bfs'",
+        "read -r bfc_v _ 2>/dev/null < /proc/uptime && printf '|up=%s' \"$bfc_v\"",
+        "read -r bfc_v 2>/dev/null < /proc/stat && printf '|stat=%s' \"$bfc_v\"",
+        "read -r bfc_v _ 2>/dev/null < /proc/loadavg && printf '|load=%s' \"$bfc_v\"",
+        "while read -r bfc_k bfc_v _; do [ \"$bfc_k\" = MemAvailable: ] &&",
+        "{ printf '|mem=%s' \"$bfc_v\"; break; }; done 2>/dev/null < /proc/meminfo",
+        f"for bfc_d in {cpufreq}/policy*; do [ -d \"$bfc_d\" ] || continue",
+        "for bfc_f in scaling_cur_freq scaling_min_freq scaling_max_freq scaling_governor",
+        "do bfc_r p \"$bfc_d\" $bfc_f; done; done",
+        f"for bfc_d in {thermal}/thermal_zone*; do [ -d \"$bfc_d\" ] || continue",
+        "bfc_r t \"$bfc_d\" type; bfc_r t \"$bfc_d\" temp; done",
+        f"for bfc_d in {thermal}/cooling_device*; do [ -d \"$bfc_d\" ] || continue",
+        "bfc_r c \"$bfc_d\" cur_state; bfc_r c \"$bfc_d\" stats/total_trans; done",
+        *throttle,
+        "printf '|@end\\n'",
+        "}",
+        "bfc_sample() {",
+        "n=0; t=0; k=1",
+        f"while :; do sleep {source.intervalSeconds:g}; kill -0 $1 2>/dev/null || break",
+        "t=$((t+1)); [ $((t%k)) = 0 ] || continue",
+        "bfc_snap >> \"$BFC_F\"; n=$((n+1))",
+        f"if [ $n -ge {2 * MAX_DURING} ]; then i=0",       # halve the file and the rate
+        "while read -r l; do [ $((i%2)) = 1 ] && printf '%s\\n' \"$l\"; i=$((i+1))",
+        "done < \"$BFC_F\" > \"$BFC_F.t\"",
+        "while read -r l; do printf '%s\\n' \"$l\"; done < \"$BFC_F.t\" > \"$BFC_F\"",
+        f"n={MAX_DURING}; k=$((k*2)); fi; done",
+        "rm -f \"$BFC_F\" \"$BFC_F.t\"",
+        "}",
+        "bfc_wrap() {",
+        "BFC_N=$1; shift; BFC_F=/tmp/bfc-$BFC_N.$$",   # the command sees no arguments
+        "printf '@@bfc-%s@@\\n' \"$BFC_N-before\"; bfc_snap",
+        "printf '@@bfc-%s@@\\n' \"$BFC_N-out\"",
+        "( bfc_sample $$ ) </dev/null >/dev/null 2>&1 & BFC_S=$!",
+        "( eval \"$BFC_C\" ); BFC_R=$?",
+        "printf '\\n@@bfc-%s@@\\n' \"$BFC_N-after\"; bfc_snap",
+        "kill $BFC_S 2>/dev/null; wait $BFC_S 2>/dev/null",
+        "printf '@@bfc-%s@@\\n' \"$BFC_N-during\"; cat \"$BFC_F\" 2>/dev/null",
+        "rm -f \"$BFC_F\" \"$BFC_F.t\"; printf '@@bfc-%s@@\\n' \"$BFC_N-end\"",
+        "exit $BFC_R",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def script_path(source: ConditionsSource) -> str:
+    """Where the probe's functions live on the board: named by their digest, so a board never
+    sources another version's."""
+    return f"/tmp/bfc-{hashlib.sha256(script(source).encode()).hexdigest()[:12]}.sh"
+
+
+def install(source: ConditionsSource, limit: int = CONSOLE_LINE) -> list[str]:
+    """The console commands that write the probe's functions to `script_path` on the board
+    (once a boot: /tmp does not survive one), each at most `limit` characters as labgrid sends
+    it: an interactive busybox shell takes no longer line (its line editing stops at 1024)."""
+    path = shlex.quote(script_path(source))
+    part = shlex.quote(script_path(source) + ".part")
+    commands: list[str] = []
+    chunk: list[str] = []
+
+    def command(lines: list[str], first: bool) -> str:
+        return (f"printf '%s\\n' {' '.join(shlex.quote(ln) for ln in lines)} "
+                f"{'>' if first else '>>'} {part}")
+
+    for line in script(source).splitlines():
+        if chunk and len(shlex.quote(command([*chunk, line], not commands))) > limit:
+            commands.append(command(chunk, not commands))
+            chunk = []
+        chunk.append(line)
+    commands.append(f"{command(chunk, not commands)} && mv -f {part} {path}")
+    return commands
 
 
 def probe(source: ConditionsSource) -> str:
     """One snapshot, as a command of its own (waiting for the envelope before a step)."""
-    return f"{snapshot_function(source)}; bfc_snap"
+    path = shlex.quote(script_path(source))
+    return f"[ -r {path} ] && . {path} && bfc_snap"
 
 
 @dataclass(frozen=True)
@@ -93,34 +148,17 @@ class Markers:
     def line(self, part: str) -> str:
         return f"@@bfc-{self.nonce}-{part}@@"
 
-    def printf(self, part: str, newline_before: bool = False) -> str:
-        # the marker is never in the command's text (the console echoes it): printed in parts
-        first = "\\n" if newline_before else ""
-        return f"printf '{first}@@bfc-%s@@\\n' \"$BFC_N-{part}\""
-
 
 def wrap(command: str, source: ConditionsSource, nonce: str | None = None) -> tuple[str, Markers]:
-    """The suite's `command` with the probe around it, as one console command; and its markers
-    (for `unwrap`). The command runs in a subshell through `eval`, so anything it is (a
-    comment at its end, an `exit`) stays its own, and its exit code is the wrapper's."""
+    """The suite's `command` with the probe around it, as one short console command (the probe
+    `install`ed before), and its markers (for `unwrap`). The command runs in a subshell through
+    `eval`, so anything it is (a comment at its end, an `exit`) stays its own, and its exit
+    code is the wrapper's. Without the probe on the board (a suite that emptied /tmp) the
+    command runs as it is: no markers, no snapshots."""
     m = Markers(nonce or secrets.token_hex(6))
-    every = 2 * MAX_DURING
-    sampler = (f"( n=0; t=0; k=1; while :; do sleep {source.intervalSeconds:g}; "
-               "kill -0 $$ 2>/dev/null || break; t=$((t+1)); [ $((t%k)) = 0 ] || continue; "
-               "bfc_snap >> \"$BFC_F\"; n=$((n+1)); "
-               f"if [ $n -ge {every} ]; then i=0; while read -r l; do "
-               "[ $((i%2)) = 1 ] && printf '%s\\n' \"$l\"; i=$((i+1)); "
-               "done < \"$BFC_F\" > \"$BFC_F.t\"; while read -r l; do printf '%s\\n' \"$l\"; "
-               f"done < \"$BFC_F.t\" > \"$BFC_F\"; n={MAX_DURING}; k=$((k*2)); fi; done; "
-               "rm -f \"$BFC_F\" \"$BFC_F.t\" ) </dev/null >/dev/null 2>&1 & BFC_S=$!; ")
-    script = (
-        f"BFC_C={shlex.quote(command)}; BFC_N={m.nonce}; BFC_F=/tmp/bfc-$BFC_N.$$; "
-        f"{snapshot_function(source)}; {m.printf('before')}; bfc_snap; {m.printf('out')}; "
-        f"{sampler}( eval \"$BFC_C\" ); BFC_R=$?; {m.printf('after', True)}; bfc_snap; "
-        "kill $BFC_S 2>/dev/null; wait $BFC_S 2>/dev/null; "
-        f"{m.printf('during')}; cat \"$BFC_F\" 2>/dev/null; rm -f \"$BFC_F\" \"$BFC_F.t\"; "
-        f"{m.printf('end')}; exit $BFC_R")
-    return script, m
+    path = shlex.quote(script_path(source))
+    return (f"BFC_C={shlex.quote(command)}; if [ -r {path} ]; then . {path}; bfc_wrap {m.nonce}; "
+            "else eval \"$BFC_C\"; fi"), m
 
 
 # -- back on the host -----------------------------------------------------------------------
@@ -359,83 +397,3 @@ def read_probe(text: str, sent: float, returned: float,
     raws = snapshots(text.splitlines()[-8:], 8)[-1:]
     snaps, last = timed(raws, sent, returned, previous)
     return (snaps[0] if snaps else None), last
-
-
-# -- the envelope's verdict -------------------------------------------------------------------
-def _where(hits: dict[str, int], counts: dict[str, int]) -> str:
-    parts = []
-    for phase in ("before", "during", "after"):
-        if hits.get(phase):
-            parts.append(phase if phase != "during" else
-                         f"during, {hits[phase]} of {counts[phase]} samples")
-    return "; ".join(parts)
-
-
-def before_problems(envelope: Envelope, snap: Snapshot) -> list[str]:
-    """What keeps a board from starting a step (judge's reasons on this one snapshot)."""
-    return judge(envelope, StepConditions(before=snap), throttling=False)
-
-
-def judge(envelope: Envelope, conditions: StepConditions, throttling: bool = True) -> list[str]:
-    """Why `conditions` lie outside `envelope`, one reason each; empty: valid (a bound the board
-    shows nothing for, no cpufreq or thermal zone, judges nothing)."""
-    if not envelope.bounded:
-        return []
-    phases = [("before", s) for s in [conditions.before] if s is not None] + \
-        [("during", s) for s in conditions.during] + \
-        [("after", s) for s in [conditions.after] if s is not None]
-    if not phases:
-        return ["no snapshot of the board's conditions was read (its probe printed nothing "
-                "that parses)"]
-    counts = {"before": 0, "during": 0, "after": 0}
-    for phase, _ in phases:
-        counts[phase] += 1
-    reasons: list[str] = []
-    low: dict[str, tuple[float, dict[str, int]]] = {}
-    governors: dict[str, tuple[str, dict[str, int]]] = {}
-    hot: dict[str, tuple[float, dict[str, int]]] = {}
-    for phase, snap in phases:
-        for name, policy in snap.cpufreq.items():
-            if envelope.minFrequencyMHz is not None and policy.curKHz is not None \
-                    and policy.curKHz / 1000 < envelope.minFrequencyMHz:
-                mhz, hits = low.get(name, (math.inf, {}))
-                hits[phase] = hits.get(phase, 0) + 1
-                low[name] = (min(mhz, policy.curKHz / 1000), hits)
-            if envelope.governor and policy.governor and policy.governor != envelope.governor:
-                _, hits = governors.get(name, (policy.governor, {}))
-                hits[phase] = hits.get(phase, 0) + 1
-                governors[name] = (policy.governor, hits)
-        for name, zone in snap.thermal.items():
-            if envelope.maxTemperatureC is not None and zone.tempC is not None \
-                    and zone.tempC > envelope.maxTemperatureC:
-                temp, hits = hot.get(name, (-math.inf, {}))
-                hits[phase] = hits.get(phase, 0) + 1
-                hot[name] = (max(temp, zone.tempC), hits)
-    for name, (gov, hits) in governors.items():
-        reasons.append(f"{name} governor {gov}, not {envelope.governor} ({_where(hits, counts)})")
-    for name, (mhz, hits) in low.items():
-        reasons.append(f"{name} at {mhz:.0f} MHz, below the envelope's "
-                       f"{envelope.minFrequencyMHz:g} MHz ({_where(hits, counts)})")
-    for name, (temp, hits) in hot.items():
-        reasons.append(f"{name} at {temp:.1f} °C, over {envelope.maxTemperatureC:g} °C "
-                       f"({_where(hits, counts)})")
-    if throttling and envelope.allowThrottling is False:
-        reasons += _throttled([s for _, s in phases])
-    before = conditions.before
-    if envelope.maxBusyBefore is not None and before is not None and before.busy is not None \
-            and before.busy > envelope.maxBusyBefore:
-        reasons.append(f"{before.busy * 100:.0f} % busy before the start, over "
-                       f"{envelope.maxBusyBefore * 100:.0f} %")
-    return [r[:300] for r in reasons[:MAX_REASONS]]
-
-
-def _throttled(snaps: list[Snapshot]) -> list[str]:
-    first: dict[str, int] = {}
-    last: dict[str, int] = {}
-    for snap in snaps:
-        for name, count in snap.throttle.items():
-            first.setdefault(name, count)
-            last[name] = count
-    return [f"throttled: {name} counted {last[name] - first[name]} event"
-            f"{'s' if last[name] - first[name] != 1 else ''} during the step"
-            for name in first if last[name] > first[name]]
