@@ -58,7 +58,7 @@ def record(step: str, iteration: int, value: float, cond: dict[str, Any] | None,
            ) -> dict[str, Any]:
     watts = (cond or {}).get("power", {}).get("averageW", 2.0) if cond else None
     metrics = [Metric("sysbench-cpu-events", value, "events/s", True)]
-    if watts is not None:       # the session's energy metrics (core.readings.power)
+    if watts:                   # the session's energy metrics (core.readings.power)
         metrics += [Metric("energy", watts * 2, "J", False),
                     Metric("average-power", watts, "W", False),
                     Metric("sysbench-cpu-events-per-watt", value / watts, "events/s/W", True)]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import HealthCheck, given, settings, strategies as st
+
 from benchfarm.api.outcomes import Blame, Phase, Reason, RunFailure, blame
 from benchfarm.core.statistics import conditions as cond
 from benchfarm.session import results as res
@@ -186,3 +188,28 @@ def test_conditions_that_do_not_read_as_step_conditions_give_no_facts_and_no_err
     assert second.energy_j is None and second.average_w is None and second.valid
     assert third.frequencies == () and third.throttle_events == 0
     assert cond.unmeasured(cond.attempts(bad[:1])) == {"cpu": ["its conditions could not be read"]}
+
+
+BIG = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                st.sampled_from([1e308, -1e308, 1.7976931348623157e308, 5e-324, 0.0]))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(values=st.lists(st.tuples(BIG, BIG, BIG, BIG, st.integers(-(2 ** 70), 2 ** 70)),
+                       min_size=1, max_size=6))
+def test_a_summary_of_any_figures_is_finite_json(values):
+    """A board may say 1e308 W in every iteration: their mean is no OverflowError (fsum's) and
+    the summary is JSON metrics.json can hold."""
+    recs = []
+    for i, (watts, temp, busy, t, khz) in enumerate(values, 1):
+        c = conditions(T0 + 10 * i)
+        c["power"].update(energyJ=watts, averageW=watts)
+        c["power"]["rails"]["vdd_core"] = {"energyJ": watts, "averageW": watts}
+        c["before"].update(t=t, busy=busy)
+        c["before"]["thermal"]["thermal_zone0"]["tempC"] = temp
+        c["during"][0]["cpufreq"]["policy0"]["curKHz"] = khz
+        recs.append(record("cpu", i, 1.0, c))
+    summary = cond.summaries(cond.attempts(recs))
+    json.dumps(summary, allow_nan=False)
+    assert summary["cpu"]["validIterations"] == len(values)

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from benchfarm.api.conditions import Snapshot, StepConditions
+from benchfarm.core.statistics.stats import summarize
 
 MAX_REASONS = 8
 MAX_REASON = 300
@@ -137,7 +138,9 @@ def _range(values: list[float]) -> dict[str, float] | None:
 
 
 def _mean(values: list[float]) -> float | None:
-    return statistics.fmean(values) if values else None
+    """The mean, None of nothing; figures near the float's limit summed without overflowing
+    (stats.summarize: a board may say 1e308 W)."""
+    return summarize(values).mean if values else None
 
 
 def step_summary(step_attempts: list[Attempt], simulated: bool = False) -> dict[str, Any]:
@@ -166,8 +169,7 @@ def step_summary(step_attempts: list[Attempt], simulated: bool = False) -> dict[
         "busyBefore": _range([a.busy_before for a in valid if a.busy_before is not None]),
         "throttleEvents": sum(throttle) if throttle else None,
         "energyJ": energy, "averageW": power,
-        "rails": {name: {"energyJ": statistics.fmean(j for j, _ in v),
-                         "averageW": statistics.fmean(w for _, w in v)}
+        "rails": {name: {"energyJ": _mean([j for j, _ in v]), "averageW": _mean([w for _, w in v])}
                   for name, v in rails.items()},
     }
 
