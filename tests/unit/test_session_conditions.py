@@ -61,7 +61,8 @@ def session(root, *, envelope: dict | None = None, monitor=RAILS) -> BoardSessio
     s.place, s.resources, s.device_type, s.environment = "vt-0", {}, dt, {}
     s.cancelled, s.deadline = threading.Event(), time.monotonic() + 120
     s.board = Shell()
-    s.monitor, s.monitor_problem, s.last_mark, s.probe_ready = monitor, None, None, False
+    s.monitor, s.monitor_problem, s.last_mark = monitor, None, None
+    s.probe_ready, s.probe_tries = False, 0
     return s
 
 

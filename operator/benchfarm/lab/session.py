@@ -39,6 +39,7 @@ from benchfarm.suites.registry import parse
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 2.0     # between two snapshots while waiting for the envelope before a step
+PROBE_TRIES = 3        # installs of the conditions probe a boot (a suite may empty /tmp)
 
 
 class Cancelled(BenchfarmError):
@@ -93,6 +94,7 @@ class BoardSession:
         self.monitor_problem: str | None = None   # why it could not be built (said once)
         self.last_mark: probe.Mark | None = None  # the board's latest snapshot, for `busy`
         self.probe_ready = False                  # the probe's functions on the board (a boot)
+        self.probe_tries = 0                      # installs tried since the boot
 
     def stop(self) -> None:
         """Cancel from another thread: wake a blocked console read at once."""
@@ -121,7 +123,8 @@ class BoardSession:
         while True:
             self.check()
             self.guard()
-            self.probe_ready, self.last_mark = False, None   # /tmp and the counters start over
+            # /tmp and the counters start over
+            self.probe_ready, self.probe_tries, self.last_mark = False, 0, None
             try:
                 timeline = self.board.boot(self._remaining(dt.boot.timeoutSeconds))
                 break
@@ -227,8 +230,9 @@ class BoardSession:
         """The probe's functions written to the board, once a boot (a few short commands). One
         that does not take is said: the steps then run unwrapped, with no conditions."""
         source = self.device_type.conditions
-        if self.probe_ready or source is None:
+        if self.probe_ready or source is None or self.probe_tries >= PROBE_TRIES:
             return
+        self.probe_tries += 1
         for command in probe.install(source):
             self.check()
             r = self.board.run(command, timeout=self._remaining(20))
