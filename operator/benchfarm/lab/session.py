@@ -265,9 +265,11 @@ class BoardSession:
         while wait > 0:
             self.check()
             snap = self._snapshot()
-            problems = (["no snapshot of the board's conditions"] if snap is None else
-                        verdict.before_problems(envelope, snap))
-            if snap is not None and snap.busy is None and envelope.maxBusyBefore is not None:
+            if snap is None:       # nothing to wait on: the step says what it can, judged
+                self.probe_ready = False
+                break
+            problems = verdict.before_problems(envelope, snap)
+            if snap.busy is None and envelope.maxBusyBefore is not None:
                 problems.append("busy not known yet")   # the first snapshot has no delta
             left = wait - (time.monotonic() - start)
             if not problems:
