@@ -9,7 +9,8 @@ inside the envelope): where the document has its records, each series' values ar
 them again (`counted_series`), so an iteration marked invalid never enters a series whatever the
 document's own `series` says. `conditions_rows` gives what each step's counted iterations were
 measured under (`core.statistics.measured.by_step`), one row per (side, step), indexed with the
-run's rows. `index_run` reads one run's document and upserts it unless its identity disagrees with its key (`NotThisRun`);
+run's rows. `index_run` reads one run's document and upserts it unless its identity disagrees
+with its key (`NotThisRun`);
 `reindex` rebuilds the index from every metrics.json in the store, skips and counts the documents
 that disagree, and takes the change points it then finds as reported (a rebuilt index raises no
 events).

@@ -75,7 +75,8 @@ def _snapshots(c: StepConditions) -> list[Snapshot]:
 def attempt(record: Mapping[str, Any], *, retaken: bool = False) -> Attempt:
     """The facts of one record (a SuiteRecord's `as_dict`, as metrics.json holds it)."""
     raw = record.get("conditions")
-    base = {"step": str(record.get("step", "")), "iteration": _int(record.get("iteration")),
+    base: dict[str, Any] = {
+            "step": str(record.get("step", "")), "iteration": _int(record.get("iteration")),
             "warmup": bool(record.get("warmup")), "ok": not record.get("error"),
             "artifact": None if record.get("artifact") is None else str(record["artifact"]),
             "retaken": retaken}
