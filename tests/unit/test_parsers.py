@@ -133,5 +133,5 @@ def test_units_are_normalised():
 
 
 def test_crd_suite_list_matches_parsers():
-    from benchfarm.api.suites import SESSION_SUITES, SUITE_NAMES
+    from benchfarm.api.runs import SESSION_SUITES, SUITE_NAMES
     assert sorted(set(SUITE_NAMES) - SESSION_SUITES) == names()

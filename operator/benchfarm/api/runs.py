@@ -1,5 +1,5 @@
 """A BenchmarkRun's shape: what it runs (its suites, inline or a TestPlan's, and adaptive
-repetition), the software it boots (`SoftwareSet`), its spec and the rules the API server checks
+repetition; the suite names a plan may use), the software it boots (`SoftwareSet`), its spec and the rules the API server checks
 of it, and its status as the operator and its session write it (`BenchmarkRunStatus`, written
 through `BenchmarkRunStatusPatch`). No I/O.
 """
@@ -16,7 +16,19 @@ from benchfarm.api.conditions import Envelope
 from benchfarm.api.grants import GoAhead
 from benchfarm.api.outcomes import SessionEnd
 from benchfarm.api.status import Status
-from benchfarm.api.suites import SUITE_NAMES
+
+# The names of the suites benchfarm can parse; plans and the CRD schema accept only these. Kept
+# equal to `benchfarm.suites.registry.names()` by a test (api may not import suites).
+SUITE_NAMES: list[str] = [
+    "7zip", "alsa", "boot-time", "console-timing", "coremark", "coremark-pro", "cyclictest", "dd",
+    "dhrystone", "dmatest", "fio", "fps", "glmark2", "hackbench", "iperf3", "linpack", "lmbench",
+    "mbw", "multibench", "nbench", "ne10", "netperf", "openssl", "shell", "stream", "stress-ng",
+    "sysbench", "whetstone", "low-power",
+]
+# Suites the board session runs itself (no command output to parse).
+SESSION_SUITES: set[str] = {"low-power"}
+# Suites that need a GPU on the board.
+GPU_SUITES: set[str] = {"glmark2", "fps"}
 
 
 class SuiteSpec(Model):

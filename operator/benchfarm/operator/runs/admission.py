@@ -17,8 +17,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import ValidationError
 
 from benchfarm.api.outcomes import Phase, RunFailure, Underway
-from benchfarm.api.runs import BenchmarkRunSpec, BenchmarkRunStatus, SuiteSpec, TestPlanSpec
-from benchfarm.api.suites import GPU_SUITES
+from benchfarm.api.runs import (
+    GPU_SUITES,
+    BenchmarkRunSpec,
+    BenchmarkRunStatus,
+    SuiteSpec,
+    TestPlanSpec,
+)
 from benchfarm.core.policy import trust
 from benchfarm.core.policy.software import SoftwareReach
 from benchfarm.core.scheduling import queue as q, transitions
