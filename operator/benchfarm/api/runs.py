@@ -1,7 +1,7 @@
 """A BenchmarkRun's shape: what it runs (its suites, inline or a TestPlan's, and adaptive
 repetition; the suite names a plan may use), the software it boots (`SoftwareSet`), its spec and
-the rules the API server checks of it, and its status as the operator and its session write it (`BenchmarkRunStatus`, written
-through `BenchmarkRunStatusPatch`). No I/O.
+the rules the API server checks of it, and its status as the operator and its session write it
+(`BenchmarkRunStatus`, written through `BenchmarkRunStatusPatch`). No I/O.
 """
 
 from __future__ import annotations
