@@ -296,7 +296,7 @@ class BoardSession:
             except Exception as exc:   # the lab's instrument, not the run: no power recorded
                 self.monitor_problem = f"{type(exc).__name__}: {exc}"
                 log.warning("%s: rails not sampled in this session: %s", self.place,
-                            self.monitor_problem)
+                            self.monitor_problem, exc_info=True)
                 return None
         rate = dt.conditions.powerSampleHz if dt.conditions is not None else 2.0
         return Sampler(self.monitor, rate).start()
