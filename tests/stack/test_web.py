@@ -438,7 +438,9 @@ def test_the_reports_boot_timeline_keeps_one_colour_per_stage_and_its_legend_off
     _shot(d, site, "5-report")
 
 
-@pytest.mark.xfail(reason="open defect (issue 56): this board's attempts have no rail samples, so the run page shows energy n/a and the timeline no power line", strict=False)
+@pytest.mark.xfail(reason="open defect (issue 56): this board's attempts have no rail samples, "
+                          "so the run page shows energy n/a and the timeline no power line",
+                   strict=False)
 def test_the_run_page_and_its_report_say_what_each_iteration_was_measured_under(site, browser):
     """qemu-x86 boards record conditions (a simulated stand-in) and their rails: the run page
     lists every iteration with its frequency, governor, temperature and energy, says
