@@ -88,6 +88,8 @@ if not isinstance(steps._stack, _PerThreadStack):
 # The boot stage the strategy itself dates: the bootloader at its prompt, its init commands run.
 BOOTLOADER_READY = "bootloader-ready"
 CRASH_CARRY = 256         # characters of the previous console chunk searched with the next
+CRASH_LINE = 300          # characters of a failure marker's line a fault quotes
+CRASH_LINE_WAIT = 1.0     # seconds to wait for the rest of a marker's line before raising
 
 
 class Status(enum.Enum):
@@ -123,6 +125,8 @@ class BenchfarmStrategy(Strategy):
         self._watcher: BootWatcher | None = None
         self._crash_patterns: list[re.Pattern[str]] = []
         self._crash_carry = ""   # the end of the last chunk: a marker may span two reads
+        # a marker seen before its line ended: (the line so far, when to raise regardless)
+        self._crash_line: tuple[str, float] | None = None
         self.software: dict[str, str] = {}   # bootloader variables naming staged software
 
     def deploy(self, variables: dict[str, str]) -> None:
@@ -162,6 +166,9 @@ class BenchfarmStrategy(Strategy):
             data: bytes = read(*args, **kwargs)
             if data:
                 self._on_console(time.monotonic(), data)
+            elif self._crash_line is not None and self.status == Status.shell:
+                # a quiet console after a marker: raise with what of its line came
+                self._crash_end("", time.monotonic())
             return data
 
         console._read = timed_read
@@ -179,17 +186,36 @@ class BenchfarmStrategy(Strategy):
         """At the shell (a command running): the device type's failure markers (a kernel panic)
         mean the board went down under the command. Raised into whoever reads the console, so
         the command stops at once instead of waiting out its timeout; who is to blame is the
-        session's decision (`session.blame`), not this one's."""
-        text = self._crash_carry + data.decode("utf-8", "replace")
+        session's decision (`session.blame`), not this one's. The fault quotes the marker's
+        whole line: a read may end in its middle, so the rest is awaited (a newline, the
+        quote's budget, or `CRASH_LINE_WAIT` seconds, whichever comes first)."""
+        text = data.decode("utf-8", "replace")
+        if self._crash_line is not None:
+            self._crash_end(text, time.monotonic())
+            return
+        text = self._crash_carry + text
         self._crash_carry = text[-CRASH_CARRY:]
         for rx in self._crash_patterns:
             if m := rx.search(text):
                 start = text.rfind("\n", 0, m.start()) + 1
-                end = text.find("\n", m.end())
-                line = text[start: end if end >= 0 else None].strip()
-                self.status, self._crash_carry = Status.unknown, ""
-                raise BoardFault(f"{self.place}: the board went down while a command ran: "
-                                 f"{line[:300]}", reason=BoardFaultKind.crashed)
+                self._crash_line = ("", time.monotonic() + CRASH_LINE_WAIT)
+                self._crash_end(text[start:], time.monotonic())
+                return
+
+    def _crash_end(self, text: str, now: float) -> None:
+        """Add to a marker's line; raise once it is whole, at its budget, or out of time."""
+        assert self._crash_line is not None
+        line, deadline = self._crash_line
+        line = (line + text)[:CRASH_LINE + 1]
+        end = line.find("\n")
+        if end < 0 and len(line) <= CRASH_LINE and now < deadline:
+            self._crash_line = (line, deadline)
+            return
+        self._crash_line = None
+        self.status, self._crash_carry = Status.unknown, ""
+        line = line[: end if end >= 0 else None].strip()
+        raise BoardFault(f"{self.place}: the board went down while a command ran: "
+                         f"{line[:CRASH_LINE]}", reason=BoardFaultKind.crashed)
 
     # -- transitions --------------------------------------------------------------------------
     def _activate(self, driver: Any) -> None:
