@@ -260,17 +260,25 @@ class Sampler:
         return self
 
     def stop(self) -> None:
+        """Stop sampling. A step shorter than the period got one reading (or none, if the
+        thread had not run yet): one more now, so every step has a span of readings."""
         self._stop.set()
         self._thread.join(timeout=10)
+        if len(self.readings) < 2 and self.error is None and not self._thread.is_alive():
+            self._read()
+
+    def _read(self) -> None:
+        t = time.monotonic()
+        try:
+            reading = self.monitor.read()
+            self.readings.append((t, reading))
+            self.states.append((t, self.monitor.state()))
+        except Exception as exc:  # keep the first error; the suite reports it
+            log.debug("rail sampling failed", exc_info=True)
+            self.error = self.error or exc
 
     def _run(self) -> None:
         while not self._stop.is_set():
             t = time.monotonic()
-            try:
-                reading = self.monitor.read()
-                self.readings.append((t, reading))
-                self.states.append((t, self.monitor.state()))
-            except Exception as exc:  # keep the first error; the suite reports it
-                log.debug("rail sampling failed", exc_info=True)
-                self.error = self.error or exc
+            self._read()
             self._stop.wait(max(0.0, self.period - (time.monotonic() - t)))

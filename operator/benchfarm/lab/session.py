@@ -187,12 +187,12 @@ class BoardSession:
         if source is not None:
             self._install_probe()
             cmd, markers = probe.wrap(cmd, source)
+        sent, start = time.time(), time.monotonic()   # before the sampler's first reading
         sampler = self._sampler()
-        sent, start = time.time(), time.monotonic()
         try:
             r = self.board.run(cmd, timeout=self._remaining(spec.timeoutSeconds))
         finally:
-            step_power = self._power(sampler, start, time.monotonic())
+            step_power = self._power(sampler, start)
         conditions = None
         if source is not None:
             unwrapped = probe.unwrap(r.output, markers, sent, time.time(), self.last_mark)
@@ -301,11 +301,14 @@ class BoardSession:
         rate = dt.conditions.powerSampleHz if dt.conditions is not None else 2.0
         return Sampler(self.monitor, rate).start()
 
-    def _power(self, sampler: Sampler | None, start: float, end: float) -> StepPower | None:
+    def _power(self, sampler: Sampler | None, start: float) -> StepPower | None:
+        """The step's power from `start` to now: its sampler stopped (a short step's last
+        reading taken as it stops, so it has a span)."""
         if sampler is None:
             return None
         sampler.stop()
-        step = power.step_power(sampler.readings, start, end, time.time() - time.monotonic())
+        step = power.step_power(sampler.readings, start, time.monotonic(),
+                                time.time() - time.monotonic())
         if sampler.error is not None or step is None:
             log.warning("%s: the rail monitor failed during the step (%s); its power is not "
                         "recorded", self.place, sampler.error or "no reading")
