@@ -105,14 +105,27 @@ class CommandTimeout(PexpectTimeout):
         self.output = output
 
 
+PROMPT_TRIES = 3          # prompt checks before a command counts as timed out
+PROMPT_TRY_SECONDS = 10   # each one's wait: 30 s in all, labgrid's own single wait
+
+
 def check_prompt(shell: Any) -> None:
     """labgrid's ShellDriver._check_prompt (echo a hidden marker, expect it and the prompt),
     read through kernel log lines (`core.readings.capture.KERNEL_LINE`): with one printed into the echo,
-    labgrid's own waits its whole 30 s and the command counts as timed out, never having run."""
-    marker = gen_marker()
-    shell.console.sendline(f"echo '{marker[:4]}''{marker[4:]}'")
-    shell.console.expect(through_kernel_lines(marker.encode()) + rb"(?:\s|" + KERNEL_LINE
-                         + rb")+" + shell.prompt.encode(), timeout=30)
+    labgrid's own waits its whole 30 s and the command counts as timed out, never having run.
+    A kernel line can also land inside the prompt itself, which no pattern of the prompt reads
+    through: the check is tried again with a new marker (the same 30 s in all), since the next
+    prompt is very likely whole. pexpect's TIMEOUT when no try saw the prompt."""
+    for left in range(PROMPT_TRIES - 1, -1, -1):
+        marker = gen_marker()
+        shell.console.sendline(f"echo '{marker[:4]}''{marker[4:]}'")
+        try:
+            shell.console.expect(through_kernel_lines(marker.encode()) + rb"(?:\s|" + KERNEL_LINE
+                                 + rb")+" + shell.prompt.encode(), timeout=PROMPT_TRY_SECONDS)
+            return
+        except PexpectTimeout:
+            if not left:
+                raise
 
 
 def run_bounded(shell: Any, command: str, timeout: float, limit: int
