@@ -1400,3 +1400,41 @@ def test_a_lease_s_power_forward_drives_its_own_board_only(custom, attempt, tmp_
             leaked=bool(answered))
     assert " 200 " in mine, mine
     assert answered == [], answered
+
+
+UNREACHABLE_PLAN = """
+apiVersion: benchfarm.io/v1alpha1
+kind: TestPlan
+metadata: {name: misuse-unreachable-envelope}
+spec:
+  envelope: {minFrequencyMHz: 100000, retakes: 1}     # 100 GHz: no board runs at it
+  suites:
+    - {name: hello, suite: shell, command: 'echo bf-hello', timeoutSeconds: 30}
+"""
+
+
+def test_a_plan_whose_envelope_no_board_meets_ends_its_run_and_charges_no_board(custom, attempt):
+    """Issue 56: a plan tightens the device type's envelope beyond what any board can do (a
+    tenant's mistake, or a way to hold a board measuring forever). Each iteration is measured,
+    judged invalid, retaken a bounded number of times (the stricter retakes of device type and
+    plan), and the run ends OutsideEnvelope, saying why; the board is charged nothing and is
+    free again. A breach: a board charged, or a run that does not end."""
+    apply(UNREACHABLE_PLAN)
+    name = unique("unreachable")
+    before = boards(custom)
+    apply(run_yaml(name, plan="misuse-unreachable-envelope", bootCycles=1, iterations=1,
+                   timeoutSeconds=900))
+    st = finished(custom, name, timeout=900)
+    c = cond(st)
+    board = st.get("board")
+    if board:
+        wait_for(f"{board} idle again", lambda: boards(custom)[board].get("state") == "Idle",
+                 timeout=120)
+    after = boards(custom)
+    attempt("a plan envelope no board can meet",
+            f"{st['phase']}/{c.get('reason')} after {st.get('attempts')} attempt(s)",
+            charged=charged(before, after))
+    assert st["phase"] == "Failed" and c["reason"] == "OutsideEnvelope", st
+    assert "hello: " in c["message"] and "below the envelope's 100000 MHz" in c["message"], c
+    assert "neither the build nor the board is charged" in c["message"], c
+    assert st.get("attempts") == 1 and charged(before, after) == 0, st

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import json
 import threading
 from types import SimpleNamespace
 
@@ -16,7 +17,7 @@ from benchfarm.api.crdgen import all_crds
 from benchfarm.api.grants import GoAhead
 from benchfarm.api.labpolicy import LabPolicySpec, NamespacePolicy
 from benchfarm.api.outcomes import Refusal
-from benchfarm.api.runs import Artifact, BenchmarkRunSpec, SoftwareSet
+from benchfarm.api.runs import Artifact, BenchmarkRunSpec, SoftwareSet, SuiteSpec
 from benchfarm.core.policy import trust
 from benchfarm.core.policy.software import SoftwareReach, internal_networks
 from benchfarm.errors import RunError
@@ -236,6 +237,25 @@ def test_the_operators_signature_binds_the_suites_to_the_run():
     with pytest.raises(ValueError):
         trust.key_from("short")
     assert trust.key_from("s" * 20) == b"s" * 20
+
+
+def test_a_signature_survives_the_api_servers_round_trip_of_numbers_and_nulls():
+    """A plan's envelope holds floats; the API server gives a whole one back as an integer
+    (100000.0 -> 100000), and a run with a plan envelope ended StatusNotTrusted, unrun."""
+    key = b"k" * 32
+    suite = SuiteSpec(name="a", suite="shell", command="true",
+                      envelope={"minFrequencyMHz": 100000, "maxBusyBefore": 0.5, "retakes": 1})
+    signed = [suite.model_dump(exclude_none=True)]
+    assert signed[0]["envelope"]["minFrequencyMHz"] == 100000.0
+    sig = trust.sign(key, "uid-1", signed)
+    back = json.loads(json.dumps(signed).replace("100000.0", "100000"))
+    assert json.dumps(back) != json.dumps(signed)      # the same value, spelled otherwise
+    assert trust.verify(key, "uid-1", back, sig)
+    assert trust.verify(key, "uid-1", [{**back[0], "background": None}], sig)   # a null: no field
+    assert not trust.verify(key, "uid-1", [{**back[0], "envelope": {
+        **back[0]["envelope"], "minFrequencyMHz": 100}}], sig)
+    assert not trust.verify(key, "uid-1", [{**back[0], "envelope": {
+        **back[0]["envelope"], "maxBusyBefore": 1}}], sig)
 
 
 def test_a_go_ahead_is_the_operators_for_one_attempt_of_one_run():

@@ -48,8 +48,23 @@ def plan_digest(suites: list[SuiteSpec]) -> str:
     return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
 
 
+def _canonical(value: Any) -> Any:
+    """`value` as it reads back from the API server: a whole float is an integer there (its
+    JSON decoding makes 100000.0 the integer 100000) and a null field is no field. Signed and
+    verified in this form, a plan's envelope (`minFrequencyMHz: 1000.0`) verifies after the
+    round trip; what it means is the same, so nothing a tenant could change hides in it."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    return value
+
+
 def _message(uid: str, suites: list[dict[str, Any]]) -> bytes:
-    canonical = json.dumps(suites, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = json.dumps(_canonical(suites), sort_keys=True, separators=(",", ":"),
+                           ensure_ascii=False)
     return f"{uid}\n{canonical}".encode()
 
 
