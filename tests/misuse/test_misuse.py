@@ -1413,6 +1413,7 @@ spec:
 """
 
 
+@pytest.mark.full    # 95 s (three attempts, each waiting out the device type's 30 s): make misuse
 def test_a_plan_whose_envelope_no_board_meets_ends_its_run_and_charges_no_board(custom, attempt):
     """Issue 56: a plan tightens the device type's envelope beyond what any board can do (a
     tenant's mistake, or a way to hold a board measuring forever). Each iteration is measured,
