@@ -312,8 +312,8 @@ class BoardSession:
         if sampler is None:
             return None
         sampler.stop()
-        step = power.step_power(sampler.readings, start, time.monotonic(),
-                                time.time() - time.monotonic())
+        end = time.monotonic()
+        step = power.step_power(sampler.readings, start, end, time.time() - end)
         if sampler.error is not None or step is None:
             log.warning("%s: the rail monitor failed during the step (%s); its power is not "
                         "recorded", self.place, sampler.error or "no reading")
