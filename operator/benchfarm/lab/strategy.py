@@ -289,6 +289,8 @@ class BenchfarmStrategy(Strategy):
         (or stay at its prompt). Every byte either driver reads is watched for the stages."""
         spec = self.boot_spec or BootSpec()   # labgrid-client -s shell: no device type at hand
         self._hook_console()
+        # a marker's line still awaited belongs to the boot this one ends: not a fault of this
+        self._crash_line, self._crash_carry = None, ""
         self._off()
         self._activate(self.console)
         self.console.settle(0.01, timeout=5.0)   # what the port held from before this cycle
