@@ -59,7 +59,8 @@ def installed():
 
     def install(shell: str, source: ConditionsSource) -> ConditionsSource:
         for command in c.install(source):
-            assert len(shlex.quote(command)) <= c.CONSOLE_LINE
+            assert max(len(line) for line in shlex.quote(command).splitlines()) <= \
+                c.CONSOLE_LINE
             assert run(shell, command)[1] == 0
         paths.append(Path(c.script_path(source)))
         assert paths[-1].exists()
@@ -291,3 +292,9 @@ def test_a_plans_envelope_is_tightened_by_each_suites_at_resolution():
 def test_a_retake_has_a_raw_key_of_its_own():
     assert steps.raw_key("p", "s", 2) == "p/raw/s/iteration-002.txt"
     assert steps.raw_key("p", "s", 2, "b", retake=1) == "p/raw/s/b/iteration-002-retake-1.txt"
+
+
+def test_the_longest_root_and_throttle_command_a_device_type_takes_fit_a_console_line():
+    source = ConditionsSource(root="/" + "r" * 255, throttleCommand="echo " + "x" * 507)
+    (command,) = c.install(source)
+    assert max(len(line) for line in shlex.quote(command).splitlines()) <= c.CONSOLE_LINE

@@ -33,6 +33,7 @@ class Shell:
     def run(self, command: str, timeout: float) -> CommandResult:
         self.commands.append(command)
         start = time.monotonic()
+        time.sleep(0.03)      # a prompt cycle: the board's clock (10 ms ticks) moves on
         p = subprocess.run(["busybox", "sh", "-c", command], capture_output=True, text=True,
                            timeout=timeout)
         out = p.stdout[:-1] if p.stdout.endswith("\n") else p.stdout
@@ -61,7 +62,7 @@ def session(root, *, envelope: dict | None = None, monitor=RAILS) -> BoardSessio
     s.place, s.resources, s.device_type, s.environment = "vt-0", {}, dt, {}
     s.cancelled, s.deadline = threading.Event(), time.monotonic() + 120
     s.board = Shell()
-    s.monitor, s.monitor_problem, s.last_mark = monitor, None, None
+    s.monitor, s.monitor_problem, s.last_mark, s.last_seen = monitor, None, None, None
     s.probe_ready, s.probe_tries = False, 0
     return s
 
@@ -124,6 +125,68 @@ def test_an_envelope_never_reached_is_waited_for_at_most_its_wait(tmp_path, monk
     s = session(tree(tmp_path, temp=90000), envelope={"maxTemperatureC": 60, "waitSeconds": 1})
     record, _, _ = s.suite(SPEC, 1, False, parse, envelope=s.device_type.envelope)
     assert 1.0 <= record.conditions["waitedSeconds"] < 2.5 and record.ok
+
+
+QUIET = {"maxTemperatureC": 60, "maxBusyBefore": 1.0, "waitSeconds": 10}   # busy always in
+
+
+def test_the_first_step_after_a_boot_takes_the_installs_snapshot_for_its_look(tmp_path):
+    """The provenance probes print the mark busy is counted from, and the probe's install a
+    snapshot: that is the first step's look (no look of its own, none a poll later)."""
+    s = session(tree(tmp_path), envelope=QUIET)
+    prov = s.provenance([SPEC])
+    assert s.last_mark is not None and "@bfs" not in str(prov) and prov["cpus"].isdigit()
+    record, _, _ = s.suite(SPEC, 1, False, parse, envelope=s.device_type.envelope)
+    installs = len(probe.install(s.device_type.conditions))
+    assert len(s.board.commands) == 1 + installs + 1        # provenance, the install, the suite
+    assert record.conditions["waitedSeconds"] < lab_session.POLL_SECONDS
+    assert record.conditions["before"]["busy"] is not None
+
+
+def test_without_a_mark_the_first_look_waits_a_poll_for_busy(tmp_path, monkeypatch):
+    monkeypatch.setattr(lab_session, "POLL_SECONDS", 0.3)
+    s = session(tree(tmp_path), envelope=QUIET)
+    record, _, _ = s.suite(SPEC, 1, False, parse, envelope=s.device_type.envelope)
+    installs = len(probe.install(s.device_type.conditions))
+    assert len(s.board.commands) == installs + 2            # the install, one look, the suite
+    assert 0.3 <= record.conditions["waitedSeconds"] < 2
+
+
+def test_a_board_still_inside_is_not_looked_at_again_but_a_retake_always_is(tmp_path):
+    root = tree(tmp_path)
+    s = session(root, envelope=QUIET)
+    envelope = s.device_type.envelope
+    s.suite(SPEC, 1, False, parse, envelope=envelope)
+    before = len(s.board.commands)
+    record, _, _ = s.suite(SPEC, 2, False, parse, envelope=envelope)
+    assert len(s.board.commands) == before + 1 and record.conditions["waitedSeconds"] == 0
+    s.suite(SPEC, 2, False, parse, envelope=envelope, retake=1)
+    assert len(s.board.commands) == before + 3              # a look, then the suite
+    # the last step ended hot: the next one looks (and waits it out)
+    (root / "class/thermal/thermal_zone0/temp").write_text("70000\n")
+    s.suite(SPEC, 3, False, parse, envelope=envelope)
+    (root / "class/thermal/thermal_zone0/temp").write_text("50000\n")
+    count = len(s.board.commands)
+    record, _, _ = s.suite(SPEC, 4, False, parse, envelope=envelope)
+    assert len(s.board.commands) == count + 2
+    assert record.conditions["before"]["thermal"]["thermal_zone0"]["tempC"] == 50.0
+
+
+def test_a_board_busy_before_its_last_step_is_looked_at_before_the_next(tmp_path):
+    s = session(tree(tmp_path), envelope={**QUIET, "maxBusyBefore": 0.5})
+    envelope = s.device_type.envelope
+    s.suite(SPEC, 1, False, parse, envelope=envelope)
+    assert s.last_seen is not None
+    s.last_seen = lab_session.Seen(s.last_seen.snapshot, s.last_seen.at, idle=False)
+    count = len(s.board.commands)
+    s.suite(SPEC, 2, False, parse, envelope=envelope)
+    assert len(s.board.commands) >= count + 2                # at least one look first
+    # and a stale word is no word: looked at again
+    s.last_seen = lab_session.Seen(s.last_seen.snapshot, time.monotonic()
+                                   - lab_session.FRESH_SECONDS - 1, idle=True)
+    count = len(s.board.commands)
+    s.suite(SPEC, 3, False, parse, envelope=envelope)
+    assert len(s.board.commands) >= count + 2
 
 
 def test_a_rail_monitor_that_cannot_be_built_leaves_the_step_without_power(

@@ -78,8 +78,10 @@ class ConditionsSource(_Model):
     that prints more throttle counters (`name count` lines, e.g. a firmware's throttled flags),
     how often the board samples them during a step and how often the lab samples the rails."""
 
-    root: str = "/sys"
-    throttleCommand: str | None = None
+    # each goes into one line of the probe, sent to an interactive shell that takes no line
+    # over 1024 characters (`core.readings.conditions.install`)
+    root: str = Field(default="/sys", max_length=256)
+    throttleCommand: str | None = Field(default=None, max_length=512)
     intervalSeconds: float = Field(default=1.0, ge=0.2, le=60)
     powerSampleHz: float = Field(default=2.0, gt=0, le=50)
     # the tree is a stand-in the lab drives (a virtual board has no cpufreq or thermal zones of

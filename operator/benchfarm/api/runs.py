@@ -31,6 +31,13 @@ SESSION_SUITES: set[str] = {"low-power"}
 GPU_SUITES: set[str] = {"glmark2", "fps"}
 
 
+def needs_gpu(suites: list[Any]) -> bool:
+    """Whether one of `suites` (SuiteSpecs, or their dicts as a run's status holds them) needs
+    a GPU on its board."""
+    return any((s.suite if isinstance(s, SuiteSpec) else
+                s.get("suite") if isinstance(s, dict) else None) in GPU_SUITES for s in suites)
+
+
 class SuiteSpec(Model):
     """One benchmark suite of a plan: the command run on the board and the parser that reads it."""
 

@@ -38,15 +38,26 @@ from benchfarm.suites.base import Metric
 from benchfarm.suites.registry import parse
 
 log = logging.getLogger(__name__)
-POLL_SECONDS = 2.0     # between two snapshots while waiting for the envelope before a step
-# the first snapshot of a boot has no CPU counters to compare with: how busy the board is
-# comes from a second one this much later (the first step after each boot waits it)
-BUSY_WINDOW = 1.0
+POLL_SECONDS = 1.0     # between two snapshots while waiting for the envelope before a step
+# a step's own last snapshot this recent speaks for the board before the next step, when the
+# board was last seen idle before a step: the next one then takes no snapshot of its own to
+# wait on, and its wrapped command's before snapshot (busy since that one) is judged with it
+FRESH_SECONDS = 10.0
 PROBE_TRIES = 3        # installs of the conditions probe a boot (a suite may empty /tmp)
 
 
 class Cancelled(BenchfarmError):
     reason = Reason.cancelled
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The board's latest snapshot, when it was read (monotonic), and whether the board was
+    idle before the step that read it."""
+
+    snapshot: Snapshot
+    at: float
+    idle: bool
 
 
 def headline_of(record: SuiteRecord) -> Metric | None:
@@ -96,6 +107,7 @@ class BoardSession:
         self.monitor: RailMonitor | None = None   # built by the first step that samples rails
         self.monitor_problem: str | None = None   # why it could not be built (said once)
         self.last_mark: probe.Mark | None = None  # the board's latest snapshot, for `busy`
+        self.last_seen: Seen | None = None        # and what it said, for the next step's wait
         self.probe_ready = False                  # the probe's functions on the board (a boot)
         self.probe_tries = 0                      # installs tried since the boot
 
@@ -128,6 +140,7 @@ class BoardSession:
             self.guard()
             # /tmp and the counters start over
             self.probe_ready, self.probe_tries, self.last_mark = False, 0, None
+            self.last_seen = None
             try:
                 timeline = self.board.boot(self._remaining(dt.boot.timeoutSeconds))
                 break
@@ -160,13 +173,20 @@ class BoardSession:
         prov: dict[str, Any] = {"board": self.place, "deviceType": self.device_type.name,
                                 "planDigest": plan_digest(suites)}
         self.check()
-        # one round trip on the console for all probes (each command costs a prompt cycle)
+        # one round trip on the console for all probes (each command costs a prompt cycle);
+        # where conditions are recorded, it ends with the mark the first snapshot's busy is
+        # counted from
+        commands = list(probes.values()) + ([probe.mark()] if self.device_type.conditions
+                                            else [])
         sep = "@@benchfarm-provenance@@"
-        out = self.board.run(f"; echo {sep}; ".join(probes.values()),
-                             timeout=self._remaining(20)).output
+        sent = time.time()
+        out = self.board.run(f"; echo {sep}; ".join(commands), timeout=self._remaining(20)).output
         parts = out.split(sep)
         for i, key in enumerate(probes):
             prov[key] = (parts[i] if i < len(parts) else "").strip()[:512]
+        if self.device_type.conditions and len(parts) > len(probes):
+            _, mark = probe.read_probe(parts[len(probes)], sent, time.time(), self.last_mark)
+            self.last_mark = mark or self.last_mark
         return prov
 
     def suite(self, spec: SuiteSpec, iteration: int, warmup: bool,
@@ -182,13 +202,16 @@ class BoardSession:
         if spec.suite == "low-power":
             return self._low_power(spec, iteration, warmup)
         source = self.device_type.conditions
-        waited = self._wait_for(envelope) if source is not None and envelope is not None else 0.0
+        waited = self._wait_for(envelope, retake) \
+            if source is not None and envelope is not None else 0.0
         cmd = with_background(spec.command, spec.background)
         if self.environment:  # each command runs in its own `sh -c`: pass the lab's values
             cmd = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.environment.items()) \
                 + f" sh -c {shlex.quote(cmd)}"
         if source is not None:
-            self._install_probe()
+            installed = self._install_probe()       # (no wait before: its snapshot unused)
+            if installed is not None:
+                self.last_mark = installed[1] or self.last_mark
             cmd, markers = probe.wrap(cmd, source)
         sent, start = time.time(), time.monotonic()   # before the sampler's first reading
         sampler = self._sampler()
@@ -201,6 +224,8 @@ class BoardSession:
             unwrapped = probe.unwrap(r.output, markers, sent, time.time(), self.last_mark)
             self.last_mark = unwrapped.last or self.last_mark
             self.probe_ready = unwrapped.before is not None   # gone (/tmp emptied): again
+            latest = unwrapped.after or next(reversed(unwrapped.during), None)
+            self._saw(latest, unwrapped.before, envelope)
             r = CommandResult(r.command, unwrapped.output, r.exit_code, r.seconds, r.timed_out)
             conditions = StepConditions(before=unwrapped.before, during=unwrapped.during,
                                         after=unwrapped.after, simulated=source.simulated)
@@ -229,61 +254,97 @@ class BoardSession:
         return record, r.output, {}
 
     # -- what the board is measured under -------------------------------------------------------
-    def _install_probe(self) -> None:
-        """The probe's functions written to the board, once a boot (a few short commands). One
-        that does not take is said: the steps then run unwrapped, with no conditions."""
+    def _install_probe(self) -> tuple[Snapshot, probe.Mark | None] | None:
+        """The probe's functions written to the board, once a boot (a few short commands), and
+        the snapshot its last command printed with its mark (None: none, or nothing to
+        install). One that does not take is said: the steps then run unwrapped, with no
+        conditions."""
         source = self.device_type.conditions
         if self.probe_ready or source is None or self.probe_tries >= PROBE_TRIES:
-            return
+            return None
         self.probe_tries += 1
         for command in probe.install(source):
             self.check()
+            sent = time.time()
             r = self.board.run(command, timeout=self._remaining(20))
             if r.exit_code != 0:
                 log.warning("%s: the conditions probe could not be written to the board (%s): "
                             "%s", self.place, probe.script_path(source), r.output[-200:])
-                return
+                return None
         self.probe_ready = True
+        # the last command's snapshot: a look of its own (`_snapshot`), or the reference of
+        # the next one's busy
+        snap, mark = probe.read_probe(r.output, sent, time.time(), self.last_mark)
+        return None if snap is None else (snap, mark)
 
-    def _snapshot(self) -> Snapshot | None:
-        """The board's conditions now: one console round trip."""
+    def _saw(self, last: Snapshot | None, before: Snapshot | None,
+             envelope: Envelope | None) -> None:
+        """What a step's wrapped command said: its last snapshot, and whether the board was
+        idle before it (its before snapshot's busy within the envelope's bound)."""
+        if last is None:
+            self.last_seen = None
+            return
+        bound = envelope.maxBusyBefore if envelope is not None else None
+        idle = bound is None or (before is not None and before.busy is not None
+                                 and before.busy <= bound)
+        self.last_seen = Seen(last, time.monotonic(), idle)
+
+    def _still_inside(self, envelope: Envelope) -> bool:
+        """Whether the board's latest word is enough to start a step on: fresh, the board idle
+        before the last step, and its last snapshot inside the envelope (busy aside: the step's
+        own before snapshot says it, judged with the step)."""
+        seen = self.last_seen
+        if seen is None or not seen.idle or time.monotonic() - seen.at > FRESH_SECONDS:
+            return False
+        return not verdict.before_problems(envelope, seen.snapshot.model_copy(
+            update={"busy": None}))
+
+    def _snapshot(self) -> tuple[Snapshot | None, probe.Mark | None]:
+        """The board's conditions now (its busy since `last_mark`), and its mark: one console
+        round trip, none where the probe was written to the board just now (the snapshot its
+        install printed)."""
         assert self.device_type.conditions is not None
-        self._install_probe()
+        installed = self._install_probe()
+        if installed is not None:
+            return installed
         sent = time.time()
         out = self.board.run(probe.probe(self.device_type.conditions),
                              timeout=self._remaining(20)).output
-        snap, mark = probe.read_probe(out, sent, time.time(), self.last_mark)
-        self.last_mark = mark or self.last_mark
-        return snap
+        return probe.read_probe(out, sent, time.time(), self.last_mark)
 
-    def _wait_for(self, envelope: Envelope) -> float:
-        """Before a step: poll the board's conditions a few seconds apart until they are inside
+    def _wait_for(self, envelope: Envelope, retake: int = 0) -> float:
+        """Before a step: poll the board's conditions a second apart until they are inside
         `envelope`'s before-bounds (temperature, busy, governor, frequency), at most its
         waitSeconds (then the step runs anyway and is judged), then its settleSeconds more.
-        The seconds it waited."""
+        A first measurement on a board whose latest word is still inside takes no snapshot
+        (`_still_inside`); a retake always looks. The snapshot that finds the board inside is
+        no reference for busy: the step's own before snapshot counts it from the one before,
+        over the whole quiet stretch, not over the few ticks between the two. The seconds it
+        waited."""
         wait, settle = envelope.waitSeconds or 0.0, envelope.settleSeconds or 0.0
         if not envelope.bounded or (wait <= 0 and settle <= 0):
             return 0.0
         start = time.monotonic()
+        if retake == 0 and self._still_inside(envelope):
+            wait = 0.0
         while wait > 0:
             self.check()
-            snap = self._snapshot()
+            snap, mark = self._snapshot()
             if snap is None:       # nothing to wait on: the step says what it can, judged
                 self.probe_ready = False
                 break
             problems = verdict.before_problems(envelope, snap)
-            unknown = snap.busy is None and envelope.maxBusyBefore is not None
-            if unknown:
-                problems.append("busy not known yet")   # the first snapshot has no delta
+            if snap.busy is None and envelope.maxBusyBefore is not None:
+                problems.append("busy not known yet")   # no reference: the next one has
             left = wait - (time.monotonic() - start)
             if not problems:
                 break
+            self.last_mark = mark or self.last_mark
             if left <= 0:
                 log.info("%s: still outside the envelope after %.0f s (%s); measuring anyway",
                          self.place, wait, "; ".join(problems))
                 break
-            self.cancelled.wait(min(BUSY_WINDOW if unknown and len(problems) == 1
-                                    else POLL_SECONDS, left))
+            self.cancelled.wait(min(POLL_SECONDS, left))
         if settle > 0:
             self.check()
             self.cancelled.wait(settle)

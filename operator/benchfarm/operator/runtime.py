@@ -332,7 +332,7 @@ class Runtime:
         run = self.runs.get(rec.run or "")
         if run is None:
             return None
-        started = run.typed.startTime
+        started = run.head.startTime
         return (ts(started) if started else now) + run.spec.timeoutSeconds
 
     def active_lease_places(self) -> dict[str, str]:

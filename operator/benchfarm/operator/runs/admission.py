@@ -23,6 +23,7 @@ from benchfarm.api.runs import (
     BenchmarkRunStatus,
     SuiteSpec,
     TestPlanSpec,
+    needs_gpu,
 )
 from benchfarm.core.policy import trust
 from benchfarm.core.policy.software import SoftwareReach
@@ -61,11 +62,6 @@ class AdmissionRuntime(Registry, Protocol):
     def inventory(self) -> Inventory: ...      # the device types a selector matches
 
 
-def needs_gpu(suites: list[Any]) -> bool:
-    return any((s.suite if isinstance(s, SuiteSpec) else s.get("suite")) in GPU_SUITES
-               for s in suites)
-
-
 def selector(spec: BenchmarkRunSpec) -> q.Selector:
     """The boards a run may take, as the queue matches them."""
     return q.Selector.of(spec.selector.deviceType, spec.selector.labels, spec.selector.board)
@@ -75,12 +71,12 @@ def queue_entry(r: RunState, ceiling: int) -> q.QueueEntry:
     """The run as the scheduler sees it (`ceiling`: its namespace's highest priority), rebuilt
     only when what it is made of changes (built when the run is observed, so a flood of new runs
     costs the rounds nothing)."""
-    avoid = tuple(r.typed.avoidBoards or ()) + r.avoid_boards
-    suites = r.typed.resolvedSuites or []
-    fingerprint = (r.generation, ceiling, avoid, len(suites))
+    head = r.head
+    avoid = head.avoidBoards + r.avoid_boards
+    fingerprint = (r.generation, ceiling, avoid, head.suites, head.gpu)
     if r.queue_entry is None or r.queue_entry[0] != fingerprint:
         entry = q.QueueEntry(r.key, r.namespace, min(r.spec.priority, ceiling), r.created,
-                             selector(r.spec), frozenset(avoid), needs_gpu=needs_gpu(suites))
+                             selector(r.spec), frozenset(avoid), needs_gpu=head.gpu)
         r.queue_entry = (fingerprint, entry)
     entry_now: q.QueueEntry = r.queue_entry[1]
     return entry_now

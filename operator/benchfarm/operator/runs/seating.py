@@ -42,7 +42,7 @@ class Seats:
         return seats.standing_by(
             r, naming=r.key in self.naming, holds_board=r.phase == Phase.running and not r.released,
             go_ahead=lambda: trust.read_go_ahead(self.rt.signing_key, r.uid, attempt_of(r.status),
-                                                 r.typed.goAhead),
+                                                 r.head.goAhead),
             seat_held=self.seat_held)
 
     def standing_by(self, r: RunState) -> bool:
@@ -56,12 +56,12 @@ class Seats:
         holder = self.rt.runs.get(rec.run) if rec is not None and rec.run else None
         return holder is not None and holder.phase == Phase.running and \
             run_holder(holder.uid) == relay.holder and \
-            not holder.typed.boardReleased
+            not holder.head.boardReleased
 
     def holds_place(self, r: RunState) -> bool:
         """The coordinator showed the run's place acquired by its session (the last refresh): a
         relay may name it, the place's release is then that session's."""
-        rec = self.rt.boards.get(r.typed.board or "")
+        rec = self.rt.boards.get(r.head.board or "")
         return rec is not None and rec.holder == run_holder(r.uid)
 
     def relay_to(self, heir: RunState) -> Relay:
@@ -71,7 +71,7 @@ class Seats:
         """A relay's seat went to this run `core.scheduling.seats.RELAY_GRACE` ago: if its session has not
         taken its place, it did not see the release (its connection came up after it), and it
         gets the plain go-ahead (one coordinator read, on a launch thread)."""
-        place = run.typed.board or ""
+        place = run.head.board or ""
         try:
             if self.rt.coordinator.holder(place) == run_holder(run.uid):
                 return
@@ -79,7 +79,7 @@ class Seats:
             log.info("%s: could not read who holds %s: %s", run.key, place, exc)
         def missed() -> Relay | None:
             """The relay it missed, its go-ahead on its way now; None if it needs none."""
-            if run.seat.after is None or run.typed.boardReleased or \
+            if run.seat.after is None or run.head.boardReleased or \
                     self.rt.runs.get(run.key) is not run or not run.move(InFlight.go_ahead):
                 return None
             return run.seat.after

@@ -101,12 +101,12 @@ class Supervisor:
     def _launch(self, run: RunState, attempt: int, resume: int) -> str:
         """Ask the launcher for a runner; a launcher that fails is a lab fault, seen as a dead
         session (no Lease) and resumed like one, at most MAX_RESUMES times."""
-        started = run.typed.startTime
+        started = run.head.startTime
         # on standby, its session may wait up to the run's timeout for a seat, then has all of it
         left = ts(started) + run.spec.timeoutSeconds - time.time() if started else \
             float(run.spec.timeoutSeconds) * (1 if has_go_ahead(
-                self.rt.signing_key, run.uid, attempt, run.typed.goAhead) else 2)
-        board = run.typed.board or ""
+                self.rt.signing_key, run.uid, attempt, run.head.goAhead) else 2)
+        board = run.head.board or ""
         req = Launch(run.namespace, run.name, run.uid, attempt, resume, deadline_s=max(left, 10.0),
                      reads=(run.spec.baseline,) if run.spec.baseline else (),
                      board=board, place=self._handover(board))
@@ -163,7 +163,7 @@ class Supervisor:
 
     def _dead(self, run: RunState) -> None:
         rt = self.rt
-        board = run.typed.board
+        board = run.head.board
         self._end(run)       # whatever its process still does, it is not left beside another
         if run.spec.cancel or run.deleting:
             self._release(board, run.uid)
@@ -171,7 +171,7 @@ class Supervisor:
                 rt.writes.finish(run, Move.cancel_ended, Reason.cancelled, "cancelled (its session had ended)")
             rt.inventory.free(board, run.key)
             return
-        resumes = int(run.typed.resumes or 0) + 1
+        resumes = int(run.head.resumes or 0) + 1
         if resumes > MAX_RESUMES:
             self._release(board, run.uid)
             rt.writes.finish(run, Move.fail, Reason.too_many_resumes,
@@ -186,7 +186,7 @@ class Supervisor:
         plain = None
         # a relay whose seat is its own by now: the resumed session gets the plain go-ahead, it
         # would wait for a release it can no longer see
-        go = read_go_ahead(rt.signing_key, run.uid, attempt, run.typed.goAhead)
+        go = read_go_ahead(rt.signing_key, run.uid, attempt, run.head.goAhead)
         if go is not None and go.after is not None and \
                 not rt.owner.call(rt.seats.standing_by, run):
             plain = sign_go_ahead(rt.signing_key, run.uid, attempt)
@@ -207,7 +207,7 @@ class Supervisor:
         """End the session given up on: its Lease stopped, but its process may live on (stalled,
         or cut off from the API server); it is ended before any other is launched."""
         req = Launch(run.namespace, run.name, run.uid, attempt_of(run.status, 1),
-                     int(run.typed.resumes or 0), board=run.typed.board or "")
+                     int(run.head.resumes or 0), board=run.head.board or "")
         try:
             with self.launching:
                 what = self.rt.launcher.end(req)
@@ -219,12 +219,12 @@ class Supervisor:
     def _ended(self, run: RunState, end: SessionEnd) -> None:
         """A runner handed the run back: charge the board only for a board fault."""
         rt = self.rt
-        board = run.typed.board or ""
+        board = run.head.board or ""
         self._release(board, run.uid)
         rt.owner.call(self.launched.pop, run.key, None)
         if end.outcome == HandBack.busy:
             rt.inventory.held(board, end.message)
-            taken = int(run.typed.busyRequeues or 0) + 1
+            taken = int(run.head.busyRequeues or 0) + 1
             if taken > rt.policy.maxBusyRequeues:
                 rt.writes.finish(run, Move.fail, Reason.board_taken,
                           f"the board was taken by someone else {taken} times (last {board}: "
@@ -268,5 +268,5 @@ class Supervisor:
                        lease.spec.holder_identity for lease in leases):
                 break
             time.sleep(0.5)
-        self._release(run.typed.board, run.uid)
+        self._release(run.head.board, run.uid)
         self.rt.owner.call(self.launched.pop, run.key, None)

@@ -135,7 +135,7 @@ class RunWrites:
 
     def requeue(self, run: RunState, message: str, avoid: str | None,
                 busy_requeues: int | None = None) -> None:
-        avoid_list = list(run.typed.avoidBoards or [])
+        avoid_list = list(run.head.avoidBoards or [])
         if avoid and avoid not in avoid_list:
             avoid_list.append(avoid)
         try:
@@ -150,7 +150,7 @@ class RunWrites:
                         quarantined: bool, party: str = "board") -> None:
         """After a fault on `board` (whose: `party`), try another board or fail the run."""
         attempts = attempt_of(run.status, 1)
-        avoid = set(run.typed.avoidBoards or []) | {board}
+        avoid = set(run.head.avoidBoards or []) | {board}
         others = [b for b in self.rt.inventory.views() if b.name not in avoid]
         elsewhere = could_ever_match(selector(run.spec), others)
         if attempts <= self.rt.policy.maxInfraRetries and elsewhere:
@@ -181,7 +181,7 @@ class RunWrites:
                 log.info("%s started meanwhile; its session will see the cancel", key)
         elif run.phase == Phase.running and deleting:
             self.rt.sessions.wait_gone(run)
-            self.rt.inventory.free(run.typed.board, key)
+            self.rt.inventory.free(run.head.board, key)
 
     def _cancelling(self, key: str, deleting: bool) -> RunState | None:
         run = self.rt.runs.get(key)
@@ -213,7 +213,7 @@ class RunEnds:
     def ttl(self, runs: list[RunState], now: float) -> None:
         for r in runs:
             ttl = r.spec.ttlSecondsAfterFinished
-            done = r.typed.completionTime
+            done = r.head.completionTime
             if ttl is None or not done or not lifecycle.allows(Move.ttl, r.phase):
                 continue
             if r.completed_at is None or r.completed_at[0] != done:

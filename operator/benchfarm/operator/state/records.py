@@ -16,11 +16,12 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel
 
 from benchfarm.api.boards import BoardState
+from benchfarm.api.grants import GoAhead
 from benchfarm.api.labpolicy import LabPolicySpec
 from benchfarm.api.leases import BoardLeaseSpec, BoardLeaseStatus
 from benchfarm.api.notifications import Event
 from benchfarm.api.outcomes import FINISHED, LeasePhase, Phase
-from benchfarm.api.runs import BenchmarkRunSpec, BenchmarkRunStatus
+from benchfarm.api.runs import BenchmarkRunSpec, BenchmarkRunStatus, needs_gpu
 from benchfarm.core.conditions import seconds_of
 from benchfarm.core.scheduling.lifecycle import MOVES, InFlight
 from benchfarm.core.scheduling.queue import QueueEntry, WaitingQueue, lease_key
@@ -71,6 +72,34 @@ def ts(iso: str | None) -> float:
     return seconds_of(iso)
 
 
+@dataclass(frozen=True, slots=True)
+class RunHead:
+    """What the operator reads of a run's status, read from its model (`BenchmarkRunStatus`)
+    once per change of the status and kept: the whole model is 4 KB a run (its conditions and
+    resolved suites parsed into objects of their own), 44 MB for 10,000 queued runs; this is
+    under 200 bytes (tests/unit/test_status_reads.py). `suites`: how many suites are
+    resolved; `gpu`: whether one needs a GPU."""
+
+    phase: str | None = None
+    board: str | None = None
+    boardReleased: bool | None = None
+    startTime: str | None = None
+    completionTime: str | None = None
+    avoidBoards: tuple[str, ...] = ()
+    resumes: int | None = None
+    busyRequeues: int | None = None
+    goAhead: GoAhead | None = None
+    suites: int = 0
+    gpu: bool = False
+
+    @classmethod
+    def of(cls, st: BenchmarkRunStatus) -> RunHead:
+        suites = st.resolvedSuites or []
+        return cls(st.phase, st.board, st.boardReleased, st.startTime, st.completionTime,
+                   tuple(st.avoidBoards or ()), st.resumes, st.busyRequeues, st.goAhead,
+                   len(suites), needs_gpu(suites))
+
+
 @dataclass
 class RunState:
     namespace: str
@@ -89,30 +118,30 @@ class RunState:
     avoid_boards: tuple[str, ...] = ()   # boards a campaign's retried column must not get
     seat: Seat = field(default_factory=lambda: Seat())    # its session seat (`Seat`)
     version: str | None = None      # the newest resourceVersion known: events' and own writes'
-    # `status` as its model, read once per change of `status` (`typed`): a record's status is
-    # only ever replaced, never changed in place, so the rounds read fields, not dicts
-    _typed: BenchmarkRunStatus | None = field(default=None, repr=False, compare=False)
+    # what the operator reads of `status`, read through its model once per change of `status`
+    # (`head`): a record's status is only ever replaced, never changed in place
+    _head: RunHead | None = field(default=None, repr=False, compare=False)
 
     def __setattr__(self, key: str, value: Any) -> None:
         check_write("run")
         object.__setattr__(self, key, value)
         if key == "status":
-            object.__setattr__(self, "_typed", None)
+            object.__setattr__(self, "_head", None)
 
     @property
-    def typed(self) -> BenchmarkRunStatus:
-        """Its status as `BenchmarkRunStatus` (parsed at the first read after a change; any
-        thread may read it: two parses of one status are equal)."""
-        typed = self._typed
-        if typed is None:
-            typed = BenchmarkRunStatus.of(self.status)
-            object.__setattr__(self, "_typed", typed)
-        return typed
+    def head(self) -> RunHead:
+        """What the operator reads of its status (read at the first read after a change; any
+        thread may read it: two reads of one status are equal)."""
+        head = self._head
+        if head is None:
+            head = RunHead.of(BenchmarkRunStatus.of(self.status))
+            object.__setattr__(self, "_head", head)
+        return head
 
     def take(self, status: dict[str, Any], typed: BenchmarkRunStatus) -> None:
         """A watch event's status, with its model (parsed once for the event)."""
         self.status = status
-        self._typed = typed
+        self._head = RunHead.of(typed)
 
     @property
     def key(self) -> str:
@@ -138,17 +167,17 @@ class RunState:
 
     @property
     def phase(self) -> str | None:
-        return self.typed.phase
+        return self.head.phase
 
     @property
     def board(self) -> str | None:
         """The board its status names."""
-        return self.typed.board
+        return self.head.board
 
     @property
     def released(self) -> bool:
         """Its session released its board (it only uploads and reports now)."""
-        return bool(self.typed.boardReleased)
+        return bool(self.head.boardReleased)
 
     def wrote(self, written: dict[str, Any], status: dict[str, Any]) -> None:
         """After the operator's own status write (on the owner's thread): the status as the API
