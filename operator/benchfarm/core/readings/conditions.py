@@ -44,6 +44,7 @@ END = "|@end"               # and ends so: a line without it was cut and is drop
 MAX_LINE = 64 * 1024        # a longer line is no snapshot of ours
 MAX_ENTRIES = 64            # policies, zones, cooling devices, counters kept per snapshot
 MAX_NAME = 64
+SAMPLES = "/tmp/bfc-samples"   # the during snapshots of the step running (one at a time a board)
 _FILES = {"scaling_cur_freq": "curKHz", "scaling_min_freq": "minKHz",
           "scaling_max_freq": "maxKHz", "scaling_governor": "governor"}
 
@@ -59,17 +60,17 @@ def script(source: ConditionsSource) -> str:
     thermal = shlex.quote(f"{root}/class/thermal")
     throttle = [] if not source.throttleCommand else [
         f"( {source.throttleCommand} ) 2>/dev/null | while read -r bfc_n bfc_c _; do",
-        "printf '|x.%s=%s' \"$bfc_n\" \"$bfc_c\"; done"]
+        "printf \"|x.%s=%s\" \"$bfc_n\" \"$bfc_c\"; done"]
     lines = [
         "bfc_r() { [ -r \"$2/$3\" ] && read -r bfc_v 2>/dev/null < \"$2/$3\" &&",
-        "printf '|%s.%s.%s=%s' \"$1\" \"${2##*/}\" \"$3\" \"$bfc_v\"; }",
+        "printf \"|%s.%s.%s=%s\" \"$1\" \"${2##*/}\" \"$3\" \"$bfc_v\"; }",
         "bfc_snap() {",
-        "printf '@bfs'",
-        "read -r bfc_v _ 2>/dev/null < /proc/uptime && printf '|up=%s' \"$bfc_v\"",
-        "read -r bfc_v 2>/dev/null < /proc/stat && printf '|stat=%s' \"$bfc_v\"",
-        "read -r bfc_v _ 2>/dev/null < /proc/loadavg && printf '|load=%s' \"$bfc_v\"",
+        "printf \"@bfs\"",
+        "read -r bfc_v _ 2>/dev/null < /proc/uptime && printf \"|up=%s\" \"$bfc_v\"",
+        "read -r bfc_v 2>/dev/null < /proc/stat && printf \"|stat=%s\" \"$bfc_v\"",
+        "read -r bfc_v _ 2>/dev/null < /proc/loadavg && printf \"|load=%s\" \"$bfc_v\"",
         "while read -r bfc_k bfc_v _; do [ \"$bfc_k\" = MemAvailable: ] &&",
-        "{ printf '|mem=%s' \"$bfc_v\"; break; }; done 2>/dev/null < /proc/meminfo",
+        "{ printf \"|mem=%s\" \"$bfc_v\"; break; }; done 2>/dev/null < /proc/meminfo",
         f"for bfc_d in {cpufreq}/policy*; do [ -d \"$bfc_d\" ] || continue",
         "for bfc_f in scaling_cur_freq scaling_min_freq scaling_max_freq scaling_governor",
         "do bfc_r p \"$bfc_d\" $bfc_f; done; done",
@@ -78,7 +79,7 @@ def script(source: ConditionsSource) -> str:
         f"for bfc_d in {thermal}/cooling_device*; do [ -d \"$bfc_d\" ] || continue",
         "bfc_r c \"$bfc_d\" cur_state; bfc_r c \"$bfc_d\" stats/total_trans; done",
         *throttle,
-        "printf '|@end\\n'",
+        "printf \"|@end\\n\"",
         "}",
         "bfc_sample() {",
         "n=0; t=0; k=1",
@@ -86,22 +87,24 @@ def script(source: ConditionsSource) -> str:
         "t=$((t+1)); [ $((t%k)) = 0 ] || continue",
         "bfc_snap >> \"$BFC_F\"; n=$((n+1))",
         f"if [ $n -ge {2 * MAX_DURING} ]; then i=0",       # halve the file and the rate
-        "while read -r l; do [ $((i%2)) = 1 ] && printf '%s\\n' \"$l\"; i=$((i+1))",
+        "while read -r l; do [ $((i%2)) = 1 ] && printf \"%s\\n\" \"$l\"; i=$((i+1))",
         "done < \"$BFC_F\" > \"$BFC_F.t\"",
-        "while read -r l; do printf '%s\\n' \"$l\"; done < \"$BFC_F.t\" > \"$BFC_F\"",
+        "while read -r l; do printf \"%s\\n\" \"$l\"; done < \"$BFC_F.t\" > \"$BFC_F\"",
         f"n={MAX_DURING}; k=$((k*2)); fi; done",
-        "rm -f \"$BFC_F\" \"$BFC_F.t\"",
-        "}",
+        "}",     # its file stays: the next step's (a builtin empties it, no process)
         "bfc_wrap() {",
-        "BFC_N=$1; shift; BFC_F=/tmp/bfc-$BFC_N.$$",   # the command sees no arguments
-        "printf '@@bfc-%s@@\\n' \"$BFC_N-before\"; bfc_snap",
-        "printf '@@bfc-%s@@\\n' \"$BFC_N-out\"",
+        # the command sees no arguments; one file of samples a script, emptied by each step
+        # (a builtin, where `rm` is a process: a fork costs a TCG board milliseconds)
+        f"BFC_N=$1; shift; BFC_F={SAMPLES}; : > \"$BFC_F\"",
+        "printf \"@@bfc-%s@@\\n\" \"$BFC_N-before\"; bfc_snap",
+        "printf \"@@bfc-%s@@\\n\" \"$BFC_N-out\"",
         "( bfc_sample $$ ) </dev/null >/dev/null 2>&1 & BFC_S=$!",
         "( eval \"$BFC_C\" ); BFC_R=$?",
-        "printf '\\n@@bfc-%s@@\\n' \"$BFC_N-after\"; bfc_snap",
+        "printf \"\\n@@bfc-%s@@\\n\" \"$BFC_N-after\"; bfc_snap",
         "kill $BFC_S 2>/dev/null; wait $BFC_S 2>/dev/null",
-        "printf '@@bfc-%s@@\\n' \"$BFC_N-during\"; cat \"$BFC_F\" 2>/dev/null",
-        "rm -f \"$BFC_F\" \"$BFC_F.t\"; printf '@@bfc-%s@@\\n' \"$BFC_N-end\"",
+        "printf \"@@bfc-%s@@\\n\" \"$BFC_N-during\"",
+        "while read -r l; do printf \"%s\\n\" \"$l\"; done < \"$BFC_F\" 2>/dev/null",
+        "printf \"@@bfc-%s@@\\n\" \"$BFC_N-end\"",
         "exit $BFC_R",
         "}",
     ]
