@@ -45,8 +45,10 @@ MAX_LINE = 64 * 1024        # a longer line is no snapshot of ours
 MAX_ENTRIES = 64            # policies, zones, cooling devices, counters kept per snapshot
 MAX_NAME = 64
 SAMPLES = "/tmp/bfc-samples"   # the during snapshots of the step running (one at a time a board)
-_FILES = {"scaling_cur_freq": "curKHz", "scaling_min_freq": "minKHz",
-          "scaling_max_freq": "maxKHz", "scaling_governor": "governor"}
+# the short names the probe prints of the files it reads (`SHORT`), and what each becomes
+SHORT = {"scaling_cur_freq": "cur", "scaling_min_freq": "min", "scaling_max_freq": "max",
+         "scaling_governor": "gov", "cur_state": "cs", "stats/total_trans": "tt"}
+_FILES = {"cur": "curKHz", "min": "minKHz", "max": "maxKHz", "gov": "governor"}
 
 
 # -- on the board ---------------------------------------------------------------------------
@@ -62,8 +64,10 @@ def script(source: ConditionsSource) -> str:
         f"( {source.throttleCommand} ) 2>/dev/null | while read -r bfc_n bfc_c _; do",
         "printf \"|x.%s=%s\" \"$bfc_n\" \"$bfc_c\"; done"]
     lines = [
+        # a file's value under its short name ($4: `SHORT`), each snapshot printed a second
+        # over a console
         "bfc_r() { [ -r \"$2/$3\" ] && read -r bfc_v 2>/dev/null < \"$2/$3\" &&",
-        "printf \"|%s.%s.%s=%s\" \"$1\" \"${2##*/}\" \"$3\" \"$bfc_v\"; }",
+        "printf \"|%s.%s.%s=%s\" \"$1\" \"${2##*/}\" \"$4\" \"$bfc_v\"; }",
         "bfc_snap() {",
         "printf \"@bfs\"",
         "read -r bfc_v _ 2>/dev/null < /proc/uptime && printf \"|up=%s\" \"$bfc_v\"",
@@ -72,12 +76,12 @@ def script(source: ConditionsSource) -> str:
         "while read -r bfc_k bfc_v _; do [ \"$bfc_k\" = MemAvailable: ] &&",
         "{ printf \"|mem=%s\" \"$bfc_v\"; break; }; done 2>/dev/null < /proc/meminfo",
         f"for bfc_d in {cpufreq}/policy*; do [ -d \"$bfc_d\" ] || continue",
-        "for bfc_f in scaling_cur_freq scaling_min_freq scaling_max_freq scaling_governor",
-        "do bfc_r p \"$bfc_d\" $bfc_f; done; done",
+        "bfc_r p \"$bfc_d\" scaling_cur_freq cur; bfc_r p \"$bfc_d\" scaling_min_freq min",
+        "bfc_r p \"$bfc_d\" scaling_max_freq max; bfc_r p \"$bfc_d\" scaling_governor gov; done",
         f"for bfc_d in {thermal}/thermal_zone*; do [ -d \"$bfc_d\" ] || continue",
-        "bfc_r t \"$bfc_d\" type; bfc_r t \"$bfc_d\" temp; done",
+        "bfc_r t \"$bfc_d\" type type; bfc_r t \"$bfc_d\" temp temp; done",
         f"for bfc_d in {thermal}/cooling_device*; do [ -d \"$bfc_d\" ] || continue",
-        "bfc_r c \"$bfc_d\" cur_state; bfc_r c \"$bfc_d\" stats/total_trans; done",
+        "bfc_r c \"$bfc_d\" cur_state cs; bfc_r c \"$bfc_d\" stats/total_trans tt; done",
         *throttle,
         "printf \"|@end\\n\"",
         "}",
@@ -220,9 +224,10 @@ def _name(text: str) -> str | None:
 
 
 def parse_line(line: str) -> Raw | None:
-    """A snapshot line (`@bfs|up=..|stat=cpu ..|load=..|mem=..|p.policy0.scaling_cur_freq=..
-    |t.thermal_zone0.temp=..|c.cooling_device0.stats/total_trans=..|x.name=count|@end`), or
-    None when it is none (cut, too long): a field that does not parse is left out."""
+    """A snapshot line (`@bfs|up=..|stat=cpu ..|load=..|mem=..|p.policy0.cur=..
+    |t.thermal_zone0.temp=..|c.cooling_device0.tt=..|x.name=count|@end`; a file under its own
+    name, `scaling_cur_freq`, reads as under its short one, `SHORT`), or None when it is none
+    (cut, too long): a field that does not parse is left out."""
     line = line.strip()
     if len(line) > MAX_LINE or not line.startswith(LINE) or not line.endswith(END):
         return None
@@ -266,6 +271,7 @@ def _device(key: str, value: str, cpufreq: dict[str, dict[str, Any]],
             throttle: dict[str, int]) -> None:
     kind, _, rest = key.partition(".")
     device, _, file = rest.partition(".")
+    file = SHORT.get(file, file)     # the files' own names read as their short ones
     name = _name(device)
     if name is None:
         return
@@ -274,7 +280,7 @@ def _device(key: str, value: str, cpufreq: dict[str, dict[str, Any]],
         if entry is None and len(cpufreq) >= MAX_ENTRIES:
             return
         entry = cpufreq.setdefault(name, {})
-        if file == "scaling_governor":
+        if file == "gov":
             entry["governor"] = _name(value)
         else:
             khz = _int(value)
@@ -288,11 +294,11 @@ def _device(key: str, value: str, cpufreq: dict[str, dict[str, Any]],
         else:
             milli = _int(value)
             entry["tempC"] = None if milli is None else round(milli / 1000, 1)
-    elif kind == "c" and file in ("cur_state", "stats/total_trans"):
+    elif kind == "c" and file in ("cs", "tt"):
         count = _int(value)
         if count is None or count < 0:
             return
-        table = cooling if file == "cur_state" else throttle
+        table = cooling if file == "cs" else throttle
         if name in table or len(table) < MAX_ENTRIES:
             table[name] = count
 
