@@ -87,11 +87,10 @@ def _scripts():
 def test_a_suite_step_records_its_conditions_energy_and_energy_metrics(tmp_path):
     s = session(tree(tmp_path))
     s.suite(SPEC, 1, False, parse)
-    installed = len(s.board.commands) - 1              # the probe, once a boot
-    assert installed == len(probe.install(s.device_type.conditions))
+    assert s.board.commands[:-1] == [probe.install(s.device_type.conditions)]  # once a boot
     record, output, _ = s.suite(SPEC, 2, False, parse, retake=1)
     assert output == "events per second: 1200" and record.ok
-    assert len(s.board.commands) == installed + 2      # one console command a step, no more
+    assert len(s.board.commands) == 3                  # one console command a step, no more
     cond = record.conditions
     assert cond["before"]["cpufreq"]["policy0"]["curKHz"] == 1000000
     assert 3 <= len(cond["during"]) <= 6 and cond["after"] is not None
@@ -137,8 +136,8 @@ def test_the_first_step_after_a_boot_takes_the_installs_snapshot_for_its_look(tm
     prov = s.provenance([SPEC])
     assert s.last_mark is not None and "@bfs" not in str(prov) and prov["cpus"].isdigit()
     record, _, _ = s.suite(SPEC, 1, False, parse, envelope=s.device_type.envelope)
-    installs = len(probe.install(s.device_type.conditions))
-    assert len(s.board.commands) == 1 + installs + 1        # provenance, the install, the suite
+    assert len(s.board.commands) == 3                       # provenance, the install, the suite
+    assert s.board.commands[1] == probe.install(s.device_type.conditions)
     assert record.conditions["waitedSeconds"] < lab_session.POLL_SECONDS
     assert record.conditions["before"]["busy"] is not None
 
@@ -147,8 +146,8 @@ def test_without_a_mark_the_first_look_waits_a_poll_for_busy(tmp_path, monkeypat
     monkeypatch.setattr(lab_session, "POLL_SECONDS", 0.3)
     s = session(tree(tmp_path), envelope=QUIET)
     record, _, _ = s.suite(SPEC, 1, False, parse, envelope=s.device_type.envelope)
-    installs = len(probe.install(s.device_type.conditions))
-    assert len(s.board.commands) == installs + 2            # the install, one look, the suite
+    assert len(s.board.commands) == 3                       # the install, one look, the suite
+    assert s.board.commands[0] == probe.install(s.device_type.conditions)
     assert 0.3 <= record.conditions["waitedSeconds"] < 2
 
 

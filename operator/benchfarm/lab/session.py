@@ -255,25 +255,22 @@ class BoardSession:
 
     # -- what the board is measured under -------------------------------------------------------
     def _install_probe(self) -> tuple[Snapshot, probe.Mark | None] | None:
-        """The probe's functions written to the board, once a boot (a few short commands), and
-        the snapshot its last command printed with its mark (None: none, or nothing to
-        install). One that does not take is said: the steps then run unwrapped, with no
-        conditions."""
+        """The probe's functions written to the board, once a boot (one console command), and
+        the snapshot it printed with its mark (None: none, or nothing to install). One that
+        does not take is said: the steps then run unwrapped, with no conditions."""
         source = self.device_type.conditions
         if self.probe_ready or source is None or self.probe_tries >= PROBE_TRIES:
             return None
         self.probe_tries += 1
-        for command in probe.install(source):
-            self.check()
-            sent = time.time()
-            r = self.board.run(command, timeout=self._remaining(20))
-            if r.exit_code != 0:
-                log.warning("%s: the conditions probe could not be written to the board (%s): "
-                            "%s", self.place, probe.script_path(source), r.output[-200:])
-                return None
+        self.check()
+        sent = time.time()
+        r = self.board.run(probe.install(source), timeout=self._remaining(20))
+        if r.exit_code != 0:
+            log.warning("%s: the conditions probe could not be written to the board (%s): %s",
+                        self.place, probe.script_path(source), r.output[-200:])
+            return None
         self.probe_ready = True
-        # the last command's snapshot: a look of its own (`_snapshot`), or the reference of
-        # the next one's busy
+        # its snapshot: a look of its own (`_snapshot`), or the reference of the next one's busy
         snap, mark = probe.read_probe(r.output, sent, time.time(), self.last_mark)
         return None if snap is None else (snap, mark)
 

@@ -121,7 +121,7 @@ def script_path(source: ConditionsSource) -> str:
     return f"/tmp/bfc-{hashlib.sha256(script(source).encode()).hexdigest()[:12]}.sh"
 
 
-def install(source: ConditionsSource) -> list[str]:
+def install(source: ConditionsSource) -> str:
     """The console command that writes the probe's functions to `script_path` on the board
     (once a boot: /tmp does not survive one) and then prints a snapshot (`read_probe` reads it):
     the reference the next snapshot's `busy` is counted from, or the first step's look. One
@@ -136,7 +136,7 @@ def install(source: ConditionsSource) -> list[str]:
     longest = max(len(line) for line in shlex.quote(command).splitlines())
     # the device type bounds its root and throttle command so that no line is longer
     assert longest <= CONSOLE_LINE, f"a line of the probe has {longest} characters"
-    return [command]
+    return command
 
 
 def mark() -> str:

@@ -135,7 +135,7 @@ class RunWrites:
 
     def requeue(self, run: RunState, message: str, avoid: str | None,
                 busy_requeues: int | None = None) -> None:
-        avoid_list = list(run.head.avoidBoards or [])
+        avoid_list = list(run.head.avoidBoards)
         if avoid and avoid not in avoid_list:
             avoid_list.append(avoid)
         try:
@@ -150,7 +150,7 @@ class RunWrites:
                         quarantined: bool, party: str = "board") -> None:
         """After a fault on `board` (whose: `party`), try another board or fail the run."""
         attempts = attempt_of(run.status, 1)
-        avoid = set(run.head.avoidBoards or []) | {board}
+        avoid = set(run.head.avoidBoards) | {board}
         others = [b for b in self.rt.inventory.views() if b.name not in avoid]
         elsewhere = could_ever_match(selector(run.spec), others)
         if attempts <= self.rt.policy.maxInfraRetries and elsewhere:
