@@ -21,6 +21,7 @@ from benchfarm.lab.coordinator import Coordinator
 from benchfarm.lab.devicetypes import load_device_types
 from benchfarm.settings import Settings
 from benchfarm_devlab import labnet
+from tests.stack import boots
 from tests.stack.conftest import wait_for
 
 pytestmark = pytest.mark.stack
@@ -134,7 +135,7 @@ def test_power_cycle_through_labgrid_reaches_the_shell(lab, place, dtype):
     try:
         board = Board(place, c.places()[place].resources, _device_type(dtype), c.session())
         try:
-            timeline = board.boot()
+            timeline = boots.boot(board)   # retried as a session retries it
             assert timeline.reached_prompt
             # the console is read in chunks: the first byte and the kernel's banner may share one
             assert timeline.events["first-byte"] <= timeline.events["kernel"] <= timeline.events["prompt"]
