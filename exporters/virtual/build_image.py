@@ -93,6 +93,8 @@ if ip link set eth0 up 2>/dev/null; then
 fi
 setsid /sbin/benchfarm-sensors </dev/null >/dev/null 2>&1 &
 echo "benchfarm-init: userspace up"
+# the shell once the sensors' tree is whole (a real board's sysfs is there before userspace)
+i=0; while [ ! -e /run/benchfarm/sensors-ready ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
 export PS1='root@\h:\w# '
 export HOME=/root
 cd /root
@@ -102,13 +104,18 @@ while true; do setsid cttyhack sh -l; done
 # The board's cpufreq and thermal stand-in (exporters/virtual/sensors.py): the virtual lab's
 # sensor model sends `relative/path value` lines through the virtio-serial port named
 # org.benchfarm.sensors; each value is written under /run/benchfarm/sys/<path> (a path with a
-# `..`, or anything but [A-Za-z0-9_./-], is refused). Only builtins run per line (no fork), and
-# the loop blocks on read: an idle board pays nothing. Opening the port it says `hello`, and the
-# lab answers with the whole tree; the files that never change exist before that.
+# `..`, or anything but [A-Za-z0-9_./-], is refused). Only builtins run per line (no fork: a
+# `mv` per value cost an arm64 board 2 % of a CPU), and the loop blocks on read: an idle board
+# pays nothing. Opening the port it says `hello`, and the lab answers with the whole tree and a
+# line `ready`, on which it creates <root>/../sensors-ready (also when the board has no such
+# port): init starts the shell then, so no command meets a tree half written. An update
+# truncates before it writes: a reader in those microseconds reads an empty value (None).
+# The files that never change exist before the tree.
 # Arguments (tests only): another root, and the port to read instead of looking for one.
 SENSORS_SCRIPT = r"""#!/bin/busybox sh
 root=${1:-/run/benchfarm/sys}
 port=$2
+ready=${root%/*}/sensors-ready
 policy=$root/devices/system/cpu/cpufreq/policy0
 zone=$root/class/thermal/thermal_zone0
 cooling=$root/class/thermal/cooling_device0
@@ -131,12 +138,13 @@ for try in 1 2 3 4 5 6 7 8 9 10; do
   port=
   sleep 1
 done
-[ -n "$port" ] || exit 0
+[ -n "$port" ] || { : > "$ready"; exit 0; }
 while :; do
   {
     echo hello >&0
     while read -r path value; do
       case "$path" in
+        ready) : > "$ready"; continue ;;
         ''|/*|*[!A-Za-z0-9_./-]*|..|../*|*/..|*/../*) continue ;;
       esac
       dir=${path%/*}

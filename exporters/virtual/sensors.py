@@ -14,9 +14,9 @@ virtual device type's `conditions` names:
   throttle depth and whose `stats/total_trans` counts its changes (as Linux counts them).
 - `BoardSensors` (asyncio): ticks the model once a second, connects to the board's virtio-serial
   port (QEMU's `-chardev socket,server=on` of `org.benchfarm.sensors`) after each power-on and
-  again when it drops, sends `relative/path value` lines (the whole tree when connected and
-  whenever the guest says `hello` on opening the port, then what changed, about once a second
-  and at once on a throttle), and while throttled really slows the QEMU process: SIGSTOP/SIGCONT
+  again when it drops, sends `relative/path value` lines (the whole tree and a line `ready` when
+  connected and whenever the guest says `hello` on opening the port, then what changed, about
+  once a second and at once on a throttle), and while throttled really slows the QEMU process: SIGSTOP/SIGCONT
   in 100 ms slices, running the fraction cur/max of each, through a pidfd (never another
   process), stopping when the window ends, the board is off, or a test hook froze it.
 
@@ -269,6 +269,8 @@ class BoardSensors:
             return      # the guest reads nothing (no loop in its image): send later
         tree = self.model.tree(time.monotonic())
         lines = changed_lines(tree, self.sent)
+        if full:
+            lines.append("ready\n")     # the tree is whole: the guest's init starts its shell
         if lines:
             self.writer.write("".join(lines).encode())
             self.sent = tree

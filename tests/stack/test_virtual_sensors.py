@@ -3,7 +3,7 @@ reads, under /run/benchfarm/sys, what the lab's sensor model holds (pushed over 
 port, on `-M pc` and on `-M virt` through U-Boot); the lab's test hook throttles it: the guest's
 scaling_cur_freq reads the throttled frequency, its cooling device counts, and a CPU loop on the
 board really runs slower; then everything is back. The loop writing the tree costs the idle
-board nothing measurable."""
+board nothing measurable; the shell starts once the tree is whole."""
 
 from __future__ import annotations
 
@@ -64,7 +64,8 @@ def test_a_throttle_lowers_the_boards_frequency_counts_and_really_slows_it(lab, 
             assert 34_000 <= temp <= 60_000, temp
             assert board.run(f"cat {SYS}/devices/system/cpu/cpufreq/policy0/scaling_governor",
                              timeout=20).output.split()[-1] == "performance"
-            free = min(_loop_seconds(board, n) for _ in range(2))
+            # the fastest of three: one loop slowed by the host's other work is noise here
+            free = min(_loop_seconds(board, n) for _ in range(3))
 
             state = devlab.throttle(place, 60, max_khz // 4)
             assert state["throttled"] and state["curKHz"] == max_khz // 4, state
@@ -78,7 +79,10 @@ def test_a_throttle_lowers_the_boards_frequency_counts_and_really_slows_it(lab, 
             after_freq, after_trans, _ = wait_for(
                 "the board back at its maximum", lambda: (r := _read(board))[0] == max_khz
                 and r, timeout=20)
-            again = _loop_seconds(board, n)
+            # the duty cycle ends at its next slice (0.1 s): time the loop once it has
+            wait_for("the duty cycle over", lambda: devlab.board_sensors(place)["dutyCycle"] is None,
+                     timeout=10)
+            again = min(_loop_seconds(board, n) for _ in range(3))   # as `free` is
             ticks = board.run(LOOP_CPU, timeout=20).output.split()
             cpu = (int(ticks[-4]) + int(ticks[-3])) / 100
             uptime = float(ticks[-2])

@@ -142,6 +142,11 @@ def test_the_boards_loop_writes_each_value_under_its_root_and_refuses_paths_out_
         assert (root / ZONE / "type").read_text() == "cpu-thermal\n"
         tree = sensors.SensorModel(1_000_000).tree(0.0)
         os.write(master, "".join(sensors.changed_lines(tree, {})).encode())
+        wait = time.monotonic() + 10
+        while not (root / ZONE / "temp").exists() and time.monotonic() < wait:
+            time.sleep(0.05)
+        assert not (tmp_path / "sensors-ready").exists()     # init waits for the whole tree
+        os.write(master, b"ready\n")
         os.write(master, b"../escaped 1\nx/../../escaped 2\n/tmp/escaped 3\nx$(id) 4\n"
                          b"new/dir/file a b c\n")
         wait = time.monotonic() + 10
@@ -151,6 +156,7 @@ def test_the_boards_loop_writes_each_value_under_its_root_and_refuses_paths_out_
         assert (root / ZONE / "temp").read_text() == "35000\n"
         assert (root / POLICY / "affected_cpus").read_text() == "0\n"
         assert (root / "new/dir/file").read_text() == "a b c\n"
+        assert (tmp_path / "sensors-ready").exists()
         assert not (tmp_path / "escaped").exists() and not (root.parent / "escaped").exists()
         assert sorted(p.name for p in root.iterdir()) == ["class", "devices", "new"]
     finally:
