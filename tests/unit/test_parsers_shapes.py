@@ -73,6 +73,16 @@ def test_openssl_figures_under_10000_bytes_per_second_are_printed_without_k():
     assert "openssl-aes-128-gcm-16B" not in nan and nan["openssl-aes-128-gcm-64B"] == (9.51, "KB/s")
 
 
+def test_openssl_an_infinite_cell_is_no_figure_and_the_rest_of_its_row_counts():
+    """vb-x86-1, 5 s after its boot: the 16-byte blocks ran while the kernel's random pool came
+    up (its line in the middle of openssl's), 3293 of them 'in 0.00s', printed 'infk'."""
+    m = values(parse("openssl", sample("openssl/speed_elapsed_aes-128-cbc_inf_after_boot.stdout.txt")))
+    assert "openssl-aes-128-cbc-16B" not in m
+    assert m["openssl-aes-128-cbc-64B"] == (44522.43, "KB/s")
+    assert m["openssl-aes-128-cbc-16384B"] == (76414.98, "KB/s")
+    assert len(m) == 5
+
+
 def test_openssl_multi_mr_lines_give_the_same_names_in_kb_per_s():
     m = values(parse("openssl", sample("openssl/speed_multi2_mr_evp_aes-128-gcm.stdout.txt")))
     assert m["openssl-aes-128-gcm-16B"] == (94753.33, "KB/s")         # 94753328.00 bytes/s
