@@ -16,9 +16,9 @@ virtual device type's `conditions` names:
   port (QEMU's `-chardev socket,server=on` of `org.benchfarm.sensors`) after each power-on and
   again when it drops, sends `relative/path value` lines (the whole tree and a line `ready` when
   connected and whenever the guest says `hello` on opening the port, then what changed, about
-  once a second and at once on a throttle), and while throttled really slows the QEMU process: SIGSTOP/SIGCONT
-  in 100 ms slices, running the fraction cur/max of each, through a pidfd (never another
-  process), stopping when the window ends, the board is off, or a test hook froze it.
+  once a second and at once on a throttle), and while throttled really slows the QEMU process:
+  SIGSTOP/SIGCONT in 100 ms slices, running the fraction cur/max of each, through a pidfd (never
+  another process), stopping when the window ends, the board is off, or a test hook froze it.
 
 The test hook `/sensors/<index>/throttle?seconds=S&khz=K` (vlab.py, control socket only) opens a
 window of S seconds at K kHz. The figures are a model: they say nothing of any hardware.

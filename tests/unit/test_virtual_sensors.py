@@ -121,6 +121,13 @@ def test_the_lines_sent_are_the_whole_tree_first_and_then_what_changed():
     assert sensors.changed_lines(model.tree(1.0), model.tree(1.0)) == []
 
 
+def _until_exists(path: Path, timeout: float = 10) -> None:
+    """Wait for the board's loop to have written `path` (the assertions after it say what)."""
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 @pytest.mark.skipif(shutil.which("busybox") is None, reason="busybox (the image's shell)")
 def test_the_boards_loop_writes_each_value_under_its_root_and_refuses_paths_out_of_it(tmp_path):
     image = _load("build_image")
@@ -142,16 +149,12 @@ def test_the_boards_loop_writes_each_value_under_its_root_and_refuses_paths_out_
         assert (root / ZONE / "type").read_text() == "cpu-thermal\n"
         tree = sensors.SensorModel(1_000_000).tree(0.0)
         os.write(master, "".join(sensors.changed_lines(tree, {})).encode())
-        wait = time.monotonic() + 10
-        while not (root / ZONE / "temp").exists() and time.monotonic() < wait:
-            time.sleep(0.05)
+        _until_exists(root / ZONE / "temp")
         assert not (tmp_path / "sensors-ready").exists()     # init waits for the whole tree
         os.write(master, b"ready\n")
         os.write(master, b"../escaped 1\nx/../../escaped 2\n/tmp/escaped 3\nx$(id) 4\n"
                          b"new/dir/file a b c\n")
-        wait = time.monotonic() + 10
-        while not (root / "new/dir/file").exists() and time.monotonic() < wait:
-            time.sleep(0.05)
+        _until_exists(root / "new/dir/file")
         assert (root / POLICY / "scaling_cur_freq").read_text() == "1000000\n"
         assert (root / ZONE / "temp").read_text() == "35000\n"
         assert (root / POLICY / "affected_cpus").read_text() == "0\n"
