@@ -119,7 +119,10 @@ def test_a_session_runs_as_a_job_under_an_account_of_its_own(jobs_namespace, kub
         pod_spec = pods[0].spec
         assert pod_spec.service_account_name == account
         assert pod_spec.containers[0].command == ["benchfarm", "session", "run", f"default/{name}"]
-        owners = core.read_namespaced_service_account(account, NS).metadata.owner_references
+        # the operator makes the Job the account's owner once the Job exists (its uid is known
+        # only then): the Job controller may have made its pod before that patch lands
+        owners = wait_for("the Job as the account's owner", lambda: core.read_namespaced_service_account(
+            account, NS).metadata.owner_references, timeout=30)
         assert [(o.kind, o.uid) for o in owners] == [("Job", job.metadata.uid)]
         role = rbac.read_namespaced_role(account, "default")
         assert [(o.kind, o.uid) for o in role.metadata.owner_references] == [("BenchmarkRun", uid)]
