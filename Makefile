@@ -163,6 +163,7 @@ campaigns: lab-up
 bench: venv
 	@$(PY) benchmarks/scheduler_bench.py
 	@$(PY) benchmarks/places_bench.py 100 1000
+	@$(PY) benchmarks/bisection_bench.py
 
 # 1,000 simulated boards behind a real labgrid-exporter, 10,000 queued runs, the real control plane
 # and coordinator; prints the table and writes .benchfarm/bench-scale.json (ARGS: --runs 2000 ...).

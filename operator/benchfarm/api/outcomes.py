@@ -389,3 +389,24 @@ class Verdict(StrEnum):
     regressed = "regressed"
     improved = "improved"
     unchanged = "unchanged"
+
+
+class StepVerdict(StrEnum):
+    """A bisection step's verdict on one build against the reference (the good build), as
+    `git bisect` names them where it has the word: `core.bisection` decides it, the status and
+    `benchfarm bisect log` carry it."""
+
+    good = "good"          # confidently less than the bisection's threshold worse
+    bad = "bad"            # worse by at least the threshold, confidently more than half of it
+    unclear = "unclear"    # an effect between the two, or no confidence within the step's bound
+    skip = "skip"          # the build did not boot or its suite failed (the build's fault)
+
+
+class BisectionAnswer(StrEnum):
+    """What a finished bisection found (`core.bisection.search.Answer.kind`)."""
+
+    culprit = "Culprit"            # one build: the first bad one, its predecessor good
+    range = "Range"                # the first bad build is one of several: skipped or unclear
+    #                                builds lie between the last good and the first bad one
+    no_change = "NoChange"         # every build up to the bad end measured good
+    inconclusive = "Inconclusive"  # no build measured bad, but some were skipped or unclear
