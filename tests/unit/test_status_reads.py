@@ -1,4 +1,4 @@
-"""Statuses are read through their models (`api.status.Status.of`) as leniently as the dict reads
+"""Statuses are read through their models (`api.base.Status.of`) as leniently as the dict reads
 they replace, a record parses its status once per change, and the CRDs' status schemas are the
 models' described fields."""
 

@@ -9,8 +9,7 @@ from enum import Enum
 
 from pydantic import Field
 
-from benchfarm.api.base import LabelKey, LabelValue, Model, Name
-from benchfarm.api.status import Status
+from benchfarm.api.base import LabelKey, LabelValue, Model, Name, Status
 
 
 class BoardSelector(Model):

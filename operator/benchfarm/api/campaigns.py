@@ -14,10 +14,9 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
-from benchfarm.api.base import Condition, LabelValue, Model, Name
+from benchfarm.api.base import Condition, LabelValue, Model, Name, Status
 from benchfarm.api.boards import BoardSelector
 from benchfarm.api.runs import RepeatSpec, SoftwareSet
-from benchfarm.api.status import Status
 
 CAMPAIGN_LABEL = "benchfarm.io/campaign"       # on its runs: the campaign's name
 CAMPAIGN_UID_LABEL = "benchfarm.io/campaign-uid"

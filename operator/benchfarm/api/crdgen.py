@@ -15,7 +15,12 @@ import yaml
 from pydantic import BaseModel
 
 from benchfarm.api import labgridusers, notifications
-from benchfarm.api.base import GROUP, VERSION
+from benchfarm.api.base import GROUP, VERSION, Status
+from benchfarm.api.bisections import (
+    BISECTION_SPEC_RULES,
+    BenchmarkBisectionSpec,
+    BenchmarkBisectionStatus,
+)
 from benchfarm.api.boards import BoardSpec
 from benchfarm.api.campaigns import (
     CAMPAIGN_SPEC_RULES,
@@ -30,7 +35,6 @@ from benchfarm.api.runs import (
     BenchmarkRunStatus,
     TestPlanSpec,
 )
-from benchfarm.api.status import Status
 
 _DROP = {"title", "discriminator"}
 
@@ -168,6 +172,8 @@ def all_crds() -> dict[str, dict[str, Any]]:
     run_spec["x-kubernetes-validations"] = BENCHMARKRUN_SPEC_RULES
     campaign_spec = schema_of(BenchmarkCampaignSpec)
     campaign_spec["x-kubernetes-validations"] = CAMPAIGN_SPEC_RULES
+    bisection_spec = schema_of(BenchmarkBisectionSpec)
+    bisection_spec["x-kubernetes-validations"] = BISECTION_SPEC_RULES
     age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
     lease_spec = schema_of(BoardLeaseSpec)
     lease_spec["x-kubernetes-validations"] = BOARDLEASE_SPEC_RULES
@@ -200,6 +206,18 @@ def all_crds() -> dict[str, dict[str, Any]]:
              {"name": "Failed", "type": "integer", "jsonPath": ".status.failed"},
              {"name": "Regressed", "type": "string", "priority": 1,
               "jsonPath": '.status.conditions[?(@.type=="Regressed")].status'},
+             age]),
+        "benchmarkbisections": crd(
+            "BenchmarkBisection", "benchmarkbisections", ["bb"], "Namespaced", bisection_spec,
+            status_schema(BenchmarkBisectionStatus),
+            [{"name": "Metric", "type": "string", "jsonPath": ".spec.metric", "priority": 1},
+             {"name": "Succeeded", "type": "string",
+              "jsonPath": '.status.conditions[?(@.type=="Succeeded")].status'},
+             {"name": "Reason", "type": "string",
+              "jsonPath": '.status.conditions[?(@.type=="Succeeded")].reason'},
+             {"name": "First bad", "type": "string", "jsonPath": ".status.answer.firstBad"},
+             {"name": "Board", "type": "string", "jsonPath": ".status.board"},
+             {"name": "Pairs", "type": "integer", "jsonPath": ".status.pairs"},
              age]),
         "testplans": crd(
             "TestPlan", "testplans", ["tp"], "Cluster", schema_of(TestPlanSpec), None,

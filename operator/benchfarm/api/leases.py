@@ -10,10 +10,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-from benchfarm.api.base import Condition, Model, immutable
+from benchfarm.api.base import Condition, Model, Status, immutable
 from benchfarm.api.boards import BoardSelector
 from benchfarm.api.outcomes import LeaseEnd
-from benchfarm.api.status import Status
 
 #: `90m`, `2h`, `1h30m`, `45s` (core.scheduling.durations reads exactly this)
 DURATION_PATTERN = r"^(([0-9]{1,4})h)?(([0-9]{1,6})m)?(([0-9]{1,7})s)?$"

@@ -20,8 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from benchfarm.api.base import Condition, Model
-from benchfarm.api.status import Status
+from benchfarm.api.base import Condition, Model, Status
 
 #: The one Secret (per namespace) the operator may read, by RBAC resourceNames: the signing keys
 #: of the namespace's webhooks, one data key each (security.md says why one fixed name).

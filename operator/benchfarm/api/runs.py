@@ -10,12 +10,11 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field
 
-from benchfarm.api.base import PATH_SEGMENT, Condition, Model, Name, ParamValue, immutable
+from benchfarm.api.base import PATH_SEGMENT, Condition, Model, Name, ParamValue, Status, immutable
 from benchfarm.api.boards import BoardSelector
 from benchfarm.api.conditions import Envelope
 from benchfarm.api.grants import GoAhead
 from benchfarm.api.outcomes import SessionEnd
-from benchfarm.api.status import Status
 
 # The names of the suites benchfarm can parse; plans and the CRD schema accept only these. Kept
 # equal to `benchfarm.suites.registry.names()` by a test (api may not import suites).

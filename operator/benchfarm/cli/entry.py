@@ -12,13 +12,13 @@ import argparse
 import sys
 from typing import Any
 
-from benchfarm.cli import check, export, lease, programs, readback, results, submit
+from benchfarm.cli import bisect, check, export, lease, programs, readback, results, submit
 from benchfarm.settings import Settings
 
 # One module a group of commands, each with `add_parsers(sub)`: it adds its subcommands and sets
 # `func` (args -> exit code) on each, which `main` calls. `benchfarm --help` lists them in this
 # order.
-GROUPS = (programs, readback, lease, submit, export, check, results)
+GROUPS = (programs, readback, lease, submit, export, check, results, bisect)
 # The commands that get no `args.settings`: the programs, which read theirs at their own entry
 # (the operator, a session after its fork took its run's variables, the dashboard), `settings`,
 # which prints them whatever the environment holds, and the two that read only files. Every other

@@ -5,7 +5,7 @@ release), so they wait in the same fair queue under the same limits as every oth
 deleting the campaign deletes them (Kubernetes' garbage collector). What to do next is decided by
 core.guides.campaign from the campaign and its runs; this module does the reading and writing, on one
 worker thread fed by the watch events of campaigns and of their runs (never on kopf's loop, and
-each campaign at most once in the queue however many events arrive).
+each campaign at most once in the queue however many events arrive: `operator.worker`).
 
 When every column has ended, the guide (report.release: guide.rst, guide.md, guide.html) goes to
 the store under the campaign's own prefix, `<namespace>/<campaign>/<uid>/`, and, when a previous
@@ -19,10 +19,7 @@ GuideOverBudget.
 
 from __future__ import annotations
 
-import json
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,9 +45,10 @@ from benchfarm.core.guides.campaign import Plan, plan
 from benchfarm.core.scheduling.boardindex import BoardView, matches
 from benchfarm.core.scheduling.queue import Selector
 from benchfarm.core.statistics.regression import RegressionPolicy, worst_offenders
-from benchfarm.errors import InfraError
 from benchfarm.kubeapi.client import Kube
+from benchfarm.kubeapi.refusals import api_message
 from benchfarm.operator.state import metrics
+from benchfarm.operator.worker import Worker
 from benchfarm.report.release import (
     Column,
     ColumnChanges,
@@ -66,7 +64,6 @@ from benchfarm.store.artifacts import ArtifactStore, run_prefix
 
 log = logging.getLogger(__name__)
 PLURAL = "benchmarkcampaigns"
-RETRY_SECONDS = 5.0
 # what the renders' forkserver imports once: this module (its renderers) and the operator's main
 PRELOAD = ("benchfarm.operator.campaigns", "benchfarm.cli")
 
@@ -102,11 +99,7 @@ class Campaigns:
                  budget: budgeted.Budget) -> None:
         self.kube, self.store, self.policy, self.boards = kube, store, policy, boards
         self.budget = budget      # BENCHFARM_GUIDE_CPU_SECONDS, BENCHFARM_GUIDE_MEMORY_MIB
-        self._dirty: OrderedDict[str, None] = OrderedDict()
-        self._cond = threading.Condition()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._work, name="benchfarm-campaigns", daemon=True)
-        self._thread.start()
+        self._worker = Worker("campaign", self.reconcile, log)
 
     # -- what the watch streams tell ----------------------------------------------------------
     def observe_campaign(self, event_type: str | None, body: dict[str, Any]) -> None:
@@ -119,31 +112,10 @@ class Campaigns:
             self._mark(f"{body['metadata']['namespace']}/{campaign}")
 
     def _mark(self, key: str) -> None:
-        with self._cond:
-            self._dirty[key] = None
-            self._cond.notify()
+        self._worker.mark(key)
 
     def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
-        self._thread.join(timeout=10)
-
-    def _work(self) -> None:
-        while True:
-            with self._cond:
-                while not self._dirty and not self._stopping:
-                    self._cond.wait()
-                if self._stopping:
-                    return
-                key, _ = self._dirty.popitem(last=False)
-            try:
-                self.reconcile(key)
-            except InfraError as exc:      # an outage: try this one again, go on with the others
-                log.warning("campaign %s: %s; trying again in %.0f s", key, exc, RETRY_SECONDS)
-                threading.Timer(RETRY_SECONDS, self._mark, (key,)).start()
-            except Exception:              # a bug must not stop every other campaign
-                metrics.bug(log, "campaign %s", key)
+        self._worker.stop()
 
     # -- one campaign ----------------------------------------------------------------------------
     def reconcile(self, key: str) -> None:
@@ -204,7 +176,7 @@ class Campaigns:
             try:
                 created = self.kube.create_custom("benchmarkruns", ns, run)
             except ApiException as exc:   # 4xx: the schema or a policy refused what it names
-                message = _api_message(exc)
+                message = api_message(exc)
                 self.kube.event(body, "Warning", "RunRefused", f"column {column}: {message}")
                 return f"column {column}: {message}"
             if created and attempt > 1:
@@ -348,9 +320,3 @@ class Campaigns:
             if phase != Phase.succeeded:
                 self.kube.event(body, "Warning", reason, message)
 
-
-def _api_message(exc: ApiException) -> str:
-    try:
-        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
-    except (ValueError, AttributeError):
-        return str(exc.reason)

@@ -2,7 +2,7 @@
 
 Run with `benchfarm operator` (kopf run on this module, all namespaces, liveness endpoint). What
 the handlers share lives in kopf's `memo` (`Parts`): the settings and the leader Lease, given by
-`operator.main`; the runtime and the campaigns, built by `startup` before kopf watches anything.
+`operator.main`; the runtime, the campaigns and the bisections, built by `startup` before kopf watches anything.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from benchfarm.core.scheduling import queue as q
 from benchfarm.core.statistics.regression import regression_policy
 from benchfarm.errors import InfraError, RunError
 from benchfarm.kubeapi.leases import LeaseHolder
+from benchfarm.operator.bisections import Bisections
 from benchfarm.operator.campaigns import Campaigns
 from benchfarm.operator.runs import admission
 from benchfarm.operator.runtime import Runtime
@@ -34,6 +35,7 @@ class Parts(kopf.Memo):
     lease: LeaseHolder | None       # the leader Lease (operator.main), given up at cleanup
     runtime: Runtime | None
     campaigns: Campaigns | None
+    bisections: Bisections | None
 
 
 def _runtime(memo: Any) -> Runtime | None:
@@ -44,6 +46,11 @@ def _runtime(memo: Any) -> Runtime | None:
 def _campaigns(memo: Any) -> Campaigns | None:
     campaigns: Campaigns | None = getattr(memo, "campaigns", None)
     return campaigns
+
+
+def _bisections(memo: Any) -> Bisections | None:
+    bisections: Bisections | None = getattr(memo, "bisections", None)
+    return bisections
 
 
 def runtime(memo: Any) -> Runtime:
@@ -89,6 +96,7 @@ async def startup(settings: kopf.OperatorSettings, logger: kopf.Logger, memo: ko
                                rt.inventory.views,
                                budget=budgeted.Budget(rt.settings.guide_cpu_seconds,
                                                       rt.settings.guide_memory_mib))
+    memo.bisections = Bisections(rt.kube, rt.store)
     memo.runtime = rt
     logger.info("benchfarm operator ready: %d device types", len(rt.device_types))
 
@@ -98,6 +106,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     campaigns, rt = _campaigns(memo), _runtime(memo)
     if campaigns is not None:
         await asyncio.to_thread(campaigns.stop)
+    if (bisections := _bisections(memo)) is not None:
+        await asyncio.to_thread(bisections.stop)
     if rt is not None:
         await rt.stop()
     lease: LeaseHolder | None = getattr(memo, "lease", None)
@@ -118,6 +128,8 @@ def run_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -
         rt.owner.post(rt.observe_run, event.get("type"), dict(body))
     if campaigns is not None:
         campaigns.observe_run(dict(body))
+    if (bisections := _bisections(memo)) is not None:
+        bisections.observe_run(dict(body))
 
 
 @kopf.on.event(GROUP, VERSION, "benchmarkcampaigns")
@@ -127,6 +139,12 @@ def campaign_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: A
         campaigns.observe_campaign(event.get("type"), dict(body))
     if rt is not None and rt.notifier is not None:
         rt.notifier.campaign_seen(dict(body))
+
+
+@kopf.on.event(GROUP, VERSION, "benchmarkbisections")
+def bisection_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    if (bisections := _bisections(memo)) is not None:
+        bisections.observe_bisection(event.get("type"), dict(body))
 
 
 @kopf.on.event(GROUP, VERSION, "notifications")

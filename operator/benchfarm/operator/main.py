@@ -28,7 +28,8 @@ def run(liveness: str | None = None) -> int:
         asyncio.run(kopf.operator(clusterwide=True, liveness_endpoint=liveness or None,
                                   standalone=True, lifecycle=kopf.lifecycles.all_at_once,
                                   memo=handlers.Parts(settings=settings, lease=lease,
-                                                      runtime=None, campaigns=None)))
+                                                      runtime=None, campaigns=None,
+                                                      bisections=None)))
     finally:
         lease.release()      # a clean stop hands over at once, not after the Lease expires
     return 0

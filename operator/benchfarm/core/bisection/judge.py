@@ -37,9 +37,14 @@ class Judgement:
     low: float               # the effect's 95 % confidence interval
     high: float
 
+    def figures(self) -> tuple[float | None, list[float | None]]:
+        """The effect and its interval as a status carries them (None: infinite or none)."""
+        return _rounded(self.effect), [_rounded(self.low), _rounded(self.high)]
+
     def as_dict(self) -> dict[str, object]:
+        effect, ci95 = self.figures()
         return {"verdict": self.verdict.value if self.verdict else None, "pairs": self.pairs,
-                "effect": _rounded(self.effect), "ci95": [_rounded(self.low), _rounded(self.high)]}
+                "effect": effect, "ci95": ci95}
 
     def describe(self) -> str:
         """`+5.2 % (95 % CI +4.8 % to +5.6 %, 4 pairs)`: worse is positive."""

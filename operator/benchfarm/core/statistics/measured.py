@@ -83,6 +83,24 @@ def counted_series(doc: Mapping[str, Any]) -> dict[str, Any]:
     return {**doc, "series": kept}
 
 
+def iteration_values(doc: Mapping[str, Any], metric: str) -> dict[int, float]:
+    """iteration -> value of the metric `STEP/NAME (UNIT)` in a metrics.json (or an A/B side's),
+    of its counted records only: what pairs two sides' iterations (an A/B run alternates them, and
+    an iteration that did not count on one side pairs with nothing)."""
+    head, _, unit = metric.rpartition(" (")
+    step, _, name = head.partition("/")
+    want = _key(step, name, unit.removesuffix(")"))
+    out: dict[int, float] = {}
+    for r in doc.get("records") or []:
+        if not isinstance(r, Mapping) or not counted(r) or not isinstance(r.get("iteration"), int):
+            continue
+        for m in r.get("metrics") or []:
+            if isinstance(m, Mapping) and _key(r.get("step"), m.get("name"), m.get("unit")) == want \
+                    and (v := _number(m.get("value"))) is not None:
+                out[r["iteration"]] = v
+    return out
+
+
 def _key(step: Any, name: Any, unit: Any) -> tuple[str, str, str]:
     return str(step), str(name), normalize_unit(str(unit or ""))
 
