@@ -194,3 +194,20 @@ def test_the_cli_record_of_a_finished_bisection_names_its_culprit_as_git_would()
     going = {**body, "status": {"steps": [*body["status"]["steps"][:2], {"build": 13, "name": "v14"}]}}
     so_far = record(going)                                               # the record so far
     assert so_far.splitlines()[-1] == "git bisect good v10" and "first bad" not in so_far
+
+
+def test_a_finished_bisection_is_a_bisectionfinished_event_with_its_answer():
+    from benchfarm.core.notifications.events import bisection_event
+    body = {"metadata": {**BISECTION["metadata"], "generation": 2}, "spec": SPEC, "status": {
+        "phase": "Succeeded", "pairs": 15, "boardSeconds": 412.5, "steps": [{}] * 5,
+        "answer": {"kind": "Culprit", "firstBad": "v11", "lastGood": "v10", "effect": 0.2},
+        "conditions": [{"type": "Succeeded", "status": "True", "reason": "CulpritFound",
+                        "message": "first bad build v11", "lastTransitionTime": "2026-12-04T03:00:00Z"}]}}
+    event = bisection_event(body)
+    assert event.kind == "BisectionFinished" and event.key == "BisectionFinished/u-1/2"
+    assert event.object.kind == "BenchmarkBisection" and event.namespace == "team-a"
+    assert event.details["answer"]["firstBad"] == "v11" and event.details["steps"] == 5
+    assert event.summary == "bisection team-a/hb CulpritFound: first bad build v11"
+    going = {**body, "status": {"conditions": [{"type": "Succeeded", "status": "Unknown",
+                                                "lastTransitionTime": "x"}]}}
+    assert bisection_event(going) is None

@@ -40,6 +40,7 @@ class EventKind(StrEnum):
     regression = "Regression"               # a run regressed against its baseline (Regressed)
     change_point = "ChangePoint"            # the history of a series changed at a run
     campaign_finished = "CampaignFinished"  # a campaign published its guide (or could not)
+    bisection_finished = "BisectionFinished"  # a bisection answered (or could not)
     lease_granted = "LeaseGranted"          # a BoardLease got its board
     lease_ending = "LeaseEnding"            # a granted lease ends soon (leaseWarningSeconds)
     lease_ended = "LeaseEnded"              # a lease's board is off and back in the lab
@@ -212,7 +213,7 @@ DELIVERIES_SHOWN = 10      # status.deliveries: the latest this many
 
 class ObjectRef(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: str               # BenchmarkRun, BenchmarkCampaign, BoardLease, Board
+    kind: str               # BenchmarkRun, BenchmarkCampaign, BenchmarkBisection, BoardLease, Board
     name: str
     namespace: str = ""     # "" for a Board
     uid: str = ""

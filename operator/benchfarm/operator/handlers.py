@@ -145,6 +145,9 @@ def campaign_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: A
 def bisection_seen(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     if (bisections := _bisections(memo)) is not None:
         bisections.observe_bisection(event.get("type"), dict(body))
+    rt = _runtime(memo)
+    if rt is not None and rt.notifier is not None:
+        rt.notifier.bisection_seen(dict(body))
 
 
 @kopf.on.event(GROUP, VERSION, "notifications")

@@ -86,6 +86,29 @@ def campaign_event(body: Mapping[str, Any]) -> Event | None:
                                 f"{cond.get('reason', '')}: {cond.get('message', '')}{verdict}"))
 
 
+def bisection_event(body: Mapping[str, Any]) -> Event | None:
+    """A bisection that has ended (answered, failed or cancelled): BisectionFinished, with its
+    answer (the first bad build, the suspects, the last good one, the effect) and its cost."""
+    meta, status = body.get("metadata") or {}, body.get("status") or {}
+    cond = _cond(status, Condition.succeeded)
+    if cond.get("status") not in ("True", "False") or not cond.get("lastTransitionTime"):
+        return None
+    ref = _ref("BenchmarkBisection", meta)
+    raw = status.get("answer")
+    answer = dict(raw) if isinstance(raw, Mapping) else {}
+    details = {"metric": (body.get("spec") or {}).get("metric", ""),
+               "phase": status.get("phase") or "", "reason": cond.get("reason", ""),
+               "message": cond.get("message", ""), "answer": answer,
+               "steps": len(status.get("steps") or []), "pairs": status.get("pairs") or 0,
+               "boardSeconds": status.get("boardSeconds") or 0}
+    return Event(kind=EventKind.bisection_finished,
+                 key=f"{EventKind.bisection_finished}/{ref.uid}/{meta.get('generation', 1)}",
+                 namespace=ref.namespace, occurredAt=cond["lastTransitionTime"], object=ref,
+                 details=details,
+                 summary=_short(f"bisection {ref.namespace}/{ref.name} {cond.get('reason', '')}: "
+                                f"{cond.get('message', '')}"))
+
+
 def lease_event(kind: EventKind, meta: Mapping[str, Any], status: Mapping[str, Any],
                 at: str, message: str) -> Event:
     """LeaseGranted (once per grant), LeaseEnding (once per expiry time: an extension warns

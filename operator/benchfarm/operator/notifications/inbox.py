@@ -33,7 +33,7 @@ from benchfarm.api.notifications import Event, NotificationSpec, NotificationSta
 from benchfarm.core.conditions import as_written
 from benchfarm.core.notifications import rules as n
 from benchfarm.core.notifications.bodies import body_of
-from benchfarm.core.notifications.events import campaign_event, run_events
+from benchfarm.core.notifications.events import bisection_event, campaign_event, run_events
 from benchfarm.core.notifications.retry import NotifySettings, worth_keeping
 from benchfarm.operator.notifications.status import Problem, Statuses
 
@@ -158,6 +158,10 @@ class Inbox:
         if self._wanted(str((body.get("metadata") or {}).get("namespace", ""))):
             self._push(("campaign", body))
 
+    def bisection_seen(self, body: Mapping[str, Any]) -> None:
+        if self._wanted(str((body.get("metadata") or {}).get("namespace", ""))):
+            self._push(("bisection", body))
+
     def _wanted(self, namespace: str) -> bool:
         """Has anyone subscribed in the event's namespace (a board event: the admin's)?"""
         return bool(self.by_namespace.get(namespace or self.admin_namespace))   # no lock: a read
@@ -191,8 +195,8 @@ class Inbox:
 def _events(kind: str, item: Any) -> list[Event]:
     if kind == "run":
         return run_events(item)
-    if kind == "campaign":
-        event = campaign_event(item)
+    if kind in ("campaign", "bisection"):
+        event = campaign_event(item) if kind == "campaign" else bisection_event(item)
         return [event] if event is not None else []
     return [item]
 

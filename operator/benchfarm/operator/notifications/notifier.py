@@ -139,6 +139,9 @@ class Notifier:
     def campaign_seen(self, body: Mapping[str, Any]) -> None:
         self.inbox.campaign_seen(body)
 
+    def bisection_seen(self, body: Mapping[str, Any]) -> None:
+        self.inbox.bisection_seen(body)
+
     # -- the thread ---------------------------------------------------------------------------
     def _loop(self) -> None:
         backoff = 1.0
