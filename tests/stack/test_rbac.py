@@ -37,6 +37,7 @@ COLUMNS = {"operator SA": OPERATOR, "session SA": SESSION, "health SA": HEALTH, 
 BR = "benchmarkruns.benchfarm.io"
 BL = "boardleases.benchfarm.io"
 BN = "notifications.benchfarm.io"
+BB = "benchmarkbisections.benchfarm.io"
 ROWS = [
     ("create", "leases.coordination.k8s.io", "kube-system"),
     ("update", "leases.coordination.k8s.io", "kube-system"),
@@ -65,6 +66,8 @@ ROWS = [
     ("create", "tokenreviews.authentication.k8s.io", None),
     ("create", "subjectaccessreviews.authorization.k8s.io", None),
     ("list", BR, TEAM),
+    ("create", BB, TEAM),
+    ("patch", f"{BB}/status", TEAM),
 ]
 
 
@@ -199,6 +202,12 @@ def test_benchfarms_accounts_and_people_can_do_what_they_need_and_no_more(chart_
     # the one Secret benchfarm-notifications of a namespace (webhooks' signing keys), by name,
     # and no other Secret: no list, no other name
     assert can("create", BN, TEAM, "user") and not can("patch", f"{BN}/status", TEAM, "user")
+    # BenchmarkBisections: a team makes them in its namespace, only the operator writes their
+    # status (the steps, the answer); a session makes none
+    assert can("create", BB, TEAM, "user") and not can("patch", f"{BB}/status", TEAM, "user")
+    assert can("patch", f"{BB}/status", TEAM, "operator SA")
+    assert not can("create", BB, TEAM, "session SA") and not can("patch", f"{BB}/status", TEAM,
+                                                                  "session SA")
     assert can("patch", f"{BN}/status", TEAM, "operator SA")
     assert _can("get", "secrets", TEAM, OPERATOR, name="benchfarm-notifications") == "yes"
     assert _can("get", "secrets", TEAM, OPERATOR, name="team-a-db") == "no"

@@ -211,3 +211,14 @@ def test_a_finished_bisection_is_a_bisectionfinished_event_with_its_answer():
     going = {**body, "status": {"conditions": [{"type": "Succeeded", "status": "Unknown",
                                                 "lastTransitionTime": "x"}]}}
     assert bisection_event(going) is None
+
+
+def test_a_board_the_lab_failed_on_first_is_not_where_the_steps_go():
+    lab = Lab(lambda build, batch: ("Failed", "SerialSilent") if batch == 1 else [(10.0, 10.0)] * 3)
+    lab.make(lab.plan(spec()).create[0])
+    lab.runs[0]["status"]["board"] = "vb-icount-broken"
+    again = lab.plan(spec())
+    assert again.board is None and again.create[0]["spec"]["selector"] == {
+        "deviceType": "qemu-arm64-a53-icount"}
+    lab.make(again.create[0])
+    assert lab.plan(spec()).board == "vb-icount-0"

@@ -9,14 +9,15 @@ index and its batch); its finished runs' pairs give its verdict (`judge`), or an
 its suite failed, it took the board down) is the build's `skip`; a run the lab failed is made
 again (`MAX_LAB_FAULTS` at most); a run still going ends the replay there. So a restarted
 operator, or a killed session whose run resumes, never redoes a finished step. Every run after
-the first holds the board the first one got (its selector names it): a step's pairs are on one
+the first holds the board the first one got (its selector names it; a run the lab failed before
+any other got a board pins nothing: that board may be what failed): a step's pairs are on one
 board, and every step is measured on the same one.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,6 +109,20 @@ def run_body(bisection: Mapping[str, Any], spec: BenchmarkBisectionSpec, build: 
                                                             exclude_defaults=True)}}
 
 
+def _board(runs: Iterable[Mapping[str, Any]]) -> str | None:
+    """The board of the first run that got one and that the lab did not fail: every step's
+    runs go there. A run the lab failed before any did not (its board may be what failed)."""
+    for run in sorted(runs, key=lambda r: r["metadata"].get("creationTimestamp") or ""):
+        seen = BenchmarkRunStatus.of(run.get("status"))
+        reason = _why(seen)[0]
+        lab_failed = seen.phase in FINISHED and seen.phase != Phase.succeeded and (
+            reason not in BUILD_FAULTS and (blame(reason) == Blame.lab or
+                                            seen.phase == Phase.cancelled))
+        if seen.board and not lab_failed:
+            return seen.board
+    return None
+
+
 def _why(status: BenchmarkRunStatus) -> tuple[str, str]:
     for c in status.conditions:
         if c.type == Condition.succeeded:
@@ -140,9 +155,7 @@ def plan(bisection: Mapping[str, Any], spec: BenchmarkBisectionSpec,
     higher = spec.higherIsBetter if spec.higherIsBetter is not None else higher_is_better_for(
         spec.metric.rpartition(" (")[2].rstrip(")"))
     by_build = _index(bisection["metadata"]["uid"], runs)
-    first = min((r for batches in by_build.values() for r in batches.values()),
-                key=lambda r: r["metadata"].get("creationTimestamp") or "", default=None)
-    out = Plan([], board=BenchmarkRunStatus.of(first.get("status")).board if first else None)
+    out = Plan([], board=_board(r for batches in by_build.values() for r in batches.values()))
     verdicts: dict[int, StepVerdict] = {}
     while (build := next_build(n, verdicts)) is not None:
         step = StepStatus(build=build, name=spec.builds[build].name)
