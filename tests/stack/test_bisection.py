@@ -124,3 +124,24 @@ def test_sixteen_candidates_and_the_bad_build(custom, case):
     skipped = [s["name"] for s in st["steps"] if s["verdict"] == "skip"]
     assert skipped == (["b9"] if "9th" in case else [])
     assert len(st["steps"]) <= 5 + len(skipped) and len(st["steps"]) <= st["maxSteps"]
+
+
+def test_a_namespace_that_may_not_boot_its_own_software_gets_no_step_run(custom):
+    """Team B (no allowSoftware in the LabPolicy) bisects team A's builds: the first step's run
+    is refused its software like any run of team B's, and the bisection fails on it."""
+    ns = "bisect-team-b"
+    devlab.kubectl("create", "namespace", ns, check=False, capture=True)
+    body = bisection("other-team", 3, slower_from=2)
+    body["metadata"]["namespace"] = ns
+    apply(yaml.safe_dump(body))
+    try:
+        st = wait_for("team B's bisection failed", lambda: (
+            s if (s := custom.get_namespaced_custom_object(
+                GROUP, VERSION, ns, "benchmarkbisections", "other-team").get("status", {})
+            ).get("phase") == "Failed" else None), timeout=120, every=1)
+        condition = next(c for c in st["conditions"] if c["type"] == "Succeeded")
+        assert condition["reason"] == "RunFailed" and "SoftwareNotAllowed" in condition["message"]
+        runs = custom.list_namespaced_custom_object(GROUP, VERSION, ns, "benchmarkruns")["items"]
+        assert [r.get("status", {}).get("board") for r in runs] == [None]   # it never got a board
+    finally:
+        devlab.kubectl("delete", "namespace", ns, "--wait=false", check=False, capture=True)
