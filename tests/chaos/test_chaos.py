@@ -567,3 +567,50 @@ def test_a_session_killed_after_releasing_its_board_builds_its_results_without_i
     other = finished(custom, taker, timeout=400)
     assert other["phase"] == "Succeeded" and other["attempts"] == 1 and \
         other.get("resumes", 0) == 0, other
+
+
+# -- a bisection -----------------------------------------------------------------------------------
+def test_a_bisection_survives_an_operator_and_a_session_kill(custom, record):
+    """Three builds after the good one on vb-icount-0, the slowdown from the second: kill -9 of
+    the operator once the first step has its verdict, then of the second step's session once it
+    has checkpointed a step of its run. The answer is the same, no step run is made twice, no
+    finished step of the killed run is done again, and `benchfarm bisect log` has the record."""
+    from tests.stack import bisections
+    bisections.install()
+    name, before_f = unique("bisect"), failures()
+    apply(yaml.safe_dump(bisections.bisection(name, 3, slower_from=2)))
+
+    def steps():
+        return (bisections.get(custom, name).get("status") or {}).get("steps", [])
+    wait_for("the first step's verdict", lambda: any(s.get("verdict") for s in steps()),
+             timeout=900, every=1)
+    kill_operator()
+    devlab.start_operator()
+    second = wait_for("the second step's run", lambda: next(
+        (s["runs"][-1] for s in steps() if not s.get("verdict") and s.get("runs")), None),
+        timeout=120, every=0.5)
+    wait_for(f"{second} checkpointed a step", lambda: done_steps(custom, second) >= 2,
+             timeout=600, every=0.25)
+    snapshot = objects(custom, second)
+    for pid in session_pids("default", second):
+        os.kill(pid, signal.SIGKILL)
+    st = bisections.answered(custom, name, timeout=900)["status"]
+    n_redone, n_charged = redone(snapshot, objects(custom, second)), charged(before_f, failures())
+    reason = next(c for c in st["conditions"] if c["type"] == "Succeeded")["reason"]
+    runs = bisections.runs_of(custom, name)
+    twice = len(runs) - len({r for s in st["steps"] for r in s["runs"]})
+    ok = reason == "CulpritFound" and n_redone == 0 and n_charged == 0 and twice == 0
+    record("operator + session kill -9 mid-bisection", f"{st['phase']}/{reason}", None,
+           n_redone, n_charged, ok)
+    assert st["phase"] == "Succeeded" and reason == "CulpritFound", st
+    assert st["answer"]["firstBad"] == "b2" and st["answer"]["lastGood"] == "b1", st["answer"]
+    assert 0.05 <= st["answer"]["effect"] <= 0.5, st["answer"]    # hackbench: 15-20 % slower
+    assert [(s["name"], s["verdict"]) for s in st["steps"]] == [("b2", "bad"), ("b1", "good")]
+    assert len(st["steps"]) <= st["maxSteps"] == 2 and st["pairs"] >= 6 and st["boardSeconds"] > 0
+    assert n_redone == 0 and n_charged == 0 and twice == 0, runs
+    assert get(custom, second)["status"].get("resumes") == 1
+    assert {r["status"]["board"] for r in runs} == {st["board"]} == {"vb-icount-0"}
+    log = bisections.record(name)
+    assert log.startswith("git bisect start\n# bad: [b3]") and "git bisect bad b2\n" in log
+    assert log.splitlines()[-1].startswith("# first bad commit: [b2] ")
+    assert log.splitlines()[-1].endswith("benchfarm.build=b2 slub_debug=P")
