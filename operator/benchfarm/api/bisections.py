@@ -41,7 +41,7 @@ class BenchmarkBisectionSpec(Model):
     selector: BoardSelector = Field(description=(
         "The boards that may run it: the first step's board runs every step."))
     good: SoftwareSet = Field(description="The last good build: every step's reference (A).")
-    builds: list[SoftwareSet] = Field(min_length=1, max_length=1024, description=(
+    builds: list[SoftwareSet] = Field(min_length=1, max_length=256, description=(
         "The builds after the good one, in order; the last is the bad one. Each is named (its "
         "revision in the record `benchfarm bisect log` prints)."))
     threshold: float = Field(0.05, ge=0.001, le=1.0, description=(
