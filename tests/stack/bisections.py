@@ -5,7 +5,6 @@ tests (tests/stack/test_bisection.py) and the chaos suite's kills mid-bisection.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
@@ -58,7 +57,7 @@ def runs_of(custom, name):
 
 
 def record(name: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "benchfarm", "bisect", "log", f"default/{name}"],
+    done = subprocess.run([str(devlab.VENV_BIN / "benchfarm"), "bisect", "log", f"default/{name}"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout
