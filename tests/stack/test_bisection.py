@@ -1,7 +1,7 @@
 """Issue 57 on the real stack: BenchmarkBisections on the arm64 board with the deterministic clock
 (vb-icount-0), their builds Debian's cloud kernel booted through U-Boot, the slower ones with
 `slub_debug=P` (hackbench 15-20 % slower). make test: a team that may not boot its own software
-gets no step run (the chaos suite bisects three builds through an operator and a session kill);
+gets no step run (the chaos suite bisects through an operator and a session kill);
 the full variant (make bisection): 16 candidates and the bad build with the slowdown from the
 11th, the same with an unbootable build on the search's path, and with no slowdown at all."""
 
