@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from benchfarm.api.bisections import BenchmarkBisectionSpec, BenchmarkBisectionStatus
 from benchfarm.api.runs import SoftwareSet
+from benchfarm.core.bisection.judge import percent
 from benchfarm.core.bisection.log import Build, Step, render
 from benchfarm.core.bisection.search import answer
 from benchfarm.errors import BenchfarmError
@@ -50,14 +51,10 @@ def record(body: dict[str, Any]) -> str:
             continue          # still measuring (or not this spec's build): not a verdict yet
         low, high = (s.ci95 + [None, None])[:2]
         detail = s.message if s.pairs == 0 else (
-            f"{_pct(s.effect)} worse (95 % CI {_pct(low)} to {_pct(high)}, {s.pairs} pairs)")
+            f"{percent(s.effect)} worse (95 % CI {percent(low)} to {percent(high)}, {s.pairs} pairs)")
         steps.append(Step(s.build, s.verdict, detail))
     found = answer(len(builds), {s.build: s.verdict for s in steps})
     return render(Build(spec.good.name, _label(spec.good)), builds, steps, found)
-
-
-def _pct(value: float | None) -> str:
-    return "?" if value is None else f"{value:+.1%}"
 
 
 def main_log(settings: Settings, ref: str) -> int:

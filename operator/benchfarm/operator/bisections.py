@@ -32,6 +32,7 @@ from benchfarm.api.bisections import (
 )
 from benchfarm.api.outcomes import FINISHED, BisectionAnswer, Condition, Phase
 from benchfarm.api.runs import BenchmarkRunStatus
+from benchfarm.core.bisection.judge import percent
 from benchfarm.core.bisection.plan import Pairs, Plan, answer_status, pairs_of, plan
 from benchfarm.core.conditions import get_condition, set_condition
 from benchfarm.core.policy.runkey import RunKey, disagreement
@@ -164,8 +165,8 @@ class Bisections:
             head = f"first bad build {answer.firstBad}" if answer.kind == BisectionAnswer.culprit \
                 else f"the first bad build is one of {', '.join(answer.suspects)}"
             ci = effect.ci95 if len(effect.ci95) == 2 else [None, None]
-            message = (f"{head} ({_pct(effect.effect)} worse, 95 % CI {_pct(ci[0])} to "
-                       f"{_pct(ci[1])}; last good {answer.lastGood}); {tally}")
+            message = (f"{head} ({percent(effect.effect)} worse, 95 % CI {percent(ci[0])} to "
+                       f"{percent(ci[1])}; last good {answer.lastGood}); {tally}")
         self._finish(body, Phase.succeeded, BisectionReason.of(answer.kind), message, fields)
         self.kube.event(body, "Normal", BisectionReason.of(answer.kind), message)
 
@@ -183,10 +184,6 @@ class Bisections:
                                status=True)
         if before.get("reason") != reason and phase != Phase.succeeded:
             self.kube.event(body, "Warning", reason, message)
-
-
-def _pct(value: float | None) -> str:
-    return "?" if value is None else f"{value:+.1%}"
 
 
 def _board_seconds(run: Mapping[str, Any]) -> float:

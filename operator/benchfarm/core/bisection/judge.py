@@ -52,6 +52,11 @@ class Judgement:
                 f"{self.pairs} pairs)")
 
 
+def percent(value: float | None) -> str:
+    """An effect as a status's reader sees it: `+12.2%`, or `?` for none."""
+    return "?" if value is None else f"{value:+.1%}"
+
+
 def _rounded(value: float) -> float | None:
     return None if math.isinf(value) or math.isnan(value) else round(value, 6)
 
