@@ -65,3 +65,52 @@ def test_a_namespace_that_may_not_boot_its_own_software_gets_no_step_run(custom)
         assert [r.get("status", {}).get("board") for r in runs] == [None]   # it never got a board
     finally:
         devlab.kubectl("delete", "namespace", ns, "--wait=false", check=False, capture=True)
+
+
+def test_a_template_over_revisions_is_checked_at_admission_and_each_step_runs_its_revisions_files(
+        custom):
+    """The API server refuses a template that names no {rev}, a revision twice and the good one
+    among the others; an admitted one's step run stages its revision's own files and digest
+    (team B's: refused its software like any run of team B's, before any board)."""
+    from kubernetes import client
+    ns = "bisect-team-b-rev"
+    devlab.kubectl("create", "namespace", ns, check=False, capture=True)
+    base = "s3://benchfarm-artifacts/builds/qemu-arm64/{rev}/"
+    body = bisection("by-revision", 1, slower_from=None)
+    body["metadata"].update(namespace=ns)
+    spec = {k: v for k, v in body["spec"].items() if k not in ("good", "builds")}
+    template = {"kernel": {"url": base + "vmlinuz", "sha256Url": base + "SHA256SUMS"}}
+    try:
+        for wrong, message in (
+                ({"template": {"kernel": {"url": "s3://benchfarm-artifacts/vmlinuz",
+                                          "sha256Url": "s3://benchfarm-artifacts/SHA256SUMS"}},
+                  "goodRevision": "r0", "revisions": ["r1"]}, "name no {rev}"),
+                ({"template": template, "goodRevision": "r0", "revisions": ["r1", "r1"]},
+                 "Duplicate value"),
+                ({"template": template, "goodRevision": "r0", "revisions": ["r1", "r0"]},
+                 "not one of them"),
+                ({"template": template, "goodRevision": "r0", "revisions": ["r1"],
+                  "good": body["spec"]["good"]}, "give good and builds, or template")):
+            with pytest.raises(client.ApiException) as refused:
+                custom.create_namespaced_custom_object(GROUP, VERSION, ns, "benchmarkbisections", {
+                    **body, "spec": {**spec, **wrong}})
+            assert refused.value.status == 422 and message in refused.value.body, refused.value.body
+        custom.create_namespaced_custom_object(GROUP, VERSION, ns, "benchmarkbisections", {
+            **body, "spec": {**spec, "template": template, "goodRevision": "r0",
+                             "revisions": ["r1", "r2", "r3"]}})
+        st = wait_for("the templated bisection failed", lambda: (
+            s if (s := custom.get_namespaced_custom_object(
+                GROUP, VERSION, ns, "benchmarkbisections", "by-revision").get("status", {})
+            ).get("phase") == "Failed" else None), timeout=120, every=1)
+        assert "SoftwareNotAllowed" in next(
+            c for c in st["conditions"] if c["type"] == "Succeeded")["message"]
+        [run] = custom.list_namespaced_custom_object(GROUP, VERSION, ns, "benchmarkruns")["items"]
+        revision = ["r1", "r2", "r3"][int(run["metadata"]["labels"]["benchfarm.io/bisection-build"])]
+        assert run["spec"]["software"]["kernel"] == {
+            "url": base.format(rev="r0") + "vmlinuz", "sha256Url": base.format(rev="r0") + "SHA256SUMS"}
+        assert run["spec"]["softwareB"] == {"name": revision, "kernel": {
+            "url": base.format(rev=revision) + "vmlinuz",
+            "sha256Url": base.format(rev=revision) + "SHA256SUMS"}}
+        assert st["steps"][0]["name"] == revision
+    finally:
+        devlab.kubectl("delete", "namespace", ns, "--wait=false", check=False, capture=True)

@@ -402,6 +402,20 @@ def test_a_person_follows_the_history_chart_to_a_run_its_report_and_an_artifact(
     assert METRIC in compared
     _shot(d, site, "4-compare")
 
+    d.get(site["url"] + "/history?" + urllib.parse.urlencode(
+        {"namespace": NS_A, "metric": METRIC, "deviceType": "qemu-x86", "plan": site["plan"]}))
+    d.find_element(By.CSS_SELECTOR, "table.change-points a.bisect").click()  # the change point's
+    wait_for("the bisection page", lambda: "/bisect?" in d.current_url, timeout=30)
+    manifest = yaml.safe_load(d.find_element(By.ID, "bisect-manifest").text)
+    assert manifest["kind"] == "BenchmarkBisection" and manifest["metadata"] == {
+        "name": "bisect-" + runs["a3"].split("/")[1], "namespace": NS_A}
+    assert manifest["spec"] == {"metric": METRIC, "plan": site["plan"],
+                                "selector": {"deviceType": "qemu-x86"}, "good": {"name": "b1"},
+                                "builds": [{"name": "b2"}]}   # b1 (a2's) to b2 (a3's, the point)
+    assert "board's own image" in d.find_element(By.ID, "bisect-todo").text
+    assert f"benchfarm bisect log {NS_A}/bisect-" in d.find_element(By.ID, "bisect-command").text
+    _shot(d, site, "5-bisect")
+
 
 def test_the_reports_boot_timeline_keeps_one_colour_per_stage_and_its_legend_off_the_bars(
         site, browser):
@@ -494,6 +508,11 @@ def test_another_namespaces_runs_are_nowhere_to_be_seen(site, browser):
     d.get(site["url"] + "/history?" + urllib.parse.urlencode(
         {"metric": METRIC, "deviceType": "qemu-x86", "plan": site["plan"]}))
     assert other not in d.page_source
+    bisect = site["url"] + "/bisect?" + urllib.parse.urlencode(   # team A's change point
+        {"namespace": NS_A, "metric": METRIC, "deviceType": "qemu-x86", "plan": site["plan"],
+         "run": site["runs"]["a3"]})
+    assert _http(bisect, site["tokens"][NS_A])[0] == 200 and _http(
+        bisect, site["tokens"][NS_B])[0] == 404
     _sign_in(d, site, NS_B)                   # the other person sees theirs, and not the first's
     theirs = _rows(d, "tr.run")
     assert other in theirs and all(r.startswith(NS_B + "/") for r in theirs)

@@ -222,3 +222,36 @@ def test_a_board_the_lab_failed_on_first_is_not_where_the_steps_go():
         "deviceType": "qemu-arm64-a53-icount"}
     lab.make(again.create[0])
     assert lab.plan(spec()).board == "vb-icount-0"
+
+
+def test_a_template_over_revisions_is_the_builds_listed_with_each_revisions_urls_and_digests():
+    url = "https://ci.example/builds/{rev}"
+    templated = BenchmarkBisectionSpec(**{**{k: v for k, v in SPEC.items() if k not in (
+        "good", "builds")}, "template": {
+            "kernel": {"url": url + "/Image", "sha256Url": url + "/SHA256SUMS"},
+            "bootArgs": "quiet"}, "goodRevision": "a1b2c3", "revisions": ["d4e5f6", "0789ab"]})
+    assert templated.good_build.name == "a1b2c3" and [b.name for b in templated.builds] == [
+        "d4e5f6", "0789ab"]
+    kernel = templated.builds[1].kernel
+    assert kernel is not None and kernel.url == "https://ci.example/builds/0789ab/Image"
+    assert kernel.sha256Url == "https://ci.example/builds/0789ab/SHA256SUMS"
+    assert templated.builds[1].bootArgs == "quiet"
+    p = plan(BISECTION, templated, [], lambda run, build: [])
+    first = p.create[0]
+    revision = templated.revisions[int(first["metadata"]["labels"]["benchfarm.io/bisection-build"])]
+    assert first["spec"]["softwareB"]["name"] == revision
+    assert first["spec"]["softwareB"]["kernel"] == {
+        "url": f"https://ci.example/builds/{revision}/Image",
+        "sha256Url": f"https://ci.example/builds/{revision}/SHA256SUMS"}
+    assert first["spec"]["software"]["kernel"]["sha256Url"] == \
+        "https://ci.example/builds/a1b2c3/SHA256SUMS"
+
+
+def test_a_bisection_names_its_builds_one_way():
+    import pytest
+    from pydantic import ValidationError
+    bare = {k: v for k, v in SPEC.items() if k not in ("good", "builds")}
+    for body in (bare, {**bare, "template": {"bootArgs": "x"}, "goodRevision": "r0"},
+                 {**SPEC, "builds": []}):
+        with pytest.raises(ValidationError, match="give good and builds, or template"):
+            BenchmarkBisectionSpec(**body)

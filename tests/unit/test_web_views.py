@@ -188,3 +188,47 @@ def test_a_lab_admin_chooses_the_namespace_and_its_menus_follow():
         "namespace": "team-a", "metric": "secret-step/secret-metric",
         "deviceType": "qemu-arm64-a53", "plan": "team-b-plan"})
     assert not none.known and none.want.namespace == "team-a"
+
+
+def _bisect_points():
+    p = [{"run": f"team-a/r{i}", "side": "", "software": s} for i, s in enumerate(
+        ["v1", "v1", "v2", "v3", "v3", "v3"])]
+    p.insert(3, {"run": "team-a/ab", "side": "B", "software": "v3"})
+    return p
+
+
+def test_a_change_points_bisection_runs_from_the_newest_other_build_to_its_own():
+    points = _bisect_points()
+    before, after = views.bisection_ends({"run": "team-a/r4"}, points)
+    assert before == points[2] and after == points[5]          # v2 (not the A/B's B side: v3)
+    kernel = {"url": "s3://benchfarm-artifacts/builds/v/Image", "sha256": "0" * 64}
+    runs = {"team-a/r2": {"spec": {"software": {"name": "x", "kernel": kernel}}},
+            "team-a/r4": {"spec": {"software": {"bootArgs": "slub_debug=P"}}}}
+    key = views.SeriesKey("team-a", "hackbench/time (s)", "qemu-arm64", "hackbench")
+    body, todo = views.bisection_draft(key, before, after, runs)
+    assert body["kind"] == "BenchmarkBisection" and body["metadata"] == {
+        "name": "bisect-r4", "namespace": "team-a"}
+    assert body["spec"]["good"] == {"name": "v2", "kernel": kernel}
+    assert body["spec"]["builds"] == [{"name": "v3", "bootArgs": "slub_debug=P"}]
+    assert body["spec"]["selector"] == {"deviceType": "qemu-arm64"} and \
+        body["spec"]["metric"] == "hackbench/time (s)" and body["spec"]["plan"] == "hackbench"
+    assert todo == ["list the builds between them in order before the last (or give a template "
+                    "and its revisions)"]
+    from benchfarm.api.bisections import BenchmarkBisectionSpec
+    assert BenchmarkBisectionSpec(**body["spec"]).builds[0].bootArgs == "slub_debug=P"
+
+
+def test_a_bisection_from_a_b_side_and_the_boards_own_image_says_what_is_missing():
+    points = _bisect_points()
+    before, after = views.bisection_ends({"run": "team-a/ab"}, points)
+    assert before == points[2] and after["side"] == "B"
+    runs = {"team-a/ab": {"spec": {"software": {"bootArgs": "a"}, "softwareB": {"bootArgs": "b"}}}}
+    body, todo = views.bisection_draft(views.SeriesKey("team-a", "m (s)", "d", "p"), before,
+                                       after, runs)
+    assert body["spec"]["builds"] == [{"name": "v3", "bootArgs": "b"}]
+    assert body["spec"]["good"] == {"name": "v2"} and todo[0].startswith(
+        "build v2 was the board's own image")
+    first, after = views.bisection_ends({"run": "team-a/r0"}, points)
+    assert first is None and views.bisection_draft(
+        views.SeriesKey("team-a", "m (s)", "d", "p"), first, after, {})[1][0].startswith(
+        "no run before the change point")

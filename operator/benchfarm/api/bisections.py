@@ -1,9 +1,12 @@
 """BenchmarkBisection: from a change point to the build that caused it, on one board.
 
 A bisection names a metric, a plan, a board selector, the good build and the builds after it in
-order (the last is the bad one). The operator measures one build at a time against the good one
-in A/B BenchmarkRuns of the bisection's namespace (owned by it, queued like any other run, under
-the same LabPolicy checks of their software), all on the board its first run got; a step takes
+order (the last is the bad one): each a software set, or one software set whose URLs hold
+`{rev}` (`template`) and the revisions to put there (`goodRevision`, `revisions`), as a CI
+publishes its builds (`.../builds/{rev}/Image` with `.../builds/{rev}/SHA256SUMS`). The
+operator measures one build at a time against the good one in A/B BenchmarkRuns of the
+bisection's namespace (owned by it, queued like any other run, under the same LabPolicy checks
+of their software), all on the board its first run got; a step takes
 as many pairs as its verdict needs (`core.bisection.judge`), the next build is the search's
 (`core.bisection.search`), and the finished runs are the steps' checkpoints: the operator reads
 the whole course back from them. What the operator, `kubectl` and `benchfarm bisect` agree on
@@ -15,12 +18,12 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from benchfarm.api.base import Condition, Model, Name, Status
 from benchfarm.api.boards import BoardSelector
 from benchfarm.api.outcomes import BisectionAnswer, StepVerdict
-from benchfarm.api.runs import SoftwareSet
+from benchfarm.api.runs import ARTIFACT_PARTS, SoftwareSet
 
 BISECTION_LABEL = "benchfarm.io/bisection"          # on its runs: the bisection's name
 BISECTION_UID_LABEL = "benchfarm.io/bisection-uid"
@@ -28,6 +31,8 @@ BUILD_LABEL = "benchfarm.io/bisection-build"        # the build a run measures: 
 BATCH_LABEL = "benchfarm.io/bisection-batch"        # 1, 2, ...: the runs of one build's step
 MAX_LAB_FAULTS = 3       # a step's runs that the lab failed (not the build) before it gives up
 
+REVISION = "{rev}"      # in a template's URLs: the revision of the build
+Revision = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9._-]+$")]
 MetricKey = Annotated[str, Field(min_length=3, max_length=200, pattern=r"^[^\x00-\x1f]+ \([^()]+\)$")]
 
 
@@ -40,10 +45,20 @@ class BenchmarkBisectionSpec(Model):
     plan: Name = Field(description="The TestPlan each step runs.")
     selector: BoardSelector = Field(description=(
         "The boards that may run it: the first step's board runs every step."))
-    good: SoftwareSet = Field(description="The last good build: every step's reference (A).")
-    builds: list[SoftwareSet] = Field(min_length=1, max_length=256, description=(
+    good: SoftwareSet | None = Field(None, description=(
+        "The last good build: every step's reference (A). Or goodRevision with a template."))
+    builds: list[SoftwareSet] = Field(default_factory=list, max_length=256, description=(
         "The builds after the good one, in order; the last is the bad one. Each is named (its "
-        "revision in the record `benchfarm bisect log` prints)."))
+        "revision in the record `benchfarm bisect log` prints). Or revisions with a template."))
+    template: SoftwareSet | None = Field(None, description=(
+        "Every build's software, its URLs holding {rev} where the revision goes (e.g. "
+        "https://ci.example/builds/{rev}/Image with sha256Url .../builds/{rev}/SHA256SUMS): "
+        "the builds are goodRevision's and the revisions'."))
+    goodRevision: Revision | None = Field(None, description="With template: the good build's.")
+    revisions: list[Revision] = Field(default_factory=list, max_length=256, json_schema_extra={
+        "x-kubernetes-list-type": "set"}, description=(
+            "With template: the revisions after the good one, in order; the last is the bad "
+            "one's."))
     threshold: float = Field(0.05, ge=0.001, le=1.0, description=(
         "The smallest slowdown that counts, relative (0.05: 5 % worse than the good build)."))
     pairsPerRun: int = Field(3, ge=1, le=50, description=(
@@ -54,15 +69,53 @@ class BenchmarkBisectionSpec(Model):
     timeoutSeconds: int = Field(3600, ge=10, le=7 * 86400, description="Per step run.")
     cancel: bool = Field(False, description="Cancel the step that runs; keep what was found.")
 
+    @model_validator(mode="after")
+    def _from_template(self) -> BenchmarkBisectionSpec:
+        """A template's builds, as if listed: every reader sees `good` and `builds`."""
+        if self.template is not None and self.goodRevision and self.revisions:
+            self.good = at_revision(self.template, self.goodRevision)
+            self.builds = [at_revision(self.template, r) for r in self.revisions]
+        if self.good is None or not self.builds:
+            raise ValueError("give good and builds, or template, goodRevision and revisions")
+        return self
+
+    @property
+    def good_build(self) -> SoftwareSet:
+        assert self.good is not None        # _from_template: never None once validated
+        return self.good
+
+
+def at_revision(template: SoftwareSet, revision: str) -> SoftwareSet:
+    """The template's software with `revision` in its URLs, named by it."""
+    body = template.model_dump(exclude_none=True)
+    for part in ARTIFACT_PARTS:
+        if part in body:
+            body[part] = {k: v.replace(REVISION, revision) for k, v in body[part].items()}
+    return SoftwareSet.model_validate({**body, "name": revision})
+
+
+_URLS = " || ".join(f"(has(self.template.{p}) && (self.template.{p}.url.contains('{REVISION}')"
+                    f" || has(self.template.{p}.sha256Url) && "
+                    f"self.template.{p}.sha256Url.contains('{REVISION}')))"
+                    for p in ARTIFACT_PARTS)
 
 BISECTION_SPEC_RULES = [
     {"rule": "has(self.selector.deviceType) || has(self.selector.board)",
      "message": "selector needs deviceType or board"},
-    {"rule": "size(self.good.name) > 0 && self.builds.all(b, size(b.name) > 0)",
+    {"rule": "has(self.good) && has(self.builds) && size(self.builds) > 0 && !has(self.template) "
+             "&& !has(self.goodRevision) && !has(self.revisions) || !has(self.good) && "
+             "!has(self.builds) && has(self.template) && has(self.goodRevision) && "
+             "has(self.revisions) && size(self.revisions) > 0",
+     "message": "give good and builds, or template, goodRevision and revisions"},
+    {"rule": "!has(self.good) || size(self.good.name) > 0 && self.builds.all(b, size(b.name) > 0)",
      "message": "name the good build and every build (a revision or a build's label)"},
-    {"rule": "self.builds.all(b, b.name != self.good.name && "
+    {"rule": "!has(self.builds) || !has(self.good) || self.builds.all(b, b.name != self.good.name && "
              "self.builds.exists_one(c, c.name == b.name))",
      "message": "build names must be unique, and none the good build's"},
+    {"rule": "!has(self.revisions) || !(self.goodRevision in self.revisions)",
+     "message": "the revisions come after goodRevision: it is not one of them"},
+    {"rule": f"!has(self.template) || {_URLS}",
+     "message": "the template's URLs name no {rev}: every build would be the same files"},
     {"rule": "self.pairsPerRun <= self.maxPairs",
      "message": "pairsPerRun must not exceed maxPairs"},
 ]

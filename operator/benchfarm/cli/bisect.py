@@ -28,7 +28,7 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("bisect", help="a BenchmarkBisection's record (git bisect log)")
     verbs = p.add_subparsers(dest="verb", required=True)
     log = verbs.add_parser("log", help="print the record `git bisect replay` reads")
-    log.add_argument("bisection", help="NAMESPACE/NAME (NAME: in default)")
+    log.add_argument("bisection", help="NAMESPACE/NAME (NAME: in the current namespace)")
     log.set_defaults(func=lambda args: main_log(args.settings, args.bisection))
 
 
@@ -54,13 +54,13 @@ def record(body: dict[str, Any]) -> str:
             f"{percent(s.effect)} worse (95 % CI {percent(low)} to {percent(high)}, {s.pairs} pairs)")
         steps.append(Step(s.build, s.verdict, detail))
     found = answer(len(builds), {s.build: s.verdict for s in steps})
-    return render(Build(spec.good.name, _label(spec.good)), builds, steps, found)
+    return render(Build(spec.good_build.name, _label(spec.good_build)), builds, steps, found)
 
 
 def main_log(settings: Settings, ref: str) -> int:
     from benchfarm.kubeapi.client import Kube
-    ns, sep, name = ref.partition("/")
-    ns, name = (ns, name) if sep else ("default", ref)
+    from benchfarm.kubeapi.kubeconfig import object_ref
+    ns, name = object_ref(settings, ref)
     try:
         body = Kube(settings, outage_budget=10).get_custom("benchmarkbisections", ns, name)
     except BenchfarmError as exc:

@@ -32,18 +32,11 @@ def add_parsers(sub: Any) -> None:
     k.set_defaults(func=export_main)
 
 
-def _split(ref: str, settings: Settings) -> tuple[str, str]:
-    ns, sep, name = ref.partition("/")
-    if sep:
-        return ns, name
-    from benchfarm.kubeapi.client import current_namespace
-    return current_namespace(settings), ref
-
-
 def export_outcomes(settings: Settings, ref: str) -> list[Any]:
     """The outcomes of a run NAMESPACE/NAME, or of each run of a campaign of that name."""
     kube = lab_api(settings)
-    ns, name = _split(ref, settings)
+    from benchfarm.kubeapi.kubeconfig import object_ref
+    ns, name = object_ref(settings, ref)
     run = kube.get_run(ns, name)
     if run is not None:
         return [outcome_of(run, settings)[0]]

@@ -69,7 +69,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def _namespace(given: str | None, settings: Settings) -> str:
-    from benchfarm.kubeapi.client import current_namespace
+    from benchfarm.kubeapi.kubeconfig import current_namespace
     return given or current_namespace(settings)
 
 

@@ -70,17 +70,13 @@ class NotFound(BenchfarmError):
     """A run, its metrics or a baseline file that is not there."""
 
 
-def _split(run: str) -> tuple[str, str]:
-    ns, sep, name = run.partition("/")
-    return (ns, name) if sep else ("default", run)
-
-
 def metrics(settings: Settings, run: str) -> dict[str, Any]:
-    """The metrics document of a finished run NAMESPACE/NAME (or NAME in `default`)."""
+    """The metrics document of a finished run NAMESPACE/NAME (or NAME in the current namespace)."""
     from benchfarm.kubeapi.client import Kube
+    from benchfarm.kubeapi.kubeconfig import object_ref
     from benchfarm.store.accounts import namespace_store
     from benchfarm.store.artifacts import run_prefix
-    ns, name = _split(run)
+    ns, name = object_ref(settings, run)
     kube = Kube(settings, outage_budget=10)
     body = kube.get_run(ns, name)
     if body is None:
@@ -100,8 +96,9 @@ def campaign(settings: Settings, ref: str) -> tuple[str, list[Any]] | None:
     """A BenchmarkCampaign NAMESPACE/NAME as its release label and its guide's columns (their
     runs' metrics; a column without results is missing); None when there is no such campaign."""
     from benchfarm.kubeapi.client import Kube
+    from benchfarm.kubeapi.kubeconfig import object_ref
     from benchfarm.report.release import Column
-    ns, name = _split(ref)
+    ns, name = object_ref(settings, ref)
     body = Kube(settings, outage_budget=10).get_custom("benchmarkcampaigns", ns, name)
     if body is None:
         return None
@@ -121,8 +118,9 @@ def campaign(settings: Settings, ref: str) -> tuple[str, list[Any]] | None:
 def _campaign_not_run(settings: Settings, ref: str) -> tuple[str, list[Any]] | None:
     """The campaign a name means, when no BenchmarkRun has that name (a run wins)."""
     from benchfarm.kubeapi.client import Kube
+    from benchfarm.kubeapi.kubeconfig import object_ref
     if Path(ref).suffix.lower() in (".rst", ".txt") or \
-            Kube(settings, outage_budget=10).get_run(*_split(ref)):
+            Kube(settings, outage_budget=10).get_run(*object_ref(settings, ref)):
         return None
     return campaign(settings, ref)
 

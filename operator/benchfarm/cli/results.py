@@ -26,7 +26,8 @@ def history_scope(namespace: str | None, everywhere: bool,
     every namespace). Without any Kubernetes credentials there is no one to ask: the database URL
     is then the caller's only credential, and it reads everything anyway."""
     from benchfarm.history.commands import ScopeRefused
-    from benchfarm.kubeapi.client import WATCH_FAILURES, current_namespace
+    from benchfarm.kubeapi.client import WATCH_FAILURES
+    from benchfarm.kubeapi.kubeconfig import current_namespace
     ns = None if everywhere else namespace or current_namespace(settings)
     from kubernetes import client, config
     try:

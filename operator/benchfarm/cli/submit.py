@@ -181,7 +181,7 @@ def submit_main(args: argparse.Namespace) -> int:
     from urllib3.exceptions import HTTPError
 
     from benchfarm.errors import BenchfarmError, Outage
-    from benchfarm.kubeapi.client import current_namespace
+    from benchfarm.kubeapi.kubeconfig import current_namespace
     body: dict[str, Any] = {}
     if args.file:
         try:
@@ -318,7 +318,7 @@ def upload_main(args: argparse.Namespace) -> int:
     from kubernetes.config import ConfigException
 
     from benchfarm.errors import BenchfarmError
-    from benchfarm.kubeapi.client import current_namespace
+    from benchfarm.kubeapi.kubeconfig import current_namespace
     ns = args.namespace or current_namespace(args.settings)
     path = Path(args.file)
     try:

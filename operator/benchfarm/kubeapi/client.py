@@ -86,15 +86,6 @@ WATCH_FAILURES: tuple[type[Exception], ...] = (*API_FAILURES, urllib3.exceptions
                                                OSError)
 
 
-def current_namespace(settings: Settings) -> str:
-    """The kubeconfig's current namespace ("default" in-cluster or without a context)."""
-    try:
-        _, current = config.list_kube_config_contexts(settings.kubeconfig or None)
-        return str(current.get("context", {}).get("namespace") or "default")
-    except (config.ConfigException, OSError):   # in-cluster or no context: the default namespace
-        return "default"
-
-
 def lab_redactor(s: Settings, *, extra_endpoints: Iterable[str] = (),
                  extra_directories: Iterable[str] = ()) -> Redactor:
     """What tenants must not read, from the lab's settings (`core.policy.redact`): the store's

@@ -124,7 +124,7 @@ class Bisections:
                         problem)
             got = None
         else:
-            got = pairs_of(doc, spec.metric, spec.good.name, spec.builds[build].name)
+            got = pairs_of(doc, spec.metric, spec.good_build.name, spec.builds[build].name)
         self._pairs[key] = got
         if len(self._pairs) > KEPT_DOCUMENTS:
             self._pairs.popitem(last=False)

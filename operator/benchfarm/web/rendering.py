@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 import jinja2
+import yaml
 
 from benchfarm.report.conditions import EXCLUDED, HEADER, SIMULATED
 from benchfarm.report.svg import fmt
@@ -59,6 +60,16 @@ def history_page(context: dict[str, Any], doc: dict[str, Any], unit: str) -> str
         if context.get("known") else ""
     softwares = sorted({p["software"] for p in doc["series"] if p.get("software")})
     return render("history.html.j2", {**context, "svg": svg, "doc": doc, "softwares": softwares})
+
+
+def bisect_page(context: dict[str, Any], key: views.SeriesKey, change: dict[str, Any],
+                before: dict[str, Any] | None, after: dict[str, Any],
+                runs: dict[str, dict[str, Any]]) -> str:
+    """A change point's bisection, to complete and create (`views.bisection_draft`)."""
+    body, todo = views.bisection_draft(key, before, after, runs)
+    return render("bisect.html.j2", {**context, "change": change, "name": body["metadata"]["name"],
+                                     "namespace": key.namespace, "todo": todo,
+                                     "manifest": yaml.safe_dump(body, sort_keys=False)})
 
 
 def compare_page(context: dict[str, Any], docs: list[tuple[str, dict[str, Any]]], a: str,

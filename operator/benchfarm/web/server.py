@@ -354,6 +354,32 @@ class Dashboard:
             "person": person, "keys": keys, "want": want, "choices": menus.choices,
             "namespaces": menus.namespaces, "known": menus.known}, doc, unit)
 
+    async def bisect(self, request: web.Request) -> web.StreamResponse:
+        """A change point's bisection to create (`?namespace, metric, deviceType, plan` name the
+        series, `run` its change point): the runs on either side of it are read as the person
+        may read them, the manifest drawn in the budgeted child."""
+        person: Person = request["person"]
+        key = views.SeriesKey(*(request.query.get(f, "") for f in (
+            "namespace", "metric", "deviceType", "plan")))
+        doc: dict[str, Any] = {"series": [], "changePoints": []}
+        if person.may_read(key.namespace):
+            doc = visible(await asyncio.to_thread(self.history.history, *key), person.may_read)
+        change = next((c for c in doc["changePoints"] if c["run"] == request.query.get("run")),
+                      None)
+        if change is None:
+            raise web.HTTPNotFound(text="no such change point that you may see")
+        before, after = views.bisection_ends(change, doc["series"])
+        runs = {}
+        for point in (before, after):
+            if point is not None and "/" in point["run"]:
+                ns, name = point["run"].split("/", 1)
+                found = await asyncio.to_thread(self.kube.get_run, ns, name) \
+                    if ns == key.namespace else None
+                if found is not None:
+                    runs[point["run"]] = found
+        return await self.budgeted_page(request, rendering.bisect_page, {"person": person},
+                                        key, change, before, after, runs)
+
     async def compare(self, request: web.Request) -> web.StreamResponse:
         """Every metric of one namespace's device type and plan: the runs of build A against
         those of B."""
@@ -385,6 +411,7 @@ class Dashboard:
             web.get("/runs", self.runs), web.get("/runs/{ns}/{name}", self.run),
             web.get("/runs/{ns}/{name}/artifacts/{path:.+}", self.artifact),
             web.get("/history", self.history_page), web.get("/compare", self.compare),
+            web.get("/bisect", self.bisect),
             web.static("/static", static)])
         return app
 

@@ -11,6 +11,10 @@ from the run's metrics.json.
 
 The history page's menus (`history_menus`): a series is one namespace's, so the namespace is
 chosen first and the metric, device type and plan menus list that namespace's series only.
+
+A change point's bisection (`bisection_draft`): the BenchmarkBisection that asks which build
+between the last good run's and the change point's run made the change, for a person to
+complete (the builds between them) and create.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from benchfarm.api.base import GROUP, VERSION
 from benchfarm.api.boards import BoardState, held_by
 from benchfarm.api.outcomes import FINISHED, Condition, LeasePhase, Phase
 from benchfarm.core.conditions import seconds_of
@@ -317,3 +322,52 @@ def filter_runs(rows: Iterable[dict[str, Any]], filters: Mapping[str, str]) -> l
                 (not filters.get("q") or filters["q"].lower() in str(row["name"]).lower()):
             out.append(row)
     return sorted(out, key=lambda r: (r["created"], r["key"]), reverse=True)
+
+
+def _software_of(point: Mapping[str, Any], runs: Mapping[str, Mapping[str, Any]]
+                 ) -> dict[str, Any]:
+    """The software a point's run booted on its side (B: softwareB), named by its history label
+    (or, without one, by its run's name)."""
+    spec = (runs.get(point["run"]) or {}).get("spec") or {}
+    software = dict(spec.get("softwareB" if point.get("side") == "B" else "software") or {})
+    name = point.get("software") or software.get("name") or str(point["run"]).rsplit("/", 1)[-1]
+    return {**software, "name": name}
+
+
+Point = Mapping[str, Any]
+
+
+def bisection_ends(change: Mapping[str, Any], points: Sequence[Point]) -> tuple[Point | None, Point]:
+    """The points a change point's bisection runs between (`change`: its entry of the
+    history's changePoints; `points`: the series): the newest point before it with another
+    build (None: none has), and the change point's own."""
+    at = next((i for i, p in enumerate(points) if p["run"] == change["run"]), None)
+    after = points[at] if at is not None else {"run": change["run"], "side": "", "software":
+                                                  change.get("software", "")}
+    before = next((p for p in reversed(points[:at or 0])
+                   if p.get("software") != after.get("software")), None)
+    return before, after
+
+
+def bisection_draft(key: SeriesKey, before: Point | None, after: Point,
+                    runs: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """A BenchmarkBisection of `key`'s series from the good point `before` to the bad point
+    `after` (`bisection_ends`; `runs`: their runs as read, by "ns/name"), and what a person must
+    still give before creating it."""
+    todo = []
+    good = _software_of(before, runs) if before else {"name": "last-good"}
+    bad = _software_of(after, runs)
+    if before is None:
+        todo.append("no run before the change point has another build: name the good build")
+    for software in (good, bad):
+        if set(software) == {"name"}:
+            todo.append(f"build {software['name']} was the board's own image: give its files "
+                        "(kernel, initrd, dtb) or its bootArgs")
+    todo.append("list the builds between them in order before the last (or give a template and "
+                "its revisions)")
+    name = "bisect-" + str(after["run"]).rsplit("/", 1)[-1]
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "BenchmarkBisection",
+            "metadata": {"name": name[:63].rstrip("-."), "namespace": key.namespace},
+            "spec": {"metric": key.metric, "plan": key.plan,
+                     "selector": {"deviceType": key.device_type},
+                     "good": good, "builds": [bad]}}, todo

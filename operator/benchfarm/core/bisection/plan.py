@@ -104,7 +104,7 @@ def run_body(bisection: Mapping[str, Any], spec: BenchmarkBisectionSpec, build: 
                                  "name": meta["name"], "uid": meta["uid"], "controller": True}]},
         "spec": {"selector": selector, "plan": spec.plan, "iterations": pairs,
                  "priority": spec.priority, "timeoutSeconds": spec.timeoutSeconds,
-                 "software": spec.good.model_dump(exclude_none=True, exclude_defaults=True),
+                 "software": spec.good_build.model_dump(exclude_none=True, exclude_defaults=True),
                  "softwareB": spec.builds[build].model_dump(exclude_none=True,
                                                             exclude_defaults=True)}}
 
@@ -233,5 +233,5 @@ def answer_status(spec: BenchmarkBisectionSpec, p: Plan) -> AnswerStatus | None:
     return AnswerStatus(
         kind=p.found.kind, firstBad=names[p.found.first_bad] if p.found.first_bad is not None
         else None, suspects=[names[i] for i in p.found.suspects],
-        lastGood=names[p.found.last_good] if p.found.last_good >= 0 else spec.good.name,
+        lastGood=names[p.found.last_good] if p.found.last_good >= 0 else spec.good_build.name,
         effect=first.effect if first else None, ci95=first.ci95 if first else [])
