@@ -409,10 +409,12 @@ def test_a_person_follows_the_history_chart_to_a_run_its_report_and_an_artifact(
     manifest = yaml.safe_load(d.find_element(By.ID, "bisect-manifest").text)
     assert manifest["kind"] == "BenchmarkBisection" and manifest["metadata"] == {
         "name": "bisect-" + runs["a3"].split("/")[1], "namespace": NS_A}
+    # b1 (a2's) to b2 (a3's, the point): a lower latency, so "worse" is turned round to find it
     assert manifest["spec"] == {"metric": METRIC, "plan": site["plan"],
-                                "selector": {"deviceType": "qemu-x86"}, "good": {"name": "b1"},
-                                "builds": [{"name": "b2"}]}   # b1 (a2's) to b2 (a3's, the point)
-    assert "board's own image" in d.find_element(By.ID, "bisect-todo").text
+                                "selector": {"deviceType": "qemu-x86"}, "higherIsBetter": True,
+                                "good": {"name": "b1"}, "builds": [{"name": "b2"}]}
+    todo = d.find_element(By.ID, "bisect-todo").text
+    assert "board's own image" in todo and "this change is an improvement" in todo
     assert f"benchfarm bisect log {NS_A}/bisect-" in d.find_element(By.ID, "bisect-command").text
     _shot(d, site, "5-bisect")
 

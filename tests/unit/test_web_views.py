@@ -232,3 +232,14 @@ def test_a_bisection_from_a_b_side_and_the_boards_own_image_says_what_is_missing
     assert first is None and views.bisection_draft(
         views.SeriesKey("team-a", "m (s)", "d", "p"), first, after, {})[1][0].startswith(
         "no run before the change point")
+
+
+def test_a_bisection_of_an_improvement_looks_for_the_build_that_made_it_better():
+    points = _bisect_points()
+    before, after = views.bisection_ends({"run": "team-a/r4"}, points)
+    key = views.SeriesKey("team-a", "cyclictest/max (us)", "d", "p")
+    body, todo = views.bisection_draft(key, before, after, {}, improvement=True,
+                                       higher_is_better=False)
+    assert body["spec"]["higherIsBetter"] is True and todo[0].startswith(
+        "this change is an improvement")
+    assert "higherIsBetter" not in views.bisection_draft(key, before, after, {})[0]["spec"]

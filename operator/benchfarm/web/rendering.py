@@ -64,9 +64,11 @@ def history_page(context: dict[str, Any], doc: dict[str, Any], unit: str) -> str
 
 def bisect_page(context: dict[str, Any], key: views.SeriesKey, change: dict[str, Any],
                 before: dict[str, Any] | None, after: dict[str, Any],
-                runs: dict[str, dict[str, Any]]) -> str:
+                runs: dict[str, dict[str, Any]], higher_is_better: bool) -> str:
     """A change point's bisection, to complete and create (`views.bisection_draft`)."""
-    body, todo = views.bisection_draft(key, before, after, runs)
+    body, todo = views.bisection_draft(
+        key, before, after, runs, improvement=change.get("direction") != "regression",
+        higher_is_better=higher_is_better)
     return render("bisect.html.j2", {**context, "change": change, "name": body["metadata"]["name"],
                                      "namespace": key.namespace, "todo": todo,
                                      "manifest": yaml.safe_dump(body, sort_keys=False)})

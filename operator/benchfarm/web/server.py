@@ -37,6 +37,7 @@ from kubernetes.client.rest import ApiException
 from benchfarm import budgeted
 from benchfarm.api.base import FAIRNESS_CONFIG_MAP, FAIRNESS_KEY
 from benchfarm.core.policy.software import Network
+from benchfarm.core.statistics.regression import higher_is_better_for, unit_of
 from benchfarm.errors import BenchfarmError
 from benchfarm.kubeapi.client import Kube
 from benchfarm.logs import configure
@@ -340,7 +341,7 @@ class Dashboard:
         doc: dict[str, Any] = {"series": [], "changePoints": []}
         if menus.known:
             doc = visible(await asyncio.to_thread(self.history.history, *want), person.may_read)
-        unit = want.metric.rsplit("(", 1)[-1].rstrip(")") if "(" in want.metric else ""
+        unit = unit_of(want.metric)
         if request.query.get("format") == "json":
             return web.json_response({
                 "namespace": want.namespace, "namespaces": menus.namespaces,
@@ -377,8 +378,11 @@ class Dashboard:
                     if ns == key.namespace else None
                 if found is not None:
                     runs[point["run"]] = found
+        higher = doc.get("higherIsBetter")
+        if higher is None:                  # the store's source says nothing of it: the unit's
+            higher = higher_is_better_for(unit_of(key.metric))
         return await self.budgeted_page(request, rendering.bisect_page, {"person": person},
-                                        key, change, before, after, runs)
+                                        key, change, before, after, runs, bool(higher))
 
     async def compare(self, request: web.Request) -> web.StreamResponse:
         """Every metric of one namespace's device type and plan: the runs of build A against

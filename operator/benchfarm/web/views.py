@@ -350,11 +350,17 @@ def bisection_ends(change: Mapping[str, Any], points: Sequence[Point]) -> tuple[
 
 
 def bisection_draft(key: SeriesKey, before: Point | None, after: Point,
-                    runs: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+                    runs: Mapping[str, Mapping[str, Any]], *, improvement: bool = False,
+                    higher_is_better: bool = True) -> tuple[dict[str, Any], list[str]]:
     """A BenchmarkBisection of `key`'s series from the good point `before` to the bad point
     `after` (`bisection_ends`; `runs`: their runs as read, by "ns/name"), and what a person must
-    still give before creating it."""
+    still give before creating it. A bisection looks for the build that made the metric worse:
+    for an `improvement` its higherIsBetter is turned round, so it names the one that made it
+    better."""
     todo = []
+    if improvement:
+        todo.append("this change is an improvement: higherIsBetter is turned round, so the "
+                    "first 'bad' build the bisection names is the first one that much better")
     good = _software_of(before, runs) if before else {"name": "last-good"}
     bad = _software_of(after, runs)
     if before is None:
@@ -366,8 +372,10 @@ def bisection_draft(key: SeriesKey, before: Point | None, after: Point,
     todo.append("list the builds between them in order before the last (or give a template and "
                 "its revisions)")
     name = "bisect-" + str(after["run"]).rsplit("/", 1)[-1]
+    spec: dict[str, Any] = {"metric": key.metric, "plan": key.plan,
+                            "selector": {"deviceType": key.device_type}}
+    if improvement:
+        spec["higherIsBetter"] = not higher_is_better
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "BenchmarkBisection",
             "metadata": {"name": name[:63].rstrip("-."), "namespace": key.namespace},
-            "spec": {"metric": key.metric, "plan": key.plan,
-                     "selector": {"deviceType": key.device_type},
-                     "good": good, "builds": [bad]}}, todo
+            "spec": {**spec, "good": good, "builds": [bad]}}, todo

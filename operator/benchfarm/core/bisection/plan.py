@@ -38,7 +38,7 @@ from benchfarm.api.runs import BenchmarkRunStatus
 from benchfarm.core.bisection.judge import Judgement, judge
 from benchfarm.core.bisection.search import Answer, answer, max_steps, next_build
 from benchfarm.core.statistics.measured import iteration_values
-from benchfarm.core.statistics.regression import higher_is_better_for
+from benchfarm.core.statistics.regression import higher_is_better_for, unit_of
 
 #: a run that failed so is the build's fault: the step is the build's skip
 BUILD_FAULTS = frozenset({Reason.software_boot_failed, Reason.suites_failed,
@@ -153,7 +153,7 @@ def plan(bisection: Mapping[str, Any], spec: BenchmarkBisectionSpec,
     measured (None: its document or the metric is missing)."""
     n = len(spec.builds)
     higher = spec.higherIsBetter if spec.higherIsBetter is not None else higher_is_better_for(
-        spec.metric.rpartition(" (")[2].rstrip(")"))
+        unit_of(spec.metric))
     by_build = _index(bisection["metadata"]["uid"], runs)
     out = Plan([], board=_board(r for batches in by_build.values() for r in batches.values()))
     verdicts: dict[int, StepVerdict] = {}

@@ -106,6 +106,11 @@ def higher_is_better_for(unit: str) -> bool:
     return unit not in LOWER_IS_BETTER_UNITS
 
 
+def unit_of(key: str) -> str:
+    """The unit of a metric named 'NAME (UNIT)' ("" without one)."""
+    return key.rpartition(" (")[2].rstrip(")") if key.endswith(")") and " (" in key else ""
+
+
 def compare_metric(key: str, baseline: Sample, current: Sample, higher_is_better: bool,
                    th: Thresholds) -> Comparison:
     assert baseline.mean is not None and current.mean is not None
