@@ -255,3 +255,31 @@ def test_a_bisection_names_its_builds_one_way():
                  {**SPEC, "builds": []}):
         with pytest.raises(ValidationError, match="give good and builds, or template"):
             BenchmarkBisectionSpec(**body)
+
+
+def test_a_board_that_fails_mid_bisection_is_left_and_its_step_measured_again_elsewhere():
+    """Steps on vb-icount-0 until its second step's second run fails on the lab there: the next
+    run may go to any board of the type (vb-icount-1 takes it), the step's pairs are that
+    board's only (vb-icount-0's first run of it dropped), and every later step goes there."""
+    def noise(build, batch, slow):       # the second step (build 13) needs two runs of pairs
+        if build == 13 and batch == 1:
+            return [(10.0, 10.0), (10.0, 12.6), (10.0, 11.6)]
+        return [(10.0, 10.0 * slow)] * 3
+    lab = Lab(slower_from(10, noise=noise))
+    for _ in range(2):
+        lab.make(lab.plan(spec()).create[0])            # hb-8-1 (good), hb-13-1 (undecided)
+    retry = lab.plan(spec()).create[0]
+    assert retry["metadata"]["name"] == "hb-13-2" and retry["spec"]["selector"] == {"board": "vb-icount-0"}
+    lab.make(retry, finish=False)
+    lab.runs[-1]["status"] = {"phase": "Failed", "board": "vb-icount-0", "conditions": [
+        {"type": "Succeeded", "status": "False", "reason": "SerialSilent", "message": "m"}]}
+    again = lab.plan(spec())
+    assert again.board is None and again.create[0]["metadata"]["name"] == "hb-13-3"
+    assert again.create[0]["spec"]["selector"] == {"deviceType": "qemu-arm64-a53-icount"}
+    lab.make(again.create[0])
+    lab.runs[-1]["status"]["board"] = "vb-icount-1"
+    p = lab.plan(spec())
+    step = p.steps[1]
+    assert step.runs == ["hb-13-1", "hb-13-2", "hb-13-3"] and step.pairs == 3 and step.labFaults == 1
+    assert step.verdict == StepVerdict.bad and "measured again on vb-icount-1" in step.message
+    assert p.board == "vb-icount-1" and p.create[0]["spec"]["selector"] == {"board": "vb-icount-1"}

@@ -6,11 +6,11 @@ order (the last is the bad one): each a software set, or one software set whose 
 publishes its builds (`.../builds/{rev}/Image` with `.../builds/{rev}/SHA256SUMS`). The
 operator measures one build at a time against the good one in A/B BenchmarkRuns of the
 bisection's namespace (owned by it, queued like any other run, under the same LabPolicy checks
-of their software), all on the board its first run got; a step takes
-as many pairs as its verdict needs (`core.bisection.judge`), the next build is the search's
-(`core.bisection.search`), and the finished runs are the steps' checkpoints: the operator reads
-the whole course back from them. What the operator, `kubectl` and `benchfarm bisect` agree on
-about a bisection is defined here.
+of their software), all on the board its first run got (another after a lab fault there); a
+step takes as many pairs as its verdict needs (`core.bisection.judge`), the next build is the
+search's (`core.bisection.search`), and the finished runs are the steps' checkpoints: the
+operator reads the whole course back from them. What the operator, `kubectl` and `benchfarm
+bisect` agree on about a bisection is defined here.
 """
 
 from __future__ import annotations

@@ -9,9 +9,11 @@ index and its batch); its finished runs' pairs give its verdict (`judge`), or an
 its suite failed, it took the board down) is the build's `skip`; a run the lab failed is made
 again (`MAX_LAB_FAULTS` at most); a run still going ends the replay there. So a restarted
 operator, or a killed session whose run resumes, never redoes a finished step. Every run after
-the first holds the board the first one got (its selector names it; a run the lab failed before
-any other got a board pins nothing: that board may be what failed): a step's pairs are on one
-board, and every step is measured on the same one.
+the first holds the board the first one got (its selector names it), so every step is measured
+on the same board; a run the lab failed on it unpins it (that board may be what failed): the
+step is measured again on whichever board of the selector its next run gets, every later step
+there too. Each run measures the good build beside the candidate, so a step's pairs, all of its
+newest board, hold their own reference.
 """
 
 from __future__ import annotations
@@ -109,18 +111,27 @@ def run_body(bisection: Mapping[str, Any], spec: BenchmarkBisectionSpec, build: 
                                                             exclude_defaults=True)}}
 
 
+def _lab_failed(seen: BenchmarkRunStatus) -> bool:
+    """Whether a finished run failed on the lab (or was cancelled), not on its build."""
+    reason = _why(seen)[0]
+    return seen.phase in FINISHED and seen.phase != Phase.succeeded and (
+        reason not in BUILD_FAULTS and (blame(reason) == Blame.lab or seen.phase == Phase.cancelled))
+
+
 def _board(runs: Iterable[Mapping[str, Any]]) -> str | None:
-    """The board of the first run that got one and that the lab did not fail: every step's
-    runs go there. A run the lab failed before any did not (its board may be what failed)."""
+    """Where the next run goes: the board of the newest run that got one and that the lab did
+    not fail. A run the lab failed on that board unpins it (the board may be what failed): the
+    next run goes to any board of the selector, and the runs after it to the board it got; a
+    step's pairs are those of its newest board's runs (`plan`), each pair measuring the
+    reference there too."""
+    board = None
     for run in sorted(runs, key=lambda r: r["metadata"].get("creationTimestamp") or ""):
         seen = BenchmarkRunStatus.of(run.get("status"))
-        reason = _why(seen)[0]
-        lab_failed = seen.phase in FINISHED and seen.phase != Phase.succeeded and (
-            reason not in BUILD_FAULTS and (blame(reason) == Blame.lab or
-                                            seen.phase == Phase.cancelled))
-        if seen.board and not lab_failed:
-            return seen.board
-    return None
+        if _lab_failed(seen):
+            board = None if seen.board == board else board
+        elif seen.board:
+            board = seen.board
+    return board
 
 
 def _why(status: BenchmarkRunStatus) -> tuple[str, str]:
@@ -161,6 +172,7 @@ def plan(bisection: Mapping[str, Any], spec: BenchmarkBisectionSpec,
         step = StepStatus(build=build, name=spec.builds[build].name)
         out.steps.append(step)
         have: Pairs = []
+        measured_on = None          # the board of `have`: pairs of another are measured again
         batches = by_build.get(build, {})
         for batch in sorted(batches):
             run = batches[batch]
@@ -177,7 +189,10 @@ def plan(bisection: Mapping[str, Any], spec: BenchmarkBisectionSpec,
                     out.failure = (BisectionReason.metric_missing,
                                    f"run {run['metadata']['name']} has no pairs of {spec.metric}")
                     return out
-                have += got
+                if seen.board != measured_on and have:
+                    have, step.message = [], (f"measured again on {seen.board} after a lab "
+                                              f"fault on {measured_on}")
+                have, measured_on = have + got, seen.board
             elif reason in BUILD_FAULTS:
                 step.verdict, step.message = StepVerdict.skip, f"{reason}: {message}"
                 break
