@@ -3,7 +3,8 @@
 `slub_debug=P` (hackbench 15-20 % slower). make test: a team that may not boot its own software
 gets no step run (the chaos suite bisects through an operator and a session kill);
 the full variant (make bisection): 16 candidates and the bad build with the slowdown from the
-11th, the same with an unbootable build on the search's path, and with no slowdown at all."""
+11th, the same with an unbootable build on the search's path, and with no slowdown at all; the
+shipped example as it is."""
 
 from __future__ import annotations
 
@@ -44,6 +45,36 @@ def test_sixteen_candidates_and_the_bad_build(custom, case):
     skipped = [s["name"] for s in st["steps"] if s["verdict"] == "skip"]
     assert skipped == (["b9"] if "9th" in case else [])
     assert len(st["steps"]) <= 5 + len(skipped) and len(st["steps"]) <= st["maxSteps"]
+
+
+@pytest.mark.full
+def test_the_example_names_its_culprit_and_prints_its_record(custom):
+    """testplans/examples/bisection.yaml as shipped: four builds, b2 the first with slub_debug."""
+    from kubernetes import client
+
+    from tests.stack.bisections import EXAMPLE, get, record
+    try:                                # one left by an earlier run of this test, with its runs
+        custom.delete_namespaced_custom_object(GROUP, VERSION, "default", "benchmarkbisections",
+                                               "slub-poison")
+    except client.ApiException as exc:
+        assert exc.status == 404
+
+    def gone():
+        try:
+            get(custom, "slub-poison")
+        except client.ApiException as exc:
+            return exc.status == 404
+        return False
+    wait_for("no earlier slub-poison", gone, timeout=120)
+    apply(EXAMPLE.read_text())
+    st = answered(custom, "slub-poison", timeout=1800)["status"]
+    print(f"\nthe example: {len(st['steps'])} steps, {st['pairs']} pairs, "
+          f"{st['boardSeconds']:.0f} s of board time")
+    assert (st["answer"]["kind"], st["answer"]["firstBad"]) == ("Culprit", "b2"), st
+    assert len(st["steps"]) <= 3
+    log = record("slub-poison")
+    assert log.splitlines()[-1].startswith("# first bad commit: [b2] ") and \
+        "git bisect good cloud\n" in log
 
 
 def test_a_namespace_that_may_not_boot_its_own_software_gets_no_step_run(custom):
