@@ -229,9 +229,14 @@ def test_a_bisection_from_a_b_side_and_the_boards_own_image_says_what_is_missing
     assert body["spec"]["good"] == {"name": "v2"} and todo[0].startswith(
         "build v2 was the board's own image")
     first, after = views.bisection_ends({"run": "team-a/r0"}, points)
-    assert first is None and views.bisection_draft(
-        views.SeriesKey("team-a", "m (s)", "d", "p"), first, after, {})[1][0].startswith(
-        "no run before the change point")
+    body, todo = views.bisection_draft(views.SeriesKey("team-a", "m (s)", "d", "p"), first,
+                                       after, {})
+    assert first is None and todo[0].startswith("no run before the change point")
+    assert [t for t in todo if "own image" in t] == ["build v1 was the board's own image: give "
+                                                    "its files (kernel, initrd, dtb) or its bootArgs"]
+    odd = {"run": "team-a/r9", "side": "", "software": "6.1 (cloud) #1"}
+    assert views.bisection_draft(views.SeriesKey("team-a", "m (s)", "d", "p"), None, odd, {}
+                                 )[0]["spec"]["builds"] == [{"name": "6.1-cloud-1"}]
 
 
 def test_a_bisection_of_an_improvement_looks_for_the_build_that_made_it_better():

@@ -20,6 +20,7 @@ complete (the builds between them) and create.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -324,17 +325,17 @@ def filter_runs(rows: Iterable[dict[str, Any]], filters: Mapping[str, str]) -> l
     return sorted(out, key=lambda r: (r["created"], r["key"]), reverse=True)
 
 
-def _software_of(point: Mapping[str, Any], runs: Mapping[str, Mapping[str, Any]]
-                 ) -> dict[str, Any]:
+Point = Mapping[str, Any]
+_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _software_of(point: Point, runs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """The software a point's run booted on its side (B: softwareB), named by its history label
-    (or, without one, by its run's name)."""
+    (or, without one, by its run's name) as a software set's name may be written."""
     spec = (runs.get(point["run"]) or {}).get("spec") or {}
     software = dict(spec.get("softwareB" if point.get("side") == "B" else "software") or {})
     name = point.get("software") or software.get("name") or str(point["run"]).rsplit("/", 1)[-1]
-    return {**software, "name": name}
-
-
-Point = Mapping[str, Any]
+    return {**software, "name": _NOT_IN_A_NAME.sub("-", str(name))[:63]}
 
 
 def bisection_ends(change: Mapping[str, Any], points: Sequence[Point]) -> tuple[Point | None, Point]:
@@ -365,7 +366,7 @@ def bisection_draft(key: SeriesKey, before: Point | None, after: Point,
     bad = _software_of(after, runs)
     if before is None:
         todo.append("no run before the change point has another build: name the good build")
-    for software in (good, bad):
+    for software in (good, bad) if before else (bad,):
         if set(software) == {"name"}:
             todo.append(f"build {software['name']} was the board's own image: give its files "
                         "(kernel, initrd, dtb) or its bootArgs")
