@@ -372,15 +372,11 @@ class Dashboard:
         before, after = views.bisection_ends(change, doc["series"])
         runs = {}
         for point in (before, after):
-            if point is not None and "/" in point["run"]:
-                ns, name = point["run"].split("/", 1)
-                found = await asyncio.to_thread(self.kube.get_run, ns, name) \
-                    if ns == key.namespace else None
-                if found is not None:
-                    runs[point["run"]] = found
-        higher = doc.get("higherIsBetter")
-        if higher is None:                  # the store's source says nothing of it: the unit's
-            higher = higher_is_better_for(unit_of(key.metric))
+            ns, _, name = str((point or {}).get("run", "")).partition("/")
+            if ns == key.namespace and (found := await asyncio.to_thread(self.kube.get_run, ns, name)):
+                runs[f"{ns}/{name}"] = found
+        # the store's source says nothing of which way is better: then the unit's
+        higher = doc.get("higherIsBetter", higher_is_better_for(unit_of(key.metric)))
         return await self.budgeted_page(request, rendering.bisect_page, {"person": person},
                                         key, change, before, after, runs, bool(higher))
 
