@@ -196,13 +196,13 @@ def plan(bisection: Mapping[str, Any], spec: BenchmarkBisectionSpec,
             elif reason in BUILD_FAULTS:
                 step.verdict, step.message = StepVerdict.skip, f"{reason}: {message}"
                 break
-            elif blame(reason) == Blame.run and seen.phase != Phase.cancelled:
+            elif _lab_failed(seen):     # the lab's fault (or someone cancelled it): measure it again
+                step.labFaults += 1
+                step.message = f"{reason}: {message}"
+            else:
                 out.failure = (BisectionReason.run_failed,
                                f"run {run['metadata']['name']}: {reason}: {message}")
                 return out
-            else:               # the lab's fault (or someone cancelled it): measure it again
-                step.labFaults += 1
-                step.message = f"{reason}: {message}"
         if step.verdict is None:
             judged = judge(have, higher, spec.threshold, spec.maxPairs)
             _record(step, judged)
